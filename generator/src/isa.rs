@@ -157,6 +157,9 @@ pub fn fold(class: Class, opnd: Opnd) -> (Class, Opnd) {
         }
         (Branch, _) => (Branch, Reg),
         (Lock, _) => (Lock, Rmw),
+        // `rep stos` only writes memory; `rep movs` reads one buffer and writes another. The
+        // profiler's decoder tells them apart the same way (store and rmw).
+        (Rep, Store) => (Rep, Store),
         (Rep, _) => (Rep, Rmw),
         (Nop, _) => (Nop, Reg),
         (c, o) => (c, o),
@@ -583,7 +586,7 @@ pub static TEMPLATES: &[Template] = &[
     },
     Template {
         class: Class::Rep,
-        opnd: Opnd::Rmw,
+        opnd: Opnd::Store,
         asm: "rep stosb",
         vex: None,
         args: &[],

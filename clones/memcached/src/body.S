@@ -853,191 +853,184 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 26244192]
     jmp .Lc1_d32_j_t
 .Lc1_d32_j:
-    or qword ptr [r14 + 1280], 45
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r8d, r8d
+    or qword ptr [r14 + 1280], 82
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 174
-    lock add qword ptr [r15 + 0], rcx
-    mov ecx, 147
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    and r8, 8128
+    inc dword ptr [r14 + r8 + 8640]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 1088], eax
-    mov rcx, rax
-    mov r9, r10
+    lock add qword ptr [r15 + 0], r8
+    mov ecx, 131
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1048512
-    add rax, qword ptr [r14 + r9 + 14700992]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
     inc dword ptr [r14 + 960]
-    lock add qword ptr [r15 + 1024], rax
+    mov dword ptr [r15 + 1088], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 26
+    add rdx, qword ptr [r14 + 64]
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r14 + 64]
-    mov rbp, r10
-    and r9, 8128
-    inc dword ptr [r14 + r9 + 8640]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 2496], rbp
+    mov esi, 168
+    lea rdi, [r15 + 26235968]
+    mov ecx, 4
+    test ebx, 24
+    cmovz ecx, esi
+    rep stosb
+    and r9, 1048512
+    add rdx, qword ptr [r14 + r9 + 14700992]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rcx, [rip + .Lc1_d83_j]
+    lea rcx, [rip + .Lc1_d86_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d83_j_t
-.Lc1_d83_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 960
-    inc dword ptr [r14 + rbp + 1472]
-    mov eax, 152
-    mov dword ptr [r14 + 896], 221
-    add rax, 70
+    jmp .Lc1_d86_j_t
+.Lc1_d86_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, 76
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov edi, 67
+    mov dword ptr [r15 + 384], edi
+    mov r8, r10
+    mov r9d, r8d
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov ecx, 175
+    and r8, 960
+    and ecx, dword ptr [r15 + r8 + 1472]
+    movzx r8d, byte ptr [r15 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, eax
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9, qword ptr [r14 + 384]
+    mov dword ptr [r15 + 896], 13
+    mov rbp, r10
+    add qword ptr [r15 + 320], rbp
+    and rbp, 2097088
+    mov rcx, qword ptr [r14 + rbp + 15749568]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rax
-    movzx ecx, byte ptr [r14 + rbp + 1536]
-    and ecx, dword ptr [r15 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 320], rdx
-    mov dword ptr [r15 + 384], esi
-    mov edx, dword ptr [r14 + 704]
+    inc dword ptr [r14 + 1024]
+    mov r8, rbp
+    movzx r9d, r8b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d139_j]
+    lea rcx, [rip + .Lc1_d136_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d139_j_t
-.Lc1_d139_j:
-    neg rdx
-    mov ecx, edx
-    mov dword ptr [r14 + 384], ecx
+    jmp .Lc1_d136_j_t
+.Lc1_d136_j:
     jmp 1f
 1:
+    mov r9d, 132
+    jmp 1f
+1:
+    mov r8d, dword ptr [r14 + 128]
     test bl, 240
     jnz 1f
 1:
-    mov esi, dword ptr [r14 + 128]
-    mov rdi, rsi
-    mov esi, 76
-    add qword ptr [r14 + 320], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    jmp 1f
-1:
+    mov r8d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    cmp r9, r9
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
+    movzx r9d, al
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 64]
+    and r9, 960
+    movsxd rcx, dword ptr [r14 + r9 + 1472]
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 512]
-    movzx r8d, cl
-    mov r8, r10
-    xor dword ptr [r15 + 64], r8d
-    mov edi, 45
+    xor dword ptr [r15 + 1152], eax
+    mov dword ptr [r14 + 64], r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 17846720], 117
-    mov qword ptr [r15 + 960], r8
-    shr ecx, 5
-    mov byte ptr [r15 + 704], cl
+    mov r9, rcx
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 960], 78
+    mov qword ptr [r15 + 320], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 768]
-    mov byte ptr [r14 + 1152], dil
-    movzx edi, cl
+    and eax, dword ptr [r14 + 704]
+    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 128], 199
     add r11, 64
     add r10, r11
     inc rbx
@@ -1047,70 +1040,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d197_j]
+    lea rcx, [rip + .Lc1_d193_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d197_j_t
-.Lc1_d197_j:
-    xor dword ptr [r15 + 64], eax
-    add rdi, qword ptr [r14 + 448]
-    imul rdi, qword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d193_j_t
+.Lc1_d193_j:
+    movzx ecx, al
+    xor dword ptr [r15 + 64], ecx
+    mov rcx, rax
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
+    imul rax, qword ptr [r15 + 704]
+    add rax, qword ptr [r14 + 1344]
     nop
-    mov rcx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 25
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rcx
-    mov r9d, r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r9d
-    cmp rax, rax
-    and rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rax
-    mov r9, rax
-    mov byte ptr [r15 + 768], r9b
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    lea r9, [rax + rax*2 + 57]
-    mov eax, 190
+    add rcx, qword ptr [r14 + 448]
+    mov edx, ecx
+    mov rbp, r10
+    mov rcx, rbp
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 2496]
+    and r8, 960
+    lock or dword ptr [r15 + r8 + 1472], 20
+    mov edx, ecx
     jmp 1f
 1:
-    movzx ebp, byte ptr [r14 + 1344]
-    add rbp, qword ptr [r15 + 128]
     test dword ptr [r15 + 26244188], 117440528
     jnz 1f
 1:
-    mov eax, ecx
-    movzx r9d, byte ptr [r15 + 768]
-    mov rcx, r9
-    movsxd r9, dword ptr [r14 + 1024]
+    mov byte ptr [r14 + 768], bpl
+    mov ebp, r8d
+    mov rbp, rbp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1121,59 +1115,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 26244187], 2099213
     setz al
-    lea rcx, [rip + .Lc1_d255_s]
+    lea rcx, [rip + .Lc1_d251_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d255_s_t
+    jmp .Lc1_d251_s_t
     .p2align 3
-.Lc1_d255_s:
+.Lc1_d251_s:
     .p2align 3
-    jmp .Lc1_d255_j
+    jmp .Lc1_d251_j
     .p2align 3
-    jmp .Lc1_d255_j
-.Lc1_d255_j:
-    mov dword ptr [r15 + 128], 231
-    mov r9, r10
-    mov dword ptr [r15 + 512], 125
-    and r9, 2097088
-    mov dword ptr [r15 + r9 + 15749568], r9d
+    jmp .Lc1_d251_j
+.Lc1_d251_j:
+    mov rbp, r10
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 2496]
+    mov dword ptr [r15 + 768], 125
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    test r9d, r9d
-    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
-    xor dword ptr [r14 + 128], ecx
-    mov r9d, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 320]
-    mov rdi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 41
-    and eax, dword ptr [r14 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    and edi, dword ptr [r14 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 896], 31
+    mov rbp, rax
+    mov eax, 74
+    xor dword ptr [r14 + 768], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 512]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 704], cl
+    mov ebp, edi
+    neg rbp
     test dword ptr [r15 + 26244187], 139460864
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov eax, edi
-    neg rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 640], eax
-    mov eax, 13
+    mov dword ptr [r15 + 128], edi
+    mov edi, 12
     add r11, 64
     add r10, r11
     inc rbx
@@ -1183,129 +1175,133 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d308_j]
+    lea rcx, [rip + .Lc1_d302_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d308_j_t
-.Lc1_d308_j:
-    lea rcx, [rip + .Lc1_d312_j]
+    jmp .Lc1_d302_j_t
+.Lc1_d302_j:
+    lea rcx, [rip + .Lc1_d306_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d312_j_t
-.Lc1_d312_j:
-    mov r8, r10
-    shr eax, 30
-    and r8, 960
-    movsxd rax, dword ptr [r14 + r8 + 1472]
-    movzx r8d, al
+    jmp .Lc1_d306_j_t
+.Lc1_d306_j:
+    movsxd rax, dword ptr [r14 + 1088]
+    mov ecx, 42
+    movzx ecx, cl
     test dword ptr [r15 + 26244187], 8728
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    movzx ecx, dl
-    add rcx, 21
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 91
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 246
-    mov dword ptr [r15 + 1088], eax
+    mov eax, ecx
+    mov ecx, 179
+    test ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    xor edx, ecx
-    movzx edx, byte ptr [r15 + 448]
-    test edx, edx
+    mov rdi, rax
+    mov byte ptr [r14 + 832], dil
+    movzx eax, byte ptr [r15 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], dl
-    movzx eax, dl
-    mov rax, qword ptr [r14 + 64]
+    lea r9, [rdi + rdi*2 + 24]
+    mov byte ptr [r14 + 128], r9b
+    mov r9, qword ptr [r15 + 1024]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    movzx eax, dil
+    movzx edi, al
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rax
+    add r9, qword ptr [r15 + 64]
+    and r8, 4032
+    movzx edx, byte ptr [r14 + r8 + 4544]
     jmp 1f
 1:
-    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edi, r8b
     jmp 1f
 1:
-    lea rsi, [rdx + rdx*2 + 13]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d365_j]
+    lea rcx, [rip + .Lc1_d355_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d365_j_t
-.Lc1_d365_j:
-    movzx esi, sil
-    mov esi, esi
-    and esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], esi
+    jmp .Lc1_d355_j_t
+.Lc1_d355_j:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 1408]
+    neg rcx
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rsi, 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    add qword ptr [r15 + 448], rcx
+    mov ecx, dword ptr [r15 + 640]
+    movzx edi, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, cl
+    mov byte ptr [r15 + 64], sil
+    mov dword ptr [r15 + 704], 4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 960], rsi
+    shl rdi, 20
+    mov dword ptr [r15 + 64], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edi
     mov rbp, r10
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1472]
-    movsxd rbp, dword ptr [r15 + 704]
+    movzx edi, bpl
+    and rbp, 8388544
+    mov qword ptr [r15 + rbp + 17846720], rbp
+    mov dword ptr [r14 + 512], 201
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r14 + 384], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd rsi, dword ptr [r14 + 128]
+    mov qword ptr [r15 + 448], rsi
+    mov rcx, rdi
+    test bl, 240
     jnz 1f
 1:
     jmp 1f
 1:
-    shl rcx, 8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, rcx
-    inc ebp
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 2496]
-    mov r8, r10
-    mov qword ptr [r14 + 1408], r8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 4544], 254
-    test ebx, 1073741824
-    jz 1f
-1:
+    inc edi
     jmp 1f
 1:
-    add qword ptr [r14 + 576], r8
-    mov dword ptr [r14 + 512], 240
     add r11, 64
     add r10, r11
     inc rbx
@@ -1315,67 +1311,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d419_j]
+    lea rcx, [rip + .Lc1_d415_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d419_j_t
-.Lc1_d419_j:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d415_j_t
+.Lc1_d415_j:
+    mov dword ptr [r14 + 0], 175
+    mov rcx, rax
+    add qword ptr [r14 + 0], rcx
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 75
-    mov dword ptr [r14 + 0], 15
     jmp 1f
 1:
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r14 + 0]
-    mov eax, dword ptr [r14 + 0]
-    movzx r9d, byte ptr [r15 + 960]
-    mov ecx, r9d
+    add rax, 51
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 1152], 10
-    inc ecx
+    mov dword ptr [r15 + 0], 34
+    inc edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdi
+    mov r8, r10
+    test dword ptr [r15 + 26244188], 335552529
+    jz 1f
+1:
+    and r8, 960
+    imul rax, qword ptr [r14 + r8 + 1472]
+    lea r8, [rax + rax*2 + 105]
+    mov r8d, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 128]
+    mov dword ptr [r14 + 1024], edi
+    movsxd rdi, dword ptr [r15 + 1152]
     jmp 1f
 1:
-    mov rcx, r9
-    test dword ptr [r15 + 26244188], 67117073
+    test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 448], r9d
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, qword ptr [r14 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 576]
-    imul rcx, qword ptr [r15 + 1024]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rcx
-    mov dword ptr [r15 + 640], r8d
-    add r9, 65
+    movzx r8d, dil
+    and r8d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -1390,37 +1387,37 @@ ditto_body_c1:
 .Lc1_b1_c0:
     jmp 1f
 1:
-    inc r8d
-    mov r8, qword ptr [r14 + 0]
-    shl r8, 14
-    mov r9d, r8d
-    mov rdi, r9
+    inc eax
+    mov rax, qword ptr [r14 + 0]
+    shl rax, 14
+    mov edi, eax
+    mov rdi, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], r8b
+    mov byte ptr [r14 + 448], al
     jmp 1f
 1:
-    shr r8d, 11
+    shr ecx, 11
     jmp 1f
 1:
-    neg r8
+    neg rcx
     test ebx, 29632
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 320]
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, r8d, 63
-    cmp rcx, rcx
+    imul eax, ecx, 63
+    cmp rax, rax
     test ebx, 7936
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
-    mov r9d, 55
+    mov edx, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
     dec r13
@@ -1451,75 +1448,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d520_j]
+    lea rcx, [rip + .Lc1_d518_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d520_j_t
-.Lc1_d520_j:
-    or eax, eax
-    mov eax, 176
-    mov eax, eax
-    shl rax, 6
+    jmp .Lc1_d518_j_t
+.Lc1_d518_j:
+    jmp 1f
+1:
+    shl rax, 25
+    jmp 1f
+1:
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
+    or ecx, eax
+    movsxd rcx, dword ptr [r14 + 704]
+    mov eax, 104
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rcx, 10
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244188], 229377
     jnz 1f
 1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 768]
-    mov rbp, r10
-    test ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 140
+    mov esi, 13
+    inc esi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r14 + rbp + 4544], ebp
-    and ecx, dword ptr [r15 + 128]
+    inc dword ptr [r14 + 128]
+    mov qword ptr [r15 + 640], rsi
+    mov dword ptr [r15 + 576], esi
+    mov dword ptr [r14 + 64], esi
     test ebx, 288
     jnz 1f
 1:
-    mov rbp, r10
-    mov rax, rbp
-    add rax, rax
-    and rbp, 1048512
-    add qword ptr [r15 + rbp + 14700992], rbp
+    mov rsi, r8
+    imul rsi, qword ptr [r15 + 576]
+    add rsi, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov ecx, 238
-    sub rcx, rax
-    mov ecx, dword ptr [r14 + 1088]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], sil
+    mov esi, esi
+    sub rsi, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rax, qword ptr [r14 + 64]
-    mov ebp, eax
-    inc ebp
+    mov r8d, esi
+    imul r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    inc dword ptr [r14 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, cl
-    add rdi, rdi
+    movzx ebp, r8b
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -1527,60 +1521,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d582_j]
+    lea rcx, [rip + .Lc1_d577_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d582_j_t
-.Lc1_d582_j:
-    movsxd rdi, dword ptr [r14 + 576]
-    mov ecx, 140
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 128]
+    jmp .Lc1_d577_j_t
+.Lc1_d577_j:
+    movzx ebp, al
+    mov qword ptr [r15 + 1152], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rcx + rcx*2 + 82]
     test dword ptr [r15 + 26244187], 268453896
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], edi
-    mov qword ptr [r14 + 64], rdi
-    and eax, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rbp + rbp*2 + 16]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rcx
-    movzx ecx, dil
-    mov dword ptr [r15 + 128], 160
-    add qword ptr [r14 + 448], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    xor eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244188], 1367343168
-    jz 1f
-1:
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rax, [rax + rax*2 + 33]
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rcx
-    movzx ecx, cl
     jmp 1f
 1:
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244187], 538969090
+    and ebp, dword ptr [r15 + 768]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, ebp
+    movzx eax, al
+    neg rax
+    mov eax, 149
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 1216]
+    xor ecx, eax
+    mov r9, r10
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 1280]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1048512
+    mov edx, dword ptr [r15 + r9 + 14700992]
+    movzx r9d, dl
+    mov dword ptr [r14 + 64], r9d
+    test ebx, 288
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 640]
     mov rax, rcx
-    and r8, 960
-    movsxd rdi, dword ptr [r14 + r8 + 1472]
-    or edi, edi
-    test ebx, 312
+    or eax, eax
+    mov ecx, 18
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r14 + 64]
-    add rdi, rdi
+    add qword ptr [r14 + 512], rcx
+    add rax, rax
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
@@ -1591,125 +1587,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d637_j]
+    lea rcx, [rip + .Lc1_d634_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d637_j_t
-.Lc1_d637_j:
-    lea rcx, [rip + .Lc1_d641_j]
+    jmp .Lc1_d634_j_t
+.Lc1_d634_j:
+    lea rcx, [rip + .Lc1_d638_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d641_j_t
-.Lc1_d641_j:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    jmp .Lc1_d638_j_t
+.Lc1_d638_j:
+    mov r9, r10
+    imul rax, qword ptr [r15 + 1024]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 2496]
+    jmp 1f
+1:
     test dword ptr [r15 + 26244188], 1157627936
     jnz 1f
 1:
-    mov rbp, r10
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rax, qword ptr [r14 + rbp + 2496]
+    and rax, r9
+    mov rax, rax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 512], ecx
-    xor dword ptr [r15 + 576], ecx
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rax
+    mov ecx, ecx
     test bl, 144
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 1152]
-    sub rcx, rbp
-    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r14 + 960], rax
+    mov dword ptr [r15 + 576], ecx
+    mov eax, ecx
     test dword ptr [r15 + 26244188], 17874944
     jnz 1f
 1:
-    and rax, rcx
-    mov eax, eax
-    mov dword ptr [r15 + 704], eax
+    mov ecx, ecx
+    mov rcx, rcx
+    mov dword ptr [r14 + 704], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 320]
-    lock or dword ptr [r15 + 960], 61
-    imul rcx, qword ptr [r15 + 64]
-    test ebx, 424
-    jz 1f
+    mov ecx, dword ptr [r14 + 128]
+    lock or dword ptr [r15 + 448], 66
+    mov rax, rcx
+    test dword ptr [r15 + 26244187], 42106880
+    jnz 1f
 1:
-    mov rcx, rax
+    and rcx, rcx
+    movzx ecx, cl
     mov rcx, rcx
-    jmp 1f
-1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movzx ecx, cl
+    xor dword ptr [r14 + 896], eax
+    movzx eax, cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d690_j]
+    lea rcx, [rip + .Lc1_d686_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d690_j_t
-.Lc1_d690_j:
-    mov r8, r10
-    and r8, 8388544
-    mov byte ptr [r15 + r8 + 17846720], r8b
-    mov r8d, 142
-    inc dword ptr [r15 + 1088]
-    mov r8, rcx
+    jmp .Lc1_d686_j_t
+.Lc1_d686_j:
+    imul rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 312
     jnz 1f
 1:
-    mov ecx, 234
-    mov edi, ecx
-    mov edi, 182
-    neg rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    neg rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 124
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, rdi
+    xchg qword ptr [r15 + 1088], rax
+    movzx ecx, al
+    inc dword ptr [r14 + 64]
+    mov rax, qword ptr [r14 + 64]
     test ebx, 1696
     jnz 1f
 1:
-    shr edi, 19
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 121
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9d, 194
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    xchg qword ptr [r15 + 1024], r8
-    add r8, 49
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r14 + 640]
-    add rbp, qword ptr [r14 + 768]
-    movzx edx, byte ptr [r14 + 128]
-    mov qword ptr [r15 + 384], rdx
-    mov edi, dword ptr [r14 + 1344]
+    mov qword ptr [r15 + 1344], rcx
+    mov eax, ecx
+    and r9, 960
+    mov ecx, dword ptr [r14 + r9 + 1472]
+    neg rcx
     test ebx, 1073741824
     jz 1f
 1:
-    inc r8d
-    add r8, 111
-    mov r8d, r8d
-    movzx r8d, r8b
+    mov r9, r10
+    add rax, 78
+    sub rax, rcx
+    and r9, 8388544
+    mov dword ptr [r15 + r9 + 17846720], r9d
+    shr r9d, 12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 115
+    movsxd r9, dword ptr [r15 + 768]
+    mov r8d, 115
+    mov eax, 237
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, r9
+    mov esi, esi
+    mov esi, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1729,56 +1726,61 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d753_s]
+    lea rcx, [rip + .Lc1_d751_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d753_s_t
+    jmp .Lc1_d751_s_t
     .p2align 3
-.Lc1_d753_s:
+.Lc1_d751_s:
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
+    jmp .Lc1_d751_j
     .p2align 3
-    jmp .Lc1_d753_j
-.Lc1_d753_j:
-    lea rcx, [rip + .Lc1_d775_j]
+    jmp .Lc1_d751_j
+.Lc1_d751_j:
+    lea rcx, [rip + .Lc1_d773_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d775_j_t
-.Lc1_d775_j:
-    add qword ptr [r14 + 832], rcx
+    jmp .Lc1_d773_j_t
+.Lc1_d773_j:
+    jmp 1f
+1:
     test ebx, 3264
     jnz 1f
 1:
-    imul rax, qword ptr [r14 + 896]
+    add qword ptr [r14 + 832], rcx
     test ebx, 11776
     jnz 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -1801,62 +1803,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d801_j]
+    lea rcx, [rip + .Lc1_d802_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d801_j_t
-.Lc1_d801_j:
-    jmp 1f
-1:
-    and rax, rax
-    movzx eax, al
-    mov dword ptr [r15 + 128], 170
+    jmp .Lc1_d802_j_t
+.Lc1_d802_j:
+    mov ecx, eax
+    mov rcx, qword ptr [r14 + 64]
+    add qword ptr [r15 + 576], rcx
+    or qword ptr [r14 + 448], 85
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov rcx, rcx
+    and rcx, rcx
+    movzx ecx, cl
     test dword ptr [r15 + 26244187], 16778276
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc eax
-    lock or dword ptr [r15 + 0], 39
-    movzx eax, cl
+    mov ecx, ecx
+    inc ecx
+    movzx ecx, cl
     test bl, 228
     jnz 1f
 1:
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp rcx, rcx
-    mov eax, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 72
     jnz 1f
 1:
-    imul rcx, qword ptr [r14 + 0]
-    test ecx, ecx
-    or qword ptr [r15 + 448], 118
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r8, r10
+    mov rbp, r10
+    and r8, 2097088
+    mov dword ptr [r14 + r8 + 15749568], 138
     test dword ptr [r15 + 26244187], 8405508
     jnz 1f
 1:
-    mov ecx, eax
-    mov rax, qword ptr [r14 + 832]
-    shr eax, 12
-    mov rbp, qword ptr [r15 + 1216]
+    and rbp, 4032
+    mov byte ptr [r14 + rbp + 4544], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 832], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 1280], rcx
-    movsxd rcx, dword ptr [r14 + 64]
-    mov r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov rbp, rcx
-    and r8, 2097088
-    mov dword ptr [r15 + r8 + 15749568], 218
+    movzx r8d, bpl
+    lock or dword ptr [r15 + 640], 34
+    mov rbp, qword ptr [r14 + 1088]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1868,66 +1865,66 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d856_s]
+    lea rcx, [rip + .Lc1_d854_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d856_s_t
+    jmp .Lc1_d854_s_t
     .p2align 3
-.Lc1_d856_s:
+.Lc1_d854_s:
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
+    jmp .Lc1_d854_j
     .p2align 3
-    jmp .Lc1_d856_j
-.Lc1_d856_j:
-    mov ecx, 88
-    movzx ecx, cl
+    jmp .Lc1_d854_j
+.Lc1_d854_j:
+    mov ebp, 88
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     add rax, rcx
-    mov eax, eax
+    mov ecx, eax
     test bl, 40
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 896]
+    vpxor ymm15, ymm12, ymm11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test dword ptr [r15 + 26244188], 1140850724
     jnz 1f
 1:
-    shr eax, 17
+    mov dword ptr [r14 + 512], 137
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1943,10 +1940,10 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d906_j]
+    lea rcx, [rip + .Lc1_d904_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d906_j_t
-.Lc1_d906_j:
+    jmp .Lc1_d904_j_t
+.Lc1_d904_j:
     .byte 0x0f, 0x1f, 0x00
     movzx ecx, al
     imul rcx, qword ptr [r15 + 1088]
@@ -1970,31 +1967,32 @@ ditto_body_c1:
 1:
     and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
+    mov rsi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 217
     imul rcx, qword ptr [r15 + 0]
-    mov esi, ecx
-    movzx esi, sil
+    mov r8d, ecx
+    movzx r8d, r8b
     test dword ptr [r15 + 26244188], 554698752
     jnz 1f
 1:
     mov qword ptr [r15 + 1216], rcx
-    sub r9, rcx
+    sub rsi, rcx
     inc dword ptr [r14 + 1152]
     mov dword ptr [r14 + 704], 160
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 260
+    mov esi, 168
     lea rdi, [r15 + 26235968]
     mov ecx, 4
     test ebx, 3
     cmovz ecx, esi
-    rep stosb
-    mov rcx, rcx
+    lea rsi, [r15 + 26240064]
+    rep movsb
+    mov r8, rcx
     mov dword ptr [r15 + 128], 182
     inc rbx
     dec r13
@@ -2008,14 +2006,14 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d961_j]
+    lea rcx, [rip + .Lc1_d960_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d961_j_t
-.Lc1_d961_j:
-    lea rcx, [rip + .Lc1_d965_j]
+    jmp .Lc1_d960_j_t
+.Lc1_d960_j:
+    lea rcx, [rip + .Lc1_d964_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d965_j_t
-.Lc1_d965_j:
+    jmp .Lc1_d964_j_t
+.Lc1_d964_j:
     and ecx, dword ptr [r14 + 0]
     and ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
@@ -2075,109 +2073,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d990_j]
+    lea rcx, [rip + .Lc1_d989_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d990_j_t
-.Lc1_d990_j:
+    jmp .Lc1_d989_j_t
+.Lc1_d989_j:
     jmp 1f
 1:
-    add rax, rax
-    jmp 1f
-1:
-    mov eax, ecx
+    movzx ecx, byte ptr [r14 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, rcx
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 45
+    mov dword ptr [r15 + 0], 93
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1152
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 576
     jnz 1f
 1:
-    vpermq ymm15, ymm11, 86
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     jmp 1f
 1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rax, rdi
-    shr eax, 10
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 832]
-    mov qword ptr [r14 + 512], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov eax, 75
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    jmp 1f
-1:
+    cmp rax, rax
+    sub rax, rcx
+    mov dword ptr [r14 + 128], 246
     test dword ptr [r15 + 26244188], 917512
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + 64]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 128]
+    mov rbp, r10
+    mov qword ptr [r14 + 640], rbp
+    mov rdi, qword ptr [r14 + 0]
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 4544]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    cmp rax, rax
-    mov rax, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 64], 121
-    or edx, eax
-    mov edi, 151
+    mov rbp, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 448]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1048_j]
+    lea rcx, [rip + .Lc1_d1045_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1048_j_t
-.Lc1_d1048_j:
-    mov qword ptr [r15 + 704], rdi
-    mov rdi, rcx
-    and edi, dword ptr [r15 + 0]
+    jmp .Lc1_d1045_j_t
+.Lc1_d1045_j:
+    mov qword ptr [r15 + 1152], rcx
+    mov rsi, rcx
+    and esi, dword ptr [r14 + 0]
     nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov rdi, rdi
     test ebx, 1073741824
     jz 1f
 1:
+    movzx esi, sil
+    mov qword ptr [r14 + 0], rsi
+    movzx esi, sil
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 35
-    add rcx, rcx
+    add rcx, 95
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1440
     jnz 1f
 1:
-    mov rdx, rcx
+    mov rsi, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -2185,35 +2180,35 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r8, r10
-    mov edi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 640]
     jmp 1f
 1:
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 4544]
+    and r8, 1984
+    add rsi, qword ptr [r15 + r8 + 2496]
     test ebx, 320
     jnz 1f
 1:
-    mov edx, 33
-    lock or dword ptr [r15 + 1152], 64
-    mov rdx, r8
+    mov esi, 168
+    movzx esi, byte ptr [r15 + 576]
+    mov rdx, rsi
     jmp 1f
 1:
     test ebx, 1984
     jz 1f
 1:
-    mov r8, rdx
-    add r8, qword ptr [r15 + 576]
-    mov rdi, qword ptr [r14 + 896]
-    add qword ptr [r14 + 448], rdi
-    mov r9, r10
+    mov r9, rsi
+    lock or dword ptr [r15 + 896], 61
+    add r8, qword ptr [r14 + 576]
+    mov rsi, qword ptr [r14 + 448]
     test ebx, 736
     jnz 1f
 1:
+    add qword ptr [r15 + 512], r9
+    mov r9, r10
+    mov edx, r9d
     and r9, 4032
-    mov qword ptr [r14 + r9 + 16832], r9
-    mov edx, r8d
-    mov qword ptr [r14 + 0], rdx
+    mov qword ptr [r15 + r9 + 16832], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2223,74 +2218,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1108_j]
+    lea rcx, [rip + .Lc1_d1105_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1108_j_t
-.Lc1_d1108_j:
+    jmp .Lc1_d1105_j_t
+.Lc1_d1105_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov ebp, edx
-    mov rdx, rbp
-    test ebx, 1073741824
-    jnz 1f
+    mov edx, eax
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    imul rax, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 42008577
     jnz 1f
 1:
-    mov rbp, r10
+    mov r9, rdi
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2496], ebp
-    movsxd rdx, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rbp
+    add rdi, r9
+    lock xadd qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    sub rax, rdx
+    mov r9, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 704], edi
+    mov rdx, qword ptr [r15 + 128]
+    sub rdx, r9
+    movzx ecx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 0]
+    mov qword ptr [r15 + 640], r9
+    movsxd r9, dword ptr [r14 + 1408]
+    movsxd rdi, dword ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, edi
+    mov edx, ecx
+    mov ecx, edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 960], rcx
-    jmp 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rcx, rcx
-    lock xadd qword ptr [r15 + 512], rax
-    mov rdx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + 448]
-    mov esi, eax
-    mov eax, esi
-    mov dword ptr [r15 + 576], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
+    add rdi, qword ptr [r14 + 512]
+    imul rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ecx, al
-    test ebx, 1152
+    cmp rcx, rdx
+    test ebx, 576
     jnz 1f
 1:
-    jmp 1f
-1:
-    add rax, rdx
-    mov rax, rax
-    add r11, 64
-    add r10, r11
+    add rdx, rdi
+    mov rcx, rdx
+    mov rdx, rcx
+    movzx edx, dl
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2298,206 +2294,209 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1169_j]
+    lea rcx, [rip + .Lc1_d1167_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1169_j_t
-.Lc1_d1169_j:
-    and eax, dword ptr [r15 + 128]
+    jmp .Lc1_d1167_j_t
+.Lc1_d1167_j:
+    mov byte ptr [r14 + 192], al
     jmp 1f
 1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r14 + 1088], rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 147
     test dword ptr [r15 + 26244187], 33348
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx edx, cl
     test ebx, 864
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, dil
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
     test dword ptr [r15 + 26244187], 2359302
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov edi, ecx
-    movsxd rcx, dword ptr [r14 + 768]
-    mov r8d, 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 640]
-    mov r9d, dword ptr [r15 + 384]
-    and r9d, dword ptr [r14 + 1408]
+    mov ecx, dword ptr [r14 + 448]
+    mov ebp, dword ptr [r15 + 768]
+    inc dword ptr [r15 + 256]
     test dword ptr [r15 + 26244188], 134288512
     jz 1f
 1:
-    mov qword ptr [r15 + 512], r8
+    neg rdx
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov r8, r10
-    mov edi, r8d
+    movzx edx, cl
+    mov edx, edx
     test dword ptr [r15 + 26244187], 4719137
     jz 1f
 1:
-    mov byte ptr [r14 + 1088], dil
-    and r8, 960
-    mov byte ptr [r14 + r8 + 1472], r8b
+    add rcx, 60
+    and ecx, dword ptr [r15 + 960]
     .byte 0x0f, 0x1f, 0x40, 0x00
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c4:
+    lea rcx, [rip + .Lc1_d1217_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1217_j_t
+.Lc1_d1217_j:
+    movsxd rdx, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rcx
+    test ebx, 1824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    add rcx, rcx
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 256]
+    movzx esi, al
+    jmp 1f
+1:
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 188
+    movzx edx, dl
+    and r8, 960
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r8
+    mov ecx, 25
+    and rcx, rcx
+    mov rcx, qword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 54
+    movsxd rdx, dword ptr [r15 + 1024]
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 128], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 512], dl
+    mov dword ptr [r14 + 640], 203
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    shl rdx, 26
+    lock add qword ptr [r15 + 1152], rdx
+    mov dword ptr [r15 + 576], 28
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
-.Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d1222_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1222_j_t
-.Lc1_d1222_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    test ebx, 1824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, 110
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rdx, r8
-    movsxd rdx, dword ptr [r15 + 256]
-    shl rdx, 6
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 320]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, 138
-    mov qword ptr [r14 + 448], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 512]
-    mov eax, 250
-    movsxd r9, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 576], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock add qword ptr [r15 + 1216], rax
-    mov dword ptr [r15 + 64], 181
-    mov rcx, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r14 + 1152]
-    mov dword ptr [r14 + 0], r9d
-    mov dword ptr [r15 + 1024], 208
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d1275_j]
+    lea rcx, [rip + .Lc1_d1273_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1275_j_t
-.Lc1_d1275_j:
-    mov r9d, ecx
-    shl r9, 16
+    jmp .Lc1_d1273_j_t
+.Lc1_d1273_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 928
+    jnz 1f
+1:
     jmp 1f
 1:
-    add qword ptr [r14 + 0], rcx
-    mov ecx, dword ptr [r15 + 192]
-    test ebx, 640
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, 182
-    inc edi
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 148
-    mov dword ptr [r15 + 0], 226
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 190
+    inc ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 226
-    imul rcx, qword ptr [r15 + 0]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rbp
-    cmp rdi, rdi
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    and rcx, rdi
-    mov ecx, dword ptr [r15 + 640]
-    mov rbp, rcx
+    shl rcx, 24
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 256], rcx
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 832]
-    lea rsi, [rcx + rcx*2 + 25]
+    mov dword ptr [r15 + 0], 182
+    and rcx, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rcx, qword ptr [r15 + 256]
+    mov edx, 59
+    mov rdx, rdx
+    movzx edx, dl
     test ebx, 736
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov rdx, qword ptr [r14 + 128]
-    or edx, edx
-    mov eax, 148
+    mov r8d, dword ptr [r14 + 64]
+    mov rdx, r8
+    mov r8, qword ptr [r15 + 256]
+    mov rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r14 + 448]
-    mov rcx, rsi
+    mov dword ptr [r15 + 1216], edx
+    lea r8, [rdx + r8*2 + 29]
+    add r8, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    add rbp, rax
+    mov ecx, dword ptr [r14 + 704]
+    mov r9d, 50
+    or r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    add r8, r9
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2505,62 +2504,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1338_j]
+    lea rcx, [rip + .Lc1_d1337_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1338_j_t
-.Lc1_d1338_j:
-    mov byte ptr [r15 + 256], al
-    add rbp, qword ptr [r15 + 896]
-    mov byte ptr [r15 + 1088], bpl
-    and eax, dword ptr [r15 + 0]
+    jmp .Lc1_d1337_j_t
+.Lc1_d1337_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov r8, r8
+    test r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
     mov ecx, eax
     test ebx, 6592
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 187
+    and r8d, dword ptr [r14 + 0]
+    mov edi, 22
+    test edi, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 832], r8b
+    neg rcx
     jmp 1f
 1:
+    cmp r8, rdi
+    mov r8, qword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    neg rbp
-    mov dword ptr [r15 + 576], 38
-    mov dword ptr [r15 + 192], 20
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    cmp rbp, rbp
-    mov rcx, rbp
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 448], 66
+    movzx eax, byte ptr [r14 + 64]
+    mov dword ptr [r14 + 896], 88
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ecx
-    mov dword ptr [r14 + 768], 66
-    jmp 1f
-1:
+    mov dword ptr [r14 + 576], 17
+    mov byte ptr [r15 + 512], al
+    add qword ptr [r15 + 1088], rax
+    movsxd rcx, dword ptr [r15 + 640]
     test dword ptr [r15 + 26244188], 4673
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 256]
-    mov ebp, 18
-    mov ebp, dword ptr [r14 + 128]
-    test ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, al
-    and rdi, rdi
-    mov edi, 237
+    mov eax, dword ptr [r15 + 128]
+    movzx r8d, al
+    and r8, r8
+    mov r8d, 134
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2570,134 +2567,134 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1391_s]
+    lea rcx, [rip + .Lc1_d1389_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1391_s_t
+    jmp .Lc1_d1389_s_t
     .p2align 3
-.Lc1_d1391_s:
+.Lc1_d1389_s:
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
+    jmp .Lc1_d1389_j
     .p2align 3
-    jmp .Lc1_d1391_j
-.Lc1_d1391_j:
-    lea rcx, [rip + .Lc1_d1413_j]
+    jmp .Lc1_d1389_j
+.Lc1_d1389_j:
+    lea rcx, [rip + .Lc1_d1411_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1413_j_t
-.Lc1_d1413_j:
-    lock add qword ptr [r15 + 640], rcx
+    jmp .Lc1_d1411_j_t
+.Lc1_d1411_j:
     and rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 64]
-    test ebx, 640
+    movzx eax, cl
+    test dword ptr [r15 + 26244187], 3170304
     jnz 1f
 1:
-    movzx r9d, al
-    mov r9d, 229
+    movsxd rcx, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 231
+    mov r8d, 215
+    test dword ptr [r15 + 26244188], 538984456
+    jnz 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1435_j]
+    lea rcx, [rip + .Lc1_d1430_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1435_j_t
-.Lc1_d1435_j:
-    mov r9, rax
-    shr r9d, 31
-    mov r9, qword ptr [r14 + 1280]
-    lea rax, [r9 + r9*2 + 92]
-    mov r9, r10
+    jmp .Lc1_d1430_j_t
+.Lc1_d1430_j:
+    lock or dword ptr [r15 + 704], 70
+    movzx r8d, byte ptr [r14 + 128]
+    lea rdi, [r8 + r8*2 + 73]
+    mov rdi, qword ptr [r15 + 1280]
+    xor dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 512]
-    and r9, 960
-    mov r8d, dword ptr [r15 + r9 + 1472]
-    lock or dword ptr [r15 + 0], 118
+    shr ecx, 2
+    xchg qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r8d, edi
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edi, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    shr eax, 11
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 161
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 192]
-    neg r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov eax, eax
+    shr ecx, 16
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    xchg qword ptr [r15 + 256], r9
-    movzx eax, r9b
-    or eax, eax
-    neg rax
+    mov r8, qword ptr [r14 + 256]
+    mov ecx, r8d
+    neg rcx
+    jmp 1f
+1:
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rcx
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 1472]
+    mov r8d, 218
+    neg r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    mov r8d, ecx
+    mov rdi, r8
+    mov edi, dword ptr [r15 + 576]
+    movzx ecx, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r14 + 0], r8
+    jmp 1f
+1:
+    mov dword ptr [r14 + 192], 46
+    or qword ptr [r15 + 64], 66
     test ebx, 384
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], 116
-    mov rax, qword ptr [r14 + 704]
-    add qword ptr [r15 + 64], rax
-    test dword ptr [r15 + 26244187], 570556608
-    jz 1f
+    jmp 1f
 1:
-    xor dword ptr [r14 + 0], eax
-    mov r9, qword ptr [r15 + 960]
-    mov eax, r9d
+    mov edi, r8d
+    mov r8d, 126
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2707,70 +2704,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1496_j]
+    lea rcx, [rip + .Lc1_d1493_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1496_j_t
-.Lc1_d1496_j:
-    or r9d, eax
-    mov r9, r10
-    shr ecx, 22
-    mov rax, qword ptr [r14 + 768]
-    and r9, 2097088
-    mov dword ptr [r15 + r9 + 15749568], r9d
+    jmp .Lc1_d1493_j_t
+.Lc1_d1493_j:
+    add r8, rax
+    shr r8d, 22
+    lea r8, [r8 + r8*2 + 37]
+    or r8d, r8d
     test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r14 + 256], r8
+    mov dword ptr [r15 + 448], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 26244188], 536887315
     jz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, al
-    mov eax, dword ptr [r14 + 128]
-    test dword ptr [r15 + 26244188], 536887315
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], al
-    .byte 0x0f, 0x1f, 0x00
-    add rcx, rax
-    lea rcx, [rcx + rcx*2 + 53]
+    test r8d, r8d
+    mov r8d, ecx
     test ebx, 480
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], ecx
-    add qword ptr [r14 + 448], rcx
-    and r9d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, r9
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, eax
-    mov ecx, 112
-    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test r9d, r9d
-    mov r9d, 197
-    mov r9, r9
+    mov esi, eax
+    mov dword ptr [r14 + 960], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r9d
-    mov eax, dword ptr [r15 + 192]
-    mov r9, rax
+    mov byte ptr [r15 + 192], sil
+    mov r8d, esi
+    and r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 54
-    mov dword ptr [r15 + 64], esi
-    and esi, dword ptr [r14 + 1152]
-    add r11, 64
-    add r10, r11
+    .byte 0x0f, 0x1f, 0x00
+    sub rax, r8
+    mov eax, 178
+    mov dword ptr [r15 + 64], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 1152]
+    movzx eax, sil
+    mov rsi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 230
+    mov r8, qword ptr [r15 + 768]
+    and r8d, dword ptr [r15 + 640]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2778,68 +2770,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1557_j]
+    lea rcx, [rip + .Lc1_d1549_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1557_j_t
-.Lc1_d1557_j:
-    mov esi, dword ptr [r14 + 256]
-    lea rcx, [rsi + rsi*2 + 10]
-    jmp 1f
-1:
-    test ecx, ecx
+    jmp .Lc1_d1549_j_t
+.Lc1_d1549_j:
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     test dword ptr [r15 + 26244188], 1073877504
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 27
+    mov ecx, ecx
+    mov r8, r10
+    and esi, dword ptr [r14 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov esi, 219
-    mov ecx, esi
-    mov rsi, qword ptr [r14 + 512]
+    mov rax, qword ptr [r15 + 1024]
+    and r8, 2097088
+    movsxd rbp, dword ptr [r14 + r8 + 15749568]
+    lea r8, [rbp + rbp*2 + 39]
     test dword ptr [r15 + 26244188], 5243010
     jnz 1f
 1:
-    or qword ptr [r14 + 640], 39
-    shr eax, 21
-    add rax, 15
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 256], 169
     jmp 1f
 1:
     test ebx, 1632
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], rax
-    mov rcx, rax
-    or ecx, ecx
-    mov dword ptr [r15 + 576], 8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    lock or dword ptr [r15 + 576], 15
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8d, 254
+    add r8, 108
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, 55
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 2496], 206
+    mov r8, qword ptr [r14 + rbp + 2496]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 1024]
+    add r8, 59
     test dword ptr [r15 + 26244187], 134479883
     jz 1f
 1:
-    mov dword ptr [r14 + 64], eax
-    mov ecx, eax
-    jmp 1f
-1:
+    test ebp, ebp
+    movzx r8d, bpl
+    or r8d, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2849,65 +2837,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1614_j]
+    lea rcx, [rip + .Lc1_d1604_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1614_j_t
-.Lc1_d1614_j:
+    jmp .Lc1_d1604_j_t
+.Lc1_d1604_j:
+    and r8, rax
+    or qword ptr [r15 + 704], 82
+    sub r8, rcx
+    movsxd rax, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [rax + r8*2 + 5]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov ecx, 72
-    movzx eax, cl
+    jmp 1f
+1:
+    shl rax, 19
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdx, [rax + rcx*2 + 5]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 19
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r14 + 256]
+    movzx edi, al
+    test edi, edi
     test ebx, 1248
     jnz 1f
 1:
-    mov edx, 107
-    test edx, edx
-    mov edx, dword ptr [r14 + 128]
+    movzx eax, byte ptr [r15 + 128]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov eax, 123
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rcx, rsi
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 448]
-    mov r8, r10
-    test dword ptr [r15 + 26244188], 134369296
-    jz 1f
+    or qword ptr [r14 + 640], 20
+    mov dword ptr [r15 + 1088], ecx
+    jmp 1f
 1:
-    and r8, 4032
-    movzx edx, byte ptr [r14 + r8 + 4544]
-    lea r8, [rdx + rdx*2 + 85]
-    or qword ptr [r15 + 1088], 91
-    and rcx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 193
-    mov dword ptr [r15 + 704], esi
-    add rsi, 49
-    test ebx, 1073741824
+    lea rdi, [rcx + rax*2 + 30]
+    test dword ptr [r15 + 26244188], 134369280
     jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 192]
+    movzx eax, cl
+    mov ecx, 197
+    and ecx, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 64], rax
+    movzx edi, byte ptr [r15 + 256]
+    mov eax, 62
+    mov dword ptr [r15 + 512], eax
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    or qword ptr [r15 + 832], 31
-    add qword ptr [r15 + 192], rsi
-    add r11, 64
-    add r10, r11
+    and rcx, rax
+    mov rcx, rcx
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2915,67 +2904,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1669_j]
+    lea rcx, [rip + .Lc1_d1659_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1669_j_t
-.Lc1_d1669_j:
-    jmp 1f
-1:
-    shl rax, 21
-    mov eax, 178
-    lea rax, [rax + rax*2 + 101]
+    jmp .Lc1_d1659_j_t
+.Lc1_d1659_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 19
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, al
-    inc edi
-    inc dword ptr [r14 + 128]
+    add rcx, 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, 228
-    and ecx, dword ptr [r15 + 768]
-    mov r9d, 49
-    movzx r9d, byte ptr [r14 + 512]
+    imul rcx, qword ptr [r14 + 832]
+    mov dword ptr [r14 + 576], 155
+    mov r8d, 102
     test dword ptr [r15 + 26244187], 1355284480
     jz 1f
 1:
-    inc eax
-    mov eax, eax
-    or eax, eax
+    or ecx, ecx
+    inc dword ptr [r14 + 128]
+    mov dword ptr [r15 + 1344], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 192]
+    movzx eax, r8b
+    and rax, rax
+    movzx eax, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    add rcx, 72
-    .byte 0x66, 0x90
+    shl rcx, 8
+    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, ecx
     test dword ptr [r15 + 26244187], 78123008
     jz 1f
 1:
-    movzx r9d, cl
-    movzx eax, byte ptr [r14 + 1344]
-    lea rcx, [rax + rax*2 + 29]
-    mov dword ptr [r14 + 0], 186
+    inc r8d
+    mov eax, 2
+    inc eax
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 74
-    movzx edx, cl
-    jmp 1f
-1:
-    test ebx, 1152
-    jnz 1f
-1:
-    inc ecx
-    mov r9d, 56
-    and r9, r9
+    movzx ebp, r8b
+    lea rcx, [rbp + rbp*2 + 81]
+    and r8, 4032
+    movsxd rbp, dword ptr [r14 + r8 + 4544]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2983,135 +2966,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1726_j]
+    lea rcx, [rip + .Lc1_d1713_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1726_j_t
-.Lc1_d1726_j:
-    lea rcx, [rip + .Lc1_d1730_j]
+    jmp .Lc1_d1713_j_t
+.Lc1_d1713_j:
+    lea rcx, [rip + .Lc1_d1717_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1730_j_t
-.Lc1_d1730_j:
-    add r9, qword ptr [r14 + 192]
-    sub r9, rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp .Lc1_d1717_j_t
+.Lc1_d1717_j:
     movzx eax, cl
+    lea rax, [rax + rax*2 + 13]
+    movzx eax, al
+    mov qword ptr [r15 + 192], rax
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    lea rcx, [rcx + rcx*2 + 69]
-    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rax
+    movzx ecx, cl
+    mov ecx, ecx
     test dword ptr [r15 + 26244187], 8405520
     jnz 1f
 1:
-    mov r9d, eax
-    sub r9, rcx
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov dword ptr [r15 + 128], 33
+    movzx ecx, byte ptr [r14 + 256]
+    mov byte ptr [r14 + 0], cl
     test dword ptr [r15 + 26244188], 1110458368
     jz 1f
 1:
-    and r9, 960
-    mov byte ptr [r14 + r9 + 1472], r9b
-    movzx r9d, r9b
-    mov r9d, 32
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    xor dword ptr [r15 + 64], ecx
-    mov ecx, 181
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r9b
-    movzx r9d, cl
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r14 + 576], ecx
-    lock add qword ptr [r15 + 448], r9
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rax, 113
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    mov r9d, ecx
-    mov dword ptr [r15 + 256], 169
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    lock add qword ptr [r15 + 768], rax
+    xor dword ptr [r15 + 640], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 131
+    jmp 1f
+1:
+    movzx r8d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 205
+    movzx ecx, cl
+    movzx ecx, cl
+    sub rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r14 + 64]
+    mov r8d, eax
+    neg r8
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    lea rcx, [rip + .Lc1_d1780_j]
+    lea rcx, [rip + .Lc1_d1766_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1780_j_t
-.Lc1_d1780_j:
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1766_j_t
+.Lc1_d1766_j:
+    mov rax, qword ptr [r15 + 64]
+    mov r8d, eax
+    shr r8d, 26
+    movzx r8d, byte ptr [r14 + 1152]
     test bl, 192
     jnz 1f
 1:
-    or r9d, r9d
-    test r9d, r9d
-    mov r9, rcx
-    mov r9d, 94
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    neg rcx
-    and rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test r9d, r9d
+    movzx r8d, al
+    mov edi, 108
+    mov byte ptr [r15 + 896], dil
     jmp 1f
 1:
-    mov r9d, 228
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rcx
-    movzx eax, cl
+    or eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rdi
+    test edi, edi
+    jmp 1f
+1:
+    and r8, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr edi, 14
+    mov r8d, 94
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    lock xadd qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 704]
+    test r8d, r8d
     mov rbp, r10
-    movzx edi, byte ptr [r14 + 512]
+    mov dword ptr [r15 + 448], 254
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8640], 183
-    mov byte ptr [r14 + 0], r9b
-    imul rcx, qword ptr [r15 + 896]
+    and rbp, 960
+    xor dword ptr [r14 + rbp + 1472], ebp
+    mov rdi, rbp
+    jmp 1f
+1:
+    lea r8, [rdi + rdi*2 + 37]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    shr r9d, 15
-    mov dword ptr [r15 + 128], 82
-    and ebp, dword ptr [r15 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 640]
-    lea rcx, [rdi + rdi*2 + 77]
+    movzx ecx, byte ptr [r15 + 256]
+    lea rsi, [rcx + rcx*2 + 100]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3121,68 +3105,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1842_j]
+    lea rcx, [rip + .Lc1_d1829_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1842_j_t
-.Lc1_d1842_j:
-    mov edi, dword ptr [r14 + 1408]
-    add rdi, 58
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1829_j_t
+.Lc1_d1829_j:
+    mov rsi, rax
     jmp 1f
 1:
+    neg rsi
     test ebx, 1073741824
     jz 1f
 1:
+    mov esi, 37
+    mov dword ptr [r14 + 576], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     test dword ptr [r15 + 26244188], 547618817
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rdi, rcx
-    movsxd rdi, dword ptr [r14 + 64]
-    mov rbp, r10
-    inc edi
+    mov ecx, 24
+    mov rcx, rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1048512
-    mov edi, dword ptr [r15 + rbp + 14700992]
     jmp 1f
 1:
-    mov ebp, 212
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    neg rbp
+    inc ecx
+    and r9, 8128
+    movsxd rcx, dword ptr [r14 + r9 + 8640]
     test dword ptr [r15 + 26244187], 1879065088
     jz 1f
 1:
-    inc edi
-    mov rdi, rdi
-    mov dword ptr [r14 + 192], 177
+    mov r9, r10
+    mov edx, dword ptr [r15 + 704]
+    and r9, 1048512
+    movsxd rsi, dword ptr [r15 + r9 + 14700992]
+    inc esi
     test dword ptr [r15 + 26244188], 170016
     jz 1f
 1:
-    mov eax, 14
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov eax, dword ptr [r14 + 192]
+    mov rdx, qword ptr [r14 + 128]
     test dword ptr [r15 + 26244187], 361234432
     jz 1f
 1:
-    shl rdi, 28
-    mov rdi, rdi
-    mov dword ptr [r15 + 448], edi
+    shl r9, 8
+    mov dword ptr [r14 + 960], r9d
+    mov dword ptr [r14 + 64], 100
     add r11, 64
     add r10, r11
     inc rbx
@@ -3632,87 +3613,87 @@ ditto_body_init_c2:
     .p2align 9, 0xcc
 .Lc2_d193_j_t:
     jmp rcx
-.Lc1_d961_j_t:
+.Lc1_d960_j_t:
     jmp rcx
-.Lc1_d965_j_t:
+.Lc1_d964_j_t:
     jmp rcx
-.Lc1_d753_s_t:
+.Lc1_d751_s_t:
     jmp rcx
-.Lc1_d775_j_t:
+.Lc1_d773_j_t:
     jmp rcx
-.Lc1_d906_j_t:
+.Lc1_d904_j_t:
     jmp rcx
 .Lc1_d32_j_t:
     jmp rcx
-.Lc1_d83_j_t:
+.Lc1_d86_j_t:
     jmp rcx
-.Lc1_d139_j_t:
+.Lc1_d136_j_t:
     jmp rcx
-.Lc1_d197_j_t:
+.Lc1_d193_j_t:
     jmp rcx
-.Lc1_d255_s_t:
+.Lc1_d251_s_t:
     jmp rcx
-.Lc1_d308_j_t:
+.Lc1_d302_j_t:
     jmp rcx
-.Lc1_d312_j_t:
+.Lc1_d306_j_t:
     jmp rcx
-.Lc1_d365_j_t:
+.Lc1_d355_j_t:
     jmp rcx
-.Lc1_d419_j_t:
+.Lc1_d415_j_t:
     jmp rcx
 .Lc1_b2_stubs_t:
     jmp rcx
-.Lc1_d801_j_t:
+.Lc1_d802_j_t:
     jmp rcx
-.Lc1_d856_s_t:
+.Lc1_d854_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d520_j_t:
+.Lc1_d518_j_t:
     jmp rcx
-.Lc1_d582_j_t:
+.Lc1_d577_j_t:
     jmp rcx
-.Lc1_d637_j_t:
+.Lc1_d634_j_t:
     jmp rcx
-.Lc1_d641_j_t:
+.Lc1_d638_j_t:
     jmp rcx
-.Lc1_d690_j_t:
+.Lc1_d686_j_t:
     jmp rcx
-.Lc1_d990_j_t:
+.Lc1_d989_j_t:
     jmp rcx
-.Lc1_d1048_j_t:
+.Lc1_d1045_j_t:
     jmp rcx
-.Lc1_d1108_j_t:
+.Lc1_d1105_j_t:
     jmp rcx
-.Lc1_d1169_j_t:
+.Lc1_d1167_j_t:
     jmp rcx
-.Lc1_d1222_j_t:
+.Lc1_d1217_j_t:
     jmp rcx
-.Lc1_d1275_j_t:
+.Lc1_d1273_j_t:
     jmp rcx
-.Lc1_d1338_j_t:
+.Lc1_d1337_j_t:
     jmp rcx
-.Lc1_d1391_s_t:
+.Lc1_d1389_s_t:
     jmp rcx
-.Lc1_d1413_j_t:
+.Lc1_d1411_j_t:
     jmp rcx
-.Lc1_d1435_j_t:
+.Lc1_d1430_j_t:
     jmp rcx
-.Lc1_d1496_j_t:
+.Lc1_d1493_j_t:
     jmp rcx
-.Lc1_d1557_j_t:
+.Lc1_d1549_j_t:
     jmp rcx
-.Lc1_d1614_j_t:
+.Lc1_d1604_j_t:
     jmp rcx
-.Lc1_d1669_j_t:
+.Lc1_d1659_j_t:
     jmp rcx
-.Lc1_d1726_j_t:
+.Lc1_d1713_j_t:
     jmp rcx
-.Lc1_d1730_j_t:
+.Lc1_d1717_j_t:
     jmp rcx
-.Lc1_d1780_j_t:
+.Lc1_d1766_j_t:
     jmp rcx
-.Lc1_d1842_j_t:
+.Lc1_d1829_j_t:
     jmp rcx
 .Lc0_d181_j_t:
     jmp rcx

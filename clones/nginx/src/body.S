@@ -615,29 +615,29 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d71_j
 .Lc1_d71_j:
-    lea r8, [r10 + r10*2]
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3456]
-    mov edx, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + r8 + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    and rbp, 16320
-    movsxd rax, dword ptr [r15 + rbp + 15680]
-    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    movzx esi, byte ptr [r15 + r8 + 15680]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
     jmp 1f
 1:
-    and rbp, 16320
-    mov edi, dword ptr [r15 + rbp + 15680]
-    movzx ecx, byte ptr [r15 + rbp + 15744]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -675,27 +675,26 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d119_j
 .Lc1_d119_j:
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 704]
+    lea r9, [r11 + r11*2]
+    movsxd rdi, dword ptr [r15 + 640]
     and r9, 16320
-    mov r8, r11
+    mov rbp, r11
     mov dword ptr [r15 + r9 + 15680], 121
-    mov r9d, r9d
-    or qword ptr [r15 + 64], 96
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r9
-    vpor xmm1, xmm1, xmm0
+    mov esi, r9d
+    or qword ptr [r15 + r9 + 15808], 96
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    xor dword ptr [r15 + r9 + 15744], esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edi, 169
-    mov edx, eax
+    mov r8d, 102
+    mov edx, ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -703,161 +702,156 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d153_j]
+    lea rcx, [rip + .Lc1_d152_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d153_j_t
-.Lc1_d153_j:
-    lea rbp, [r10 + r10*1]
-    mov ecx, ecx
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx edi, byte ptr [r15 + rbp + 3456]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 64], 142
-    mov dword ptr [r15 + 640], edi
-    mov rdi, qword ptr [r15 + 256]
-    mov rdx, rbp
-    lea rbp, [r11 + r11*2]
-    mov byte ptr [r15 + 64], dil
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3456]
+    jmp .Lc1_d152_j_t
+.Lc1_d152_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, ebp
-    mov dword ptr [r15 + rbp + 3520], 241
-    test dword ptr [r15 + 67117724], 4248
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 122
+    lea r9, [r11 + r11*1]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3776], 100
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15744]
+    movzx edi, r8b
+    movsxd rdx, dword ptr [r15 + 64]
+    mov edi, r9d
+    mov ecx, eax
+    mov byte ptr [r15 + r8 + 3712], dl
+    mov dword ptr [r15 + 128], r8d
+    test dword ptr [r15 + 67117724], 136
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 128], dil
-    mov byte ptr [r15 + 128], dil
-    movzx edi, byte ptr [r15 + 64]
-    mov r9d, 159
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r10
+    mov ebp, eax
+    mov dword ptr [r15 + r8 + 3520], eax
+    mov rax, qword ptr [r15 + r8 + 3456]
+    mov byte ptr [r15 + 704], al
+    mov eax, 163
+    mov rsi, rax
+    mov dword ptr [r15 + r8 + 3584], esi
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], r8d
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + r9 + 15680], sil
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 704], r8d
+    movzx esi, sil
+    movzx edx, byte ptr [r15 + r8 + 3648]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov edx, esi
-    mov byte ptr [r15 + 64], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 576], dl
+    mov qword ptr [r15 + 512], rax
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    lea r9, [r11*4]
+    mov dword ptr [r15 + 128], r9d
+    mov edi, edx
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3584], r9b
     lea r8, [r11 + r11*1]
-    mov edx, edx
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    movzx eax, dl
-    mov rdx, r8
-    mov ecx, 120
-    mov edx, ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + r9 + 3520]
+    test dword ptr [r15 + 67117724], 8388613
     jz 1f
 1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1408]
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    mov rcx, rdx
+    mov dword ptr [r15 + 64], 96
+    and edx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + r9 + 3456], rdx
+    mov rdx, rdi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    mov ebp, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + rbp + 1408], ecx
-    mov rcx, rdi
-    mov rdi, rcx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 512]
-    mov rsi, rdi
-    mov qword ptr [r15 + r8 + 3456], rsi
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 1
-    mov qword ptr [r15 + 192], rax
-    inc dword ptr [r15 + 448]
+    mov rbp, rax
+    mov rax, qword ptr [r15 + 256]
+    mov r9d, eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d246_j]
+    lea rcx, [rip + .Lc1_d240_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d246_j_t
-.Lc1_d246_j:
-    mov dword ptr [r15 + 192], 232
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d240_j_t
+.Lc1_d240_j:
+    mov ecx, 40
+    mov rdi, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rsi, rcx
+    mov ecx, esi
+    mov esi, 135
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov ebp, edi
+    mov edi, 18
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    lea rbp, [r11 + r11*2]
-    mov ecx, 72
-    mov edx, 59
-    movzx ecx, dl
-    and rbp, 448
-    mov r9, r11
-    mov rdx, qword ptr [r15 + rbp + 960]
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + rbp + 896], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r9d, cl
+    mov dword ptr [r15 + 192], r9d
+    mov byte ptr [r15 + 640], cl
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, ecx
+    mov rcx, r9
+    mov r9, r11
+    mov rcx, r9
+    mov r8, r11
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm13
+    jmp 1f
+1:
+    mov r8, r8
+    mov rbp, r11
     mov r8d, ebp
-    mov ebp, r8d
-    mov r8, qword ptr [r15 + 512]
-    mov rbp, r8
-    movzx r8d, bpl
-    movzx ebp, r8b
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, r8d
-    mov rdi, r8
-    mov r8, rdi
-    mov edi, 202
-    mov r8d, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 31
+    movzx ebp, r9b
+    mov r9d, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -869,50 +863,50 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4096
     setz al
-    lea rcx, [rip + .Lc1_d297_s]
+    lea rcx, [rip + .Lc1_d292_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d297_s_t
+    jmp .Lc1_d292_s_t
     .p2align 3
-.Lc1_d297_s:
+.Lc1_d292_s:
     .p2align 3
-    jmp .Lc1_d297_j
+    jmp .Lc1_d292_j
     .p2align 3
-    jmp .Lc1_d297_j
-.Lc1_d297_j:
-    lea r9, [r11 + r11*1]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movsxd rsi, dword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + r9 + 3456]
+    jmp .Lc1_d292_j
+.Lc1_d292_j:
+    lea rbp, [r11 + r11*1]
+    mov edx, 65
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov eax, 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], r9b
+    movzx edx, cl
+    mov ecx, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 128]
+    movzx r8d, al
     mov r9, r11
-    mov eax, r9d
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 176
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 64]
-    mov ecx, 215
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     movsxd rbp, dword ptr [r15 + 192]
-    movzx ecx, bpl
-    movzx ebp, cl
-    mov dword ptr [r15 + 128], eax
-    mov rcx, r9
+    mov edi, 97
     jmp 1f
 1:
+    movzx edi, dl
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -921,45 +915,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov ecx, 213
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], r9
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
     mov rbp, r11
-    test dword ptr [r15 + 67117723], 1091567632
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 576], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    and r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 768], r8b
+    mov r8, rbp
+    mov ebp, 167
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1090519040
     jz 1f
 1:
-    mov edi, r8d
-    movzx r9d, dil
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov ebp, 100
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 640], rcx
-    inc dword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 164
-    mov dword ptr [r15 + 512], ebp
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
-    mov r8, rbp
-    mov byte ptr [r15 + 64], r8b
-    mov byte ptr [r15 + 256], cl
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, esi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 192], r8
+    mov r8, r11
+    mov ebp, 236
+    jmp 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 256], ebp
+    mov r8, qword ptr [r15 + 448]
+    movzx edi, r8b
+    mov dword ptr [r15 + 64], edi
+    mov r8, r11
+    mov edi, 242
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -971,96 +969,99 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d386_s]
+    lea rcx, [rip + .Lc1_d384_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d386_s_t
+    jmp .Lc1_d384_s_t
     .p2align 3
-.Lc1_d386_s:
+.Lc1_d384_s:
     .p2align 3
-    jmp .Lc1_d386_j
+    jmp .Lc1_d384_j
     .p2align 3
-    jmp .Lc1_d386_j
-.Lc1_d386_j:
-    mov ecx, dword ptr [r15 + 128]
+    jmp .Lc1_d384_j
+.Lc1_d384_j:
+    mov ecx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], rax
-    lea r9, [r11 + r11*1]
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1408]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov rcx, rbp
-    mov rbp, r11
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov qword ptr [r15 + 512], rdx
+    movzx edx, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
     test dword ptr [r15 + 67117723], 64
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 234
-    mov ebp, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 512]
-    mov rcx, rsi
+    mov qword ptr [r15 + 128], r9
+    movzx r9d, byte ptr [r15 + 768]
+    mov rbp, r11
     jmp 1f
 1:
+    mov esi, r9d
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 704], 194
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov byte ptr [r15 + 64], r8b
+    mov rdx, rdx
+    and r8, 4032
+    vmovdqu xmm3, xmmword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, rbp
+    mov qword ptr [r15 + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov r9, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
+    mov rbp, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 3
+    mov r9d, 3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 87
+    mov r9d, 87
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
+    mov edi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 448], r9d
+    mov rbp, r11
+    add rdi, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 512], r8b
-    mov r8, rbp
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8, r11
+    mov ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, rdi
+    movzx edi, byte ptr [r15 + 512]
+    mov rbp, r11
     .byte 0x66, 0x90
     jmp 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 182
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 182
     jmp 1f
 1:
-    mov r8d, 119
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r8, r11
-    mov edi, 25
-    mov rax, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 256]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8d, 188
+    mov ebp, 119
+    movsxd rcx, dword ptr [r15 + 256]
+    mov ebp, 25
+    mov rsi, qword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, 188
     add r11, 64
     inc rbx
     dec r13
@@ -1070,154 +1071,149 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d470_j_t
 .Lc1_d470_j:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
     jmp 1f
 1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edx, edx
-    mov rdi, rdx
+    mov ecx, ebp
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, r11
+    mov rcx, rbp
+    mov esi, ecx
+    and rbp, 8128
     mov r8, r11
-    mov edx, 142
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
-    mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 704], al
-    mov dword ptr [r15 + 64], ecx
-    mov r9, r11
-    movzx ecx, r9b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9, r8
-    mov qword ptr [r15 + 128], r9
-    mov r9d, edx
-    mov rdx, r9
-    mov dword ptr [r15 + 192], edx
-    mov dword ptr [r15 + 512], 143
-    mov byte ptr [r15 + 128], sil
-    mov r8, r11
+    mov edx, 24
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 704], r8b
+    movzx r8d, r8b
+    mov dword ptr [r15 + 512], 39
+    mov qword ptr [r15 + 128], rdx
     nop
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], ebp
+    mov byte ptr [r15 + 64], cl
+    mov rbp, r11
+    mov ecx, ebp
+    movzx r8d, byte ptr [r15 + 256]
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d518_j]
+    lea rcx, [rip + .Lc1_d517_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d518_j_t
-.Lc1_d518_j:
+    jmp .Lc1_d517_j_t
+.Lc1_d517_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, r8d
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + rbp + 896], r8d
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], eax
+    movzx eax, byte ptr [r15 + 448]
     mov r8d, 45
-    vpaddd xmm1, xmm1, xmm12
+    vpaddd xmm3, xmm3, xmm3
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 768]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], esi
-    mov dword ptr [r15 + 192], ebp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov dword ptr [r15 + 256], eax
+    mov qword ptr [r15 + 64], rax
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx ebp, cl
-    mov qword ptr [r15 + 256], rbp
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r11
+    mov rbp, r11
+    movzx esi, bpl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, 140
-    mov rsi, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r9 + 3456]
+    mov r9d, 140
+    mov rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    lea rbp, [r11 + r11*1]
-    mov edi, 2
+    mov rbp, r11
+    mov dword ptr [r15 + 640], 57
+    mov dword ptr [r15 + 128], 1
+    mov r8d, 67
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 11
-    mov rdi, qword ptr [r15 + 128]
-    mov r9d, 11
-    mov edx, r9d
-    mov r9d, edx
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 255
+    mov byte ptr [r15 + 576], r9b
+    mov r9d, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rsi
-    movsxd rsi, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, r9
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx edi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 64]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    add rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 99
-    mov eax, r9d
-    mov qword ptr [r15 + 640], rax
-    mov eax, 54
-    mov dword ptr [r15 + 192], 60
-    mov r8, r11
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov rbp, r11
+    mov r8d, ebp
+    mov qword ptr [r15 + 512], r8
+    mov r8d, r9d
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rdi
+    mov edi, dword ptr [r15 + 192]
+    mov edx, 126
     add r11, 64
     inc rbx
     dec r13
@@ -1229,153 +1225,141 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d614_s]
+    lea rcx, [rip + .Lc1_d609_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d614_s_t
+    jmp .Lc1_d609_s_t
     .p2align 3
-.Lc1_d614_s:
+.Lc1_d609_s:
     .p2align 3
-    jmp .Lc1_d614_j
+    jmp .Lc1_d609_j
     .p2align 3
-    jmp .Lc1_d614_j
-.Lc1_d614_j:
-    movzx ecx, r8b
-    mov r8, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 768], rax
-    mov byte ptr [r15 + 704], cl
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 147
-    nop
+    jmp .Lc1_d609_j
+.Lc1_d609_j:
     mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 123
-    mov rbp, r11
+    mov r8, r11
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 64]
+    mov esi, 139
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 240
     and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov ebp, 57
-    movzx r9d, bpl
-    mov qword ptr [r15 + 128], r9
-    mov r9d, ecx
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    test dword ptr [r15 + 67117724], 1610612740
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    nop
+    movsxd r8, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 448], r8b
+    mov byte ptr [r15 + 512], sil
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
+    mov ecx, 35
+    mov qword ptr [r15 + 64], rcx
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov ecx, eax
+    mov rsi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    mov rax, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 320]
-    and ebp, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov rcx, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edx
-    mov r8, r11
+    mov dword ptr [r15 + 512], 33
     mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov r8, r11
+    mov dword ptr [r15 + 576], r8d
+    mov dword ptr [r15 + 64], 171
     and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov byte ptr [r15 + 256], cl
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 67
+    mov r8d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + rbp + 1344], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d704_j]
+    lea rcx, [rip + .Lc1_d690_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d704_j_t
-.Lc1_d704_j:
+    jmp .Lc1_d690_j_t
+.Lc1_d690_j:
+    mov ecx, 163
+    mov dword ptr [r15 + 448], 140
+    mov rcx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 163
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 65
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 128]
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 235929600
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 448], 113
-    vmovq qword ptr [r15 + 512], xmm1
-    movsxd rcx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 640]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    movzx r9d, sil
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
     mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rsi, rdi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 113
+    mov qword ptr [r15 + 384], r9
+    movzx r9d, al
     jmp 1f
 1:
     mov r9, r11
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, qword ptr [r15 + 320]
-    movzx edx, r9b
+    mov edi, r9d
+    movzx ebp, dil
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     jmp 1f
 1:
-    mov r9d, ecx
+    jmp 1f
+1:
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -1387,149 +1371,147 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d751_s]
+    lea rcx, [rip + .Lc1_d736_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d751_s_t
+    jmp .Lc1_d736_s_t
     .p2align 3
-.Lc1_d751_s:
+.Lc1_d736_s:
     .p2align 3
-    jmp .Lc1_d751_j
+    jmp .Lc1_d736_j
     .p2align 3
-    jmp .Lc1_d751_j
-.Lc1_d751_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 247
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 256]
-    mov edi, 61
-    xor dword ptr [r15 + 128], edi
+    jmp .Lc1_d736_j
+.Lc1_d736_j:
+    mov rcx, r9
     mov r9, r11
-    mov rdi, r9
+    add rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
     and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 192], 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 76
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 768]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 512]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 704]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
-    movzx edi, dl
-    mov edx, 7
+    mov edx, dword ptr [r15 + 512]
+    movzx r9d, dl
+    movzx edx, r9b
+    mov r9d, 112
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, sil
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], 45
-    movzx edx, r9b
-    mov r9d, 238
+    movzx esi, cl
+    mov ecx, 238
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 64], dl
-    movzx edx, r9b
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    mov byte ptr [r15 + 192], r9b
-    movsxd r9, dword ptr [r15 + 448]
-    mov edx, 120
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movzx r9d, cl
+    mov qword ptr [r15 + 768], r9
+    and ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], cl
+    mov ecx, 170
     jmp 1f
 1:
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 512]
+    vmovq qword ptr [r15 + 192], xmm3
+    mov byte ptr [r15 + 256], r9b
+    movsxd r9, dword ptr [r15 + 128]
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 640]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 128]
     and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 384], dil
-    mov dword ptr [r15 + 576], edx
+    mov byte ptr [r15 + rbp + 3392], bpl
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rcx, [rip + .Lc1_d835_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d825_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d835_j_t
-.Lc1_d835_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdi
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 170
-    mov dword ptr [r15 + 0], 24
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 91
-    mov dword ptr [r15 + 128], ecx
-    inc dword ptr [r15 + 320]
-    mov ecx, edi
-    mov edi, dword ptr [r15 + 256]
+    jmp .Lc1_d825_j_t
+.Lc1_d825_j:
+    mov ecx, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8d, ebp
     mov rbp, r11
-    mov rcx, rbp
-    test ebx, 1073741824
+    mov qword ptr [r15 + 448], rbp
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    vpxor xmm3, xmm3, xmm2
+    mov ebp, ecx
+    mov dword ptr [r15 + 384], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4099
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov ebp, 34
-    vmovdqu xmmword ptr [r15 + 704], xmm1
-    mov ebp, edi
-    mov byte ptr [r15 + 64], bpl
-    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm13, xmmword ptr [r15 + 512]
+    mov rbp, r11
+    mov ecx, 185
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 640], cl
+    mov dword ptr [r15 + 256], ebp
+    and ebp, dword ptr [r15 + 192]
     mov r8, r11
-    mov r9, r11
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], edi
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 512]
-    mov rsi, r9
+    mov dword ptr [r15 + 128], r8d
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
     jmp 1f
 1:
-    vpxor xmm1, xmm1, xmm10
     add r11, 64
     inc rbx
     dec r13
@@ -1538,48 +1520,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 320]
-    mov rax, rsi
-    mov esi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 4240
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 256]
-    mov eax, edx
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9d, r8d
-    mov r8, r11
-    mov ecx, 71
     mov rbp, r11
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 128]
+    mov rax, rbp
     jmp 1f
 1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 2
-    mov dword ptr [r15 + 384], r9d
-    mov r9, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 64], r9b
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4112
+    jz 1f
+1:
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 448]
+    mov edi, edx
+    mov r9, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 38
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov r9d, ebp
+    mov ebp, 80
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 68
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], al
     add r11, 64
     inc rbx
     dec r13
@@ -1588,219 +1570,217 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d929_j]
+    lea rcx, [rip + .Lc1_d912_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d929_j_t
-.Lc1_d929_j:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 256], 203
+    jmp .Lc1_d912_j_t
+.Lc1_d912_j:
+    movzx ecx, al
+    mov dword ptr [r15 + 320], 203
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r9d, 113
-    mov rbp, r11
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov eax, 113
     jmp 1f
 1:
-    mov r9, r11
     mov eax, 243
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
+    mov rax, rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, rbp
+    mov r8, rdi
     test dword ptr [r15 + 67117723], 2
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov rbp, r11
-    mov ecx, ebp
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r9d, bpl
+    mov edi, ebp
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    movzx ebp, dil
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
-    mov rsi, rax
-    movzx eax, sil
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 128]
+    mov rdx, rcx
+    movzx ecx, dl
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 768], 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d974_j]
+    lea rcx, [rip + .Lc1_d957_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d974_j_t
-.Lc1_d974_j:
-    mov r9, r11
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    movzx r9d, al
-    inc dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
+    jmp .Lc1_d957_j_t
+.Lc1_d957_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov eax, edx
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    mov eax, r9d
-    mov r9d, 211
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 704]
-    movzx r9d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 640]
-    mov r9d, edx
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 192]
+    mov edx, ecx
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 512]
+    and r9, 16320
+    mov edx, dword ptr [r15 + r9 + 15680]
     mov r9, r11
     jmp 1f
 1:
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov esi, dword ptr [r15 + 192]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, dl
+    mov rdx, qword ptr [r15 + 128]
+    mov rcx, rdx
+    jmp 1f
+1:
+    mov edx, edi
+    movzx edi, dl
+    jmp 1f
+1:
+    mov edi, 104
+    mov edx, edi
+    mov qword ptr [r15 + 64], rdx
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, r9
+    mov rdi, rsi
+    mov byte ptr [r15 + 448], dil
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov edx, ecx
-    mov r9, r11
-    mov ecx, r9d
-    mov rdi, rcx
-    mov qword ptr [r15 + 64], rdi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov dword ptr [r15 + 768], r8d
-    mov r8d, 10
+    mov esi, edx
+    mov edx, esi
+    mov rsi, rdx
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 384], edi
+    mov edi, 10
     movsxd r9, dword ptr [r15 + 128]
-    mov r8d, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
+    mov edi, 39
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx edi, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    mov r9d, 82
+    mov rsi, rdx
+    mov edx, 211
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    mov ecx, edi
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 704], dil
+    mov dword ptr [r15 + 512], esi
+    mov esi, dword ptr [r15 + 448]
+    mov edi, esi
+    mov rsi, rdi
+    mov edi, esi
+    mov rbp, r11
     mov r8, r11
-    mov r9, r11
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 512]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov dword ptr [r15 + 64], edi
-    mov edi, dword ptr [r15 + 320]
-    mov r9d, edi
-    mov rdi, r9
-    mov r9d, edi
-    movsxd rdi, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    lea rcx, [rip + .Lc1_d1073_j]
+    lea rcx, [rip + .Lc1_d1055_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1073_j_t
-.Lc1_d1073_j:
-    mov ecx, 126
+    jmp .Lc1_d1055_j_t
+.Lc1_d1055_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov ecx, 45
-    movzx eax, cl
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov rbp, rax
-    test ebx, 2048
-    jz 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], ecx
-    movzx ecx, byte ptr [r15 + 192]
-    mov rsi, rcx
-    mov rbp, r11
     mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movzx r8d, cl
+    mov ecx, 194
+    mov r8, r11
+    mov r9, r11
+    movzx ecx, r9b
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov r9, r8
+    test ebx, 2048
+    jnz 1f
+1:
+    mov r8d, ecx
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 228
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 176
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r9
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 256], xmm10
+    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 228
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    vmovdqu xmm3, xmmword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -1812,260 +1792,250 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d1121_s]
+    lea rcx, [rip + .Lc1_d1103_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1121_s_t
+    jmp .Lc1_d1103_s_t
     .p2align 3
-.Lc1_d1121_s:
+.Lc1_d1103_s:
     .p2align 3
-    jmp .Lc1_d1121_j
+    jmp .Lc1_d1103_j
     .p2align 3
-    jmp .Lc1_d1121_j
-.Lc1_d1121_j:
-    mov r9, r11
-    mov esi, r9d
-    mov ecx, esi
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov dword ptr [r15 + 640], eax
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d1103_j
+.Lc1_d1103_j:
     mov ecx, eax
+    mov eax, ecx
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, dword ptr [r15 + 448]
+    movzx r8d, cl
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 128], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, eax
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 320]
-    mov eax, r9d
-    movzx r9d, al
-    mov rax, r9
-    mov r9d, eax
-    movzx eax, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 192]
+    mov ecx, r8d
+    movzx r8d, cl
     mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm10
+    mov rcx, rbp
+    mov edi, ecx
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
     mov byte ptr [r15 + 128], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov dword ptr [r15 + 704], 140
-    mov qword ptr [r15 + 64], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 74
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ebp
-    mov rbp, rax
-    mov eax, 156
+    mov rax, rbp
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 12
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    mov edx, r8d
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 256]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 59
-    vmovq xmm11, rdx
-    mov rdx, qword ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 448], xmm11
-    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdx
+    mov rdx, qword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 448]
+    mov esi, ebp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov esi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 59
+    or qword ptr [r15 + 64], 47
+    vmovdqu xmm3, xmmword ptr [r15 + 320]
     mov r9, r11
     mov rax, r9
-    mov ecx, 81
-    mov eax, ecx
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    movzx r9d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 192], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1214_j]
+    lea rcx, [rip + .Lc1_d1191_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1214_j_t
-.Lc1_d1214_j:
+    jmp .Lc1_d1191_j_t
+.Lc1_d1191_j:
     mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 81
-    mov r9, r11
-    mov qword ptr [r15 + 384], r9
+    mov ecx, r9d
     and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 116
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 75
+    movzx ecx, dil
+    mov dword ptr [r15 + 0], 203
+    mov dword ptr [r15 + 256], 5
+    mov edi, 116
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, rdi
+    vmovdqu xmmword ptr [r15 + 448], xmm9
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 168
-    mov r9d, 183
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9, rcx
     mov rcx, qword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 320]
-    mov esi, 168
-    movsxd rax, dword ptr [r15 + 576]
-    mov esi, 201
-    movzx r8d, byte ptr [r15 + 256]
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, 203
+    mov edx, 194
+    movzx ebp, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], dil
-    vpaddd xmm11, xmm11, xmm11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 158
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 157
+    vpaddd xmm3, xmm3, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
     jmp 1f
 1:
+    movzx ebp, dl
+    mov edx, ebp
+    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 1073741824
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 537919488
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 448], xmm6
-    movzx esi, bpl
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov esi, edx
+    and rbp, 1984
+    mov r8, r11
+    vmovdqu xmm13, xmmword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 61
+    movzx r8d, byte ptr [r15 + 576]
+    mov edx, 89
+    mov rbp, qword ptr [r15 + 640]
+    mov rdx, rbp
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov esi, ebp
-    mov rbp, r11
-    mov edx, ebp
-    and rbp, 448
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 90
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], 70
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 704]
-    mov ecx, edx
-    mov byte ptr [r15 + 384], cl
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 168
-    vmovdqu xmmword ptr [r15 + 192], xmm12
-    mov r8, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 320], r8b
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 64], 121
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1305_j]
+    lea rcx, [rip + .Lc1_d1281_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1305_j_t
-.Lc1_d1305_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmm6
-    mov dword ptr [r15 + 0], 135
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 1
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 89
+    jmp .Lc1_d1281_j_t
+.Lc1_d1281_j:
+    mov r8, r11
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 105
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 192]
     mov rcx, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 223
+    mov rbp, r11
+    vpcmpeqb xmm7, xmm7, xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 384]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    and ecx, dword ptr [r15 + 768]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9d, 209
-    mov r9d, 31
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 128
+    mov qword ptr [r15 + 512], rdi
+    mov edi, 31
+    mov ecx, 118
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 704], edi
     add r11, 64
     inc rbx
     dec r13
@@ -2077,230 +2047,232 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d1352_s]
+    lea rcx, [rip + .Lc1_d1327_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1352_s_t
+    jmp .Lc1_d1327_s_t
     .p2align 3
-.Lc1_d1352_s:
+.Lc1_d1327_s:
     .p2align 3
-    jmp .Lc1_d1352_j
+    jmp .Lc1_d1327_j
     .p2align 3
-    jmp .Lc1_d1352_j
-.Lc1_d1352_j:
+    jmp .Lc1_d1327_j
+.Lc1_d1327_j:
     mov r9, r11
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], r9d
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    movsxd r9, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 768]
     mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    movsxd rax, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 192
-    mov ebp, dword ptr [r15 + 128]
-    movzx ecx, bpl
-    mov ebp, 252
-    mov ebp, ebp
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], ecx
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 95
+    mov ebp, 70
+    mov edx, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    movzx esi, cl
+    mov dword ptr [r15 + 384], esi
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
     nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 640]
-    mov rbp, rax
-    mov dword ptr [r15 + 0], 183
-    mov eax, ecx
     jmp 1f
 1:
-    mov ecx, 75
-    mov byte ptr [r15 + 0], cl
+    movzx edx, cl
+    mov ecx, edx
+    mov edx, 183
+    mov rcx, rdx
+    mov rdx, qword ptr [r15 + 256]
+    xor dword ptr [r15 + 576], edx
+    movzx edx, byte ptr [r15 + 640]
+    mov ecx, edx
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov rdx, rdx
+    mov byte ptr [r15 + 0], dl
+    mov edx, ecx
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov ebp, ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmm5
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rcx
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, sil
-    movzx esi, bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 35
-    mov byte ptr [r15 + 64], cl
-    and edi, dword ptr [r15 + 512]
-    vmovdqu xmmword ptr [r15 + 448], xmm3
-    movzx ebp, bpl
-    mov rbp, r11
     mov r8, r11
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 4032
-    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm6
-    mov r8, qword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 214
+    mov r8, qword ptr [r15 + 320]
+    mov ecx, 167
     jmp 1f
 1:
-    mov ecx, edi
+    mov dword ptr [r15 + 512], 34
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    movzx eax, dil
+    movzx edi, al
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 8128
+    vmovdqu xmm3, xmmword ptr [r15 + rbp + 7488]
+    mov rbp, r8
     jmp 1f
 1:
     jmp 1f
 1:
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r8, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1450_j]
+    lea rcx, [rip + .Lc1_d1426_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1450_j_t
-.Lc1_d1450_j:
-    mov qword ptr [r15 + 448], r8
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    movzx r8d, r8b
+    jmp .Lc1_d1426_j_t
+.Lc1_d1426_j:
     jmp 1f
 1:
+    mov ecx, ebp
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 85
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 18
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    mov r8d, ebp
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov r9d, 182
+    jmp 1f
+1:
     jmp 1f
 1:
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], r8d
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    mov r8d, edi
-    mov r9, r11
+    mov byte ptr [r15 + r8 + 7488], r8b
     jmp 1f
 1:
+    mov r8d, ecx
+    mov dword ptr [r15 + 320], 74
+    mov dword ptr [r15 + 192], 10
+    movzx ecx, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rdi
-    movzx edi, r8b
-    mov dword ptr [r15 + 768], 128
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    movzx r8d, dil
+    movzx r9d, cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    mov r9, rdi
-    mov edi, 67
+    movzx r9d, byte ptr [r15 + 256]
+    mov ecx, r9d
+    mov r9, rcx
+    mov ecx, 220
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, dil
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 246
-    mov r8, r11
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 246
     mov r9d, 163
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r9, r11
+    vpmovmskb ecx, xmm7
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], r8d
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 512], r8d
+    vpmovmskb r8d, xmm3
+    vmovdqu xmmword ptr [r15 + 448], xmm7
+    mov r8d, 251
+    jmp 1f
+1:
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 512]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    vpmovmskb esi, xmm5
-    add r9, qword ptr [r15 + 64]
-    mov esi, 192
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 768]
     jmp 1f
 1:
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    movzx esi, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    mov qword ptr [r15 + 192], r9
-    mov r9d, r8d
-    mov r8d, r9d
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
+    mov qword ptr [r15 + 64], r9
+    mov r9d, r9d
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
@@ -2312,49 +2284,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d1550_s]
+    lea rcx, [rip + .Lc1_d1527_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1550_s_t
+    jmp .Lc1_d1527_s_t
     .p2align 3
-.Lc1_d1550_s:
+.Lc1_d1527_s:
     .p2align 3
-    jmp .Lc1_d1550_j
+    jmp .Lc1_d1527_j
     .p2align 3
-    jmp .Lc1_d1550_j
-.Lc1_d1550_j:
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    mov eax, ecx
-    mov rcx, rax
-    movzx eax, cl
-    mov ecx, 129
-    movzx eax, cl
+    jmp .Lc1_d1527_j
+.Lc1_d1527_j:
+    mov ecx, r9d
+    mov r9d, 59
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 5242882
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 320]
+    movzx edi, al
+    mov eax, edi
+    vmovq qword ptr [r15 + 448], xmm8
+    mov eax, dword ptr [r15 + 576]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    test dword ptr [r15 + 67117724], 1048578
     jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 128], xmm14
-    add qword ptr [r15 + 640], rax
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r11
     jmp 1f
 1:
-    movzx ecx, cl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm9
+    movzx edi, dil
     mov r9, r11
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    mov r9d, ebp
+    add rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, 228
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
+    movzx r9d, cl
+    mov ecx, r9d
+    mov r9, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
     add r11, 64
     inc rbx
     dec r13
@@ -2363,49 +2337,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1596_j]
+    lea rcx, [rip + .Lc1_d1574_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1596_j_t
-.Lc1_d1596_j:
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 84
-    mov r9d, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov byte ptr [r15 + 704], cl
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rdx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, rcx
+    jmp .Lc1_d1574_j_t
+.Lc1_d1574_j:
     mov r9, r11
-    mov dword ptr [r15 + 192], 181
-    movzx ecx, byte ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, r11
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm9
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 162
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov ebp, 158
+    mov qword ptr [r15 + 384], rbp
+    movsxd rbp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -2413,148 +2384,148 @@ ditto_body_c1:
 .Lc1_b1_c34:
     jmp 1f
 1:
-    mov edx, 118
+    mov r9d, 118
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 96
-    movzx r8d, dil
+    mov esi, 237
+    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
+    mov rsi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 138
     mov r12, qword ptr [r15 + r12 + 56]
     mov edx, 105
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], edx
+    mov byte ptr [r15 + 768], sil
+    mov dword ptr [r15 + 448], r9d
     mov r9, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 106
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8, r11
-    movzx edx, r8b
-    mov edx, 7
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 106
+    mov dword ptr [r15 + 512], esi
+    movzx esi, sil
+    mov esi, 7
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov dword ptr [r15 + 64], 155
-    movzx r8d, dl
-    mov r8, r11
-    mov dword ptr [r15 + 768], r8d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 120
+    mov r9, r11
+    mov dword ptr [r15 + 192], r9d
+    mov esi, dword ptr [r15 + 384]
+    movzx ebp, sil
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], 120
+    mov r9, r11
     mov byte ptr [r15 + 128], r9b
-    mov r9, qword ptr [r15 + 448]
-    movzx edx, r9b
-    movzx r9d, dl
-    movzx edx, r9b
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    movzx r9d, r8b
+    movzx r8d, r9b
+    movzx r9d, r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r8b
+    mov byte ptr [r15 + 128], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    lea rcx, [rip + .Lc1_d1684_j]
+    lea rcx, [rip + .Lc1_d1659_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1684_j_t
-.Lc1_d1684_j:
-    mov qword ptr [r15 + 192], rdx
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 255
+    jmp .Lc1_d1659_j_t
+.Lc1_d1659_j:
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, 255
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 68
     mov qword ptr [r15 + 0], r8
-    mov r8d, 65
-    vpmovmskb edx, xmm14
-    mov r8, rdx
+    mov r8, rcx
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], 33
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    or qword ptr [r15 + 576], 51
+    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rcx
+    vmovq xmm13, r8
+    jmp 1f
+1:
+    movzx r8d, r8b
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 384], rcx
-    mov dword ptr [r15 + 512], 51
-    jmp 1f
-1:
     movzx ecx, r8b
-    movzx r8d, cl
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 115
+    mov r8, r11
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 60
     jmp 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 640]
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r8d, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov byte ptr [r15 + 704], r8b
-    mov r8d, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 512], r8b
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 237
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dil
+    vmovdqu xmmword ptr [r15 + 0], xmm1
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    movzx r9d, r8b
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 64], rax
-    mov r8, r11
-    mov rax, qword ptr [r15 + 768]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 182
-    movsxd r8, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 128]
+    movzx ecx, r8b
+    movsxd r8, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 448], 81
+    movsxd rax, dword ptr [r15 + 192]
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 128], xmm6
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 320]
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    vmovdqu xmm9, xmmword ptr [r15 + 640]
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -2568,331 +2539,330 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1774_s]
+    lea rcx, [rip + .Lc1_d1749_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1774_s_t
+    jmp .Lc1_d1749_s_t
     .p2align 3
-.Lc1_d1774_s:
+.Lc1_d1749_s:
     .p2align 3
-    jmp .Lc1_d1774_j
+    jmp .Lc1_d1749_j
     .p2align 3
-    jmp .Lc1_d1774_j
-.Lc1_d1774_j:
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 576]
-    mov ecx, 42
-    movzx edi, cl
-    mov rcx, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 64]
+    jmp .Lc1_d1749_j
+.Lc1_d1749_j:
+    mov ecx, dword ptr [r15 + 64]
+    mov r8d, ecx
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rcx
-    movzx ecx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 448], cl
-    test dword ptr [r15 + 67117723], 3145728
-    jz 1f
+    mov qword ptr [r15 + 0], rax
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 768], dl
+    movzx edx, cl
+    movzx ecx, dl
+    test dword ptr [r15 + 67117723], 1048576
+    jnz 1f
 1:
-    mov eax, 142
-    vmovdqu ymmword ptr [r15 + 384], ymm9
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, 88
+    movzx eax, byte ptr [r15 + 448]
+    mov r8, rax
+    mov rax, r8
+    movzx r8d, al
+    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
-    movzx ecx, dil
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, rax
-    mov rbp, r11
-    add rax, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov rbp, rsi
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov ebp, 15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d1817_j]
+    lea rcx, [rip + .Lc1_d1791_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1817_j_t
-.Lc1_d1817_j:
-    mov ecx, dword ptr [r15 + 64]
+    jmp .Lc1_d1791_j_t
+.Lc1_d1791_j:
+    mov ecx, r8d
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 136
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 115
-    mov esi, 248
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 123
+    mov ecx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r8d, 157
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, ebp
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rsi
+    mov r8, rbp
+    movzx ebp, r8b
+    mov r8, r11
     jmp 1f
 1:
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 448]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
     mov rbp, r11
-    mov rcx, rbp
-    mov dword ptr [r15 + 128], 232
-    movzx r8d, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 256], dil
+    mov dword ptr [r15 + 128], 230
     and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
-    mov rbp, r11
-    mov ecx, ebp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 91
-    mov dword ptr [r15 + 640], r9d
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov rbp, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov dword ptr [r15 + 0], 134
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 95
-    movzx ecx, bpl
+    mov edi, ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edi, bpl
+    mov dword ptr [r15 + 192], 95
     jmp 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 256], 126
-    mov ebp, dword ptr [r15 + 128]
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 150
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 126
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov byte ptr [r15 + 704], bpl
-    movsxd rdi, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, 107
-    mov r9, qword ptr [r15 + 128]
     mov r8, r11
+    mov rdi, r8
+    mov byte ptr [r15 + 640], dil
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 231
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 704]
+    vpcmpeqb xmm14, xmm14, xmm0
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 212
+    mov dword ptr [r15 + 64], 107
+    mov byte ptr [r15 + 256], dil
     jmp 1f
 1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 320], r8d
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 85
+    movsxd rbp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1908_j]
+    lea rcx, [rip + .Lc1_d1884_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1908_j_t
-.Lc1_d1908_j:
-    movzx ecx, byte ptr [r15 + 576]
-    mov eax, ecx
-    mov r8, r11
-    mov eax, r8d
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1884_j_t
+.Lc1_d1884_j:
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov dword ptr [r15 + 512], edi
     jmp 1f
 1:
-    movzx r8d, cl
+    movzx edi, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 115
-    mov r8, r11
-    mov ebp, r8d
-    test dword ptr [r15 + 67117724], 8452
+    mov dword ptr [r15 + 0], 115
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
     jz 1f
 1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 126
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    mov qword ptr [r15 + 768], r8
-    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], 126
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 66
+    mov rcx, qword ptr [r15 + 768]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 448], sil
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    mov dword ptr [r15 + 384], 129
-    mov rcx, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
+    mov r9d, esi
+    movzx esi, byte ptr [r15 + 128]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov r8d, r8d
-    mov dword ptr [r15 + 256], r8d
-    mov dword ptr [r15 + 0], 42
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
+    mov ebp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov dword ptr [r15 + 320], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 148
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov ebp, edi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
     mov rcx, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, edi
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rbp, rdi
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 384], 6
+    mov rcx, qword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 122
+    mov r8, r11
     mov r9, r11
-    mov rsi, r9
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 33
-    mov r8d, dword ptr [r15 + 384]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    jmp 1f
-1:
-    mov r9, rcx
-    mov rcx, r9
-    mov r9, r11
-    mov esi, r9d
+    mov edi, r9d
     and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 153
-    mov byte ptr [r15 + 64], r8b
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 640]
-    mov edx, ecx
+    mov dword ptr [r15 + r9 + 3392], 46
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d1999_j]
+    lea rcx, [rip + .Lc1_d1977_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1999_j_t
-.Lc1_d1999_j:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov ecx, 214
-    mov dword ptr [r15 + 512], 143
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov qword ptr [r15 + 704], r9
-    mov esi, dword ptr [r15 + 768]
-    and r9, 8128
-    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1977_j_t
+.Lc1_d1977_j:
+    movzx ecx, byte ptr [r15 + 512]
     .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov r9d, 123
+    mov r8, qword ptr [r15 + 704]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov edi, edi
+    mov dword ptr [r15 + 0], 209
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 320]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, r9b
-    mov r9, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], r9b
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, r9
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 72
+    mov ebp, dword ptr [r15 + 384]
+    movzx edi, bpl
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 448]
+    mov r8, r11
     jmp 1f
 1:
-    mov ebp, 92
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    mov rbp, rdi
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx r8d, dil
+    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov r9d, 231
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2047_j]
+    lea rcx, [rip + .Lc1_d2024_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2047_j_t
-.Lc1_d2047_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rbp, r11
-    mov r9, rbp
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov ebp, 65
+    jmp .Lc1_d2024_j_t
+.Lc1_d2024_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov ecx, ebp
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -2909,120 +2879,127 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 88
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8d, 88
+    movsxd r8, dword ptr [r15 + 64]
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, ecx
-    vmovdqu xmmword ptr [r15 + 64], xmm7
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 512]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov esi, eax
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    vmovdqu xmm5, xmmword ptr [r15 + 768]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8d, ebp
+    mov rbp, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edi, ebp
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rcx
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    vpmovmskb eax, xmm13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 704]
-    mov rsi, r8
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], dil
-    movsxd rdi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov rcx, rsi
+    test dword ptr [r15 + 67117724], 536870914
+    jz 1f
+1:
+    mov rsi, rdi
+    movsxd rdi, dword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 256]
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 256]
-    mov ecx, edx
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 448], dl
-    movsxd rdx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 77
-    mov ebp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    vpmovmskb edx, xmm4
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 576], 37
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea rcx, [rip + .Lc1_d2136_j]
+    lea rcx, [rip + .Lc1_d2117_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2136_j_t
-.Lc1_d2136_j:
+    jmp .Lc1_d2117_j_t
+.Lc1_d2117_j:
+    movsxd rcx, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
     jmp 1f
 1:
-    mov edx, ecx
-    mov rbp, r11
-    xor dword ptr [r15 + 0], ebp
+    mov r8, r11
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 512]
     mov ebp, 119
-    movzx ebp, bpl
-    mov rbp, rbp
-    test ebx, 3584
+    movzx r9d, bpl
+    mov rbp, r9
+    test ebx, 1536
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov rdx, rbp
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r11
-    mov qword ptr [r15 + 320], r8
-    mov byte ptr [r15 + 768], cl
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 192], 190
-    mov edi, dword ptr [r15 + 448]
-    mov ebp, edi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    mov r9, qword ptr [r15 + 704]
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], dl
+    mov rdx, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 768]
+    and r9, 448
+    xor dword ptr [r15 + r9 + 832], r9d
+    movsxd r9, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 64], 190
+    mov edi, dword ptr [r15 + 256]
+    mov eax, r8d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -3034,94 +3011,93 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d2183_s]
+    lea rcx, [rip + .Lc1_d2164_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2183_s_t
+    jmp .Lc1_d2164_s_t
     .p2align 3
-.Lc1_d2183_s:
+.Lc1_d2164_s:
     .p2align 3
-    jmp .Lc1_d2183_j
+    jmp .Lc1_d2164_j
     .p2align 3
-    jmp .Lc1_d2183_j
-.Lc1_d2183_j:
-    and eax, dword ptr [r15 + 192]
+    jmp .Lc1_d2164_j
+.Lc1_d2164_j:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov r9, r11
+    mov ecx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 8128
-    mov r9, r11
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 1610647552
-    jz 1f
-1:
-    mov qword ptr [r15 + 576], rax
-    mov dword ptr [r15 + 64], 16
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], al
-    mov r9, r11
-    mov eax, 37
-    mov qword ptr [r15 + 128], rax
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + r9 + 1344], 181
+    mov qword ptr [r15 + 384], r8
+    mov r8, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 576]
     jmp 1f
 1:
+    mov r9d, 17
+    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 512], 230
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov byte ptr [r15 + 448], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    mov r9, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov dword ptr [r15 + 640], eax
+    movsxd rax, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], 9
-    mov dword ptr [r15 + 0], 11
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 228
-    mov r9d, eax
+    jmp 1f
+1:
+    mov r9d, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rax
-    test ebx, 1024
-    jz 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
     mov r9, r11
-    movzx esi, byte ptr [r15 + 128]
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 704]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 33
-    mov byte ptr [r15 + 512], sil
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 81
+    mov dword ptr [r15 + 384], 228
+    test ebx, 1024
+    jnz 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov qword ptr [r15 + 512], r9
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 169
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 320], ebp
     jmp 1f
 1:
+    mov rbp, r11
+    mov rsi, rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], al
-    mov dword ptr [r15 + 192], 184
-    mov eax, 63
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 246
+    vpcmpeqb xmm5, xmm5, xmm4
+    mov dword ptr [r15 + 64], 59
     add r11, 64
     inc rbx
     dec r13
@@ -3133,149 +3109,151 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16
     setz al
-    lea rcx, [rip + .Lc1_d2267_s]
+    lea rcx, [rip + .Lc1_d2248_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2267_s_t
+    jmp .Lc1_d2248_s_t
     .p2align 3
-.Lc1_d2267_s:
+.Lc1_d2248_s:
     .p2align 3
-    jmp .Lc1_d2267_j
+    jmp .Lc1_d2248_j
     .p2align 3
-    jmp .Lc1_d2267_j
-.Lc1_d2267_j:
-    movzx ecx, al
+    jmp .Lc1_d2248_j
+.Lc1_d2248_j:
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    mov r8d, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 64]
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    test dword ptr [r15 + 67117724], 1073809416
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 1984
+    mov rbp, r11
+    mov rax, qword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 65544
     jz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 448], r9b
-    mov dword ptr [r15 + 768], 84
-    mov r9, r11
-    mov r8d, 92
-    movzx edx, byte ptr [r15 + 384]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, 69
+    movzx r8d, byte ptr [r15 + 512]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 128]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    mov eax, 169
+    mov dword ptr [r15 + 448], 91
+    movzx eax, byte ptr [r15 + 704]
+    mov ebp, 175
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, r8
+    mov r8, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 64
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, eax
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rcx
+    and r8, 1984
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r8 + 1344]
+    movzx r8d, dl
+    mov edx, r8d
+    movzx r8d, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov ecx, r9d
-    mov r9d, ecx
-    mov rcx, r9
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    mov r9, r11
-    mov dword ptr [r15 + 128], 109
     jmp 1f
 1:
     test ebx, 1024
-    jz 1f
+    jnz 1f
 1:
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r8, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 0], dl
+    mov edx, edi
+    mov edi, 95
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, cl
-    mov dword ptr [r15 + 576], 252
-    jmp 1f
-1:
-    mov ecx, 206
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8, r11
-    mov rbp, r11
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov ebp, 153
-    mov qword ptr [r15 + 192], rdi
-    mov dword ptr [r15 + 256], edi
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 64]
+    mov edi, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 384]
+    mov edx, 1
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rax
+    mov r9, r11
+    mov dword ptr [r15 + 128], 14
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2354_j]
+    lea rcx, [rip + .Lc1_d2335_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2354_j_t
-.Lc1_d2354_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d2335_j_t
+.Lc1_d2335_j:
+    mov ecx, r9d
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], r9b
     jmp 1f
 1:
-    mov edx, edi
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov ecx, 66
+    movzx ecx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov edx, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    mov esi, 138
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 640], 32
-    mov byte ptr [r15 + 256], r8b
-    mov r8, qword ptr [r15 + 320]
-    movzx r9d, dl
-    movzx edx, byte ptr [r15 + 448]
-    mov r9, r11
-    movzx eax, r9b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 4
-    jmp 1f
+    test ebx, 1024
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 102
+    mov r9, qword ptr [r15 + 448]
+    mov esi, 219
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 138
+    and r8, 4032
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ebp, r9b
+    mov qword ptr [r15 + 256], rbp
+    movzx ebp, r9b
+    movzx r9d, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -3284,106 +3262,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2399_j]
+    lea rcx, [rip + .Lc1_d2381_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2399_j_t
-.Lc1_d2399_j:
-    mov ecx, 144
-    mov eax, 245
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov dword ptr [r15 + 448], ecx
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    movzx r9d, byte ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 64]
+    jmp .Lc1_d2381_j_t
+.Lc1_d2381_j:
     mov rbp, r11
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 56
-    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ebp, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r11
+    mov ecx, 190
     jmp 1f
 1:
-    mov eax, r8d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rbp, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    mov ebp, 188
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 512]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
+    jmp 1f
+1:
+    mov ebp, ecx
     nop
     jmp 1f
 1:
-    mov r8d, 228
-    mov r8, rbp
-    mov rbp, r8
-    mov r8, qword ptr [r15 + 384]
-    mov rdi, rax
-    mov byte ptr [r15 + 128], dil
+    mov ebp, 228
+    movzx ebp, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 704], dl
+    mov rdx, rcx
+    movzx ecx, dl
+    mov dword ptr [r15 + 64], 60
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 320]
-    mov r8, r11
-    mov edi, edi
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov esi, eax
-    mov byte ptr [r15 + 0], dil
+    mov ecx, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 192]
+    mov edi, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 40
-    mov rdi, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 188
+    mov rdi, rdi
+    mov edi, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 10
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 103
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    mov byte ptr [r15 + 64], dl
     mov rbp, r11
-    mov esi, ebp
-    test dword ptr [r15 + 67117723], 134217754
-    jz 1f
-1:
+    movsxd rdx, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 8
+    mov byte ptr [r15 + 128], dil
+    movzx edi, dil
+    mov edi, edi
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 256]
     and rbp, 448
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 192], 49
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], esi
-    mov esi, 243
+    mov esi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edi
+    mov rdi, qword ptr [r15 + 768]
+    mov r8, r11
+    mov r9d, 189
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 384]
+    and r8, 16320
+    mov rax, qword ptr [r15 + r8 + 15680]
+    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -3391,151 +3364,153 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    lea rcx, [rip + .Lc1_d2493_j]
+    lea rcx, [rip + .Lc1_d2471_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2493_j_t
-.Lc1_d2493_j:
-    mov rcx, r9
+    jmp .Lc1_d2471_j_t
+.Lc1_d2471_j:
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, eax
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 128]
+    mov rax, rsi
+    mov esi, 144
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, rsi
     jmp 1f
 1:
-    mov r9, r11
+    mov r8d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 233
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], dl
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov edx, 144
-    mov edx, 22
-    mov edx, edx
+    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 0
-    movzx edx, byte ptr [r15 + 640]
-    mov r9d, edx
-    mov rdx, qword ptr [r15 + 512]
-    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 192]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov esi, edx
-    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    mov dword ptr [r15 + 320], r9d
-    movzx r9d, sil
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], r9d
+    vmovdqu ymmword ptr [r15 + 640], ymm0
+    mov r9, r9
+    mov r9, qword ptr [r15 + 512]
+    mov r8d, r9d
+    mov r9d, esi
+    movsxd rsi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov rsi, rsi
-    mov dword ptr [r15 + 128], 189
-    mov qword ptr [r15 + 0], r9
+    mov rsi, r8
+    mov dword ptr [r15 + 192], 189
+    mov qword ptr [r15 + 64], r8
     jmp 1f
 1:
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    mov r8, r8
+    mov r8, r11
+    mov dword ptr [r15 + 448], r8d
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edx, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov ecx, 115
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 110
+    mov ebp, 251
+    movzx ebp, byte ptr [r15 + 704]
+    mov rbp, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov r8, r9
+    movzx r9d, byte ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 89
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ebp, r9b
-    movsxd r9, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov dword ptr [r15 + 512], r9d
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    lea rcx, [rip + .Lc1_d2586_j]
+    lea rcx, [rip + .Lc1_d2563_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2586_j_t
-.Lc1_d2586_j:
-    mov ecx, ebp
+    jmp .Lc1_d2563_j_t
+.Lc1_d2563_j:
+    mov r9, r11
+    mov dword ptr [r15 + 768], 107
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 79
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, 219
+    movzx ecx, byte ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 128]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movzx ecx, r9b
-    movsxd r9, dword ptr [r15 + 128]
-    mov ecx, 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 49
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], ebp
-    vpmovmskb ebp, xmm15
-    add r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 9
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 187
-    mov dword ptr [r15 + 256], r9d
+    movsxd rax, dword ptr [r15 + 256]
     and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov ebp, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + rbp + 1408]
+    vpmovmskb r8d, xmm12
+    jmp 1f
+1:
+    movzx r8d, dil
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov dword ptr [r15 + 320], 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, r8d
+    mov r8d, edi
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov dword ptr [r15 + 384], 153
+    movzx ebp, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -3547,108 +3522,110 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d2630_s]
+    lea rcx, [rip + .Lc1_d2609_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2630_s_t
+    jmp .Lc1_d2609_s_t
     .p2align 3
-.Lc1_d2630_s:
+.Lc1_d2609_s:
     .p2align 3
-    jmp .Lc1_d2630_j
+    jmp .Lc1_d2609_j
     .p2align 3
-    jmp .Lc1_d2630_j
-.Lc1_d2630_j:
-    mov r8, r11
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    movzx edi, al
+    jmp .Lc1_d2609_j
+.Lc1_d2609_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov eax, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, al
-    or qword ptr [r15 + 640], 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    test ebx, 2048
-    jz 1f
+    movzx eax, al
+    mov rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], al
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 192]
     mov r8, r11
-    mov byte ptr [r15 + 512], sil
-    mov qword ptr [r15 + 256], rax
-    vmovdqu xmmword ptr [r15 + 320], xmm12
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 64], sil
-    mov esi, 11
-    mov byte ptr [r15 + 384], sil
-    movzx esi, r8b
-    mov r8d, esi
+    mov byte ptr [r15 + 64], r8b
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], al
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm3, xmm3, xmm12
-    mov dword ptr [r15 + 0], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    mov byte ptr [r15 + 128], cl
+    vpxor xmm11, xmm11, xmm7
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 187
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9, r11
+    mov eax, 255
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, eax
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 194
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov rax, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    test dword ptr [r15 + 67117723], 268435456
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 768], eax
-    mov dword ptr [r15 + 320], edx
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    mov rdx, rax
-    mov byte ptr [r15 + 128], dl
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    mov byte ptr [r15 + 256], al
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], dl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
+    mov byte ptr [r15 + 512], al
     mov r9, r11
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov ebp, edx
-    mov edx, ebp
+    movsxd rcx, dword ptr [r15 + 448]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, rbp
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + 704], cl
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -3660,46 +3637,46 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d2724_s]
+    lea rcx, [rip + .Lc1_d2705_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2724_s_t
+    jmp .Lc1_d2705_s_t
     .p2align 3
-.Lc1_d2724_s:
+.Lc1_d2705_s:
     .p2align 3
-    jmp .Lc1_d2724_j
+    jmp .Lc1_d2705_j
     .p2align 3
-    jmp .Lc1_d2724_j
-.Lc1_d2724_j:
+    jmp .Lc1_d2705_j
+.Lc1_d2705_j:
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 0], 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 576]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r8d, dword ptr [r15 + 512]
-    mov eax, 182
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 37
+    mov r9, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], r9
+    mov r9d, dword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 448]
+    mov eax, 155
+    mov eax, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov rcx, rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov r8d, 176
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 111
-    mov byte ptr [r15 + 128], dl
-    mov dword ptr [r15 + 448], r8d
-    mov r8, qword ptr [r15 + 256]
+    mov r9, r9
+    mov r9, r9
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov edi, 122
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 111
+    mov byte ptr [r15 + r9 + 7552], cl
+    mov dword ptr [r15 + 0], edx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -3707,317 +3684,310 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], 61
+    mov r9, r11
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 640]
-    mov edi, 120
-    and rbp, 448
-    mov r9, r11
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9d, 174
-    mov r9d, 165
+    mov dword ptr [r15 + 192], 120
+    mov edx, 252
+    movzx edx, dl
+    vpor xmm11, xmm11, xmm11
     mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
-    mov ecx, 114
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx ecx, r9b
-    mov r9d, edi
+    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], dl
+    mov rdx, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 384]
+    movzx esi, r8b
+    mov r8d, 114
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea rcx, [rip + .Lc1_d2812_j]
+    lea rcx, [rip + .Lc1_d2794_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2812_j_t
-.Lc1_d2812_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    jmp .Lc1_d2794_j_t
+.Lc1_d2794_j:
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdi
-    mov r9d, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 448]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], ecx
+    movzx ecx, cl
+    mov dword ptr [r15 + 128], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r9
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    jmp 1f
-1:
-    mov r9d, ebp
-    vmovdqu xmmword ptr [r15 + 128], xmm3
-    jmp 1f
-1:
-    movzx ebp, bpl
+    mov ecx, dword ptr [r15 + 704]
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r9d
+    mov r8, r11
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 768], edi
-    mov edi, edi
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
+    mov ebp, ecx
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
-    movzx edi, r9b
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    vmovq qword ptr [r15 + 64], xmm8
+    mov rax, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d2860_j]
+    lea rcx, [rip + .Lc1_d2839_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2860_j_t
-.Lc1_d2860_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r9, qword ptr [r15 + 448]
+    jmp .Lc1_d2839_j_t
+.Lc1_d2839_j:
     mov r8, r11
-    mov dword ptr [r15 + 192], 20
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 113
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], 123
+    vmovdqu xmmword ptr [r15 + 768], xmm11
+    mov r8d, esi
+    mov rsi, r8
+    mov byte ptr [r15 + 64], sil
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 192], 168
+    mov dword ptr [r15 + 64], r8d
+    mov byte ptr [r15 + 448], cl
+    mov r8, r11
+    mov rcx, r8
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
-    mov dword ptr [r15 + 576], 188
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 384], r8b
-    mov qword ptr [r15 + 256], rcx
-    mov qword ptr [r15 + 128], r9
-    mov r9, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 131
-    mov r8, r9
-    mov r9, r11
-    mov rbp, r11
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov r9d, 105
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, byte ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 384]
+    mov esi, 85
+    vmovdqu ymmword ptr [r15 + 256], ymm11
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    mov r9d, dword ptr [r15 + 192]
-    add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 153
     jmp 1f
 1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 512]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 77
+    mov r8d, 218
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     .byte 0x0f, 0x1f, 0x00
-    mov r9d, r9d
-    mov dword ptr [r15 + 640], 11
-    mov r9, r11
-    mov dword ptr [r15 + 256], 138
-    mov ebp, 148
-    mov rbp, r11
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 640]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
     test ebx, 1536
     jz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 25
-    mov r9d, r9d
-    inc dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 148
+    mov dword ptr [r15 + 320], 156
+    mov dword ptr [r15 + 384], 215
+    mov r8d, esi
+    mov esi, dword ptr [r15 + 192]
+    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, qword ptr [r15 + 448]
-    movzx edx, bpl
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, sil
+    mov dword ptr [r15 + 64], r9d
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    mov qword ptr [r15 + 448], r8
+    movsxd r8, dword ptr [r15 + 256]
+    movzx r9d, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r9
-    mov r9d, ebp
+    mov r8, rsi
+    mov esi, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d2950_j]
+    lea rcx, [rip + .Lc1_d2927_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2950_j_t
-.Lc1_d2950_j:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d2927_j_t
+.Lc1_d2927_j:
+    mov dword ptr [r15 + 64], 236
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx ebp, byte ptr [r15 + 384]
-    add qword ptr [r15 + 512], rbp
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
+    movzx ecx, byte ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r8, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 121
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 152
     jmp 1f
 1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
+    add qword ptr [r15 + 128], rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, rbp
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    mov r9, r11
-    mov dword ptr [r15 + 128], 194
-    inc dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 161
+    mov rdi, r8
+    mov r8, r11
     mov rbp, r11
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
+    jmp 1f
+1:
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + 704], edi
+    and edi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm14
-    mov rbp, rbp
-    movzx ebp, bpl
-    mov ebp, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rbp, r11
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 384], r8
+    mov qword ptr [r15 + 576], rbp
+    vpmovmskb edi, xmm3
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 512]
     mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    movsxd rbp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rbp
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 256]
+    movzx edx, r8b
+    mov eax, edx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 512]
+    mov edi, 115
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rdi, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 128]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    movzx r9d, byte ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, edi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], dil
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    movsxd r9, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -4029,212 +3999,210 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d3044_s]
+    lea rcx, [rip + .Lc1_d3019_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3044_s_t
+    jmp .Lc1_d3019_s_t
     .p2align 3
-.Lc1_d3044_s:
+.Lc1_d3019_s:
     .p2align 3
-    jmp .Lc1_d3044_j
+    jmp .Lc1_d3019_j
     .p2align 3
-    jmp .Lc1_d3044_j
-.Lc1_d3044_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 91
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    movsxd rbp, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 64]
-    mov rdx, rax
-    mov eax, 224
+    jmp .Lc1_d3019_j
+.Lc1_d3019_j:
+    mov rcx, rax
     mov r9, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    movzx eax, al
-    and r9, 448
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    add rdx, qword ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 75
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 128]
+    mov r8, r11
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 640]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
+    movzx r8d, r9b
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 34
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 44
+    mov ecx, 72
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    lea rcx, [rip + .Lc1_d3085_j]
+    lea rcx, [rip + .Lc1_d3058_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3085_j_t
-.Lc1_d3085_j:
-    mov rcx, qword ptr [r15 + 256]
+    jmp .Lc1_d3058_j_t
+.Lc1_d3058_j:
     mov rbp, r11
-    mov edx, ebp
     and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm7
-    movzx ebp, cl
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    mov ebp, r8d
     jmp 1f
 1:
-    movzx ecx, dl
-    movzx edx, dl
+    movzx r8d, cl
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
     jmp 1f
 1:
-    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 320]
-    mov esi, 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 128]
     mov esi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rsi
-    mov rsi, qword ptr [r15 + 512]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r8d, 60
-    mov byte ptr [r15 + 704], r8b
+    mov rbp, r11
+    mov edi, 60
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 448], rdi
+    mov edi, dword ptr [r15 + 256]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov ebp, 3
+    mov qword ptr [r15 + 704], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov dword ptr [r15 + 0], 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    movzx edi, sil
-    movzx esi, dil
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov esi, 22
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    and r9, 1984
-    inc dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 448], dil
+    movzx r8d, dil
     mov edi, edi
-    test ebx, 3584
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    mov edx, 34
+    movzx ebp, dl
+    mov edx, 252
+    vmovdqu xmmword ptr [r15 + 0], xmm2
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9d, ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov edi, ebp
-    mov rbp, qword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 128], sil
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
+    mov dword ptr [r15 + 768], 132
     jmp 1f
 1:
-    movzx esi, r9b
+    mov dword ptr [r15 + 448], 141
+    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 256], edx
+    mov rbp, r11
+    mov edx, 195
     jmp 1f
 1:
+    movzx edx, bpl
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 192], ymm8
+    mov rax, qword ptr [r15 + 384]
     mov r9, r11
-    mov edi, 121
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
+    mov edi, 31
     jmp 1f
 1:
-    mov r9d, 114
-    mov r9d, 31
-    mov r9d, 135
-    mov r9d, r9d
+    and r9, 448
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 832], r8d
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3180_j]
+    lea rcx, [rip + .Lc1_d3151_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3180_j_t
-.Lc1_d3180_j:
+    jmp .Lc1_d3151_j_t
+.Lc1_d3151_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov r8, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov ecx, r8d
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8, r11
-    mov rsi, r8
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov eax, 8
-    vmovq qword ptr [r15 + 512], xmm13
+    movzx ecx, byte ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 137
-    movzx r8d, cl
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
+    mov rcx, r8
     mov r8, r11
-    mov rdi, r8
-    mov dword ptr [r15 + 64], esi
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
     mov r8, r11
-    mov eax, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 640]
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 242
-    mov r8, rsi
-    mov rsi, r8
-    mov r8d, eax
-    and r8d, dword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8d, 159
+    mov r8, r8
+    mov r8, qword ptr [r15 + 448]
+    mov r9d, 133
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 256]
+    mov ebp, edx
+    mov dword ptr [r15 + 384], 222
+    movsxd rdx, dword ptr [r15 + 512]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 640]
+    and esi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -4243,101 +4211,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3231_j]
+    lea rcx, [rip + .Lc1_d3204_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3231_j_t
-.Lc1_d3231_j:
-    movsxd rcx, dword ptr [r15 + 768]
-    lock xadd qword ptr [r15 + 448], rcx
-    vpcmpeqb xmm0, xmm0, xmm11
-    .byte 0x0f, 0x1f, 0x00
-    movsxd r8, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 320]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3204_j_t
+.Lc1_d3204_j:
+    mov r9, r11
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ecx, r8d
+    and r9, 8128
+    lock xadd qword ptr [r15 + r9 + 7488], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov rsi, qword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 2621440
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r8, rdi
-    mov rdi, qword ptr [r15 + 512]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 704]
+    xor dword ptr [r15 + 192], esi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 68
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8, r11
+    mov esi, r8d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
     jmp 1f
 1:
-    mov rax, rcx
-    mov qword ptr [r15 + 704], rax
-    mov eax, r8d
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r11
-    vmovq qword ptr [r15 + 192], xmm15
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov r8, qword ptr [r15 + 320]
+    mov esi, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 221
-    mov ebp, edi
-    mov edi, edi
+    mov r8d, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    mov r8, r11
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 448]
+    movzx ebp, r8b
     mov r8d, r8d
-    mov dword ptr [r15 + 512], edi
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
+    movsxd r8, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 448]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 576], rdi
+    movsxd r8, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 384]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 512], rdi
+    mov r9, r11
     movzx edi, byte ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + 768], 30
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 320]
-    mov r8, r11
-    mov rcx, rdx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r9, r8
+    mov dword ptr [r15 + 256], r9d
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 91
-    mov edx, r9d
-    movzx r9d, r8b
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov r9d, r8d
+    movzx r8d, dil
     add r11, 64
     inc rbx
     dec r13
@@ -4346,100 +4310,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3322_j]
+    lea rcx, [rip + .Lc1_d3292_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3322_j_t
-.Lc1_d3322_j:
+    jmp .Lc1_d3292_j_t
+.Lc1_d3292_j:
     mov r8, r11
-    mov eax, r9d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 15
+    mov edi, eax
+    mov dword ptr [r15 + 384], 15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 320]
-    mov eax, r8d
-    mov qword ptr [r15 + 512], rax
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
     and r8, 448
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 832]
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 512]
+    vpmovmskb ecx, xmm8
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
     test dword ptr [r15 + 67117724], 512
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    mov byte ptr [r15 + 704], r9b
-    mov r9, rax
-    movzx eax, r9b
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, dil
+    mov byte ptr [r15 + 256], r8b
+    mov r8, rax
+    mov byte ptr [r15 + 640], r8b
     jmp 1f
 1:
-    mov eax, r8d
-    mov byte ptr [r15 + 128], al
+    mov eax, r9d
+    mov byte ptr [r15 + 192], al
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], bpl
-    mov dword ptr [r15 + 256], 248
-    mov r8, rbp
-    mov dword ptr [r15 + 64], 207
+    movsxd rdi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 99
+    mov r9, r11
+    mov r8, r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 36
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    mov rbp, r8
+    mov r9, r8
+    mov r8, r11
     jmp 1f
 1:
-    movzx ebp, al
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    mov qword ptr [r15 + 64], rax
+    movzx r9d, al
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 832], xmm2
+    mov qword ptr [r15 + 512], rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
+    mov rdi, r8
+    mov eax, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, dil
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 131
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], r8d
+    mov r8d, 254
+    mov qword ptr [r15 + 320], r8
+    mov r8, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 183
-    mov rdx, qword ptr [r15 + 768]
-    mov r8, r11
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8d, ebp
-    vmovdqu xmmword ptr [r15 + 384], xmm4
-    mov dword ptr [r15 + 128], eax
-    mov eax, eax
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + 64], 28
+    mov rdi, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 704]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov ebp, edx
+    vmovdqu xmm0, xmmword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 448]
+    mov eax, ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -4448,57 +4412,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3413_j]
+    lea rcx, [rip + .Lc1_d3383_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3413_j_t
-.Lc1_d3413_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3383_j_t
+.Lc1_d3383_j:
+    mov r9, r11
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 576], al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r9, rax
+    jmp 1f
+1:
+    mov r9d, ecx
+    .byte 0x0f, 0x1f, 0x00
+    test dword ptr [r15 + 67117723], 257
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r9d, 8
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov r9, rax
     jmp 1f
 1:
     jmp 1f
 1:
     mov r9, r11
-    and ecx, dword ptr [r15 + 64]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    movzx r9d, r8b
-    mov r8, r9
-    jmp 1f
-1:
-    mov r8d, ecx
-    .byte 0x0f, 0x1f, 0x00
-    test dword ptr [r15 + 67117723], 773
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov ecx, 173
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
-    and r8, 4032
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    mov byte ptr [r15 + 576], dil
+    movsxd rbp, dword ptr [r15 + 256]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
     add r11, 64
     inc rbx
     dec r13
@@ -4507,153 +4471,151 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3462_j]
+    lea rcx, [rip + .Lc1_d3432_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3462_j_t
-.Lc1_d3462_j:
-    mov rcx, rbp
+    jmp .Lc1_d3432_j_t
+.Lc1_d3432_j:
+    mov r9, r11
     jmp 1f
 1:
-    movzx ebp, al
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 16320
-    mov rax, qword ptr [r15 + rbp + 15680]
-    mov rbp, r11
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9, r11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    mov r9, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov dword ptr [r15 + 0], ecx
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    mov ecx, ebp
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 256
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 320], al
-    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
+    mov eax, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 42
-    movzx eax, byte ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], r8d
-    mov r8d, ebp
+    mov byte ptr [r15 + 640], cl
+    mov rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 640]
+    mov eax, ebp
+    mov dword ptr [r15 + 192], 230
+    mov eax, r9d
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm0
+    mov ebp, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    mov rbp, r11
-    mov r8d, 210
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 233
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 81
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 137
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 142
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    mov dword ptr [r15 + 768], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 256]
+    mov ecx, esi
+    mov r9, r11
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov r8, rsi
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rax
-    mov esi, eax
-    mov rax, rsi
-    mov rsi, rax
-    mov rax, rsi
-    movzx esi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 512], 86
+    mov rcx, rsi
+    mov esi, 236
+    mov rcx, rsi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 168
+    mov dword ptr [r15 + 192], r8d
+    vmovdqu ymmword ptr [r15 + 384], ymm5
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 153
+    mov r8d, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov eax, 169
-    mov byte ptr [r15 + 512], sil
-    jmp 1f
-1:
-    mov esi, esi
-    mov r8, r11
-    mov qword ptr [r15 + 128], r8
     mov r9, r11
-    mov esi, 211
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
+    jmp 1f
+1:
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9, rcx
+    mov ecx, 164
+    mov byte ptr [r15 + 448], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    lea rcx, [rip + .Lc1_d3550_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3523_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3550_j_t
-.Lc1_d3550_j:
-    mov qword ptr [r15 + 512], r9
-    mov r9, qword ptr [r15 + 576]
-    mov eax, r8d
-    mov r8, rax
-    mov dword ptr [r15 + 192], 90
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], cl
-    movzx ecx, cl
-    mov ecx, ecx
+    jmp .Lc1_d3523_j_t
+.Lc1_d3523_j:
+    movzx ecx, al
+    movzx ecx, r9b
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r8d, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], r8b
-    mov r8, r11
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 384]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm1
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    test dword ptr [r15 + 67117723], 524291
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movzx r8d, dl
-    mov rdx, r8
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov rdx, r9
-    mov dword ptr [r15 + 320], 6
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov edx, 217
+    mov rbp, r11
+    mov rdx, rbp
+    mov dword ptr [r15 + 576], 87
+    mov rdx, rcx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -4662,46 +4624,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 19
-    movzx eax, al
-    mov r9, r11
-    mov rax, qword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 72
-    mov byte ptr [r15 + 640], dl
-    vpshufd xmm5, xmm6, 5
+    mov dword ptr [r15 + 192], 212
+    mov qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], r9d
+    movzx ecx, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 87
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    vpshufd xmm11, xmm4, 5
+    mov rax, r8
+    mov byte ptr [r15 + 448], al
     test dword ptr [r15 + 67117723], 32
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov r8, r11
+    mov byte ptr [r15 + 128], r8b
+    movzx eax, al
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r8d, 246
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov esi, r9d
-    mov esi, esi
-    movsxd rsi, dword ptr [r15 + 384]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm8
-    mov r9, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], r9b
-    mov qword ptr [r15 + 64], rax
-    mov byte ptr [r15 + 256], sil
+    mov r8d, 191
+    mov r8d, r8d
+    mov r8d, eax
+    vmovq qword ptr [r15 + 384], xmm11
+    mov byte ptr [r15 + 256], al
+    mov r8, r11
+    mov eax, dword ptr [r15 + 320]
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    vmovdqu ymmword ptr [r15 + 640], ymm13
     add r11, 64
     inc rbx
     dec r13
@@ -4713,217 +4678,210 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d3642_s]
+    lea rcx, [rip + .Lc1_d3614_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3642_s_t
+    jmp .Lc1_d3614_s_t
     .p2align 3
-.Lc1_d3642_s:
+.Lc1_d3614_s:
     .p2align 3
-    jmp .Lc1_d3642_j
+    jmp .Lc1_d3614_j
     .p2align 3
-    jmp .Lc1_d3642_j
-.Lc1_d3642_j:
-    mov esi, eax
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 246
-    vpxor xmm7, xmm7, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3614_j
+.Lc1_d3614_j:
+    mov ecx, eax
+    mov r9, r11
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, 85
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 768]
-    mov esi, ecx
+    mov r8, r11
+    and r9, 448
+    add qword ptr [r15 + r9 + 832], r9
     and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 320], ymm5
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ebp, sil
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8, r11
-    and rbp, 4032
-    xor dword ptr [r15 + rbp + 3392], ebp
-    mov ebp, dword ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 128]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 43
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 448]
+    add rdi, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], r9
+    mov r9, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    lea rcx, [rip + .Lc1_d3683_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3656_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3683_j_t
-.Lc1_d3683_j:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 114
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    movzx r8d, r8b
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 448], xmm5
-    movzx r8d, byte ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 64]
+    jmp .Lc1_d3656_j_t
+.Lc1_d3656_j:
     mov r9, r11
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rcx
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 768]
+    mov r9, r11
+    vpcmpeqb xmm11, xmm11, xmm12
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rcx
+    test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 227
-    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm11
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 128]
-    vpcmpeqb xmm5, xmm5, xmm7
-    movzx ebp, byte ptr [r15 + 128]
-    mov edx, r9d
-    movzx r9d, byte ptr [r15 + 320]
-    mov rax, r9
-    jmp 1f
-1:
+    mov eax, ecx
+    movzx ecx, byte ptr [r15 + 64]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
+    mov rbp, r11
+    movzx edx, bpl
+    mov r8d, 154
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, 123
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 154
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 237
-    movzx r8d, dil
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], edi
-    mov edi, edi
-    mov byte ptr [r15 + 640], dil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 224
-    mov r9, r9
-    add r9, qword ptr [r15 + 448]
+    mov rdx, r8
     mov r8, r11
-    mov rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], dil
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8d, r9d
-    mov dword ptr [r15 + 256], 128
-    mov r8, r11
+    mov edx, r8d
+    mov edx, 224
+    and r8, 8128
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 120
-    mov r8, rdi
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 704], r8
-    movsxd rdi, dword ptr [r15 + 512]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm7
-    movsxd r8, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c81:
-    lea rcx, [rip + .Lc1_d3783_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3783_j_t
-.Lc1_d3783_j:
-    movzx ecx, dil
-    movzx edi, cl
-    mov qword ptr [r15 + 448], r8
-    mov dword ptr [r15 + 0], 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov qword ptr [r15 + 512], rdi
-    mov edi, dword ptr [r15 + 768]
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 218
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 52
+    mov dword ptr [r15 + 512], 192
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, ebp
+    mov rbp, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 128]
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 512]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 93
+    mov byte ptr [r15 + 192], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c81:
+    lea rcx, [rip + .Lc1_d3751_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3751_j_t
+.Lc1_d3751_j:
+    mov rcx, rdi
+    mov edi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 256], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, dil
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 64]
     and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1344], 242
+    mov qword ptr [r15 + 512], rcx
+    and rbp, 448
     mov r8, r11
-    mov rsi, r8
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov dword ptr [r15 + 384], 110
+    movzx ecx, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    add qword ptr [r15 + 64], rcx
-    mov r8, r11
-    mov dword ptr [r15 + 320], 48
-    movzx ecx, byte ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 128]
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 201
     jmp 1f
 1:
     add r11, 64
@@ -4931,51 +4889,51 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
+    mov r8d, 14
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 16
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
-    mov dword ptr [r15 + 0], eax
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 223
-    mov dword ptr [r15 + 576], r8d
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 384]
     mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 116
-    vpaddd xmm0, xmm0, xmm5
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 8
-    mov dword ptr [r15 + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rsi
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov dword ptr [r15 + 384], 123
+    movzx esi, bpl
+    vpaddd xmm11, xmm11, xmm11
+    movsxd rsi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], 22
+    movsxd r8, dword ptr [r15 + 512]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
+    mov dword ptr [r15 + 768], esi
     mov r9, r11
-    mov qword ptr [r15 + rbp + 832], r9
-    mov rbp, qword ptr [r15 + 448]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    and r9, 448
+    vmovdqu xmm11, xmmword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 128], ebp
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 54
     add r11, 64
     inc rbx
     dec r13
@@ -4987,258 +4945,255 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d3874_s]
+    lea rcx, [rip + .Lc1_d3841_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3874_s_t
+    jmp .Lc1_d3841_s_t
     .p2align 3
-.Lc1_d3874_s:
+.Lc1_d3841_s:
     .p2align 3
-    jmp .Lc1_d3874_j
+    jmp .Lc1_d3841_j
     .p2align 3
-    jmp .Lc1_d3874_j
-.Lc1_d3874_j:
-    mov ebp, 76
-    mov rdx, rbp
-    mov rbp, rdx
-    mov rdx, qword ptr [r15 + 256]
-    and edx, dword ptr [r15 + 0]
-    mov ecx, 166
-    mov dword ptr [r15 + 0], 24
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
+    jmp .Lc1_d3841_j
+.Lc1_d3841_j:
+    mov ecx, 76
+    mov rcx, rcx
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 448]
+    mov r8d, 166
+    mov rax, qword ptr [r15 + 128]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 128]
-    movzx edi, cl
+    mov dword ptr [r15 + 0], 102
+    mov r9, r11
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 251
     mov r8, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 50
-    movzx ebp, cl
+    movzx eax, r8b
+    mov edx, dword ptr [r15 + 640]
+    movzx esi, dl
     and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, qword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d3917_j]
+    lea rcx, [rip + .Lc1_d3884_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3917_j_t
-.Lc1_d3917_j:
-    add rbp, qword ptr [r15 + 0]
+    jmp .Lc1_d3884_j_t
+.Lc1_d3884_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, 65
+    jmp 1f
+1:
+    mov ecx, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 201
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov rdx, rax
+    mov rax, rax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movzx ebp, cl
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov rcx, rcx
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     jmp 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov rdx, qword ptr [r15 + 768]
     and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 192], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, rcx
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, 69
-    mov esi, 108
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 448]
-    mov eax, 176
-    and r8, 1984
-    mov r9, r11
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8, rax
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    and r9, 16320
-    mov r8, qword ptr [r15 + r9 + 15680]
-    mov r9d, r8d
-    vmovdqu ymmword ptr [r15 + 128], ymm0
+    mov rdi, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    mov dword ptr [r15 + 448], 155
+    mov dword ptr [r15 + 384], 155
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 65
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov dword ptr [r15 + 0], 51
-    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, 65
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx eax, dil
+    movzx edi, al
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm0, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov rsi, qword ptr [r15 + 128]
-    mov r9, r11
-    or qword ptr [r15 + 320], 99
-    movsxd rax, dword ptr [r15 + 384]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    nop
-    mov r9d, 130
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 512]
     mov r9, r11
-    mov rdx, qword ptr [r15 + 128]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8d, 121
     and r9, 4032
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 75
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    or qword ptr [r15 + r9 + 3392], 116
+    mov byte ptr [r15 + 128], al
+    mov eax, 19
+    mov dword ptr [r15 + 256], 94
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 16320
+    movzx ebp, byte ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d4010_j]
+    lea rcx, [rip + .Lc1_d3974_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4010_j_t
-.Lc1_d4010_j:
+    jmp .Lc1_d3974_j_t
+.Lc1_d3974_j:
+    mov ecx, 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov esi, 108
-    mov rcx, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov qword ptr [r15 + 64], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
-    movzx eax, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 640]
-    mov ebp, esi
     mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    mov esi, esi
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 128], 248
-    movzx eax, al
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 54
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 512]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 640], 115
+    movzx ecx, cl
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    mov dword ptr [r15 + 384], 195
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov r9, r11
-    mov eax, r9d
-    mov eax, dword ptr [r15 + 768]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    movzx r9d, al
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 256]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], ecx
+    mov byte ptr [r15 + 512], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 96
+    mov r8d, 212
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], eax
-    mov dword ptr [r15 + 320], edi
-    mov edi, eax
-    movzx edi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 384]
     mov r8, r11
-    mov byte ptr [r15 + 512], r8b
+    mov rsi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], sil
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8d, esi
+    movzx esi, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], sil
+    movsxd rsi, dword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 768]
     mov r9, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov qword ptr [r15 + 448], rax
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    mov qword ptr [r15 + 384], r9
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm4
     add r11, 64
     inc rbx
     dec r13
@@ -5250,48 +5205,48 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d4103_s]
+    lea rcx, [rip + .Lc1_d4067_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4103_s_t
+    jmp .Lc1_d4067_s_t
     .p2align 3
-.Lc1_d4103_s:
+.Lc1_d4067_s:
     .p2align 3
-    jmp .Lc1_d4103_j
+    jmp .Lc1_d4067_j
     .p2align 3
-    jmp .Lc1_d4103_j
-.Lc1_d4103_j:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4067_j
+.Lc1_d4067_j:
+    mov dword ptr [r15 + 192], eax
+    mov qword ptr [r15 + 576], rcx
+    mov rbp, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 512], rax
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movzx ebp, al
-    movzx eax, al
-    mov byte ptr [r15 + 192], al
-    vpcmpeqb xmm0, xmm0, xmm14
+    movzx eax, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 0], dl
+    movzx edx, al
+    movzx edx, dl
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    vpcmpeqb xmm11, xmm11, xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 77
-    mov rbp, r11
+    mov ebp, 124
     mov eax, ecx
-    movzx ecx, al
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov rbp, r11
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rdx
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    mov rbp, r11
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, byte ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -5300,51 +5255,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4148_j]
+    lea rcx, [rip + .Lc1_d4112_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4148_j_t
-.Lc1_d4148_j:
-    mov ecx, ebp
-    mov rbp, r11
+    jmp .Lc1_d4112_j_t
+.Lc1_d4112_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov ecx, 101
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 15
-    mov dword ptr [r15 + 128], 245
-    mov ebp, eax
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 320], 46
-    movzx ecx, cl
+    mov dword ptr [r15 + 0], 38
+    mov eax, 23
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 17301504
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 42
+    mov dword ptr [r15 + 384], 196
+    movzx eax, byte ptr [r15 + 256]
+    mov ecx, eax
+    mov byte ptr [r15 + 640], cl
+    mov ecx, dword ptr [r15 + 64]
     mov rax, qword ptr [r15 + 192]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 448], al
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    mov rax, rcx
+    mov dword ptr [r15 + 128], 117
+    mov dword ptr [r15 + 512], ecx
+    mov r8, r11
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, r11
+    mov rdi, rax
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 121
     jmp 1f
 1:
     add r11, 64
@@ -5355,101 +5309,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 768]
-    mov ebp, 80
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 128], r8
+    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov r8d, 51
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov dword ptr [r15 + 384], ecx
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov eax, 57
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 262144
     jz 1f
 1:
-    movzx ecx, r8b
-    mov r8, qword ptr [r15 + 704]
-    mov rcx, r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 183
+    mov r8d, dword ptr [r15 + 320]
+    mov eax, 79
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], edi
+    mov edi, edi
+    mov dword ptr [r15 + 256], r8d
+    mov qword ptr [r15 + 704], r8
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov eax, eax
-    mov rax, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 3392], r9d
-    jmp 1f
-1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 320], r8
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 7
-    mov qword ptr [r15 + 256], rax
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx edx, r8b
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4239_j]
+    lea rcx, [rip + .Lc1_d4199_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4239_j_t
-.Lc1_d4239_j:
+    jmp .Lc1_d4199_j_t
+.Lc1_d4199_j:
+    mov r8, r11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 24
-    movzx ebp, cl
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 215
+    mov rax, qword ptr [r15 + 320]
     mov r8, r11
-    mov rdx, qword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 576], rbp
-    mov ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 72
-    mov qword ptr [r15 + 640], rcx
+    mov edx, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 448]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 128], 215
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 226
-    mov r8d, 238
-    mov r8d, dword ptr [r15 + 384]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 512]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 226
+    mov r9d, 238
+    mov r9d, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -5461,45 +5411,47 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 65536
     setz al
-    lea rcx, [rip + .Lc1_d4285_s]
+    lea rcx, [rip + .Lc1_d4245_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4285_s_t
+    jmp .Lc1_d4245_s_t
     .p2align 3
-.Lc1_d4285_s:
+.Lc1_d4245_s:
     .p2align 3
-    jmp .Lc1_d4285_j
+    jmp .Lc1_d4245_j
     .p2align 3
-    jmp .Lc1_d4285_j
-.Lc1_d4285_j:
-    mov edx, r8d
+    jmp .Lc1_d4245_j
+.Lc1_d4245_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, ecx
+    mov rbp, r11
+    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], al
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    mov ebp, ecx
     jmp 1f
 1:
+    mov ecx, ecx
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 640]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], cl
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
-    mov r9, r11
-    mov edx, r9d
-    mov edx, dword ptr [r15 + 512]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movzx r9d, byte ptr [r15 + 64]
-    mov ebp, r8d
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 704]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 192], eax
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movsxd r8, dword ptr [r15 + 256]
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
@@ -5508,467 +5460,461 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 256], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov rbp, r11
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 139392
+    movzx eax, sil
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 139264
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], esi
+    jmp 1f
+1:
     mov r9, r11
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
     and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 120
-    movsxd rdi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 223
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, r11
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rax, rsi
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 124
+    movsxd r9, dword ptr [r15 + 128]
+    mov rsi, r9
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r9d
-    mov dword ptr [r15 + 320], eax
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 142
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 245
+    movsxd rdx, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    lea rcx, [rip + .Lc1_d4370_j]
+    lea rcx, [rip + .Lc1_d4336_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4370_j_t
-.Lc1_d4370_j:
-    mov byte ptr [r15 + 576], r8b
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r8d, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 71
-    jmp 1f
-1:
+    jmp .Lc1_d4336_j_t
+.Lc1_d4336_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 64], rdx
+    mov edx, 168
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rbp, r11
+    and r8, 1984
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movzx r8d, dl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov ebp, 242
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
-    mov r8d, 40
+    mov rdx, qword ptr [r15 + 576]
+    mov rbp, rcx
+    movzx ecx, bpl
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    mov ecx, r8d
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
-    mov r8, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    and rbp, 8128
+    and r8d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    vpaddd xmm0, xmm0, xmm11
-    inc dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, 23
-    mov r8d, r8d
-    mov r8, r11
-    mov edx, 44
-    mov rdx, qword ptr [r15 + 512]
-    and r8, 8128
-    inc dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    mov r8, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 64]
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    mov eax, 215
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, 65
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 189
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jz 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    movzx eax, sil
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov eax, 159
-    mov dword ptr [r15 + 256], eax
-    movsxd rax, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
     mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], 141
-    mov qword ptr [r15 + 704], rax
+    mov byte ptr [r15 + 192], bpl
+    mov qword ptr [r15 + 704], rdi
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + 384], edi
+    mov rdi, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 640]
+    mov r9, r11
+    and ecx, dword ptr [r15 + 256]
+    mov r8, r11
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d4472_j]
+    lea rcx, [rip + .Lc1_d4431_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4472_j_t
-.Lc1_d4472_j:
+    jmp .Lc1_d4431_j_t
+.Lc1_d4431_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r9d, ecx
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 44
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 768], 129
+    mov r9d, 130
+    mov qword ptr [r15 + 320], r9
     mov r9, r11
+    mov ecx, r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 384], 98
+    mov r9, r11
+    mov esi, 87
+    jmp 1f
+1:
+    and r9, 16320
+    movzx esi, byte ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
 1:
     mov byte ptr [r15 + 64], cl
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 16320
+    mov byte ptr [r15 + 256], sil
     mov rbp, r11
-    mov rdi, qword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 512], rdi
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], 130
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm0
     jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, ecx
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm2
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, 166
-    mov dword ptr [r15 + 768], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov edi, ebp
+    movzx ecx, byte ptr [r15 + 448]
+    mov edx, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    lea rcx, [rip + .Lc1_d4522_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4487_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4522_j_t
-.Lc1_d4522_j:
-    mov byte ptr [r15 + 576], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
+    jmp .Lc1_d4487_j_t
+.Lc1_d4487_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 48
-    mov edi, 206
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 65
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 234
-    lea r8, [r11 + r11*1]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 640], edi
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 40
-    mov qword ptr [r15 + r8 + 1344], rbp
     mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 320], 143
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 51
-    movsxd rdi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov dword ptr [r15 + 256], 113
+    mov dword ptr [r15 + 512], 22
+    jmp 1f
+1:
+    mov r8d, 198
+    mov r8d, 198
+    test dword ptr [r15 + 67117723], 590082
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 192]
+    and r8, 1984
+    mov rbp, r11
+    mov qword ptr [r15 + r8 + 1344], rbp
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov ebp, dword ptr [r15 + 128]
+    mov r8d, 195
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rdx
+    mov dword ptr [r15 + 448], 143
+    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 64], 186
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c98:
-    mov r8d, edi
-    mov edi, 105
-    mov dword ptr [r15 + 64], 243
-    and ebp, dword ptr [r15 + 0]
+    mov rbp, r11
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov dword ptr [r15 + 256], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov r8d, 105
+    mov dword ptr [r15 + 0], 243
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, 161
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8d, 6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 220
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 640], ymm2
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, 101
-    mov r8d, 220
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 45
     mov r8, r11
-    mov dword ptr [r15 + 512], 35
-    mov r9, r11
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 215
+    movzx ebp, byte ptr [r15 + 704]
+    mov edi, ebp
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 87
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    mov r9d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    movzx edi, dil
-    mov edi, 88
-    mov byte ptr [r15 + 256], dil
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], edi
-    mov dword ptr [r15 + 384], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d4618_j]
+    lea rcx, [rip + .Lc1_d4577_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4618_j_t
-.Lc1_d4618_j:
+    jmp .Lc1_d4577_j_t
+.Lc1_d4577_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 768], ymm2
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 227
-    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 128], rcx
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, r9b
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
-    mov r9, r11
-    movzx ecx, r9b
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movzx r9d, cl
+    mov ecx, 34
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 27
     movzx r9d, byte ptr [r15 + 512]
+    mov rbp, r11
+    movzx esi, bpl
+    mov r8, r11
+    mov rsi, r8
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 176
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rbp
-    mov rbp, rax
-    mov dword ptr [r15 + 256], 39
-    mov ebp, ecx
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, rsi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 163
+    mov r8d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    vpor xmm9, xmm9, xmm12
-    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov dword ptr [r15 + 0], esi
+    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm7, xmm7, xmm12
+    mov esi, 45
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 52
+    movzx esi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx esi, r9b
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], esi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 448]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    movzx ebp, sil
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov qword ptr [r15 + 256], rsi
-    and r8, 8128
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 7488]
-    vmovdqu xmmword ptr [r15 + 576], xmm9
-    mov dword ptr [r15 + 640], ecx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov esi, 49
-    mov esi, 233
-    mov byte ptr [r15 + 320], sil
-    vmovdqu xmmword ptr [r15 + 128], xmm9
+    mov rbp, r11
+    mov byte ptr [r15 + 576], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 216
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    movzx esi, bpl
+    vmovq xmm11, rsi
+    mov qword ptr [r15 + 384], r9
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rbp, r11
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov ebp, 108
+    mov byte ptr [r15 + 64], bpl
+    vmovdqu xmm11, xmmword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -5980,165 +5926,161 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4096
     setz al
-    lea rcx, [rip + .Lc1_d4713_s]
+    lea rcx, [rip + .Lc1_d4672_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4713_s_t
+    jmp .Lc1_d4672_s_t
     .p2align 3
-.Lc1_d4713_s:
+.Lc1_d4672_s:
     .p2align 3
-    jmp .Lc1_d4713_j
+    jmp .Lc1_d4672_j
     .p2align 3
-    jmp .Lc1_d4713_j
-.Lc1_d4713_j:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 8128
-    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm10
-    mov r9, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 193
-    movzx edx, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], r9
+    jmp .Lc1_d4672_j
+.Lc1_d4672_j:
+    vmovdqu xmm4, xmmword ptr [r15 + 64]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 4176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r8, r11
+    mov qword ptr [r15 + 384], r8
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117724], 4112
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov r9, rcx
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
+    mov r8, rcx
+    mov dword ptr [r15 + 512], 84
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], edx
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov rdx, rcx
-    movzx edx, byte ptr [r15 + 192]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 640], rcx
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, rax
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    lea rcx, [rip + .Lc1_d4754_j]
+    lea rcx, [rip + .Lc1_d4712_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4754_j_t
-.Lc1_d4754_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4712_j_t
+.Lc1_d4712_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 133
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov dword ptr [r15 + 0], 46
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
     mov r8, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, 177
-    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
-    vmovq xmm7, r8
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r8d
+    vmovq xmm5, r8
+    mov dword ptr [r15 + 448], 144
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], dil
-    mov qword ptr [r15 + 768], rbp
-    mov ebp, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    and rbp, 4032
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], ecx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    movsxd rbp, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 192]
-    mov r8d, edi
-    mov dword ptr [r15 + 512], 49
-    mov rdi, r9
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r9d, 37
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 91
+    mov edx, 68
+    mov edx, edx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 110
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rdi
+    mov r8d, ebp
+    movzx ebp, r8b
     jmp 1f
 1:
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 196
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, r9d
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 128]
+    mov rbp, r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, edi
-    movzx edi, sil
+    movzx r8d, byte ptr [r15 + 192]
     mov r9, r11
-    mov dword ptr [r15 + 448], 230
+    mov ecx, 2
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r9, r11
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    mov rbp, r11
     and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, r8d
-    inc dword ptr [r15 + 512]
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 576]
+    mov qword ptr [r15 + r9 + 1344], r9
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, 66
     add r11, 64
     inc rbx
     dec r13
@@ -6150,163 +6092,159 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d4855_s]
+    lea rcx, [rip + .Lc1_d4810_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4855_s_t
+    jmp .Lc1_d4810_s_t
     .p2align 3
-.Lc1_d4855_s:
+.Lc1_d4810_s:
     .p2align 3
-    jmp .Lc1_d4855_j
+    jmp .Lc1_d4810_j
     .p2align 3
-    jmp .Lc1_d4855_j
-.Lc1_d4855_j:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp .Lc1_d4810_j
+.Lc1_d4810_j:
     jmp 1f
 1:
-    mov eax, eax
     jmp 1f
 1:
-    mov r8, r11
-    mov qword ptr [r15 + 192], r8
-    mov qword ptr [r15 + 448], rcx
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
     .byte 0x66, 0x90
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, r8
-    jmp 1f
-1:
-    mov eax, 190
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 640], rcx
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rax
     mov ecx, eax
-    mov rcx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], cl
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov r9, r11
-    mov dword ptr [r15 + 704], 32
-    mov eax, r8d
-    mov r8, r11
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movzx ebp, al
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rax, rbp
+    mov qword ptr [r15 + 256], rcx
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov eax, ebp
+    mov dword ptr [r15 + 128], 103
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov ebp, 209
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    mov eax, 234
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
+    mov ecx, 64
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov ecx, 255
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 64], ymm5
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 448
+    movzx esi, cl
     mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 245
-    test ebx, 1073741824
+    mov r9, r11
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    test dword ptr [r15 + 67117724], 50331650
     jz 1f
 1:
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 192], 117
+    mov r8, qword ptr [r15 + 512]
+    mov r9d, 159
+    mov r9, qword ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 448]
+    mov rdi, r9
+    mov r9d, edi
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    mov r8d, 179
-    jmp 1f
-1:
-    mov r8d, 159
-    mov r8d, 113
+    mov qword ptr [r15 + 704], r8
     mov r8, r11
-    mov rdx, r8
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], dl
-    movzx edx, byte ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rsi
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 76
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d4952_j]
+    lea rcx, [rip + .Lc1_d4904_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4952_j_t
-.Lc1_d4952_j:
+    jmp .Lc1_d4904_j_t
+.Lc1_d4904_j:
     mov ecx, 50
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rsi
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], esi
-    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm7
+    mov r8, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1344], xmm4
+    mov dword ptr [r15 + 768], 94
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov r8d, eax
+    mov r8d, 25
+    movsxd r8, dword ptr [r15 + 576]
     mov rbp, r11
-    mov ecx, ebp
-    mov ecx, 25
+    mov eax, dword ptr [r15 + 448]
+    mov edx, 197
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, r11
+    movzx edx, bpl
+    add rdx, qword ptr [r15 + 512]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 173
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, 197
-    mov byte ptr [r15 + 128], al
-    movzx eax, cl
-    add rax, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rsi, r9
-    mov r9d, 13
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], 135
+    mov rbp, r8
+    mov r8d, 13
     add r11, 64
     inc rbx
     dec r13
@@ -6315,48 +6253,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4998_j]
+    lea rcx, [rip + .Lc1_d4950_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4998_j_t
-.Lc1_d4998_j:
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
+    jmp .Lc1_d4950_j_t
+.Lc1_d4950_j:
     mov rbp, r11
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov qword ptr [r15 + 64], rax
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], ebp
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 231
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    mov byte ptr [r15 + 192], cl
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ecx
+    mov dword ptr [r15 + 320], 147
+    mov ecx, 70
+    mov qword ptr [r15 + 512], rcx
+    test dword ptr [r15 + 67117723], 2105344
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 640]
+    movzx esi, cl
     .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    test dword ptr [r15 + 67117723], 2106368
-    jz 1f
-1:
-    movzx r9d, al
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, rsi
     mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 212
+    mov byte ptr [r15 + 448], sil
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 62
-    mov rbp, rax
-    mov ebp, 66
-    add rbp, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 126
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], r9b
+    mov esi, 212
     add r11, 64
     inc rbx
     dec r13
@@ -6367,251 +6306,254 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov dword ptr [r15 + 512], ebp
     movzx ebp, bpl
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx r9d, bpl
-    movzx r9d, byte ptr [r15 + 448]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], eax
-    vpcmpeqb xmm3, xmm3, xmm13
-    movzx ebp, r9b
-    movsxd rbp, dword ptr [r15 + 64]
-    inc dword ptr [r15 + 0]
-    mov rax, rax
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ebp
     test dword ptr [r15 + 67117724], 524288
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov rbp, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 768]
+    movzx esi, al
+    mov eax, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 113
-    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov dword ptr [r15 + 192], 232
+    vmovdqu ymmword ptr [r15 + 256], ymm1
     jmp 1f
 1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov edi, eax
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 64]
+    mov edx, 30
     mov r8, r11
     jmp 1f
 1:
-    mov edx, r9d
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 320]
-    mov edi, 153
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 768], rdi
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 128], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    lea rcx, [rip + .Lc1_d5085_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5041_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5085_j_t
-.Lc1_d5085_j:
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    movzx ecx, dil
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 233
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 512], ecx
-    mov r8, r11
-    mov dword ptr [r15 + 448], 107
-    mov ecx, edi
+    jmp .Lc1_d5041_j_t
+.Lc1_d5041_j:
+    mov rbp, r11
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov dword ptr [r15 + 192], 63
-    movzx edi, byte ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 128]
-    mov ecx, 185
-    movzx ecx, cl
-    mov rbp, r11
-    mov ecx, 9
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ecx, 145
+    movzx ecx, byte ptr [r15 + 256]
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    mov dword ptr [r15 + 0], 55
+    mov dword ptr [r15 + 0], 13
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 161
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 8225
+    jz 1f
+1:
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov rax, rbp
+    mov ebp, ebp
+    mov qword ptr [r15 + 320], rbp
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 384]
+    mov edx, 33
+    movzx edx, dil
+    mov dword ptr [r15 + 512], edx
+    mov byte ptr [r15 + 128], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5127_j]
+    lea rcx, [rip + .Lc1_d5082_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5127_j_t
-.Lc1_d5127_j:
+    jmp .Lc1_d5082_j_t
+.Lc1_d5082_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], 175
-    movzx ebp, cl
+    movsxd rdi, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 8
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, ecx
+    mov dword ptr [r15 + 0], edi
+    movzx edi, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 86
-    movzx ecx, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
-    mov rbp, rbp
-    and r8, 4032
+    mov rdi, rdx
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], cl
+    mov ecx, 125
+    mov ecx, ecx
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 64], 203
     mov rbp, r11
-    mov dword ptr [r15 + r8 + 3392], ebp
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov ebp, 179
-    mov ebp, ebp
-    mov byte ptr [r15 + 128], bpl
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 448], 203
+    mov dword ptr [r15 + 448], 28
     mov ecx, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov byte ptr [r15 + 256], bpl
-    mov esi, dword ptr [r15 + 704]
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 512]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
-    movzx ebp, byte ptr [r15 + 384]
-    mov ecx, 170
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 384], 170
+    mov r8, rdx
+    mov dword ptr [r15 + 256], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
     mov ebp, 19
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 27
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 22
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd xmm3, xmm3, xmm3
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 320]
-    mov edx, 251
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 216
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
     mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    add qword ptr [r15 + r8 + 3392], r8
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edx
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdx, r9
-    mov edx, edx
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    mov ebp, 116
+    mov ebp, 209
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 128]
+    mov r9, rsi
+    mov r9, r11
+    mov dword ptr [r15 + 768], 216
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov dword ptr [r15 + 512], 162
+    mov r9, r11
+    mov edx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5217_j]
+    lea rcx, [rip + .Lc1_d5170_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5217_j_t
-.Lc1_d5217_j:
+    jmp .Lc1_d5170_j_t
+.Lc1_d5170_j:
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r9, r11
+    mov rbp, r11
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
-    and r9, 448
-    add rdx, qword ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, edx
-    vmovdqu xmm9, xmmword ptr [r15 + 128]
+    mov eax, 124
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov eax, dword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 206
+    mov rdi, r9
+    movzx r9d, dil
+    mov rdi, rax
+    test ebx, 1536
     jnz 1f
 1:
-    mov rdx, r9
-    mov dword ptr [r15 + 320], 195
-    mov edx, 28
-    mov rdx, qword ptr [r15 + 512]
-    mov r9, r11
-    mov rbp, r9
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpaddd xmm9, xmm9, xmm6
+    mov rbp, rax
     mov rbp, r11
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 640], 223
-    movzx ebp, sil
-    mov ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], bpl
-    xor dword ptr [r15 + 256], eax
-    movzx eax, dl
-    mov edx, eax
+    mov dword ptr [r15 + 384], 165
+    mov byte ptr [r15 + 256], r9b
+    xor dword ptr [r15 + 512], eax
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
@@ -6620,100 +6562,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 448]
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov edx, edx
-    mov dword ptr [r15 + 0], edx
+    mov ebp, 38
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 214
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 384], sil
-    mov esi, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 128]
-    and edx, dword ptr [r15 + 64]
-    mov eax, 50
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 320], bpl
     test dword ptr [r15 + 67117723], 8388608
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, 86
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rax
-    mov eax, 248
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    mov r8, r11
-    mov eax, 223
     mov rbp, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movzx r8d, sil
+    mov qword ptr [r15 + 64], rbp
+    movzx eax, r9b
+    mov r9d, 50
     and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, 117
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 192]
+    and rbp, 8128
     mov r8, r11
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov esi, dword ptr [r15 + 256]
-    mov ebp, 139
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r15 + rbp + 7488], r8
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 106
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, 103
+    jmp 1f
+1:
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    lea rcx, [rip + .Lc1_d5309_j]
+    lea rcx, [rip + .Lc1_d5268_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5309_j_t
-.Lc1_d5309_j:
+    jmp .Lc1_d5268_j_t
+.Lc1_d5268_j:
     mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 33
-    mov rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], bpl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 172
-    mov ecx, 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rbp
+    mov r9, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, cl
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 768]
     mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, sil
+    mov qword ptr [r15 + 704], rcx
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 168
+    vpmovmskb ebp, xmm9
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    vmovq xmm0, rsi
-    vpmovmskb esi, xmm0
-    mov qword ptr [r15 + 768], rbp
-    mov rsi, rbp
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 448]
-    mov edi, ebp
-    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r11
+    mov esi, 152
+    mov rsi, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 128]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9d, 10
+    vmovq xmm2, r9
+    mov byte ptr [r15 + 320], bpl
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -6725,91 +6670,95 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2
     setz al
-    lea rcx, [rip + .Lc1_d5358_s]
+    lea rcx, [rip + .Lc1_d5317_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5358_s_t
+    jmp .Lc1_d5317_s_t
     .p2align 3
-.Lc1_d5358_s:
+.Lc1_d5317_s:
     .p2align 3
-    jmp .Lc1_d5358_j
+    jmp .Lc1_d5317_j
     .p2align 3
-    jmp .Lc1_d5358_j
-.Lc1_d5358_j:
-    movzx ecx, bpl
-    vmovq xmm9, rax
+    jmp .Lc1_d5317_j
+.Lc1_d5317_j:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    vmovq xmm2, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8, r11
+    movzx eax, r8b
+    vpcmpeqb xmm2, xmm2, xmm9
+    mov eax, ecx
+    mov rbp, r11
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm2
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 64
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov r9, r11
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 576]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    mov dword ptr [r15 + 192], 96
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 576]
+    movzx ebp, bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    lea r9, [r11 + r11*1]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 217
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    mov edi, 173
+    jmp 1f
+1:
+    mov ebp, 18
+    mov ebp, 173
     mov ebp, 168
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r8, r11
+    and ebp, dword ptr [r15 + 320]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 40
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov rbp, r11
-    mov byte ptr [r15 + 0], bpl
-    movzx edi, byte ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 704]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 1408], ebp
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], 172
-    mov rbp, rdx
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 640]
-    mov edx, edx
-    movzx edx, dl
+    mov dword ptr [r15 + 448], r8d
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm9
+    mov dword ptr [r15 + 256], 202
+    mov r8, rsi
+    mov byte ptr [r15 + 64], r8b
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9, r11
+    mov esi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], esi
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov r9d, esi
+    movzx esi, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -6821,66 +6770,65 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d5443_s]
+    lea rcx, [rip + .Lc1_d5404_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5443_s_t
+    jmp .Lc1_d5404_s_t
     .p2align 3
-.Lc1_d5443_s:
+.Lc1_d5404_s:
     .p2align 3
-    jmp .Lc1_d5443_j
+    jmp .Lc1_d5404_j
     .p2align 3
-    jmp .Lc1_d5443_j
-.Lc1_d5443_j:
-    mov ecx, 128
-    mov rcx, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 128], al
-    mov eax, 76
-    mov dword ptr [r15 + 64], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov eax, eax
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5404_j
+.Lc1_d5404_j:
+    mov qword ptr [r15 + 512], rsi
+    movzx esi, cl
     jmp 1f
 1:
+    movzx esi, al
+    mov eax, dword ptr [r15 + 128]
+    movzx ecx, al
+    mov dword ptr [r15 + 64], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 193
+    mov eax, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 129
+    mov rax, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 384]
+    mov r9, r11
+    mov esi, r9d
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9, r11
+    mov dword ptr [r15 + 320], 255
+    movsxd rax, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 704], rsi
     mov rbp, r11
-    movzx eax, al
-    jmp 1f
-1:
+    and r9, 8128
+    or qword ptr [r15 + r9 + 7488], 70
     and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    mov dword ptr [r15 + 512], ecx
-    mov rbp, r11
-    add rcx, qword ptr [r15 + 448]
-    movzx eax, cl
-    and rbp, 8128
-    or qword ptr [r15 + rbp + 7488], 80
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 15680], ebp
+    mov dword ptr [r15 + 256], esi
+    movzx esi, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    mov rbp, r11
-    mov rcx, rbp
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov ebp, 196
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov ebp, 204
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov esi, 217
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -6889,41 +6837,43 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu ymmword ptr [r15 + 576], ymm2
+    mov rbp, rsi
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 448], xmm2
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, 40
-    mov ebp, eax
-    mov ebp, 105
-    movsxd rbp, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    movsxd rax, dword ptr [r15 + 64]
+    mov esi, 40
+    mov esi, esi
+    mov rbp, r11
+    mov esi, 105
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + 256], 235
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rcx, rbp
-    mov dword ptr [r15 + 320], 129
-    mov ecx, 36
-    jmp 1f
-1:
+    mov rdx, rsi
+    mov rsi, qword ptr [r15 + 512]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    add qword ptr [r15 + 448], rcx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov edi, 36
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    add rdi, qword ptr [r15 + 384]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -6935,54 +6885,55 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 64
     setz al
-    lea rcx, [rip + .Lc1_d5538_s]
+    lea rcx, [rip + .Lc1_d5500_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5538_s_t
+    jmp .Lc1_d5500_s_t
     .p2align 3
-.Lc1_d5538_s:
+.Lc1_d5500_s:
     .p2align 3
-    jmp .Lc1_d5538_j
+    jmp .Lc1_d5500_j
     .p2align 3
-    jmp .Lc1_d5538_j
-.Lc1_d5538_j:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp .Lc1_d5500_j
+.Lc1_d5500_j:
     jmp 1f
 1:
-    mov r8, r11
-    mov edi, 63
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
-    movzx r8d, al
-    mov eax, eax
-    mov eax, 104
+    or qword ptr [r15 + 192], 44
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1310720
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    vpmovmskb r8d, xmm9
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov eax, 163
+    mov dword ptr [r15 + 0], 62
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 89
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 47
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    mov edi, 170
+    movzx r9d, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 1310720
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
+    movzx edi, r9b
+    mov dword ptr [r15 + 640], 106
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 320]
+    vmovdqu xmm11, xmmword ptr [r15 + 384]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm2
+    mov r9d, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 30
     add r11, 64
     inc rbx
     dec r13
@@ -6991,256 +6942,258 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5584_j]
+    lea rcx, [rip + .Lc1_d5546_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5584_j_t
-.Lc1_d5584_j:
-    movzx ecx, r8b
+    jmp .Lc1_d5546_j_t
+.Lc1_d5546_j:
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
     and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 320]
-    movzx esi, al
     test dword ptr [r15 + 67117724], 557056
     jz 1f
 1:
-    mov rax, rax
-    mov qword ptr [r15 + 512], rax
-    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 128]
+    mov rsi, rdx
+    mov edx, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 64]
+    movzx ecx, al
+    mov dword ptr [r15 + 320], 162
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 128]
-    movzx edx, al
-    mov eax, 238
-    mov dword ptr [r15 + 256], 14
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, 205
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    mov r12, qword ptr [r15 + r12 + 56]
     movzx r8d, sil
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov r8d, 205
+    mov dword ptr [r15 + 0], 209
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 64], 48
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 128]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov r9, r8
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, rsi
-    vpor xmm9, xmm9, xmm9
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 576]
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], ecx
+    vpor xmm11, xmm11, xmm11
+    mov dword ptr [r15 + 576], 24
+    mov ecx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 64]
+    mov rdi, rax
+    mov rax, rbp
+    mov rbp, qword ptr [r15 + 192]
+    movzx r8d, bpl
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 128], ebp
+    and rbp, 1984
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + rbp + 1408]
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 384]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    lea rcx, [rip + .Lc1_d5671_j]
+    lea rcx, [rip + .Lc1_d5631_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5671_j_t
-.Lc1_d5671_j:
-    mov dword ptr [r15 + 0], 63
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 640], cl
-    jmp 1f
-1:
+    jmp .Lc1_d5631_j_t
+.Lc1_d5631_j:
+    mov rbp, r11
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ebp
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    mov byte ptr [r15 + 512], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 448], r9
-    mov r9d, ebp
-    mov dword ptr [r15 + 192], 26
-    movzx r9d, cl
-    mov qword ptr [r15 + 128], r9
-    mov r9, qword ptr [r15 + 704]
-    mov ecx, 167
-    mov r8, r11
-    vmovdqu xmm7, xmmword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1344], edx
+    movzx ebp, sil
+    mov esi, 216
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    mov dword ptr [r15 + 640], 244
+    mov byte ptr [r15 + 256], cl
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3456]
+    mov esi, 27
     jmp 1f
 1:
-    mov ebp, 161
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 21
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    vpxor xmm2, xmm2, xmm6
+    mov rdx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 320], 30
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + rbp + 3392], rdx
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    mov r8d, 236
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
+    mov edx, 193
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9, r11
-    movzx edi, r9b
-    mov byte ptr [r15 + 512], dil
-    and r9, 8128
-    xor dword ptr [r15 + r9 + 7488], r8d
-    mov r9, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 8128
+    add rdx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 64], dl
+    mov rdx, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 237
-    mov dword ptr [r15 + 64], 36
-    movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 98
-    movzx edx, r9b
+    movzx edx, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 80
+    mov dword ptr [r15 + 448], 171
+    mov r8, r9
+    movzx r9d, r8b
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 170
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, r8
-    mov r8, qword ptr [r15 + 192]
-    mov rsi, r9
-    mov r9d, 170
-    mov r9, r11
-    mov rdi, r9
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 768]
+    mov rax, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    lea rcx, [rip + .Lc1_d5759_j]
+    lea rcx, [rip + .Lc1_d5723_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5759_j_t
-.Lc1_d5759_j:
-    mov qword ptr [r15 + 256], r8
+    jmp .Lc1_d5723_j_t
+.Lc1_d5723_j:
+    mov r8, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, eax
+    movsxd rax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, r8d
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov ecx, r9d
+    mov r8, r8
+    mov r8d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 124
+    mov r8d, 95
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, qword ptr [r15 + 256]
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rdi
+    movzx esi, byte ptr [r15 + 576]
     and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], r9d
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 384], rdi
-    mov r9, qword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -7252,153 +7205,155 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d5808_s]
+    lea rcx, [rip + .Lc1_d5772_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5808_s_t
+    jmp .Lc1_d5772_s_t
     .p2align 3
-.Lc1_d5808_s:
+.Lc1_d5772_s:
     .p2align 3
-    jmp .Lc1_d5808_j
+    jmp .Lc1_d5772_j
     .p2align 3
-    jmp .Lc1_d5808_j
-.Lc1_d5808_j:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], eax
+    jmp .Lc1_d5772_j
+.Lc1_d5772_j:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 12
-    mov r9, r11
-    mov qword ptr [r15 + 448], r9
-    mov eax, dword ptr [r15 + 64]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov eax, eax
+    and r9, 8128
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 7552], 12
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 64], 45
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, r11
     test dword ptr [r15 + 67117723], 65568
     jnz 1f
 1:
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 320], 125
-    mov r9, qword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 320], rax
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 640], 9
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    vpaddd xmm9, xmm9, xmm9
-    mov dword ptr [r15 + 512], 77
-    mov rcx, rax
+    mov dword ptr [r15 + 448], 154
+    mov dword ptr [r15 + 640], eax
+    vpaddd xmm11, xmm11, xmm11
+    mov dword ptr [r15 + r9 + 7488], 140
+    mov r9, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    mov rsi, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpshufd xmm7, xmm7, 59
-    mov ecx, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov ecx, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 512]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 132672
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm7
-    add rax, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 768], r9b
+    vpshufd xmm4, xmm2, 159
     mov r9, r11
-    mov rdx, r9
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 320]
-    mov edi, esi
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, rax
-    mov eax, dword ptr [r15 + 768]
-    mov rsi, qword ptr [r15 + 128]
-    vmovq xmm7, rsi
-    mov dword ptr [r15 + rbp + 7488], edx
-    mov edx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9d, ecx
+    mov r9, r11
+    mov edi, dword ptr [r15 + 448]
+    mov rsi, rdi
+    mov rdi, qword ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    vmovq xmm2, rcx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    mov edx, 27
+    movsxd rdx, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    lea rcx, [rip + .Lc1_d5895_j]
+    lea rcx, [rip + .Lc1_d5860_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5895_j_t
-.Lc1_d5895_j:
+    jmp .Lc1_d5860_j_t
+.Lc1_d5860_j:
+    mov r9, r11
     mov ecx, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], edx
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     mov dword ptr [r15 + 0], 215
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8, r11
+    mov qword ptr [r15 + 0], rcx
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edx, 83
+    mov dword ptr [r15 + 384], edx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], edx
-    test ebx, 9728
+    mov dword ptr [r15 + 64], 60
+    mov r9, r11
+    test ebx, 9216
     jz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8, r11
-    mov dword ptr [r15 + 128], 60
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 234
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 234
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], esi
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    mov byte ptr [r15 + 192], sil
+    vmovdqu xmmword ptr [r15 + 576], xmm11
+    mov byte ptr [r15 + 320], dl
+    mov byte ptr [r15 + 256], r9b
     jmp 1f
 1:
-    mov esi, 40
-    mov esi, esi
-    mov byte ptr [r15 + 256], sil
+    mov edx, 116
+    mov edx, edx
+    mov qword ptr [r15 + 448], rdx
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], r8
+    mov r9, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r8d, sil
+    movzx edx, dl
     jmp 1f
 1:
     add r11, 64
@@ -7406,117 +7361,108 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    mov dword ptr [r15 + 192], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov r8d, 237
+    mov r9d, 7
+    mov r9d, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 100
+    mov r9, qword ptr [r15 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov esi, 100
-    add qword ptr [r15 + 448], rsi
-    movsxd rsi, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    movzx esi, dl
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, r8d
     mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 23
-    mov r8d, esi
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rbp, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 512], ebp
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], 92
-    mov rsi, qword ptr [r15 + 256]
     mov r9, r11
-    mov rdx, r9
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r11
+    mov r9, qword ptr [r15 + 704]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov dword ptr [r15 + 192], ebp
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 128], 63
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    lea rcx, [rip + .Lc1_d5986_j]
+    lea rcx, [rip + .Lc1_d5951_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5986_j_t
-.Lc1_d5986_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 39
+    jmp .Lc1_d5951_j_t
+.Lc1_d5951_j:
+    mov rcx, r8
+    xor dword ptr [r15 + 64], ecx
+    mov rcx, r9
     jmp 1f
 1:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 196
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     jmp 1f
 1:
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 147
+    mov dword ptr [r15 + 0], 51
+    jmp 1f
+1:
     .byte 0x66, 0x90
-    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], bpl
-    mov byte ptr [r15 + 64], bpl
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 200
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jnz 1f
 1:
-    mov r9, rbp
-    mov r9d, 242
-    mov r9d, dword ptr [r15 + 256]
+    mov r8, r11
     jmp 1f
 1:
+    mov r9, r11
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 240
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 7552]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, 242
+    mov r8, r8
+    mov byte ptr [r15 + 192], r8b
     jmp 1f
 1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 75
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ebp, edi
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmm7
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 768]
+    mov edi, r8d
+    movsxd r8, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], r8b
+    mov r8, r11
+    mov dword ptr [r15 + 320], 249
+    and r8, 448
+    lock or dword ptr [r15 + r8 + 832], 72
     add r11, 64
     inc rbx
     dec r13
@@ -7527,62 +7473,58 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6040_s]
+    lea rcx, [rip + .Lc1_d6003_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6040_s_t
+    jmp .Lc1_d6003_s_t
     .p2align 3
-.Lc1_d6040_s:
+.Lc1_d6003_s:
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
+    jmp .Lc1_d6003_j
     .p2align 3
-    jmp .Lc1_d6040_j
-.Lc1_d6040_j:
-    movzx eax, al
-    mov rax, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    jmp 1f
-1:
+    jmp .Lc1_d6003_j
+.Lc1_d6003_j:
     mov r8, r11
-    mov ecx, r8d
-    mov qword ptr [r15 + 448], rcx
     and r8, 4032
     mov qword ptr [r15 + r8 + 3392], r8
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ecx, r8b
-    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 64]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r8d, cl
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -7593,45 +7535,47 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    movzx eax, r8b
-    mov eax, eax
-    movzx eax, al
-    mov rax, qword ptr [r15 + 384]
-    movzx r8d, al
+    movzx r8d, r8b
+    mov r8d, ecx
+    movzx ecx, al
     mov r8, r11
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 64]
-    mov rdx, rcx
+    mov rcx, qword ptr [r15 + 448]
+    movzx eax, cl
+    mov rcx, rax
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 130
-    movzx r8d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rax
-    mov dword ptr [r15 + 0], 25
-    mov dword ptr [r15 + 0], 135
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov r8, rcx
+    mov dword ptr [r15 + 0], 130
+    mov dword ptr [r15 + 0], 210
+    mov dword ptr [r15 + 0], eax
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, rcx
     test dword ptr [r15 + 67117724], 2
     jz 1f
 1:
-    mov r8, rcx
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, al
     mov r8, r11
-    mov byte ptr [r15 + 0], r8b
+    mov rcx, rax
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    movzx ecx, al
-    mov dword ptr [r15 + 512], ecx
-    add rax, qword ptr [r15 + 192]
-    and eax, dword ptr [r15 + 320]
-    movzx r8d, r8b
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    movzx r8d, cl
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 448]
-    mov ecx, 44
-    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + r8 + 832], r8d
+    movzx r8d, al
+    mov dword ptr [r15 + 128], 120
+    mov r8d, dword ptr [r15 + 256]
+    movzx eax, cl
+    add rax, qword ptr [r15 + 640]
+    and eax, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx ecx, r8b
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, r8b
+    mov rcx, rcx
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, 44
+    mov byte ptr [r15 + 384], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -7640,59 +7584,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6130_j]
+    lea rcx, [rip + .Lc1_d6092_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6130_j_t
-.Lc1_d6130_j:
-    mov byte ptr [r15 + 128], r8b
-    movzx r8d, al
-    jmp 1f
-1:
-    mov r8d, 196
-    mov r8, r11
-    mov rax, qword ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8d, ecx
-    mov dword ptr [r15 + 192], 48
-    mov r8, r11
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 512]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    test dword ptr [r15 + 67117723], 16777344
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    or qword ptr [r15 + r8 + 1344], 96
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 205
+    jmp .Lc1_d6092_j_t
+.Lc1_d6092_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 448]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 196
     jmp 1f
 1:
-    mov ecx, 46
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], r8d
-    movsxd r8, dword ptr [r15 + 704]
-    mov r9, rsi
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 78
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 16777344
+    jnz 1f
+1:
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm2
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov eax, 14
+    movzx eax, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 0
+    mov r9, r11
+    mov ebp, r9d
+    and ebp, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -7704,320 +7652,319 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d6180_s]
+    lea rcx, [rip + .Lc1_d6145_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6180_s_t
+    jmp .Lc1_d6145_s_t
     .p2align 3
-.Lc1_d6180_s:
+.Lc1_d6145_s:
     .p2align 3
-    jmp .Lc1_d6180_j
+    jmp .Lc1_d6145_j
     .p2align 3
-    jmp .Lc1_d6180_j
-.Lc1_d6180_j:
-    mov r9, r11
+    jmp .Lc1_d6145_j
+.Lc1_d6145_j:
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 21
+    vpcmpeqb xmm8, xmm8, xmm15
+    mov ecx, 93
+    mov ecx, dword ptr [r15 + 512]
     mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 10
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
+    mov rdi, qword ptr [r15 + 768]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov dword ptr [r15 + 448], ecx
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    movzx r9d, cl
-    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmm6
-    mov r9d, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 64]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 576], ebp
+    movzx ebp, sil
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    mov eax, 67
+    mov rsi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rcx, rbp
-    mov rbp, r9
-    mov byte ptr [r15 + 128], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r9d, 206
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edi, 153
+    mov rdi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 76
     jmp 1f
 1:
-    movzx eax, al
+    movzx esi, bpl
+    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
+    mov rbp, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 192]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movzx r9d, cl
-    mov r9, r11
-    movzx edx, al
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], 75
     jmp 1f
 1:
-    mov r9d, 165
-    movzx r9d, cl
-    movzx r9d, cl
-    mov r9d, dword ptr [r15 + 320]
-    mov edx, 240
-    movzx edx, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 576]
-    and r8d, dword ptr [r15 + 512]
-    movzx esi, r8b
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx edi, bpl
+    movzx edi, dil
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    and edi, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 512]
+    mov edx, 239
+    mov dword ptr [r15 + 192], 185
+    mov byte ptr [r15 + 448], r8b
+    mov r8, r11
+    movzx edx, r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpxor xmm2, xmm2, xmm10
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d6270_j]
+    lea rcx, [rip + .Lc1_d6235_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6270_j_t
-.Lc1_d6270_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d6235_j_t
+.Lc1_d6235_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov ecx, 228
     mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     mov r9, r11
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm2, xmm2, xmm9
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], r9b
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    mov r9, r11
-    movzx ebp, r9b
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rbp
+    mov byte ptr [r15 + 0], cl
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    vmovdqu xmmword ptr [r15 + 448], xmm8
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9, qword ptr [r15 + 64]
+    movzx edx, r9b
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rcx
+    mov rcx, r9
+    vpaddd xmm8, xmm8, xmm8
+    mov qword ptr [r15 + 704], r9
+    mov r9, r11
+    mov ecx, 192
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], dl
+    mov byte ptr [r15 + 256], cl
     .byte 0x0f, 0x1f, 0x00
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    add r9, qword ptr [r15 + 128]
-    mov ebp, 196
-    mov qword ptr [r15 + 512], rcx
+    mov edx, 185
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 247
-    mov rcx, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    movzx eax, dl
+    mov dword ptr [r15 + 0], 240
+    mov eax, 228
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd r9, dword ptr [r15 + 768]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 185
-    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rax
+    mov edx, eax
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx eax, cl
+    and eax, dword ptr [r15 + 256]
     mov rbp, r11
-    mov ecx, ebp
+    mov dword ptr [r15 + 768], 144
     and rbp, 8128
     mov ecx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, cl
+    test dword ptr [r15 + 67117723], 570427456
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], al
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 576]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 242
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 131
+    mov rbp, r11
     nop
-    mov dword ptr [r15 + 512], 123
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 512]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov rbp, rdi
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 448
-    mov r9, r11
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov r8d, dword ptr [r15 + 448]
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 40
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    lea rcx, [rip + .Lc1_d6362_j]
+    lea rcx, [rip + .Lc1_d6327_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6362_j_t
-.Lc1_d6362_j:
+    jmp .Lc1_d6327_j_t
+.Lc1_d6327_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, r9b
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov ecx, eax
+    jmp 1f
+1:
+    mov eax, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 110
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov byte ptr [r15 + 64], r9b
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 256], 120
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 180
-    jmp 1f
-1:
+    mov ecx, 116
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    vpshufd xmm4, xmm8, 118
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 448]
     mov r8, r11
-    mov dword ptr [r15 + 192], 56
-    mov edx, edx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9, qword ptr [r15 + 512]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8d, 102
-    mov r8, qword ptr [r15 + 512]
-    mov edx, 87
-    movsxd rdx, dword ptr [r15 + 576]
-    movzx ecx, dl
-    mov edx, eax
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], 86
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 140
+    mov byte ptr [r15 + 640], cl
+    mov rcx, qword ptr [r15 + 256]
+    movzx r8d, bpl
+    mov ebp, 236
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6408_j]
+    lea rcx, [rip + .Lc1_d6374_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6408_j_t
-.Lc1_d6408_j:
-    mov rcx, rdx
+    jmp .Lc1_d6374_j_t
+.Lc1_d6374_j:
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], 83
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], edx
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dl
+    mov r8, rcx
     jmp 1f
 1:
-    mov rcx, rdx
-    mov ecx, 171
+    mov r8d, 97
+    mov r8, r11
+    mov ebp, 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 512]
-    mov edi, esi
-    add rdi, qword ptr [r15 + 704]
-    mov esi, 169
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 199
-    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 704], rbp
+    mov ebp, ebp
+    mov ebp, 120
+    mov rbp, rbp
     mov rbp, r11
-    mov qword ptr [r15 + 256], rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    add rsi, qword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], r9
     add r11, 64
     inc rbx
     dec r13
@@ -8026,119 +7973,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov rcx, rbp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 252
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], sil
+    mov rsi, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 178
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r9d
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 222
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movzx eax, cl
+    mov r9d, eax
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, al
+    mov r9, r11
     mov rbp, r11
-    vpmovmskb ecx, xmm2
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    and ebp, dword ptr [r15 + 512]
-    mov rcx, rax
-    movsxd rax, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 8
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 242
+    movzx ebp, sil
+    movzx eax, byte ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 24
     jnz 1f
 1:
+    mov esi, esi
+    mov rsi, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, rcx
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9, rax
+    mov eax, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, dword ptr [r15 + 448]
-    movzx ecx, r9b
-    mov r9d, ecx
-    mov r9, r11
-    mov ebp, eax
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
+    vpmovmskb edx, xmm4
+    mov dword ptr [r15 + 320], 197
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d6508_j]
+    lea rcx, [rip + .Lc1_d6474_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6508_j_t
-.Lc1_d6508_j:
+    jmp .Lc1_d6474_j_t
+.Lc1_d6474_j:
+    mov ecx, r9d
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov rdx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 255
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov esi, edi
+    mov ecx, edx
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov edi, ecx
-    jmp 1f
-1:
-    mov edi, ebp
-    mov edi, edi
-    mov dword ptr [r15 + rbp + 1408], edi
-    mov edi, dword ptr [r15 + 256]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 16320
-    mov edi, dword ptr [r15 + rbp + 15680]
-    mov byte ptr [r15 + 64], sil
-    movzx esi, byte ptr [r15 + 320]
+    mov r8d, ecx
+    mov dword ptr [r15 + 512], 130
+    mov r8d, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 640], ymm4
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 384]
+    mov edi, edx
+    mov edx, dword ptr [r15 + 320]
+    mov r9d, edx
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r11
     mov rbp, r11
-    mov ecx, ebp
+    movsxd rdx, dword ptr [r15 + 256]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 74
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 576], 13
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], edx
     jmp 1f
 1:
     add r11, 64
@@ -8146,59 +8093,56 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    vmovdqu ymmword ptr [r15 + 384], ymm2
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 38
+    vmovdqu xmmword ptr [r15 + 0], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
+    movzx edx, dl
+    jmp 1f
+1:
+    mov edx, 253
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx edx, dil
+    movzx edx, dl
+    mov edx, 203
+    mov byte ptr [r15 + 0], dl
+    movsxd rdx, dword ptr [r15 + 192]
+    mov edi, edx
     jmp 1f
 1:
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    jmp 1f
-1:
-    movzx ecx, dl
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edx
     test ebx, 2560
-    jnz 1f
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], dil
-    movzx edi, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 64]
-    mov ecx, ebp
-    movsxd rbp, dword ptr [r15 + 128]
-    mov esi, ebp
+    mov edx, edi
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov ebp, 113
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 192]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 384]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 250
-    mov ebp, 230
-    movzx ebp, cl
-    mov byte ptr [r15 + r9 + 7552], bpl
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 768], ymm4
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    movzx r9d, r9b
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 704], 211
+    mov r8d, esi
+    mov r8d, 96
+    movzx r8d, r8b
+    mov byte ptr [r15 + rbp + 3456], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -8210,162 +8154,160 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d6610_s]
+    lea rcx, [rip + .Lc1_d6574_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6610_s_t
+    jmp .Lc1_d6574_s_t
     .p2align 3
-.Lc1_d6610_s:
+.Lc1_d6574_s:
     .p2align 3
-    jmp .Lc1_d6610_j
+    jmp .Lc1_d6574_j
     .p2align 3
-    jmp .Lc1_d6610_j
-.Lc1_d6610_j:
+    jmp .Lc1_d6574_j
+.Lc1_d6574_j:
     mov ebp, eax
+    movsxd rax, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], ecx
-    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], eax
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
     jmp 1f
 1:
     test dword ptr [r15 + 67117724], 268435520
     jnz 1f
 1:
+    mov r8, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, eax
-    mov qword ptr [r15 + 320], rax
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, ecx
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], 41
     jmp 1f
 1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 768], 8
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    mov ebp, eax
-    vmovq qword ptr [r15 + 64], xmm14
-    movzx ebp, cl
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    movsxd r8, dword ptr [r15 + 448]
+    mov eax, r8d
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 576]
+    movzx eax, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    lea rcx, [rip + .Lc1_d6653_j]
+    lea rcx, [rip + .Lc1_d6617_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6653_j_t
-.Lc1_d6653_j:
-    mov qword ptr [r15 + 576], rbp
-    mov ebp, ebp
-    movzx ebp, bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 640]
-    mov r9, rbp
-    mov byte ptr [r15 + 0], r9b
+    jmp .Lc1_d6617_j_t
+.Lc1_d6617_j:
+    mov r8, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, eax
+    movzx eax, r8b
+    mov dword ptr [r15 + 64], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 250
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov r9, r9
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rax, r8
+    mov r8, r11
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    movzx esi, r9b
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, 13
+    mov r8, qword ptr [r15 + 320]
+    movzx eax, r8b
+    mov qword ptr [r15 + 640], rax
+    mov eax, 187
     jmp 1f
 1:
+    mov r8, r11
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 255
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], esi
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 12
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 73
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     jmp 1f
 1:
-    mov rsi, rbp
-    mov esi, r9d
-    mov esi, esi
-    movzx esi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpmovmskb r9d, xmm11
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 128]
+    vpmovmskb r8d, xmm9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
+    lea r8, [r11 + r11*1]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, r11
-    mov rdi, r8
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 64]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 254
-    mov byte ptr [r15 + 192], sil
-    mov rsi, qword ptr [r15 + 64]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rdx
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov r9, rdi
+    mov edi, r9d
     jmp 1f
 1:
-    mov ebp, edx
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rax, rdx
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 384], dl
+    mov rdx, qword ptr [r15 + 256]
+    mov edi, edx
+    mov edi, dword ptr [r15 + r8 + 1408]
+    mov r8, rdi
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 128], 157
     add r11, 64
     inc rbx
     dec r13
@@ -8377,98 +8319,101 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d6750_s]
+    lea rcx, [rip + .Lc1_d6713_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6750_s_t
+    jmp .Lc1_d6713_s_t
     .p2align 3
-.Lc1_d6750_s:
+.Lc1_d6713_s:
     .p2align 3
-    jmp .Lc1_d6750_j
+    jmp .Lc1_d6713_j
     .p2align 3
-    jmp .Lc1_d6750_j
-.Lc1_d6750_j:
-    movzx r8d, al
-    mov eax, r8d
-    movzx r8d, al
+    jmp .Lc1_d6713_j
+.Lc1_d6713_j:
+    movzx ebp, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
+    jmp 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + 0], 123
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov ebp, ebp
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, rax
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 123
-    mov rcx, rcx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov dword ptr [r15 + 192], 89
-    movzx ecx, byte ptr [r15 + 768]
-    movzx r8d, cl
-    mov ecx, 92
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 512], rbp
+    movzx eax, cl
+    movzx eax, al
+    mov rbp, r11
+    mov ecx, ebp
+    movzx ecx, byte ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 576]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movzx ebp, al
+    mov ebp, 238
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 256], 178
+    movzx ebp, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    movsxd rax, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], r8b
-    vmovq qword ptr [r15 + 0], xmm11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r8d, 95
     jmp 1f
 1:
-    mov r8, rcx
+    mov ecx, 166
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
     jmp 1f
 1:
-    mov ecx, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 80
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 64], 196
+    mov dword ptr [r15 + 0], 196
+    mov ebp, dword ptr [r15 + 320]
+    mov ecx, 53
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    vmovdqu xmm7, xmmword ptr [r15 + 384]
+    mov ebp, 58
     mov rbp, r11
-    mov dword ptr [r15 + 640], 125
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov qword ptr [r15 + 448], rax
-    mov eax, eax
-    mov rbp, r11
-    mov r9, r11
+    mov rcx, qword ptr [r15 + 192]
+    mov r8, r11
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, 75
-    mov qword ptr [r15 + 576], rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 184
-    movzx r9d, cl
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 14
+    vmovq qword ptr [r15 + 256], xmm9
+    mov qword ptr [r15 + 640], rcx
+    vmovq qword ptr [r15 + 448], xmm9
+    mov r8, r11
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], 199
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 176
+    mov rcx, qword ptr [r15 + 128]
+    movzx r8d, cl
+    vmovdqu ymmword ptr [r15 + 64], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -8479,60 +8424,58 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6838_s]
+    lea rcx, [rip + .Lc1_d6804_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6838_s_t
+    jmp .Lc1_d6804_s_t
     .p2align 3
-.Lc1_d6838_s:
+.Lc1_d6804_s:
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
+    jmp .Lc1_d6804_j
     .p2align 3
-    jmp .Lc1_d6838_j
-.Lc1_d6838_j:
-    mov eax, dword ptr [r15 + 64]
+    jmp .Lc1_d6804_j
+.Lc1_d6804_j:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 128]
-    mov edx, edi
-    mov rdi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    mov eax, ecx
+    mov r9, r11
     mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
@@ -8541,98 +8484,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6880_j]
+    lea rcx, [rip + .Lc1_d6845_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6880_j_t
-.Lc1_d6880_j:
-    jmp 1f
-1:
+    jmp .Lc1_d6845_j_t
+.Lc1_d6845_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 268697600
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov r8, r11
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
+    mov r9, r11
+    mov rax, qword ptr [r15 + 384]
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 128
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    mov ecx, eax
-    mov eax, eax
-    mov rax, qword ptr [r15 + 256]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9, rcx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, al
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 268697600
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 169
+    mov dword ptr [r15 + 192], 128
+    mov edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, eax
+    mov eax, esi
+    mov rsi, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    movzx eax, sil
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 768]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov ebp, 224
+    movzx r9d, dl
+    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rax
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8d, 224
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 1
+    mov dword ptr [r15 + 0], 146
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 58
+    movzx eax, byte ptr [r15 + 192]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 540016648
     jz 1f
 1:
-    mov rbp, r11
-    mov edx, r8d
+    mov r9, r11
+    mov r8d, eax
     jmp 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 320], r9
-    mov dword ptr [r15 + 128], 242
-    movzx r9d, byte ptr [r15 + 256]
-    mov eax, r9d
-    mov dword ptr [r15 + 576], 181
-    movzx ebp, dl
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 227
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, eax
+    mov dword ptr [r15 + 256], 115
+    movzx eax, r8b
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -8646,48 +8591,48 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d6969_s]
+    lea rcx, [rip + .Lc1_d6936_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6969_s_t
+    jmp .Lc1_d6936_s_t
     .p2align 3
-.Lc1_d6969_s:
+.Lc1_d6936_s:
     .p2align 3
-    jmp .Lc1_d6969_j
+    jmp .Lc1_d6936_j
     .p2align 3
-    jmp .Lc1_d6969_j
-.Lc1_d6969_j:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 81
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d6936_j
+.Lc1_d6936_j:
     mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    movzx esi, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 640]
     and rbp, 4032
+    mov r8, r11
     add rax, qword ptr [r15 + rbp + 3392]
-    mov ebp, 105
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, r11
+    mov byte ptr [r15 + 128], al
+    mov eax, esi
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    mov esi, 105
+    movzx esi, bpl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 192]
-    mov edi, ecx
-    mov ecx, 6
-    mov dword ptr [r15 + 64], 163
-    mov rcx, rax
-    movzx ecx, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 16
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ebp, 144
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rsi
+    mov esi, dword ptr [r15 + 448]
+    mov rdi, rsi
     add r11, 64
     inc rbx
     dec r13
@@ -8698,51 +8643,51 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 143
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 143
+    and ebp, dword ptr [r15 + 704]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm7, xmm7, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rax
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov eax, 5
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
-    vpshufd xmm7, xmm7, 242
-    test dword ptr [r15 + 67117723], 1074790404
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm11, xmm11, 180
+    test dword ptr [r15 + 67117723], 1074790400
+    jnz 1f
 1:
-    movzx ecx, r8b
-    mov ecx, dword ptr [r15 + 448]
-    vpshufd xmm7, xmm7, 164
+    movzx ebp, al
+    inc dword ptr [r15 + 384]
+    vpshufd xmm11, xmm11, 142
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 192]
-    mov r9, r8
+    mov rax, qword ptr [r15 + 192]
+    movzx r9d, al
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    mov rbp, r11
+    mov rax, rbp
     mov r8, r11
-    mov esi, dword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rdx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ecx
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm7
+    mov rax, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + 512], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm11
     jmp 1f
 1:
     jmp 1f
@@ -8755,211 +8700,212 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7063_j]
+    lea rcx, [rip + .Lc1_d7030_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7063_j_t
-.Lc1_d7063_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 197
-    mov eax, eax
-    mov dword ptr [r15 + 0], 145
-    movzx eax, cl
+    jmp .Lc1_d7030_j_t
+.Lc1_d7030_j:
     mov r9, r11
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 256], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 197
+    mov r9d, eax
+    mov dword ptr [r15 + 0], ecx
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    mov dword ptr [r15 + 512], 149
-    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 46
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    mov dword ptr [r15 + 384], 149
     test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov eax, 172
-    mov rax, r9
-    mov qword ptr [r15 + 192], rcx
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 576]
+    mov ecx, 20
+    mov rcx, rax
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rax
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 120
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov edi, ecx
     mov rbp, r11
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    mov dword ptr [r15 + 320], 71
-    mov rbp, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 87
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    lea rcx, [rip + .Lc1_d7106_j]
+    lea rcx, [rip + .Lc1_d7073_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7106_j_t
-.Lc1_d7106_j:
-    movzx ecx, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, 225
-    mov ebp, ebp
+    jmp .Lc1_d7073_j_t
+.Lc1_d7073_j:
+    movzx ecx, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 64]
+    mov edi, 225
+    mov r9, r11
+    lea r8, [r11 + r11*1]
+    mov edi, ecx
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 192]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov rcx, rdi
     and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    vpxor xmm7, xmm7, xmm0
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 90
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov rbp, rdx
+    movzx edx, byte ptr [r15 + 640]
+    vpxor xmm11, xmm11, xmm0
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 141
     test ebx, 1024
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 640], eax
+    mov dword ptr [r15 + 0], r8d
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 704]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 384]
     mov dword ptr [r15 + 128], r9d
-    mov rax, rbp
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    mov rax, r9
-    lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rdx, rsi
-    mov esi, dword ptr [r15 + 64]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9, rbp
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, ebp
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 448]
+    mov rsi, r9
+    movsxd r9, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9, rbp
-    movsxd r9, dword ptr [r15 + 320]
+    mov r9d, ecx
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 64], 16
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 128
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], esi
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    mov byte ptr [r15 + 448], r8b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 1984
+    mov r9, r11
+    movzx esi, byte ptr [r15 + rbp + 1408]
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, edi
+    mov rdi, qword ptr [r15 + 768]
+    add qword ptr [r15 + rbp + 1344], rdi
+    mov qword ptr [r15 + 448], rax
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], eax
+    mov qword ptr [r15 + 256], rbp
     jmp 1f
 1:
-    mov r8d, ebp
-    mov r8d, r8d
-    vpxor xmm6, xmm6, xmm8
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 34
-    movsxd r8, dword ptr [r15 + 512]
-    mov rbp, r8
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r8
-    movzx r8d, byte ptr [r15 + 768]
-    mov eax, 19
-    mov qword ptr [r15 + 704], rax
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, esi
+    mov rsi, rbp
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d7201_j]
+    lea rcx, [rip + .Lc1_d7168_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7201_j_t
-.Lc1_d7201_j:
+    jmp .Lc1_d7168_j_t
+.Lc1_d7168_j:
+    mov ecx, 52
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 248
-    mov dword ptr [r15 + 0], 166
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 248
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov edi, 230
-    mov edi, edi
-    mov r8, r11
+    mov r9d, 129
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    xor dword ptr [r15 + 0], r9d
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 448]
-    mov rbp, r11
-    vpcmpeqb xmm7, xmm7, xmm13
-    mov esi, dword ptr [r15 + 256]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 244
+    movzx r9d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], al
+    mov eax, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, cl
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 320], 74
-    mov edi, 249
-    mov edi, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 448]
     mov rbp, r11
     jmp 1f
 1:
-    movzx ecx, r9b
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rsi
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov ebp, 124
+    movzx ebp, cl
+    mov qword ptr [r15 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -8968,105 +8914,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7251_j]
+    lea rcx, [rip + .Lc1_d7219_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7251_j_t
-.Lc1_d7251_j:
+    jmp .Lc1_d7219_j_t
+.Lc1_d7219_j:
+    mov dword ptr [r15 + 448], 26
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 9
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 14
-    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 141
-    mov dword ptr [r15 + 64], 146
-    mov dword ptr [r15 + 448], 228
-    mov eax, 63
-    movzx eax, bpl
-    mov qword ptr [r15 + 640], rcx
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 128]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 69
-    jmp 1f
-1:
-    movzx r8d, bpl
-    jmp 1f
-1:
-    mov r8, r11
+    mov eax, 141
+    movzx eax, cl
+    mov rcx, qword ptr [r15 + 64]
+    mov rax, rcx
     mov rbp, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, eax
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    mov dword ptr [r15 + 704], 161
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3392], 134
+    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], rcx
+    or qword ptr [r15 + 512], 116
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r9, r11
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, ebp
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
-    mov rax, r8
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 176
-    movzx r8d, r8b
+    mov ebp, 176
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, al
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r8d, 239
-    mov qword ptr [r15 + 0], r8
+    mov ecx, ebp
+    mov ecx, 239
+    mov qword ptr [r15 + 0], rcx
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 78
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movzx ecx, byte ptr [r15 + 64]
-    mov edx, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 192]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
+    mov eax, r9d
     mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 7552], r8
-    mov r8d, ebp
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 448]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rdi
+    mov edi, ebp
+    mov qword ptr [r15 + 576], rdi
+    movsxd rdi, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], bpl
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rdx, rbp
-    mov dword ptr [r15 + 320], edx
-    movzx edx, r8b
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 134
+    mov rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, rdi
+    mov dword ptr [r15 + 64], ebp
+    movzx ebp, dil
     add r11, 64
     inc rbx
     dec r13
@@ -9078,51 +9023,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 524288
     setz al
-    lea rcx, [rip + .Lc1_d7344_s]
+    lea rcx, [rip + .Lc1_d7311_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7344_s_t
+    jmp .Lc1_d7311_s_t
     .p2align 3
-.Lc1_d7344_s:
+.Lc1_d7311_s:
     .p2align 3
-    jmp .Lc1_d7344_j
+    jmp .Lc1_d7311_j
     .p2align 3
-    jmp .Lc1_d7344_j
-.Lc1_d7344_j:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7311_j
+.Lc1_d7311_j:
     mov r8, r11
-    mov eax, r8d
-    and r8, 448
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov eax, ecx
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov rcx, rcx
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8, rcx
+    movzx r8d, al
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 320]
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movzx r9d, al
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117723], 29696
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, cl
+    mov dword ptr [r15 + 0], 149
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
     mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 45
-    mov qword ptr [r15 + 128], rcx
+    mov qword ptr [r15 + 640], rax
     jmp 1f
 1:
     add r11, 64
@@ -9133,97 +9080,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpxor xmm6, xmm6, xmm7
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 83
+    mov rdx, rax
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, r11
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 192]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 256]
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 320]
     test dword ptr [r15 + 67117723], 131072
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, 124
-    mov r8d, 87
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r8
-    mov rbp, rbp
+    add rax, qword ptr [r15 + 64]
+    mov edx, 118
+    mov edx, 195
     mov rbp, r11
-    mov edi, ebp
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx edx, dil
-    movzx edi, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 74
+    jmp 1f
+1:
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov rbp, rdi
+    movzx edi, byte ptr [r15 + 448]
+    mov ebp, eax
+    mov byte ptr [r15 + 128], al
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    xor dword ptr [r15 + 384], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7435_j]
+    lea rcx, [rip + .Lc1_d7400_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7435_j_t
-.Lc1_d7435_j:
-    mov rcx, rax
-    mov ecx, 204
+    jmp .Lc1_d7400_j_t
+.Lc1_d7400_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], bpl
+    movzx ebp, byte ptr [r15 + 768]
+    mov r9, r11
+    mov rdx, r9
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
     vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 53
-    mov rcx, qword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 128]
-    mov esi, eax
-    test dword ptr [r15 + 67117724], 100925444
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 33
+    jmp 1f
+1:
+    vpxor xmm10, xmm10, xmm15
+    mov ebp, 148
+    jmp 1f
+1:
+    test ebx, 3584
     jz 1f
 1:
-    mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    mov dword ptr [r15 + 448], esi
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rax, rsi
-    mov byte ptr [r15 + 704], sil
-    movzx esi, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 768], sil
-    mov esi, 13
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    vpxor xmm6, xmm6, xmm7
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 64], ebp
+    movzx ebp, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8, r11
+    mov byte ptr [r15 + 384], r8b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov byte ptr [r15 + 512], r9b
+    mov r9, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 512]
+    mov r8, r11
+    mov edx, 34
+    mov qword ptr [r15 + 192], rdx
+    movsxd rdx, dword ptr [r15 + 576]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -9232,53 +9177,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7481_j]
+    lea rcx, [rip + .Lc1_d7448_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7481_j_t
-.Lc1_d7481_j:
-    mov ecx, ebp
-    mov ebp, dword ptr [r15 + 64]
+    jmp .Lc1_d7448_j_t
+.Lc1_d7448_j:
+    mov ecx, edx
+    mov r8, r11
+    mov edx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov dword ptr [r15 + 64], eax
-    movzx eax, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 8192
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 448
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 512]
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], eax
+    mov qword ptr [r15 + 640], r8
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
     mov esi, eax
     mov eax, esi
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rax, rsi
-    movsxd rax, dword ptr [r15 + 576]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -9287,160 +9232,155 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 704]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 192], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    movzx r9d, r9b
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    movzx eax, byte ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], ebp
+    movzx ebp, byte ptr [r15 + 448]
+    mov edi, ebp
+    movzx ebp, al
+    mov dword ptr [r15 + 320], ebp
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm11, xmm6, 202
-    mov eax, eax
-    mov dword ptr [r15 + 640], esi
-    mov rsi, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 0], r8
+    lea r8, [r11 + r11*1]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7552]
     test dword ptr [r15 + 67117724], 2048
-    jz 1f
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], r9
-    mov byte ptr [r15 + 512], r9b
-    mov qword ptr [r15 + 384], r9
+    inc dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], eax
+    mov byte ptr [r15 + 512], al
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
     mov r9, r11
+    mov rax, qword ptr [r15 + 64]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    and rbp, 16320
+    mov r9d, dword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 704], r8d
     jmp 1f
 1:
+    mov r8d, r8d
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    jmp 1f
-1:
-    mov r9d, r8d
-    jmp 1f
-1:
-    movzx r9d, bpl
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d7572_j]
+    lea rcx, [rip + .Lc1_d7539_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7572_j_t
-.Lc1_d7572_j:
+    jmp .Lc1_d7539_j_t
+.Lc1_d7539_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 81
+    mov r9d, 129
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 768]
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 576]
+    mov r9d, ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    lea r8, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 576]
+    mov r8, r11
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
     mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    mov rdx, qword ptr [r15 + 320]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov byte ptr [r15 + 128], cl
     and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, r8d
-    mov r8d, 85
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, ecx
     mov dword ptr [r15 + 512], 249
-    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov ecx, 74
-    mov ecx, ecx
+    mov qword ptr [r15 + 64], rdx
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + r9 + 1408], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
-    movzx ecx, r8b
-    mov byte ptr [r15 + 640], cl
+    movzx r9d, bpl
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 320], 98
-    mov edx, dword ptr [r15 + 448]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov esi, 135
+    mov qword ptr [r15 + 0], rbp
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 247
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov ebp, 161
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, edi
-    mov edi, 35
-    movzx edi, dil
-    mov byte ptr [r15 + 128], dil
+    mov ebp, edx
+    mov ebp, 38
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdi, rsi
+    mov byte ptr [r15 + 704], sil
     jmp 1f
 1:
-    mov rbp, r11
     mov r9, r11
-    mov dword ptr [r15 + 512], 96
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + r8 + 7552]
+    mov r8, r11
+    mov dword ptr [r15 + 320], 12
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, 77
-    mov qword ptr [r15 + 384], r8
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r8
+    mov r9d, 214
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -9452,45 +9392,42 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d7669_s]
+    lea rcx, [rip + .Lc1_d7633_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7669_s_t
+    jmp .Lc1_d7633_s_t
     .p2align 3
-.Lc1_d7669_s:
+.Lc1_d7633_s:
     .p2align 3
-    jmp .Lc1_d7669_j
+    jmp .Lc1_d7633_j
     .p2align 3
-    jmp .Lc1_d7669_j
-.Lc1_d7669_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7633_j
+.Lc1_d7633_j:
     mov rbp, r11
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    mov rcx, rcx
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
     mov rbp, rcx
-    mov rbp, r11
-    mov rcx, rcx
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 12324
-    jz 1f
-1:
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    lock or dword ptr [r15 + 512], 111
-    vmovdqu ymmword ptr [r15 + 704], ymm6
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 384], eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], al
+    lock or dword ptr [r15 + 320], 111
+    movzx ebp, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov r8, r11
+    mov r9, r11
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 128], ecx
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
     jmp 1f
@@ -9500,107 +9437,107 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c166:
-    lea rcx, [rip + .Lc1_d7711_j]
+    lea rcx, [rip + .Lc1_d7673_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7711_j_t
-.Lc1_d7711_j:
+    jmp .Lc1_d7673_j_t
+.Lc1_d7673_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 153
+    mov dword ptr [r15 + 512], ecx
+    mov byte ptr [r15 + 576], cl
+    movsxd rbp, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 192], ecx
-    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 186
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
     test ebx, 1024
     jz 1f
 1:
+    mov ecx, 142
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rsi, rcx
+    mov rbp, r11
+    vpaddd xmm7, xmm7, xmm4
+    mov r8, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
+    mov rbp, rbp
+    mov rbp, qword ptr [r15 + 448]
+    mov rcx, rbp
+    mov rbp, r11
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edx, 177
-    mov rdx, qword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 64]
-    mov rsi, r9
-    mov byte ptr [r15 + 128], sil
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r8, rsi
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    vmovdqu xmm11, xmmword ptr [r15 + 256]
+    mov rdx, rsi
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    and esi, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
-    movsxd r8, dword ptr [r15 + 128]
-    movzx edi, r8b
-    movzx r8d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rdi
-    mov r8d, edi
-    mov r8d, edi
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 640]
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 191
+    mov ebp, edx
+    mov dword ptr [r15 + 128], 47
+    mov ebp, edx
+    and ebp, dword ptr [r15 + 64]
+    mov rdx, rdx
+    mov edx, 174
     mov r9, r11
-    mov rdx, r8
-    mov r8d, 93
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, 37
+    mov byte ptr [r15 + 512], r9b
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    mov byte ptr [r15 + 128], bpl
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8, r11
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8d, 110
+    vmovdqu xmmword ptr [r15 + 640], xmm14
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
@@ -9612,104 +9549,104 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d7806_s]
+    lea rcx, [rip + .Lc1_d7768_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7806_s_t
+    jmp .Lc1_d7768_s_t
     .p2align 3
-.Lc1_d7806_s:
+.Lc1_d7768_s:
     .p2align 3
-    jmp .Lc1_d7806_j
+    jmp .Lc1_d7768_j
     .p2align 3
-    jmp .Lc1_d7806_j
-.Lc1_d7806_j:
-    mov dword ptr [r15 + 0], r9d
+    jmp .Lc1_d7768_j
+.Lc1_d7768_j:
     jmp 1f
 1:
-    mov r9d, eax
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 448]
-    mov r9, r11
-    mov rdx, r9
-    mov edx, dword ptr [r15 + 704]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm7, xmm7, xmm4
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu xmm4, xmmword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov ecx, 82
+    test dword ptr [r15 + 67117724], 807403520
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 52
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8, r11
-    mov rax, rcx
-    and r8, 1984
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm8
-    mov dword ptr [r15 + 512], r9d
-    mov r9, r11
-    jmp 1f
-1:
-    mov ecx, 139
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 64]
+    mov rcx, rbp
+    vmovdqu xmmword ptr [r15 + 64], xmm7
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 512]
+    mov eax, esi
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 768], 185
+    mov ebp, ecx
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, rcx
+    movzx ecx, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 246
-    mov r8d, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    mov r8, rdx
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, r8d
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
-    mov r8, r11
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    mov r9, r11
-    jmp 1f
-1:
+    mov esi, r8d
+    mov byte ptr [r15 + 192], sil
+    mov esi, eax
     and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 184
+    jmp 1f
+1:
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 512]
     and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, dword ptr [r15 + 768]
-    mov rsi, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 138
     add r11, 64
     inc rbx
     dec r13
@@ -9720,47 +9657,47 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d7897_s]
+    lea rcx, [rip + .Lc1_d7859_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7897_s_t
+    jmp .Lc1_d7859_s_t
     .p2align 3
-.Lc1_d7897_s:
+.Lc1_d7859_s:
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
+    jmp .Lc1_d7859_j
     .p2align 3
-    jmp .Lc1_d7897_j
-.Lc1_d7897_j:
-    mov dword ptr [r15 + 256], 137
+    jmp .Lc1_d7859_j
+.Lc1_d7859_j:
+    mov dword ptr [r15 + 192], 137
     mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 640]
     and rbp, 448
     mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
@@ -9771,7 +9708,7 @@ ditto_body_c1:
 1:
     mov ecx, 42
     movzx ecx, byte ptr [r15 + 128]
-    vmovq xmm0, rax
+    vmovq xmm11, rax
     mov eax, eax
     mov eax, eax
     add r11, 64
@@ -9782,274 +9719,270 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7940_j]
+    lea rcx, [rip + .Lc1_d7902_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7940_j_t
-.Lc1_d7940_j:
-    mov dword ptr [r15 + 256], 101
-    jmp 1f
-1:
+    jmp .Lc1_d7902_j_t
+.Lc1_d7902_j:
     mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
+    movzx eax, al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 101
     mov rbp, r11
-    mov eax, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], ebp
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov ecx, 11
+    movzx ecx, byte ptr [r15 + 320]
+    mov ebp, eax
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 8128
-    mov r8, r11
-    mov byte ptr [r15 + rbp + 7488], r8b
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 640]
-    mov ebp, r8d
-    mov dword ptr [r15 + 512], eax
+    movzx esi, byte ptr [r15 + 64]
+    mov r9, r11
     test dword ptr [r15 + 67117724], 1056
-    jnz 1f
+    jz 1f
 1:
+    mov ebp, ecx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    mov eax, ebp
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    movzx r8d, cl
-    movzx ecx, al
-    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 384], 181
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
+    movzx ecx, sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 199
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r8d, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rsi
+    mov edx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 0], 64
-    movzx esi, dil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 152
     and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 448]
-    and edi, dword ptr [r15 + 512]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
     test ebx, 2048
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 128], 168
-    mov r8d, dword ptr [r15 + 704]
-    mov ebp, 100
-    mov rbp, qword ptr [r15 + 192]
-    mov edi, 134
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], esi
+    and ebp, dword ptr [r15 + 512]
     mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], 135
-    mov r9, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 576], cl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 81
+    movzx r9d, bpl
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, r11
+    mov ecx, 95
+    mov dword ptr [r15 + 256], ecx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 37
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 128], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d8029_j]
+    lea rcx, [rip + .Lc1_d7990_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8029_j_t
-.Lc1_d8029_j:
+    jmp .Lc1_d7990_j_t
+.Lc1_d7990_j:
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, byte ptr [r15 + 128]
     mov r9, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    movzx r9d, byte ptr [r15 + 128]
     mov ecx, r9d
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r9d, edi
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 73
-    jmp 1f
-1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     mov r9, r11
+    jmp 1f
+1:
+    mov edi, ecx
+    movzx ecx, dil
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 43
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 43
-    mov dword ptr [r15 + 0], edi
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    mov r9d, 80
-    movsxd r9, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov rax, rbp
-    movsxd rax, dword ptr [r15 + 64]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    mov ebp, dword ptr [r15 + 576]
-    mov ecx, edi
+    mov edi, 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm15, xmm11, 219
+    mov r9d, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], edi
+    mov r8, r11
+    mov byte ptr [r15 + 384], r8b
+    mov edi, edi
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + 320]
-    mov edx, esi
-    mov rsi, qword ptr [r15 + 512]
-    mov r8d, 215
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 640]
+    mov edx, r8d
+    mov dword ptr [r15 + 256], edx
+    mov edx, 215
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov r8, r11
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov edi, edi
+    mov edi, dword ptr [r15 + 192]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    mov r8d, 152
     jmp 1f
 1:
+    mov r8d, edx
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 245
-    mov edi, edi
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8, rdi
-    mov dword ptr [r15 + 0], 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, edi
-    and r8d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm11, xmm11, xmm11
+    mov edi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], dil
+    mov edi, r8d
+    mov rdi, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    test ebx, 5120
+    jnz 1f
+1:
     mov r8, r11
-    mov dword ptr [r15 + 256], 155
-    mov dword ptr [r15 + 320], 216
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
     jmp 1f
 1:
-    vpor xmm15, xmm15, xmm9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 97
     mov r8, r11
-    mov edi, dword ptr [r15 + 512]
-    mov rbp, rdi
+    mov dword ptr [r15 + 64], 123
+    vmovdqu ymmword ptr [r15 + 320], ymm11
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 198
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 139
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 128]
-    mov r9, r11
-    vpmovmskb eax, xmm15
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, al
+    mov dword ptr [r15 + 704], edi
+    vpmovmskb edi, xmm11
+    mov rdi, rdi
+    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    lea rcx, [rip + .Lc1_d8128_j]
+    lea rcx, [rip + .Lc1_d8089_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8128_j_t
-.Lc1_d8128_j:
-    movzx ecx, byte ptr [r15 + 768]
+    jmp .Lc1_d8089_j_t
+.Lc1_d8089_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r11
     mov r9, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm0
-    mov byte ptr [r15 + 64], al
-    movzx eax, r9b
-    vmovq xmm0, rax
-    mov rax, qword ptr [r15 + 512]
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 320], rcx
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
+    mov r9, rcx
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], bpl
+    movzx ebp, bpl
+    vmovq xmm15, rbp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 576], 86
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 256]
+    movzx r8d, cl
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -10061,164 +9994,163 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8
     setz al
-    lea rcx, [rip + .Lc1_d8175_s]
+    lea rcx, [rip + .Lc1_d8133_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8175_s_t
+    jmp .Lc1_d8133_s_t
     .p2align 3
-.Lc1_d8175_s:
+.Lc1_d8133_s:
     .p2align 3
-    jmp .Lc1_d8175_j
+    jmp .Lc1_d8133_j
     .p2align 3
-    jmp .Lc1_d8175_j
-.Lc1_d8175_j:
-    movzx eax, sil
+    jmp .Lc1_d8133_j
+.Lc1_d8133_j:
     jmp 1f
 1:
-    mov esi, ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rcx
+    mov eax, ecx
+    movzx eax, al
+    mov eax, dword ptr [r15 + 640]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ecx, al
-    mov qword ptr [r15 + 128], rcx
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8, r11
-    jmp 1f
-1:
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, eax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rbp, r11
+    mov eax, 132
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 384]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
 1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov r8, r11
-    mov eax, 132
-    mov eax, dword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, rcx
-    mov qword ptr [r15 + 64], r8
-    mov r8d, dword ptr [r15 + 576]
-    mov rcx, rcx
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, 71
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 147
-    movzx ecx, byte ptr [r15 + 640]
-    mov r8d, ecx
+    mov r8d, 167
     mov r8, r11
-    mov edx, 43
-    mov dword ptr [r15 + 128], 105
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 133
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8d, 88
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 256]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 39
-    mov r8, qword ptr [r15 + 320]
-    mov edx, 254
-    mov r9, r11
-    mov edx, dword ptr [r15 + 384]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    and edi, dword ptr [r15 + 512]
-    mov r9d, 212
-    movsxd r9, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov edx, 188
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117724], 67639296
+    jz 1f
+1:
+    mov r8d, 50
+    mov r8d, 80
+    movsxd r8, dword ptr [r15 + 512]
     movzx esi, byte ptr [r15 + 192]
-    mov ebp, esi
-    mov dword ptr [r15 + 704], ebp
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rdx, rdx
+    mov edx, edx
+    mov dword ptr [r15 + 128], 39
+    mov rdx, qword ptr [r15 + 704]
+    movzx eax, r8b
+    mov r8d, 170
+    mov r8d, ecx
+    mov r8, rsi
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    lea rcx, [rip + .Lc1_d8267_j]
+    lea rcx, [rip + .Lc1_d8224_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8267_j_t
-.Lc1_d8267_j:
+    jmp .Lc1_d8224_j_t
+.Lc1_d8224_j:
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 93
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, rcx
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 154
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, ecx
-    mov esi, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, esi
-    mov byte ptr [r15 + 384], bpl
-    mov ebp, 218
-    mov qword ptr [r15 + 64], rbp
-    mov rsi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rcx
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], r8
     jmp 1f
 1:
+    mov r8d, 131
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 80
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
     mov rbp, r11
-    and ecx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 448
+    mov dword ptr [r15 + 320], ebp
     mov r8, r11
-    movzx edi, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 768]
-    jmp 1f
-1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 128]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 255
-    mov qword ptr [r15 + 192], rax
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8d, r8d
+    mov edi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -10230,102 +10162,102 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d8320_s]
+    lea rcx, [rip + .Lc1_d8276_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8320_s_t
+    jmp .Lc1_d8276_s_t
     .p2align 3
-.Lc1_d8320_s:
+.Lc1_d8276_s:
     .p2align 3
-    jmp .Lc1_d8320_j
+    jmp .Lc1_d8276_j
     .p2align 3
-    jmp .Lc1_d8320_j
-.Lc1_d8320_j:
+    jmp .Lc1_d8276_j
+.Lc1_d8276_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, 170
-    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     inc dword ptr [r15 + 0]
     mov r9, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], cl
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, qword ptr [r15 + 192]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 128]
-    movzx edx, cl
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
-    mov rax, r9
-    mov eax, 9
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], eax
-    mov qword ptr [r15 + 576], rdx
+    mov qword ptr [r15 + 448], r9
     mov r9, r11
+    vpshufd xmm10, xmm15, 242
+    mov rcx, rax
+    mov rbp, r11
+    mov ecx, 26
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov qword ptr [r15 + 576], rcx
     jmp 1f
 1:
-    mov edx, edx
-    mov rdx, rdx
-    and r9, 8128
-    add r8, qword ptr [r15 + r9 + 7488]
+    mov ebp, eax
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     jmp 1f
 1:
-    mov r8d, r9d
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov dword ptr [r15 + 448], 73
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 704], 43
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 252
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rbp, dword ptr [r15 + 512]
+    vpxor xmm15, xmm15, xmm1
+    mov dword ptr [r15 + 256], ecx
     test ebx, 5120
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    movzx r9d, dil
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
     mov rbp, r11
-    mov rsi, rbp
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, r8d
-    mov r8, rbp
     jmp 1f
 1:
-    mov r8d, 77
-    mov r8, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 20
+    mov r8, r11
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r8, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], edi
+    mov edi, ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, 77
+    mov rcx, qword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -10333,60 +10265,57 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    lea rcx, [rip + .Lc1_d8410_j]
+    lea rcx, [rip + .Lc1_d8366_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8410_j_t
-.Lc1_d8410_j:
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, cl
+    jmp .Lc1_d8366_j_t
+.Lc1_d8366_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 39
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
+    movzx ecx, dl
+    mov dword ptr [r15 + 0], 88
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 188
+    and edx, dword ptr [r15 + 0]
     mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 149
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 72
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 512], 85
-    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 85
+    mov rdx, rdx
+    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + 384], 9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov qword ptr [r15 + 320], rcx
+    vmovdqu xmmword ptr [r15 + 192], xmm10
+    mov r9, r11
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, rcx
+    mov r9d, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 512]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 320]
-    mov rdi, r8
-    mov byte ptr [r15 + 768], dil
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    and ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 251
-    or qword ptr [r15 + 448], 106
     add r11, 64
     inc rbx
     dec r13
@@ -10395,102 +10324,99 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    movzx eax, byte ptr [r15 + 512]
-    vpaddd xmm15, xmm15, xmm15
-    mov rdx, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 128]
-    mov esi, 106
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9, rsi
-    mov rsi, r9
+    mov byte ptr [r15 + 0], dl
+    mov edx, dword ptr [r15 + 448]
+    mov r8, r11
+    vpaddd xmm10, xmm10, xmm10
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    movzx r8d, byte ptr [r15 + 640]
+    mov eax, 40
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 192]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r8
+    mov rbp, rdx
     test dword ptr [r15 + 67117723], 16384
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
+    vmovq qword ptr [r15 + 128], xmm10
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 231
-    mov r8d, esi
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], edx
+    mov edx, ebp
+    mov dword ptr [r15 + 576], 231
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 12
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 250
-    mov r8, qword ptr [r15 + 192]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 512]
+    mov eax, ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    lea rcx, [rip + .Lc1_d8501_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8458_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8501_j_t
-.Lc1_d8501_j:
-    mov rcx, qword ptr [r15 + 64]
+    jmp .Lc1_d8458_j_t
+.Lc1_d8458_j:
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    mov r8d, 202
-    mov r8, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 235
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    mov r8d, 112
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 2085888
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 135268352
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov ebp, 156
     jmp 1f
 1:
     mov rbp, r11
-    mov r8d, 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 106
+    mov r9, r11
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    vmovdqu xmm11, xmmword ptr [r15 + 64]
+    mov ebp, 97
+    and r9, 4032
+    mov rbp, r11
+    mov byte ptr [r15 + r9 + 3392], dl
     and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 384]
-    mov edi, ebp
-    mov ebp, 28
-    movzx ebp, byte ptr [r15 + 512]
-    vmovdqu xmmword ptr [r15 + 448], xmm15
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edx, 203
+    movsxd rdx, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -10499,49 +10425,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8551_j]
+    lea rcx, [rip + .Lc1_d8503_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8551_j_t
-.Lc1_d8551_j:
-    mov rbp, r11
+    jmp .Lc1_d8503_j_t
+.Lc1_d8503_j:
     jmp 1f
 1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 175
+    mov dword ptr [r15 + 0], 175
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
+    mov rbp, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    mov eax, ebp
     and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx esi, al
+    mov dword ptr [r15 + 512], esi
+    mov dword ptr [r15 + 320], ecx
+    mov eax, ebp
+    mov rax, qword ptr [r15 + 64]
+    mov r8, r11
     test dword ptr [r15 + 67117723], 8
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 320]
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 192]
+    and r8, 16320
+    mov rcx, qword ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx esi, bpl
+    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 128], dl
+    mov byte ptr [r15 + 384], al
+    movzx eax, byte ptr [r15 + 256]
+    mov r9, r11
     jmp 1f
 1:
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 64], dl
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    movzx r8d, cl
-    mov dword ptr [r15 + 512], r8d
+    mov edi, dword ptr [r15 + 768]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    and r8d, dword ptr [r15 + 448]
+    movzx r9d, al
+    mov dword ptr [r15 + rbp + 1408], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -10550,57 +10476,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, r8d
-    mov qword ptr [r15 + 192], rax
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r11
-    mov edx, r8d
-    mov eax, eax
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    jmp 1f
+1:
+    mov r8d, 220
+    mov dword ptr [r15 + 256], edi
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 576], al
+    mov edi, 81
+    jmp 1f
+1:
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3456]
+    add qword ptr [r15 + 640], rax
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    movsxd rax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, eax
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movzx r8d, al
-    mov rax, r8
-    jmp 1f
-1:
+    mov edi, r9d
+    mov rdi, rdi
+    mov edi, 100
+    mov r8d, 116
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 16
     test dword ptr [r15 + 67117723], 4
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 384], 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 17
+    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 192], rdi
+    mov byte ptr [r15 + 448], dil
     mov edi, edi
-    mov edi, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 14
-    movzx edi, byte ptr [r15 + 64]
-    mov r9, r11
-    mov byte ptr [r15 + 576], r9b
     jmp 1f
 1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r8d, r8d
+    mov r8, r11
+    mov edi, dword ptr [r15 + r9 + 3392]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 128], xmm11
+    movzx edx, dil
+    mov edi, edx
     jmp 1f
 1:
     add r11, 64
@@ -10614,44 +10541,44 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d8646_s]
+    lea rcx, [rip + .Lc1_d8599_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8646_s_t
+    jmp .Lc1_d8599_s_t
     .p2align 3
-.Lc1_d8646_s:
+.Lc1_d8599_s:
     .p2align 3
-    jmp .Lc1_d8646_j
+    jmp .Lc1_d8599_j
     .p2align 3
-    jmp .Lc1_d8646_j
-.Lc1_d8646_j:
+    jmp .Lc1_d8599_j
+.Lc1_d8599_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 81
-    mov dword ptr [r15 + 128], 118
+    mov dword ptr [r15 + 384], 81
     mov rbp, r11
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 118
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
     mov ecx, 35
     and rbp, 8128
     mov dword ptr [r15 + rbp + 7488], 70
-    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r11
     test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov r8, r11
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 384]
+    mov r8, r11
+    mov byte ptr [r15 + 512], r8b
+    mov esi, dword ptr [r15 + 704]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -10660,51 +10587,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 242
-    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 0], 242
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov r9, r11
-    mov rax, r9
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 120
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov byte ptr [r15 + 704], al
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test dword ptr [r15 + 67117724], 7
+    mov qword ptr [r15 + 448], rsi
+    and rbp, 4032
+    add rsi, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 5
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 152
+    mov dword ptr [r15 + 256], esi
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 448]
-    mov r8, r11
+    movzx esi, byte ptr [r15 + 64]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], ebp
+    mov qword ptr [r15 + 448], rsi
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], dl
     movsxd rdx, dword ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -10713,51 +10640,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8730_j]
+    lea rcx, [rip + .Lc1_d8683_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8730_j_t
-.Lc1_d8730_j:
-    mov r8, r11
-    add r9, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 640]
+    jmp .Lc1_d8683_j_t
+.Lc1_d8683_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 576]
-    vpcmpeqb xmm15, xmm15, xmm12
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, r8
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov ecx, 89
-    add rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ecx
     and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
+    mov eax, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov qword ptr [r15 + 256], rcx
+    mov r8, rax
+    xor dword ptr [r15 + 576], r8d
+    movzx r8d, byte ptr [r15 + 640]
     mov r9, r11
-    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rax
+    mov rbp, r11
     and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 448], eax
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], ecx
+    add r8, qword ptr [r15 + 512]
+    mov rbp, r8
+    mov ebp, r9d
+    mov ebp, 110
+    mov byte ptr [r15 + 256], bpl
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -10766,48 +10689,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8778_j]
+    lea rcx, [rip + .Lc1_d8728_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8778_j_t
-.Lc1_d8778_j:
-    mov byte ptr [r15 + 320], r9b
-    mov dword ptr [r15 + 384], r9d
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov dword ptr [r15 + 704], ebp
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
+    jmp .Lc1_d8728_j_t
+.Lc1_d8728_j:
+    mov ecx, ebp
+    vmovq qword ptr [r15 + 512], xmm11
+    mov ecx, 51
+    mov dword ptr [r15 + 0], 246
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 69
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 17
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 237
+    vmovdqu xmmword ptr [r15 + 128], xmm11
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8, r11
     test dword ptr [r15 + 67117724], 8192
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 64], 98
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, r11
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edi, bpl
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    mov dword ptr [r15 + 704], edi
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, ebp
+    mov dword ptr [r15 + 64], edi
     add r11, 64
     inc rbx
     dec r13
@@ -10818,52 +10741,53 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 31
     mov dword ptr [r15 + 0], 55
     jmp 1f
 1:
-    mov rbp, r11
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 110
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 110
+    mov byte ptr [r15 + 384], al
+    mov eax, dword ptr [r15 + 128]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 448]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 524304
     jnz 1f
 1:
+    mov byte ptr [r15 + 576], dl
+    movzx edx, byte ptr [r15 + 192]
+    mov r8, r11
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], 145
+    and eax, dword ptr [r15 + 128]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 768], 177
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 256], 88
-    mov esi, ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rdx, rbp
+    mov r8d, edx
+    mov r8, r8
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rbp, rdi
     add r11, 64
     inc rbx
     dec r13
@@ -10874,54 +10798,54 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d8868_s]
+    lea rcx, [rip + .Lc1_d8819_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8868_s_t
+    jmp .Lc1_d8819_s_t
     .p2align 3
-.Lc1_d8868_s:
+.Lc1_d8819_s:
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
+    jmp .Lc1_d8819_j
     .p2align 3
-    jmp .Lc1_d8868_j
-.Lc1_d8868_j:
+    jmp .Lc1_d8819_j
+.Lc1_d8819_j:
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rcx
+    and r9, 448
     mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
-    and rbp, 448
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 31
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + r9 + 832], 31
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    vmovdqu xmm15, xmmword ptr [r15 + 640]
+    mov byte ptr [r15 + 256], al
     add r11, 64
     inc rbx
     dec r13
@@ -10931,51 +10855,53 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 704]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 384]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
     mov rbp, r11
-    mov rdi, rax
+    mov dword ptr [r15 + 128], eax
     and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, r8d
-    mov dword ptr [r15 + 384], ebp
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, 131
+    mov ebp, 169
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm15, xmm15, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
     test dword ptr [r15 + 67117724], 4161
     jz 1f
 1:
-    mov r8d, 94
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    mov r8d, 79
-    mov r8, r11
-    mov byte ptr [r15 + 192], dil
-    mov rdi, rax
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
+    movzx ebp, dl
+    vmovdqu xmmword ptr [r15 + 256], xmm15
+    movsxd rbp, dword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 192]
+    mov edi, edx
+    mov edx, edi
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 320]
-    mov rbp, r8
     jmp 1f
 1:
-    mov ebp, eax
+    mov edi, ebp
+    mov rdi, rdi
+    mov rdi, rdi
+    mov rdi, rbp
+    mov rbp, r11
+    mov r9d, ebp
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 640]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -10984,49 +10910,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8954_j]
+    lea rcx, [rip + .Lc1_d8906_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8954_j_t
-.Lc1_d8954_j:
-    mov byte ptr [r15 + 64], bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    movzx eax, cl
-    mov byte ptr [r15 + 320], bpl
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 512]
-    mov r9d, 178
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    jmp .Lc1_d8906_j_t
+.Lc1_d8906_j:
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    mov rbp, r11
     mov r8, r11
-    add rax, qword ptr [r15 + 128]
-    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 768]
+    mov esi, 50
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 193
-    mov r8d, 198
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8, r11
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8d, r9d
     jmp 1f
 1:
-    mov r9d, eax
-    movzx r9d, byte ptr [r15 + 768]
-    mov esi, r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2097152
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 178
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 256]
+    mov esi, 198
+    mov dword ptr [r15 + 320], esi
+    movzx esi, r9b
+    movsxd rsi, dword ptr [r15 + 448]
+    mov ecx, esi
+    movzx esi, cl
     add r11, 64
     inc rbx
     dec r13
@@ -11038,55 +10963,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d9000_s]
+    lea rcx, [rip + .Lc1_d8951_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9000_s_t
+    jmp .Lc1_d8951_s_t
     .p2align 3
-.Lc1_d9000_s:
+.Lc1_d8951_s:
     .p2align 3
-    jmp .Lc1_d9000_j
+    jmp .Lc1_d8951_j
     .p2align 3
-    jmp .Lc1_d9000_j
-.Lc1_d9000_j:
-    mov r9, qword ptr [r15 + 320]
+    jmp .Lc1_d8951_j
+.Lc1_d8951_j:
     mov r8, r11
-    movzx eax, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 128]
-    movzx esi, cl
+    jmp 1f
+1:
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
+    mov eax, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    mov ecx, r9d
     jmp 1f
 1:
-    mov r9, r11
-    mov ecx, r9d
-    mov ecx, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 448]
     movzx r8d, al
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 43
+    movzx r8d, byte ptr [r15 + 192]
+    movzx edx, al
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov edi, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    movzx r9d, cl
     jmp 1f
 1:
-    mov r9d, ecx
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 384]
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, r8b
-    mov r8d, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 256]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 320], 219
+    movzx ecx, cl
+    mov ecx, r8d
+    mov r8, r11
+    mov ecx, r8d
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    mov byte ptr [r15 + 128], r8b
+    movzx r8d, dil
+    mov edi, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -11096,218 +11019,212 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r8, r11
+    mov edi, 77
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 15680]
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
     jmp 1f
 1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    and r9, 16320
-    mov esi, dword ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 179
-    mov r8d, 174
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    or qword ptr [r15 + 448], 67
     test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 64]
-    mov r8d, 172
-    mov edi, r8d
-    vmovq xmm6, rdi
-    mov edi, dword ptr [r15 + 384]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    mov rax, r8
-    mov qword ptr [r15 + 128], rsi
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 512]
-    movzx r9d, r8b
-    mov r8, rdi
-    mov dword ptr [r15 + 448], 53
+    mov ecx, eax
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 512]
+    movzx ecx, dil
+    movzx edi, byte ptr [r15 + 256]
+    mov rsi, rdi
+    mov rdi, rax
+    mov rdi, rdi
+    mov dword ptr [r15 + 640], 249
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov eax, 55
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    lea rcx, [rip + .Lc1_d9094_j]
+    lea rcx, [rip + .Lc1_d9042_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9094_j_t
-.Lc1_d9094_j:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
+    jmp .Lc1_d9042_j_t
+.Lc1_d9042_j:
     mov rbp, r11
-    mov dword ptr [r15 + r8 + 3392], ebp
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 248
     mov ebp, eax
-    mov eax, r9d
+    mov eax, eax
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
+    mov ecx, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, 165
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 82
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
     test ebx, 1073741824
     jz 1f
 1:
+    and ecx, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 704]
+    mov ebp, eax
+    mov eax, 114
+    movzx eax, al
+    movzx eax, al
+    add rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 86
     jmp 1f
 1:
-    mov r9, rax
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 176
-    mov r8d, 50
-    movzx r8d, r8b
+    mov r8, r11
+    mov edx, 254
+    mov dword ptr [r15 + 768], 235
+    mov dword ptr [r15 + 64], eax
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 704]
-    and edx, dword ptr [r15 + 128]
-    mov ebp, r9d
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 768], 228
-    movsxd r9, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    vmovq xmm1, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov rdx, rdx
+    movzx edx, dl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 74
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rbp
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + 320]
-    mov edi, 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 59
+    movzx r8d, r8b
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 48
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 192], rbp
-    movzx ebp, dil
-    movsxd rbp, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov rcx, rdi
-    mov r8, r11
-    movzx edi, r8b
+    mov r8d, eax
+    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 64]
+    or qword ptr [r15 + 128], 25
+    mov r8d, 154
+    movzx r8d, byte ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 64]
+    mov esi, eax
     jmp 1f
 1:
-    mov esi, 111
-    mov esi, ecx
-    mov qword ptr [r15 + 64], rsi
-    movzx esi, cl
-    add rsi, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 256]
+    vmovdqu xmm10, xmmword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    mov r9d, 68
+    mov r9, r11
+    mov edi, 111
+    mov qword ptr [r15 + 192], rdi
+    movzx edi, sil
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    lea rcx, [rip + .Lc1_d9193_j]
+    lea rcx, [rip + .Lc1_d9138_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9193_j_t
-.Lc1_d9193_j:
-    mov dword ptr [r15 + 256], r8d
-    mov r8d, dword ptr [r15 + 128]
-    vpshufd xmm0, xmm6, 214
+    jmp .Lc1_d9138_j_t
+.Lc1_d9138_j:
+    mov dword ptr [r15 + 256], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm10, xmm10, 161
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rcx
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 46
-    movzx ecx, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r9d, 46
+    mov r9d, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    movzx eax, cl
-    mov dword ptr [r15 + 640], eax
+    mov r9d, dword ptr [r15 + 384]
+    movzx ecx, r9b
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], 59
+    mov r9d, 192
     mov r9, r11
-    mov r8, r11
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9, qword ptr [r15 + 384]
-    mov eax, 192
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], 83
-    mov byte ptr [r15 + 64], cl
-    mov r8, r11
+    mov dword ptr [r15 + 512], 180
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 79
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 128], 101
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    and rbp, 8128
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 7488], r9
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
     add r11, 64
@@ -11321,174 +11238,172 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d9241_s]
+    lea rcx, [rip + .Lc1_d9186_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9241_s_t
+    jmp .Lc1_d9186_s_t
     .p2align 3
-.Lc1_d9241_s:
+.Lc1_d9186_s:
     .p2align 3
-    jmp .Lc1_d9241_j
+    jmp .Lc1_d9186_j
     .p2align 3
-    jmp .Lc1_d9241_j
-.Lc1_d9241_j:
+    jmp .Lc1_d9186_j
+.Lc1_d9186_j:
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8d, 44
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, 72
-    mov dword ptr [r15 + 64], ecx
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    nop
-    movzx ebp, al
-    movzx ebp, al
-    jmp 1f
-1:
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 64], rcx
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 448]
-    mov rbp, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     nop
-    movzx edi, al
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov r8d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rcx
+    movzx ecx, cl
+    mov rcx, rcx
+    nop
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edi, al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, edi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 256]
+    vmovdqu xmmword ptr [r15 + 384], xmm10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 12
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 223
+    mov qword ptr [r15 + 576], rdx
+    movzx edx, dil
     mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
+    mov dword ptr [r15 + 0], r9d
+    mov edi, 215
     jmp 1f
 1:
-    jmp 1f
+    test dword ptr [r15 + 67117723], 33653248
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 25
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 236
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov rcx, rdx
-    mov edx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], 207
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 182
-    mov ecx, dword ptr [r15 + 256]
-    mov edx, ecx
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 448]
-    mov r8, r11
-    mov ecx, 80
-    mov qword ptr [r15 + 128], rdx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8, r11
-    vpxor xmm6, xmm6, xmm0
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], esi
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ecx, 173
+    mov dword ptr [r15 + 320], 63
+    mov r9, r11
+    mov edi, r9d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    movsxd r9, dword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 128]
+    mov rcx, rdi
+    vmovdqu xmmword ptr [r15 + 512], xmm10
+    mov rbp, r11
+    mov edi, 247
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movzx ebp, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    lea rcx, [rip + .Lc1_d9336_j]
+    lea rcx, [rip + .Lc1_d9280_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9336_j_t
-.Lc1_d9336_j:
-    mov r8, r11
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx ecx, r8b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    jmp .Lc1_d9280_j_t
+.Lc1_d9280_j:
+    mov rbp, r11
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    mov dword ptr [r15 + 256], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    movzx r8d, r8b
+    mov rcx, rdi
+    movzx ecx, bpl
     jmp 1f
 1:
-    movzx esi, cl
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov rsi, rsi
+    mov ecx, edi
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ecx, esi
-    mov r8, r11
+    mov ebp, ecx
     jmp 1f
 1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], r9d
+    mov edi, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    mov edi, 246
-    mov edi, edi
-    mov qword ptr [r15 + 128], rdi
-    movzx edi, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 384]
+    mov eax, 64
+    mov eax, eax
+    mov qword ptr [r15 + 64], rsi
+    movzx esi, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov rax, r9
-    movzx r9d, al
+    mov rax, rbp
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
@@ -11497,54 +11412,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9390_j]
+    lea rcx, [rip + .Lc1_d9334_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9390_j_t
-.Lc1_d9390_j:
+    jmp .Lc1_d9334_j_t
+.Lc1_d9334_j:
     jmp 1f
 1:
-    mov r9, r11
-    movzx eax, cl
-    and r9, 8128
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, rcx
-    mov r9, r11
+    movzx ebp, sil
     mov rbp, r11
-    vpxor xmm0, xmm0, xmm6
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    vpcmpeqb xmm10, xmm10, xmm4
+    mov esi, ecx
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, byte ptr [r15 + 256]
+    mov rcx, rbp
+    vpxor xmm10, xmm10, xmm0
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, esi
+    mov esi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm10
     test dword ptr [r15 + 67117723], 4106
     jz 1f
 1:
-    mov ebp, eax
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 89
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rbp, r11
     jmp 1f
 1:
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, edx
-    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov ecx, ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 148
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rdx
-    mov edx, dword ptr [r15 + 192]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9d, dword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -11552,56 +11464,54 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9d, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm6
-    mov ecx, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 128]
+    movzx ecx, dl
+    movzx ecx, bpl
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edx, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
     test ebx, 1024
     jz 1f
 1:
-    movzx eax, cl
-    mov qword ptr [r15 + 128], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 256]
-    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
+    mov r9, r11
     jmp 1f
 1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, r11
-    mov esi, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 576], bpl
-    mov ebp, dword ptr [r15 + 768]
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 320]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 512], dil
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rdx
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 576], al
     add r11, 64
     inc rbx
     dec r13
@@ -11613,54 +11523,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d9486_s]
+    lea rcx, [rip + .Lc1_d9427_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9486_s_t
+    jmp .Lc1_d9427_s_t
     .p2align 3
-.Lc1_d9486_s:
+.Lc1_d9427_s:
     .p2align 3
-    jmp .Lc1_d9486_j
+    jmp .Lc1_d9427_j
     .p2align 3
-    jmp .Lc1_d9486_j
-.Lc1_d9486_j:
-    mov r9, r11
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, cl
+    jmp .Lc1_d9427_j
+.Lc1_d9427_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov rcx, rcx
+    mov qword ptr [r15 + 0], rax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov rax, rcx
+    mov rbp, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], al
     mov r9, r11
-    mov qword ptr [r15 + 640], r9
     jmp 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    jmp 1f
-1:
-    mov ecx, 226
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, r9b
+    mov eax, 226
     mov rax, rax
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov rbp, r11
+    mov r9, rbp
+    movzx r9d, byte ptr [r15 + 448]
+    and rbp, 1984
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -11669,108 +11579,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov r9, r11
-    movzx ecx, al
-    mov dword ptr [r15 + 704], 143
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov r9d, eax
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 107
+    mov dword ptr [r15 + 0], 35
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 74
-    mov byte ptr [r15 + 0], al
-    test dword ptr [r15 + 67117723], 268435584
-    jz 1f
-1:
-    mov r9, r11
     movzx eax, r9b
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov edi, dword ptr [r15 + 384]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 233
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], esi
-    mov rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 112
-    vmovq qword ptr [r15 + 64], xmm0
-    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 210
+    mov r9d, dword ptr [r15 + 192]
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 704]
+    mov esi, eax
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
+    mov r8, r11
     jmp 1f
 1:
+    test dword ptr [r15 + 67117723], 268435584
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    and r8, 448
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov r9d, eax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 320], 54
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 127
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d9578_j]
+    lea rcx, [rip + .Lc1_d9516_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9578_j_t
-.Lc1_d9578_j:
-    jmp 1f
-1:
-    mov rcx, rsi
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 62
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 181
+    jmp .Lc1_d9516_j_t
+.Lc1_d9516_j:
+    mov r8, r11
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 0], 240
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], esi
-    movsxd rdx, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 512]
+    movzx esi, cl
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 256]
+    mov rcx, rcx
+    and ecx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, byte ptr [r15 + 448]
     mov r8, r11
-    and edx, dword ptr [r15 + 128]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 208
+    mov r8, r11
+    jmp 1f
+1:
     and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
+    inc dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    inc dword ptr [r15 + 768]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 64]
-    movzx edi, cl
-    jmp 1f
-1:
-    mov ecx, 206
-    mov dword ptr [r15 + 448], 132
+    mov dword ptr [r15 + 512], 118
     add r11, 64
     inc rbx
     dec r13
@@ -11781,48 +11687,51 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d9627_s]
+    lea rcx, [rip + .Lc1_d9564_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9627_s_t
+    jmp .Lc1_d9564_s_t
     .p2align 3
-.Lc1_d9627_s:
+.Lc1_d9564_s:
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
+    jmp .Lc1_d9564_j
     .p2align 3
-    jmp .Lc1_d9627_j
-.Lc1_d9627_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9564_j
+.Lc1_d9564_j:
     jmp 1f
 1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9d, eax
-    mov byte ptr [r15 + 640], r9b
-    mov r9d, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 512]
     mov rbp, r11
-    mov edi, ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + 256], 123
-    mov r8, r11
+    mov ecx, ecx
+    mov dword ptr [r15 + 256], 139
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    jmp 1f
+1:
+    mov rbp, rax
+    mov byte ptr [r15 + 64], al
+    mov rax, rax
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rcx
+    mov r9, r11
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -11836,169 +11745,172 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 192], cl
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx edi, cl
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r9d, cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 192
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov edi, 45
-    movzx edi, byte ptr [r15 + 704]
-    and r8, 1984
+    mov r9d, ecx
+    mov r9d, dword ptr [r15 + 128]
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 320]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov ebp, edx
-    mov edx, r9d
+    mov byte ptr [r15 + 704], bpl
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 320]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 192
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 45
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 448]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8d, esi
+    mov esi, r8d
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
     movzx r9d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rcx, [rip + .Lc1_d9715_j]
+    lea rcx, [rip + .Lc1_d9656_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9715_j_t
-.Lc1_d9715_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9656_j_t
+.Lc1_d9656_j:
+    and r8d, dword ptr [r15 + 768]
+    mov rdx, r8
+    mov dword ptr [r15 + 448], edx
     mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov rbp, rcx
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 384], r8d
+    mov r8, r8
+    vmovdqu ymmword ptr [r15 + 64], ymm10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 142
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm6
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ebp
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rbp
-    vmovdqu ymmword ptr [r15 + 768], ymm6
-    mov rbp, rcx
+    mov qword ptr [r15 + 576], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    mov r8d, r8d
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    mov r8, r11
+    mov dword ptr [r15 + 320], 143
+    mov qword ptr [r15 + 448], rax
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 1984
     mov rbp, r11
-    inc dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], ecx
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    inc dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
+    movsxd rbp, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 155
     .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 0], 111
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 218
-    xor dword ptr [r15 + 256], ebp
-    vmovq xmm15, rcx
+    vmovq xmm15, r8
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 640]
-    mov r9, r11
-    mov ecx, r9d
-    mov ecx, ecx
-    mov ecx, ecx
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9, r11
+    mov dword ptr [r15 + 192], 74
+    mov ebp, r8d
+    mov ebp, ebp
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 128]
+    mov r8, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, r11
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov rbp, rbp
+    mov ebp, 223
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9, r11
+    mov eax, r9d
+    mov eax, dword ptr [r15 + 64]
     and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    jmp 1f
-1:
-    mov r9, r9
-    mov r9, rcx
-    mov r9d, 223
-    mov dword ptr [r15 + 192], 143
-    mov r9d, ebp
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, ecx
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9d, r8d
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 126
-    mov dword ptr [r15 + 448], 113
-    mov ecx, 177
-    mov rcx, qword ptr [r15 + 128]
+    mov edi, 126
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 113
+    mov r8d, 177
+    mov dword ptr [r15 + 640], 190
     jmp 1f
 1:
     add r11, 64
@@ -12012,149 +11924,147 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32768
     setz al
-    lea rcx, [rip + .Lc1_d9815_s]
+    lea rcx, [rip + .Lc1_d9756_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9815_s_t
+    jmp .Lc1_d9756_s_t
     .p2align 3
-.Lc1_d9815_s:
+.Lc1_d9756_s:
     .p2align 3
-    jmp .Lc1_d9815_j
+    jmp .Lc1_d9756_j
     .p2align 3
-    jmp .Lc1_d9815_j
-.Lc1_d9815_j:
-    mov r8, r11
-    mov rax, r8
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    jmp .Lc1_d9756_j
+.Lc1_d9756_j:
+    mov rbp, r11
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 64
     mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rcx
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, rcx
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 251
     jmp 1f
 1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 320], rcx
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
-    mov r8d, 29
-    mov r8, r11
-    mov dword ptr [r15 + 192], 101
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 704], rcx
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 448], xmm15
-    mov dword ptr [r15 + 128], 12
+    mov rax, rbp
+    mov eax, 102
+    mov rax, qword ptr [r15 + 704]
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rax
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    lea rcx, [rip + .Lc1_d9857_j]
+    lea rcx, [rip + .Lc1_d9798_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9857_j_t
-.Lc1_d9857_j:
-    vmovdqu xmmword ptr [r15 + 384], xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
+    jmp .Lc1_d9798_j_t
+.Lc1_d9798_j:
+    mov dword ptr [r15 + 256], 96
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 79
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov ecx, 96
-    mov ecx, r8d
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov ecx, 90
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 64
+    mov byte ptr [r15 + 0], cl
     mov dword ptr [r15 + 0], 17
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1536
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 142
-    mov dword ptr [r15 + 128], ecx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 129
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rbp, r11
-    mov ecx, ebp
-    mov byte ptr [r15 + 256], cl
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 768]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 64], rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 768]
+    mov edx, r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8, r11
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 192]
+    mov esi, edx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, byte ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 254
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 228
-    mov r8d, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov ecx, dword ptr [r15 + 256]
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
-    mov r8, rbp
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 320]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 64], r8
-    movsxd r8, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 0], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 576]
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ecx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 128], r8b
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 64]
     mov r9, r11
-    mov rdx, r9
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, rbp
     and r9, 448
-    add qword ptr [r15 + r9 + 832], rcx
-    movzx ecx, byte ptr [r15 + 448]
+    add qword ptr [r15 + r9 + 832], r8
+    movzx r8d, byte ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
@@ -12167,109 +12077,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9949_j]
+    lea rcx, [rip + .Lc1_d9889_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9949_j_t
-.Lc1_d9949_j:
-    mov rcx, r9
-    mov r9d, 181
+    jmp .Lc1_d9889_j_t
+.Lc1_d9889_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov edi, 59
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 38
-    mov byte ptr [r15 + 64], al
-    mov eax, dword ptr [r15 + 128]
-    mov r9, r11
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
+    mov ecx, 39
+    mov rcx, rax
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    mov r9d, 171
-    vpshufd xmm13, xmm15, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 24
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 171
+    jmp 1f
+1:
     test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov rcx, rdi
-    mov r9, r11
+    or qword ptr [r15 + 704], 65
+    vpshufd xmm4, xmm15, 187
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 704]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    vmovq xmm15, rcx
-    mov r9, r11
-    vpcmpeqb xmm13, xmm13, xmm15
-    movzx eax, dil
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, 102
-    mov dword ptr [r15 + 256], 199
-    mov rdi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 198
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 233
+    mov byte ptr [r15 + 128], al
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 211
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov rsi, rdi
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
+    mov edi, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, edi
+    mov rbp, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    test ebx, 1024
-    jnz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, r9
-    mov r9, r11
+    mov esi, ebp
     mov rbp, r11
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    add qword ptr [r15 + 448], rdx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, dword ptr [r15 + 768]
-    lea r9, [r11 + r11*1]
-    mov edx, 48
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    add rdi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    add rdx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rdx
-    mov edx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], al
+    test ebx, 1024
+    jz 1f
+1:
+    movzx eax, dil
+    mov dword ptr [r15 + 448], 253
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], eax
+    movsxd rax, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    mov rdx, rbp
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 192], edx
+    add qword ptr [r15 + 320], rdi
+    vmovdqu xmm10, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx edi, r8b
+    mov edi, 48
+    movzx edi, byte ptr [r15 + 256]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, dword ptr [r15 + 768]
+    mov esi, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -12280,58 +12193,56 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d10044_s]
+    lea rcx, [rip + .Lc1_d9986_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10044_s_t
+    jmp .Lc1_d9986_s_t
     .p2align 3
-.Lc1_d10044_s:
+.Lc1_d9986_s:
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
+    jmp .Lc1_d9986_j
     .p2align 3
-    jmp .Lc1_d10044_j
-.Lc1_d10044_j:
-    mov rax, rdx
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov eax, 224
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    vpmovmskb r8d, xmm15
-    movzx r8d, r8b
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 117
+    jmp .Lc1_d9986_j
+.Lc1_d9986_j:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov ecx, 206
+    or qword ptr [r15 + 0], 57
+    movzx ecx, al
+    movzx ecx, cl
+    mov r9, r11
+    mov dword ptr [r15 + 0], r9d
+    mov rax, rbp
+    mov eax, dword ptr [r15 + 128]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov r9d, 122
     add r11, 64
     inc rbx
     dec r13
@@ -12343,156 +12254,149 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d10086_s]
+    lea rcx, [rip + .Lc1_d10027_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10086_s_t
+    jmp .Lc1_d10027_s_t
     .p2align 3
-.Lc1_d10086_s:
+.Lc1_d10027_s:
     .p2align 3
-    jmp .Lc1_d10086_j
+    jmp .Lc1_d10027_j
     .p2align 3
-    jmp .Lc1_d10086_j
-.Lc1_d10086_j:
+    jmp .Lc1_d10027_j
+.Lc1_d10027_j:
+    mov qword ptr [r15 + 512], r9
+    mov dword ptr [r15 + 192], ecx
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov eax, 152
+    add rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r8, r11
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], 85
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
+    mov qword ptr [r15 + 0], r9
+    mov r9, r11
     test ebx, 2048
     jz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 70
-    mov rcx, qword ptr [r15 + 448]
-    movzx r8d, cl
-    mov dword ptr [r15 + 640], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rcx
+    mov rax, qword ptr [r15 + 384]
+    and r9, 1984
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 640]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 62
+    mov rbp, r11
     mov qword ptr [r15 + 320], rbp
+    movzx r8d, al
+    movzx eax, r8b
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    mov rbp, qword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm1, r8
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 67
-    mov qword ptr [r15 + 192], r8
-    mov r8d, 49
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    vpaddd xmm1, xmm1, xmm1
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
     mov r8, r11
-    mov rsi, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 448]
-    mov r9, r11
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm10, r8
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r9
-    mov r9d, 214
-    mov dword ptr [r15 + 320], 250
-    movzx r9d, sil
-    mov dword ptr [r15 + 512], r9d
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], r8d
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov r8d, 58
+    movzx r8d, byte ptr [r15 + 256]
+    vpaddd xmm10, xmm10, xmm10
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
     mov r9, r11
-    mov r8, r9
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 167
+    mov dword ptr [r15 + 64], r9d
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 128], 150
+    mov rbp, r11
+    mov r9d, 221
+    mov dword ptr [r15 + 448], 214
+    movzx r9d, r8b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov r8, rax
+    mov dword ptr [r15 + 192], 218
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
-    lea rcx, [rip + .Lc1_d10171_j]
+    lea rcx, [rip + .Lc1_d10108_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10171_j_t
-.Lc1_d10171_j:
-    mov r9, r11
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    jmp 1f
-1:
-    mov r8d, 253
-    jmp 1f
-1:
+    jmp .Lc1_d10108_j_t
+.Lc1_d10108_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 166
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, 253
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 576], ymm4
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 24
-    mov r8, qword ptr [r15 + 512]
+    mov rcx, rcx
+    mov ecx, 56
+    mov dword ptr [r15 + 448], ecx
     mov rbp, r11
-    mov esi, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + 576], r8d
-    mov r8, rsi
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    and rbp, 1984
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    movzx ebp, sil
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
+    mov rbp, r11
+    mov rdi, rbp
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -12504,221 +12408,217 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 179
+    mov ecx, 179
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 448]
-    mov edx, eax
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 128], 122
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 216
     test dword ptr [r15 + 67117723], 16
+    jnz 1f
+1:
+    mov r8, r11
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 320]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 136
+    jmp 1f
+1:
+    mov r8, r8
+    vpshufd xmm3, xmm10, 229
+    jmp 1f
+1:
+    mov r8d, eax
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rdx
-    mov rbp, r11
-    vpshufd xmm15, xmm1, 143
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r8d, al
     jmp 1f
 1:
-    mov edx, edx
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3392]
-    and eax, dword ptr [r15 + 192]
-    movzx edx, al
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 256]
+    mov r8d, 70
     jmp 1f
 1:
-    movzx edx, bpl
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ebp, 15
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 102
-    mov rdi, qword ptr [r15 + 640]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov qword ptr [r15 + 64], rax
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 448], r8b
+    mov r8, qword ptr [r15 + 128]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10270_j]
+    lea rcx, [rip + .Lc1_d10205_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10270_j_t
-.Lc1_d10270_j:
-    mov rcx, qword ptr [r15 + 320]
-    movzx eax, bpl
-    mov dword ptr [r15 + 512], ebp
-    or qword ptr [r15 + 448], 117
+    jmp .Lc1_d10205_j_t
+.Lc1_d10205_j:
+    mov r8, r11
+    and r8, 8128
+    mov r9, r11
+    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm10
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 63
+    mov r9, r8
+    vpor xmm10, xmm10, xmm10
+    movzx r9d, r8b
+    movsxd r9, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
-    test dword ptr [r15 + 67117724], 12288
-    jz 1f
-1:
+    mov ecx, ecx
+    add rcx, qword ptr [r15 + 704]
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    and rbp, 448
-    add qword ptr [r15 + rbp + 832], rbp
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov r9, rcx
-    mov ecx, r9d
+    mov esi, 199
+    jmp 1f
+1:
     and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov ebp, eax
-    vpor xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 64], 26
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    mov eax, 249
-    movzx eax, al
+    mov dword ptr [r15 + rbp + 3392], 232
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov dword ptr [r15 + 768], ebp
+    and esi, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, r9b
+    mov ebp, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c222:
-    lea rcx, [rip + .Lc1_d10314_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10254_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10314_j_t
-.Lc1_d10314_j:
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 512]
+    jmp .Lc1_d10254_j_t
+.Lc1_d10254_j:
+    mov rcx, rax
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 233
+    mov byte ptr [r15 + 0], al
+    mov rax, rcx
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov esi, ecx
-    mov rcx, rsi
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    vpxor xmm1, xmm1, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rsi, rsi
-    test ebx, 1073741824
+    mov eax, 91
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 268705800
     jz 1f
 1:
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    and r8, 8128
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
     mov rbp, r11
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov dword ptr [r15 + 128], 112
+    mov rdx, qword ptr [r15 + 256]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov dword ptr [r15 + 384], 112
+    movzx ebp, al
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 65792
+    jz 1f
+1:
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + 576], 85
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 512]
+    mov edi, r8d
+    mov dword ptr [r15 + 64], 203
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 384]
-    mov edi, 20
-    mov edi, 61
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
+    vpxor xmm3, xmm3, xmm10
+    mov byte ptr [r15 + 448], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, qword ptr [r15 + 192]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edx
+    mov rdx, rax
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 252
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 151
+    mov rdx, qword ptr [r15 + 64]
+    mov eax, edx
+    mov edx, eax
+    movzx eax, byte ptr [r15 + 448]
+    mov rdi, rax
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov esi, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 9
+    mov dword ptr [r15 + 512], edx
+    movzx edx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 704], 51
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, rsi
+    mov byte ptr [r15 + 256], al
     mov rbp, r11
-    mov dword ptr [r15 + 64], 182
-    mov r8, r11
+    mov rsi, rsi
     and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    vmovq qword ptr [r15 + 384], xmm15
+    mov esi, dword ptr [r15 + rbp + 1344]
+    mov ebp, r9d
+    mov ebp, ebp
+    mov rbp, r11
+    mov eax, 127
     jmp 1f
 1:
-    mov r8, rbp
-    mov r8, r8
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 178
-    movzx r8d, byte ptr [r15 + 640]
-    mov ebp, r8d
-    mov r8d, ebp
-    mov ebp, r8d
-    mov r8d, 158
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 115
-    vpcmpeqb xmm15, xmm15, xmm1
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    vpcmpeqb xmm10, xmm10, xmm14
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
+    mov ebp, 60
     add r11, 64
     inc rbx
     dec r13
@@ -12730,255 +12630,249 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d10414_s]
+    lea rcx, [rip + .Lc1_d10349_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10414_s_t
+    jmp .Lc1_d10349_s_t
     .p2align 3
-.Lc1_d10414_s:
+.Lc1_d10349_s:
     .p2align 3
-    jmp .Lc1_d10414_j
+    jmp .Lc1_d10349_j
     .p2align 3
-    jmp .Lc1_d10414_j
-.Lc1_d10414_j:
+    jmp .Lc1_d10349_j
+.Lc1_d10349_j:
     mov dword ptr [r15 + 128], 157
-    movzx eax, al
-    mov r9, r11
-    mov dword ptr [r15 + 128], 95
-    mov rax, qword ptr [r15 + 256]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov byte ptr [r15 + 320], al
+    mov ecx, 17
+    mov dword ptr [r15 + 0], eax
     mov rbp, r11
-    mov rax, qword ptr [r15 + 704]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 13
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 192]
     and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    mov r9d, 218
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 6
-    mov rbp, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], edx
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], 136
+    mov r9d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d10451_j]
+    lea rcx, [rip + .Lc1_d10385_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10451_j_t
-.Lc1_d10451_j:
-    movzx ecx, byte ptr [r15 + 576]
+    jmp .Lc1_d10385_j_t
+.Lc1_d10385_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 246
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 320]
-    mov ebp, ecx
-    mov ecx, ebp
-    mov ebp, ecx
+    inc dword ptr [r15 + 0]
+    mov r9d, ecx
+    mov r9, r11
+    mov ecx, ecx
+    mov ecx, ecx
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 768]
-    movsxd rdi, dword ptr [r15 + 64]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 131
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    mov r8, r11
-    movzx ecx, bpl
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, rbp
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, rcx
     mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
+    mov rdi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], r9
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r9
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 64], rdi
+    mov rdi, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    vpshufd xmm6, xmm15, 193
-    mov byte ptr [r15 + 512], bpl
-    mov r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c226:
+    mov ecx, ebp
+    mov byte ptr [r15 + 384], cl
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
     jmp 1f
 1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    vmovq qword ptr [r15 + 0], xmm6
-    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r9d, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 256]
+    mov ebp, 106
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, r8
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     test ebx, 1024
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + 256]
-    mov edx, eax
-    mov eax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 192], rax
-    movzx eax, r8b
-    mov r8, r11
-    mov dword ptr [r15 + 512], 194
-    mov r9d, 13
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov r8, qword ptr [r15 + 64]
+    movzx r9d, dil
     mov r9, r11
-    movzx edi, r9b
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 640], rdi
+    mov edi, 196
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 222
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 704]
+    mov edx, ebp
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    movzx r9d, dil
+    mov r9, r9
+    mov dword ptr [r15 + 448], r9d
+    mov r9, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
     jmp 1f
 1:
+    mov rdx, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d10548_j]
+    lea rcx, [rip + .Lc1_d10480_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10548_j_t
-.Lc1_d10548_j:
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 256]
+    jmp .Lc1_d10480_j_t
+.Lc1_d10480_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, dil
-    mov qword ptr [r15 + 0], r9
+    movzx r9d, r9b
+    add qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 34
-    and ebp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], cl
+    mov qword ptr [r15 + 192], rcx
+    mov r9, r11
+    and ecx, dword ptr [r15 + 768]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov r9d, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, r11
     mov r9, r11
-    vmovdqu xmmword ptr [r15 + 128], xmm6
-    mov dword ptr [r15 + 192], 169
-    and r9, 1984
+    movzx ecx, byte ptr [r15 + 128]
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 320]
+    mov r8, rcx
+    mov dword ptr [r15 + 128], 91
+    mov ecx, 194
+    mov qword ptr [r15 + 64], rcx
     mov rbp, r11
-    mov eax, dword ptr [r15 + r9 + 1344]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 768]
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    vmovdqu xmm15, xmmword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c228:
-    mov rbp, r11
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 88
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, bpl
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx edi, bpl
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    movzx r9d, al
-    mov qword ptr [r15 + 576], r9
-    mov r9, r8
-    mov dword ptr [r15 + 512], r9d
-    mov r9d, edi
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 576]
     mov r8, r11
     jmp 1f
 1:
-    mov edx, 94
+    movzx eax, bpl
+    movzx ebp, al
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, r8d
+    mov r8d, 78
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rax
+    mov r9, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8d, dword ptr [r15 + 320]
+    mov eax, 129
+    movzx eax, al
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9, rbp
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     add r11, 64
     inc rbx
     dec r13
@@ -12990,115 +12884,113 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d10642_s]
+    lea rcx, [rip + .Lc1_d10573_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10642_s_t
+    jmp .Lc1_d10573_s_t
     .p2align 3
-.Lc1_d10642_s:
+.Lc1_d10573_s:
     .p2align 3
-    jmp .Lc1_d10642_j
+    jmp .Lc1_d10573_j
     .p2align 3
-    jmp .Lc1_d10642_j
-.Lc1_d10642_j:
-    mov rbp, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    movsxd rbp, dword ptr [r15 + 448]
+    jmp .Lc1_d10573_j
+.Lc1_d10573_j:
+    mov r9, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    movsxd r9, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
-    mov r9, r11
-    mov byte ptr [r15 + 0], al
-    and r9, 16320
-    mov eax, dword ptr [r15 + r9 + 15680]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 174
-    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 174
+    movzx eax, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, al
-    mov r9, r9
-    mov qword ptr [r15 + 192], rbp
-    movzx ebp, cl
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
+    movzx eax, cl
     mov r9, r11
-    mov byte ptr [r15 + 640], r9b
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov rax, rcx
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], rcx
+    movzx r9d, cl
+    mov byte ptr [r15 + 256], r9b
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 320], xmm6
+    mov byte ptr [r15 + 512], al
+    mov byte ptr [r15 + 128], cl
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    lea rcx, [rip + .Lc1_d10684_j]
+    lea rcx, [rip + .Lc1_d10615_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10684_j_t
-.Lc1_d10684_j:
+    jmp .Lc1_d10615_j_t
+.Lc1_d10615_j:
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
     jmp 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 128]
-    movzx ecx, cl
-    mov rcx, rcx
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
     mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    vpxor xmm10, xmm10, xmm15
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    vpxor xmm6, xmm6, xmm3
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 9
-    mov ecx, 4
-    mov r8, r11
+    mov ecx, 31
+    mov rbp, r11
+    mov qword ptr [r15 + 704], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    and r8, 8128
-    vmovq qword ptr [r15 + r8 + 7488], xmm6
-    mov r8d, edx
-    mov rdx, qword ptr [r15 + 128]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    mov ebp, 82
+    mov rbp, rcx
+    and ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rdx
+    mov edx, 69
+    mov edx, edx
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 320]
+    mov r8, r11
+    movzx ecx, cl
+    jmp 1f
+1:
+    and r8, 1984
+    add rbp, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 768], ebp
     jmp 1f
 1:
     mov r8, r11
-    and ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], ecx
-    and r8, 4032
-    add rdx, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rdx
-    mov edx, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov eax, 207
-    mov rax, rax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 33
+    mov dword ptr [r15 + 64], 146
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -13106,50 +12998,50 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
+    mov r8, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 69
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movsxd r8, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 192]
     mov edi, 225
-    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 576], edi
     jmp 1f
 1:
-    mov r9, r11
     mov edi, 196
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 512]
     and r9, 4032
     mov byte ptr [r15 + r9 + 3392], r9b
-    movzx r9d, byte ptr [r15 + 448]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    mov r9, rbp
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, byte ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov dword ptr [r15 + 128], 36
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    mov rax, rdi
+    vmovq qword ptr [r15 + 128], xmm3
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movzx r9d, byte ptr [r15 + 448]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 36
     add r11, 64
     inc rbx
     dec r13
@@ -13158,104 +13050,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10785_j]
+    lea rcx, [rip + .Lc1_d10714_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10785_j_t
-.Lc1_d10785_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d10714_j_t
+.Lc1_d10714_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 640], r9b
+    mov r9d, dword ptr [r15 + 64]
     mov rax, rax
+    movzx eax, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 320]
-    mov eax, 5
-    mov byte ptr [r15 + 640], al
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
+    mov eax, 155
+    mov dword ptr [r15 + 0], 160
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 18436
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 18432
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov ebp, 151
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 128], 218
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 384], 217
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    add rax, qword ptr [r15 + 512]
+    mov edx, 59
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov dword ptr [r15 + 384], eax
+    mov r8, r11
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, dword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 248
+    mov qword ptr [r15 + 256], rdx
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov rbp, r11
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    add rsi, qword ptr [r15 + 384]
-    movzx ebp, al
-    mov eax, 251
-    mov eax, 84
+    mov dword ptr [r15 + 128], 114
+    mov rdx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 185
     jmp 1f
 1:
-    mov eax, 56
     jmp 1f
 1:
-    mov eax, 89
-    mov rax, qword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 64]
+    mov r8d, 251
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 89
     jmp 1f
 1:
-    mov ebp, 113
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 99
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 168
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 768]
+    mov esi, edx
+    vpxor xmm15, xmm15, xmm10
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, 59
-    mov dword ptr [r15 + 768], 228
-    mov r8, r11
-    mov edi, dword ptr [r15 + 256]
-    and r8, 1984
-    xor dword ptr [r15 + r8 + 1344], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add r9, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 512]
+    movzx edx, r8b
+    mov r8d, 59
+    xor dword ptr [r15 + 704], esi
+    movzx esi, r9b
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 128]
     mov rbp, r11
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 704]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    mov ebp, ecx
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, 13
+    mov ebp, 41
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 174
     add r11, 64
     inc rbx
     dec r13
@@ -13266,53 +13161,53 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d10876_s]
+    lea rcx, [rip + .Lc1_d10807_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10876_s_t
+    jmp .Lc1_d10807_s_t
     .p2align 3
-.Lc1_d10876_s:
+.Lc1_d10807_s:
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
+    jmp .Lc1_d10807_j
     .p2align 3
-    jmp .Lc1_d10876_j
-.Lc1_d10876_j:
-    mov r9, r11
-    vpmovmskb eax, xmm6
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm6
-    mov byte ptr [r15 + 192], cl
-    mov byte ptr [r15 + 448], cl
-    vmovdqu ymmword ptr [r15 + 320], ymm6
+    jmp .Lc1_d10807_j
+.Lc1_d10807_j:
+    mov r8, r11
+    vpmovmskb eax, xmm10
+    mov rbp, r11
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    mov byte ptr [r15 + 64], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     mov ecx, 115
     jmp 1f
 1:
-    mov r9, r11
-    mov rcx, r9
-    mov qword ptr [r15 + 64], rcx
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rax
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
+    mov rbp, rcx
+    mov byte ptr [r15 + 576], bpl
+    mov byte ptr [r15 + 256], r8b
+    movzx r8d, al
     mov eax, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
+    mov eax, dword ptr [r15 + 320]
+    movzx ecx, al
     jmp 1f
 1:
     jmp 1f
@@ -13322,124 +13217,123 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d10919_j]
+    lea rcx, [rip + .Lc1_d10850_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10919_j_t
-.Lc1_d10919_j:
+    jmp .Lc1_d10850_j_t
+.Lc1_d10850_j:
     jmp 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov byte ptr [r15 + 320], al
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 163
-    mov rax, rax
-    mov eax, r9d
-    mov byte ptr [r15 + 0], al
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 163
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 128], 71
+    mov ecx, dword ptr [r15 + 640]
+    mov rdi, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, edi
+    mov r9, r11
+    mov edi, r9d
+    jmp 1f
+1:
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov ebp, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 36
-    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 512], cl
+    mov ecx, edi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, 58
-    movsxd rax, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 384]
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    mov edi, 121
+    movzx edi, byte ptr [r15 + 320]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rax, rcx
-    mov dword ptr [r15 + 384], 22
-    vmovq qword ptr [r15 + 512], xmm8
-    test ebx, 1073741824
+    add qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 255
+    mov dword ptr [r15 + 0], 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov eax, r9d
+    jmp 1f
+1:
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    mov dword ptr [r15 + 128], 55
+    mov r9, rax
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov r9d, 130
+    jmp 1f
+1:
+    mov r9, r11
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 704]
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 1610645508
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 4
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 129
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rcx, rcx
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov r9, r9
+    mov r9, r9
     jmp 1f
 1:
-    mov ecx, r9d
-    mov ecx, ecx
+    mov r9, qword ptr [r15 + 256]
     mov rbp, r11
-    add r9, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], r9
-    mov r9d, ebp
+    mov esi, eax
     and rbp, 1984
-    add qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, r11
-    mov r9d, ebp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 208
-    mov rbp, rcx
-    mov qword ptr [r15 + 448], rbp
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, r9d
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rax
+    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -13451,254 +13345,253 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d11021_s]
+    lea rcx, [rip + .Lc1_d10953_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11021_s_t
+    jmp .Lc1_d10953_s_t
     .p2align 3
-.Lc1_d11021_s:
+.Lc1_d10953_s:
     .p2align 3
-    jmp .Lc1_d11021_j
+    jmp .Lc1_d10953_j
     .p2align 3
-    jmp .Lc1_d11021_j
-.Lc1_d11021_j:
-    movzx ebp, al
-    mov eax, dword ptr [r15 + 320]
-    mov ecx, 25
-    vmovdqu xmmword ptr [r15 + 768], xmm3
-    mov ecx, 236
+    jmp .Lc1_d10953_j
+.Lc1_d10953_j:
+    mov r8, r11
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 162
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, r8b
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    mov ecx, 27
-    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    movzx r8d, byte ptr [r15 + 320]
+    mov ecx, eax
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1090519040
+    jnz 1f
+1:
+    mov eax, 16
+    mov byte ptr [r15 + 64], al
+    vmovdqu xmmword ptr [r15 + 128], xmm6
+    mov r8, r11
+    mov rax, r8
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, 20
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1090523136
-    jz 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 512]
-    mov ebp, ecx
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov edi, eax
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, 20
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
+    mov ecx, 49
+    mov dword ptr [r15 + 64], eax
+    movzx eax, byte ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 576], rax
     .byte 0x0f, 0x1f, 0x40, 0x00
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    movsxd r9, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], 193
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 640]
     test ebx, 1024
     jnz 1f
 1:
-    mov eax, ebp
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9d, 234
-    movzx ebp, r9b
-    mov qword ptr [r15 + 256], rbp
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], eax
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    mov r8d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], r8
+    movsxd r8, dword ptr [r15 + 64]
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 192], rax
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, 75
-    movsxd rbp, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 448]
-    mov r8d, esi
-    mov esi, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 512]
+    mov r9, r11
+    mov eax, eax
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 256]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, 94
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 640]
+    mov r9d, r8d
+    mov qword ptr [r15 + 128], r8
+    mov r8d, 28
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d11108_j]
+    lea rcx, [rip + .Lc1_d11040_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11108_j_t
-.Lc1_d11108_j:
-    mov byte ptr [r15 + 0], dil
+    jmp .Lc1_d11040_j_t
+.Lc1_d11040_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r9
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, r8b
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 93
-    mov dword ptr [r15 + 0], ecx
-    movzx edi, cl
+    mov r9d, 205
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx r8d, cl
+    vmovdqu ymmword ptr [r15 + 320], ymm15
     mov r8, r11
-    mov ecx, r8d
-    movzx ecx, cl
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
-    movzx ecx, r8b
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, 40
-    jmp 1f
-1:
+    movzx ecx, r9b
+    mov dword ptr [r15 + 128], ecx
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], r9d
+    mov r9, qword ptr [r15 + 768]
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 704]
+    add rcx, qword ptr [r15 + 64]
     mov r8, rcx
-    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 9
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 320]
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    lea rcx, [rip + .Lc1_d11155_j]
+    lea rcx, [rip + .Lc1_d11086_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11155_j_t
-.Lc1_d11155_j:
-    mov ecx, dword ptr [r15 + 128]
+    jmp .Lc1_d11086_j_t
+.Lc1_d11086_j:
+    movzx ecx, bpl
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, edi
+    movzx edi, cl
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm6, xmm6, xmm5
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 576]
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rcx
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov r9, rbp
+    vpor xmm15, xmm15, xmm15
+    movsxd rbp, dword ptr [r15 + 256]
+    mov rcx, rbp
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], edi
-    mov byte ptr [r15 + 320], dil
-    mov byte ptr [r15 + 768], bpl
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 16320
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 576], bpl
+    mov qword ptr [r15 + 320], rcx
+    movzx ecx, byte ptr [r15 + 64]
     mov rbp, r11
-    mov r9, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov r8, r11
+    mov byte ptr [r15 + 448], r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 159
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 55
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    vmovdqu xmmword ptr [r15 + 192], xmm6
-    mov ebp, ecx
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    movzx edi, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
     .byte 0x0f, 0x1f, 0x00
-    xor dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, edi
-    .byte 0x66, 0x90
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
+    .byte 0x66, 0x90
+    add r9, qword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r8d
+    mov qword ptr [r15 + 640], r8
     test ebx, 1024
     jz 1f
 1:
-    add r9, qword ptr [r15 + 128]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 134
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
     mov r8, r11
-    mov qword ptr [r15 + 256], r8
+    mov r9d, r8d
     and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    mov ecx, dword ptr [r15 + 64]
+    mov r9, r11
+    mov byte ptr [r15 + r8 + 7488], r9b
+    movzx r8d, byte ptr [r15 + 192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov edx, ebp
-    vmovdqu ymmword ptr [r15 + 640], ymm6
+    mov esi, ebp
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, rbp
+    mov r9, r11
+    mov dword ptr [r15 + 64], 226
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edx, bpl
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    movzx ebp, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -13710,75 +13603,70 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d11250_s]
+    lea rcx, [rip + .Lc1_d11182_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11250_s_t
+    jmp .Lc1_d11182_s_t
     .p2align 3
-.Lc1_d11250_s:
+.Lc1_d11182_s:
     .p2align 3
-    jmp .Lc1_d11250_j
+    jmp .Lc1_d11182_j
     .p2align 3
-    jmp .Lc1_d11250_j
-.Lc1_d11250_j:
-    mov rdx, rax
-    mov qword ptr [r15 + 320], rdx
-    mov rdx, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    jmp .Lc1_d11182_j
+.Lc1_d11182_j:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rcx
+    mov rcx, rax
+    mov rcx, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 256]
     test dword ptr [r15 + 67117724], 12288
     jnz 1f
 1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 704], al
-    movsxd rax, dword ptr [r15 + 128]
-    vpor xmm6, xmm6, xmm6
     mov r8, r11
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], r8b
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 704], eax
+    mov eax, dword ptr [r15 + 64]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    mov dword ptr [r15 + 192], ecx
+    vpor xmm15, xmm15, xmm15
     and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm6
-    mov dword ptr [r15 + 384], eax
-    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d11289_j]
+    lea rcx, [rip + .Lc1_d11220_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11289_j_t
-.Lc1_d11289_j:
+    jmp .Lc1_d11220_j_t
+.Lc1_d11220_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 115
+    mov ecx, 115
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
-    mov qword ptr [r15 + 0], rax
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rdx
-    mov r9, r11
-    mov rbp, r11
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 172
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov r9d, edx
-    mov dword ptr [r15 + 256], r9d
+    mov ecx, dword ptr [r15 + 128]
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm15
     jmp 1f
 1:
     test ebx, 1073741824
@@ -13786,134 +13674,137 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], ebp
-    mov rbp, qword ptr [r15 + 448]
-    mov rdx, rbp
-    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], r8d
+    movzx r8d, byte ptr [r15 + 448]
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm2
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm5
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, ecx
+    mov r8, r11
     mov r9, r11
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 82
-    mov r9, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 192]
-    mov r8d, eax
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    mov r8, r11
-    movzx r9d, r8b
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    vpcmpeqb xmm6, xmm6, xmm3
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 70
+    movsxd r9, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, r9b
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    vpcmpeqb xmm15, xmm15, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1536
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rdx
-    movzx edx, dl
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 64], 48
     mov r8, r11
-    mov rdx, qword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov ecx, 163
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov dword ptr [r15 + 640], 48
-    mov r8, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rsi
-    mov dword ptr [r15 + 384], 191
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 512]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d11383_j]
+    lea rcx, [rip + .Lc1_d11313_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11383_j_t
-.Lc1_d11383_j:
-    mov rcx, qword ptr [r15 + 704]
+    jmp .Lc1_d11313_j_t
+.Lc1_d11313_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], 126
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
     mov r8, r11
-    movzx esi, r8b
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movzx eax, cl
+    jmp 1f
+1:
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov qword ptr [r15 + 448], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 69
+    mov r9d, 199
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
+    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 149
-    mov rcx, r8
+    mov ecx, 187
+    mov rcx, rcx
     mov r8, r11
-    mov dword ptr [r15 + 384], 46
-    mov qword ptr [r15 + 192], rcx
-    mov byte ptr [r15 + 512], r8b
+    mov ecx, dword ptr [r15 + 704]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 384]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r8 + 7488], 196
     mov r8, rcx
-    mov dword ptr [r15 + 448], 100
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 46
+    movzx r8d, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 205
     add r11, 64
     inc rbx
     dec r13
@@ -13922,54 +13813,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 61
-    vpor xmm6, xmm6, xmm6
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov ebp, 61
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 192]
-    vpcmpeqb xmm6, xmm6, xmm0
-    mov dword ptr [r15 + 64], 37
     mov r9, r11
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, rdx
+    mov rcx, qword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 320]
     and r9, 8128
     mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 47
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rax, rbp
+    mov dword ptr [r15 + 0], 15
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], edi
-    mov dword ptr [r15 + 768], edi
-    movzx edi, byte ptr [r15 + 128]
+    movzx r9d, al
+    xor dword ptr [r15 + 192], r9d
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + 64]
+    mov eax, eax
+    mov dword ptr [r15 + 448], 21
+    movzx ebp, bpl
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 256]
-    movzx edx, r9b
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 576]
-    mov esi, ebp
-    mov ebp, esi
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], ebp
-    mov ebp, 83
-    mov ebp, 82
+    mov edx, 84
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r9d
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    mov r9d, 31
     add r11, 64
     inc rbx
     dec r13
@@ -13980,176 +13870,170 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d11481_s]
+    lea rcx, [rip + .Lc1_d11410_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11481_s_t
+    jmp .Lc1_d11410_s_t
     .p2align 3
-.Lc1_d11481_s:
+.Lc1_d11410_s:
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
+    jmp .Lc1_d11410_j
     .p2align 3
-    jmp .Lc1_d11481_j
-.Lc1_d11481_j:
-    jmp 1f
-1:
-    mov eax, ebp
-    vpor xmm13, xmm13, xmm12
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d11410_j
+.Lc1_d11410_j:
+    xor dword ptr [r15 + 64], r9d
+    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r11
-    nop
-    mov rcx, qword ptr [r15 + 384]
+    mov eax, ebp
+    jmp 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 448]
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], r8d
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    lea rcx, [rip + .Lc1_d11521_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11451_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11521_j_t
-.Lc1_d11521_j:
-    vmovq xmm11, r8
-    mov r8, qword ptr [r15 + 384]
-    add r8, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    jmp .Lc1_d11451_j_t
+.Lc1_d11451_j:
+    vpaddd xmm9, xmm9, xmm9
+    mov rax, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 138
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    vpaddd xmm11, xmm11, xmm11
-    mov rbp, qword ptr [r15 + 448]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
+    lock xadd qword ptr [r15 + 448], rcx
+    add rcx, qword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edi, r8b
+    test dword ptr [r15 + 67117724], 9441282
     jz 1f
 1:
-    mov r8d, 197
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    add r8, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], r8b
     mov r8, r11
-    mov ecx, r8d
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    vpxor xmm11, xmm11, xmm6
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    vpxor xmm9, xmm9, xmm15
+    mov r8, r11
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, r11
+    and r8, 8128
+    vmovq qword ptr [r15 + r8 + 7488], xmm9
+    mov r8, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov qword ptr [r15 + 192], rbp
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
+    vmovq xmm9, rcx
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm9
+    mov r8d, 224
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov ebp, r8d
+    vpaddd xmm9, xmm9, xmm9
+    mov edx, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 256], 128
+    movzx r8d, byte ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov esi, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 128
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov edx, 181
-    add rdx, qword ptr [r15 + 64]
+    mov edi, 82
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 205
-    mov r8, qword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 256]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    and rbp, 4032
+    add rsi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], 152
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov ebp, r8d
+    mov ebp, ebp
     jmp 1f
 1:
+    mov ebp, 118
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
     mov r8, r11
-    mov esi, 149
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
+    jmp 1f
+1:
+    or qword ptr [r15 + 384], 40
+    movzx eax, bpl
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     mov r8, r11
     jmp 1f
 1:
-    vmovq xmm13, rdx
-    movzx edx, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -14161,48 +14045,48 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d11620_s]
+    lea rcx, [rip + .Lc1_d11545_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11620_s_t
+    jmp .Lc1_d11545_s_t
     .p2align 3
-.Lc1_d11620_s:
+.Lc1_d11545_s:
     .p2align 3
-    jmp .Lc1_d11620_j
+    jmp .Lc1_d11545_j
     .p2align 3
-    jmp .Lc1_d11620_j
-.Lc1_d11620_j:
-    movzx eax, al
-    mov eax, 60
+    jmp .Lc1_d11545_j
+.Lc1_d11545_j:
+    movzx r8d, bpl
+    mov ebp, 60
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    vpshufd xmm15, xmm11, 4
-    mov byte ptr [r15 + 448], cl
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 576]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 128], rdi
+    mov rbp, qword ptr [r15 + 576]
+    vpshufd xmm10, xmm15, 4
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 268435472
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rdi
-    mov r9, r11
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, r9b
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    movzx ecx, r9b
-    mov ecx, 91
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 64], r8d
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ebp, r8b
+    vmovdqu xmm10, xmmword ptr [r15 + 448]
+    movzx ebp, r8b
+    mov ebp, 62
     add r11, 64
     inc rbx
     dec r13
@@ -14213,170 +14097,171 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 7
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 109
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx eax, bpl
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], 215
+    mov dword ptr [r15 + 128], eax
     test dword ptr [r15 + 67117723], 4210688
     jnz 1f
 1:
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 128]
-    mov ecx, edi
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 512]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 448]
-    add qword ptr [r15 + 640], rcx
-    mov rcx, rdi
+    and rbp, 1984
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 154
+    mov r9d, ebp
+    mov byte ptr [r15 + 256], r9b
+    movsxd r9, dword ptr [r15 + 640]
+    mov rbp, r11
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 704]
+    and rbp, 8128
+    add rax, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rdi
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d11706_j]
+    lea rcx, [rip + .Lc1_d11631_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11706_j_t
-.Lc1_d11706_j:
-    mov dword ptr [r15 + 0], edi
+    jmp .Lc1_d11631_j_t
+.Lc1_d11631_j:
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    mov rcx, rax
+    mov eax, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 3392], 106
+    mov dword ptr [r15 + 192], eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, 240
-    movzx edi, dil
-    or qword ptr [r15 + 0], 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], ecx
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rdi
-    mov rdi, qword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rsi
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 233
+    mov eax, eax
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 128]
     mov rbp, r11
+    movzx r8d, byte ptr [r15 + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov qword ptr [r15 + 448], rax
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rbp, r9
-    mov r9, r11
-    mov esi, r9d
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 768], rax
+    mov rax, qword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rdx, qword ptr [r15 + rbp + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d11752_j]
+    lea rcx, [rip + .Lc1_d11675_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11752_j_t
-.Lc1_d11752_j:
+    jmp .Lc1_d11675_j_t
+.Lc1_d11675_j:
+    mov ecx, 180
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, 231
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm13, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 64], 151
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], 53
+    mov r8, qword ptr [r15 + 256]
     test ebx, 4608
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 192]
-    mov r9, r11
-    movzx esi, cl
-    vmovq xmm10, rsi
-    mov rbp, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 12
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 26
+    mov r8, r11
+    mov rcx, r8
+    mov dword ptr [r15 + 448], 95
+    movzx edx, dl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], esi
-    mov rsi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], r8d
-    mov r8, r9
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rsi, r8
+    mov r8, r11
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 448], esi
-    vpmovmskb esi, xmm6
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 640]
-    add rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], eax
+    mov r8, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
+    vpmovmskb esi, xmm15
+    mov rsi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, r8d
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -14384,30 +14269,28 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 263168
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    mov edx, esi
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], sil
-    mov rsi, qword ptr [r15 + 128]
-    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edx, r9b
     mov r9, r11
-    mov r8d, ebp
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm6
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 64]
-    mov ecx, eax
-    mov qword ptr [r15 + 128], rsi
+    mov ebp, r9d
+    mov rbp, r11
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov ebp, edx
+    and ebp, dword ptr [r15 + 448]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov dword ptr [r15 + 704], r9d
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -14419,48 +14302,47 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4096
     setz al
-    lea rcx, [rip + .Lc1_d11842_s]
+    lea rcx, [rip + .Lc1_d11767_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11842_s_t
+    jmp .Lc1_d11767_s_t
     .p2align 3
-.Lc1_d11842_s:
+.Lc1_d11767_s:
     .p2align 3
-    jmp .Lc1_d11842_j
+    jmp .Lc1_d11767_j
     .p2align 3
-    jmp .Lc1_d11842_j
-.Lc1_d11842_j:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov ecx, 17
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    jmp .Lc1_d11767_j
+.Lc1_d11767_j:
+    movzx r9d, byte ptr [r15 + 768]
+    mov eax, 17
+    mov rax, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], r9d
+    mov r9, r11
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, ecx
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov esi, 113
-    mov esi, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov edi, 132
+    mov edi, dword ptr [r15 + 128]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -14482,7 +14364,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, eax
+    xor r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
@@ -14490,12 +14372,12 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
+    mov rcx, r9
     mov dword ptr [r15 + 0], 142
     test dword ptr [r15 + 67117724], 2064
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -14503,42 +14385,42 @@ ditto_body_c1:
     test ebx, 20448
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r9, r10
     or qword ptr [r15 + 320], 30
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
+    movzx ecx, al
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm10, r8
-    movsxd rcx, dword ptr [r15 + 128]
+    vmovq xmm9, r9
+    movsxd rsi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
+    mov eax, esi
     test ebx, 24384
     jz 1f
 1:
-    lea r8, [r8 + r8*2 + 2]
+    lea r9, [r9 + r9*2 + 2]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
+    mov r8, r10
     mov dword ptr [r15 + 576], 160
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
     test ebx, 7670
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm10
+    vmovdqu ymmword ptr [r15 + 384], ymm9
     test ebx, 1073741824
     jnz 1f
 1:
@@ -14572,7 +14454,7 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
@@ -14580,8 +14462,8 @@ ditto_body_c1:
     test bl, 16
     jz 1f
 1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
@@ -14590,12 +14472,12 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 320]
     test bl, 20
     jz 1f
 1:
     mov eax, 2
-    mov eax, r9d
+    mov eax, r8d
     test ebx, 1073741824
     jnz 1f
 1:
@@ -14603,22 +14485,22 @@ ditto_body_c1:
     test dword ptr [r15 + 67117723], 4194304
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 384]
     mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
+    mov rax, qword ptr [r15 + rbp + 1344]
     movzx ebp, byte ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 640], al
+    mov byte ptr [r15 + 640], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 128], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -14630,16 +14512,16 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d12009_s]
+    lea rcx, [rip + .Lc1_d11934_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12009_s_t
+    jmp .Lc1_d11934_s_t
     .p2align 3
-.Lc1_d12009_s:
+.Lc1_d11934_s:
     .p2align 3
-    jmp .Lc1_d12009_j
+    jmp .Lc1_d11934_j
     .p2align 3
-    jmp .Lc1_d12009_j
-.Lc1_d12009_j:
+    jmp .Lc1_d11934_j
+.Lc1_d11934_j:
     mov byte ptr [r15 + 64], al
     test ebx, 1073741824
     jnz 1f
@@ -14662,7 +14544,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 51
+    mov ecx, 51
     test ebx, 1073741824
     jnz 1f
 1:
@@ -14675,7 +14557,7 @@ ditto_body_c1:
     test dword ptr [r15 + 67117724], 131072
     jz 1f
 1:
-    movzx ecx, dil
+    movzx ecx, cl
     test bl, 8
     jnz 1f
 1:
@@ -14683,11 +14565,11 @@ ditto_body_c1:
     test ebx, 6784
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 448]
     test ebx, 14336
     jz 1f
 1:
@@ -14724,30 +14606,30 @@ ditto_body_c1:
     jnz 1f
 1:
     mov dword ptr [r15 + 512], 75
-    mov ecx, eax
+    mov eax, eax
     mov byte ptr [r15 + 192], bpl
-    mov qword ptr [r15 + 320], rcx
-    mov r8, r11
+    mov qword ptr [r15 + 320], rax
+    mov r9, r11
     test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    movzx r8d, byte ptr [r15 + 256]
-    movzx eax, bpl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    movzx ebp, byte ptr [r15 + 256]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm10
+    movsxd r9, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm9
     mov rbp, r11
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, ebp
+    mov byte ptr [r15 + 128], al
+    mov eax, ebp
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx r9d, byte ptr [r15 + rbp + 832]
     mov ebp, ebp
     mov ebp, dword ptr [r15 + 448]
     add r11, 64
@@ -14758,54 +14640,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12114_j]
+    lea rcx, [rip + .Lc1_d12039_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12114_j_t
-.Lc1_d12114_j:
+    jmp .Lc1_d12039_j_t
+.Lc1_d12039_j:
     mov rbp, r10
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 7488], r9d
+    movzx r9d, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 170
-    mov dword ptr [r15 + 0], ebp
+    mov ecx, 170
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edi
     mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    movzx r8d, r8b
-    mov r8, rax
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx eax, r9b
+    mov r9, rbp
     test dword ptr [r15 + 67117723], 541065216
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    vmovq qword ptr [r15 + 64], xmm10
+    mov edi, dword ptr [r15 + 256]
+    vmovq qword ptr [r15 + 64], xmm9
     movzx ecx, byte ptr [r15 + 192]
-    mov r8, r11
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    mov dword ptr [r15 + 128], r8d
-    mov rax, rbp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    mov dword ptr [r15 + 128], ebp
+    mov r9, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 448], ebp
-    mov ebp, ecx
+    mov ecx, ebp
+    mov dword ptr [r15 + 448], edi
+    mov edi, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -14815,10 +14697,10 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12164_j]
+    lea rcx, [rip + .Lc1_d12089_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12164_j_t
-.Lc1_d12164_j:
+    jmp .Lc1_d12089_j_t
+.Lc1_d12089_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -14826,40 +14708,40 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
+    mov r9, r10
     movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    mov r8d, dword ptr [r15 + 128]
-    vmovq xmm10, rax
-    mov qword ptr [r15 + 704], r8
-    mov r9, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov ebp, dword ptr [r15 + 128]
+    vmovq xmm9, rax
+    mov qword ptr [r15 + 704], rbp
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
     mov dword ptr [r15 + 192], ecx
     mov dword ptr [r15 + 384], 248
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm10
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], r8
-    mov r8, rbp
-    mov byte ptr [r15 + 448], bpl
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, r9
+    mov byte ptr [r15 + 448], r9b
     test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    mov rcx, r9
-    movzx r9d, byte ptr [r15 + 64]
+    mov rcx, r8
+    movzx r8d, byte ptr [r15 + 64]
     .byte 0x0f, 0x1f, 0x00
     add r11, 64
     add r10, r11
@@ -14867,7 +14749,7 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movzx ebp, r8b
+    movzx ebp, r9b
     mov dword ptr [r15 + 192], 70
     mov qword ptr [r15 + 448], rbp
     mov r12, qword ptr [r15 + r12 + 56]
@@ -14879,96 +14761,96 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 22
-    mov r8, r11
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 64]
-    mov ecx, 218
+    mov qword ptr [r15 + 128], r9
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, 218
     test bl, 96
     jz 1f
 1:
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 46
-    movzx r9d, r9b
-    mov dword ptr [r15 + 128], ecx
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 46
+    movzx ebp, bpl
+    mov dword ptr [r15 + 128], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 768]
-    mov rdx, rbp
-    mov r9, r11
+    mov r9d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 768]
+    mov rcx, rax
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 384]
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov r9, r9
+    movsxd r8, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rcx, [rip + .Lc1_d12255_j]
+    lea rcx, [rip + .Lc1_d12180_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12255_j_t
-.Lc1_d12255_j:
-    mov r9, r11
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], r9d
-    and r9, 448
+    jmp .Lc1_d12180_j_t
+.Lc1_d12180_j:
     mov rbp, r11
-    mov qword ptr [r15 + r9 + 832], r9
-    movsxd rdx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], ebp
+    and rbp, 448
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 832], rbp
+    movsxd r9, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 120
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 120
+    movzx r8d, cl
+    mov ecx, ebp
     movzx ebp, r8b
-    mov r8d, r9d
-    movzx r9d, bpl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 210
+    mov edi, 210
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r9d
-    mov r9d, 63
-    add r8, qword ptr [r15 + 0]
-    vpcmpeqb xmm10, xmm10, xmm12
+    mov ecx, ebp
+    mov ebp, 63
+    add rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmm12
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r8, rbp
-    mov rbp, qword ptr [r15 + 64]
+    mov ecx, ecx
+    mov rcx, r8
+    mov r8, qword ptr [r15 + 64]
     mov dword ptr [r15 + 320], 48
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], r9b
+    mov byte ptr [r15 + 192], r8b
     mov byte ptr [r15 + 256], bpl
     mov ebp, 146
     add r11, 64
@@ -14980,47 +14862,47 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rax, qword ptr [r15 + 128]
-    movzx r9d, bpl
-    mov r9, r11
+    movzx r8d, cl
+    mov r8, r11
     mov dword ptr [r15 + 448], 57
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9, r11
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    mov qword ptr [r15 + 704], r8
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 84
+    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + 704], rbp
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 84
     test dword ptr [r15 + 67117723], 8
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, ebp
-    add r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, ecx
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
+    mov eax, r8d
     test dword ptr [r15 + 67117724], 134775808
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 640], ymm8
+    vmovdqu ymmword ptr [r15 + 640], ymm7
     mov rbp, r11
-    mov byte ptr [r15 + 64], r9b
+    mov byte ptr [r15 + 64], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov qword ptr [r15 + 512], r8
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov qword ptr [r15 + 512], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -15032,33 +14914,35 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d12353_s]
+    lea rcx, [rip + .Lc1_d12278_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12353_s_t
+    jmp .Lc1_d12278_s_t
     .p2align 3
-.Lc1_d12353_s:
+.Lc1_d12278_s:
     .p2align 3
-    jmp .Lc1_d12353_j
+    jmp .Lc1_d12278_j
     .p2align 3
-    jmp .Lc1_d12353_j
-.Lc1_d12353_j:
+    jmp .Lc1_d12278_j
+.Lc1_d12278_j:
     mov r8d, ecx
     movzx r8d, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 768]
     test dword ptr [r15 + 67117724], 276
     jz 1f
 1:
-    mov rbp, r11
-    movzx eax, r9b
-    mov eax, ecx
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
+    mov r9, r11
+    movzx eax, cl
+    mov ecx, ecx
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], r9b
-    mov dword ptr [r15 + 0], 131
+    mov rbp, qword ptr [r15 + 448]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    mov dword ptr [r15 + 320], 131
     test ebx, 304
     jz 1f
 1:
@@ -15068,16 +14952,16 @@ ditto_body_c1:
     test dword ptr [r15 + 67117723], 272629760
     jnz 1f
 1:
-    mov r9d, r8d
-    movzx r8d, byte ptr [r15 + 448]
-    mov r9, rcx
-    mov r9, r11
+    mov edx, r9d
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdx, rcx
+    mov r8, r11
     test bl, 48
     jz 1f
 1:
-    movzx eax, r9b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 140
+    movzx eax, cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 140
     add r11, 64
     inc rbx
     dec r13
@@ -15088,56 +14972,58 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12400_s]
+    lea rcx, [rip + .Lc1_d12327_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12400_s_t
+    jmp .Lc1_d12327_s_t
     .p2align 3
-.Lc1_d12400_s:
+.Lc1_d12327_s:
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
+    jmp .Lc1_d12327_j
     .p2align 3
-    jmp .Lc1_d12400_j
-.Lc1_d12400_j:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, cl
+    jmp .Lc1_d12327_j
+.Lc1_d12327_j:
+    movzx r8d, al
+    movzx r8d, al
+    mov dword ptr [r15 + 512], ecx
     test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 576], eax
+    mov qword ptr [r15 + 64], rcx
     mov r8, r11
-    mov eax, 236
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm9
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    mov byte ptr [r15 + 64], cl
+    mov ecx, 156
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8d, 218
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + 512], ecx
-    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 384], r8b
+    vmovdqu xmm9, xmmword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 49
-    and r9, 4032
-    vmovdqu xmm13, xmmword ptr [r15 + r9 + 3392]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
@@ -15157,62 +15043,56 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d12450_s]
+    lea rcx, [rip + .Lc1_d12379_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12450_s_t
+    jmp .Lc1_d12379_s_t
     .p2align 3
-.Lc1_d12450_s:
+.Lc1_d12379_s:
     .p2align 3
-    jmp .Lc1_d12450_j
+    jmp .Lc1_d12379_j
     .p2align 3
-    jmp .Lc1_d12450_j
-.Lc1_d12450_j:
-    mov r8, r10
-    mov r9, qword ptr [r15 + 128]
+    jmp .Lc1_d12379_j
+.Lc1_d12379_j:
+    mov r8, r11
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r8, r10
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
+    mov rbp, r11
+    mov eax, ecx
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
+1:
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], edi
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
     test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov ebp, eax
+    mov r8, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 320]
+    mov ebp, 75
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
     test dword ptr [r15 + 67117723], 262208
     jnz 1f
 1:
-    mov eax, 255
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    vpor xmm10, xmm10, xmm10
+    movzx r8d, byte ptr [r15 + 256]
+    vmovdqu xmm13, xmmword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15220,60 +15100,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
     jmp 1f
 1:
-    mov rcx, r9
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 143
+    mov ebp, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 640]
+    movzx r8d, cl
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov r9, r9
-    movzx r9d, bpl
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], ebp
-    mov ebp, 221
-    mov rbp, r11
-    mov r9, r11
-    vpaddd xmm13, xmm13, xmm13
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    test dword ptr [r15 + 67117723], 8388608
     jz 1f
 1:
-    mov rdx, rbp
-    mov rdx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 320], r9b
-    mov r9, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    mov rax, r8
+    jmp 1f
+1:
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    mov rcx, rbp
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 6324224
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    add qword ptr [r15 + 384], rcx
+    mov rcx, qword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 127
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -15282,60 +15161,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12553_j]
+    lea rcx, [rip + .Lc1_d12475_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12553_j_t
-.Lc1_d12553_j:
+    jmp .Lc1_d12475_j_t
+.Lc1_d12475_j:
     mov qword ptr [r15 + 768], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], esi
+    mov dword ptr [r15 + 512], ecx
     jmp 1f
 1:
-    mov rdx, rcx
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, rax
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm9, xmm13, 84
+    mov qword ptr [r15 + 704], r8
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm9
+    mov r8, r9
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
+1:
+    mov ebp, r9d
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 448]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r9, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov rbp, r9
-    test dword ptr [r15 + 67117724], 16896
-    jnz 1f
-1:
-    mov qword ptr [r15 + 704], rdx
-    mov edx, r9d
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    mov r9d, edx
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 384]
-    movzx eax, al
+    movzx esi, byte ptr [r15 + 320]
+    movzx eax, r9b
     jmp 1f
 1:
     add r11, 64
@@ -15343,60 +15222,57 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 11
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm13
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 168
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdx, rdi
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
+    jmp 1f
 1:
-    xchg qword ptr [r15 + 0], rbp
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    inc dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
+    movzx eax, r9b
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 320]
     mov rbp, r11
-    mov dword ptr [r15 + 576], 26
-    mov eax, edi
-    movzx eax, byte ptr [r15 + 384]
+    mov ecx, 86
+    movzx ecx, byte ptr [r15 + 64]
+    test bl, 16
+    jz 1f
+1:
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 256], ymm13
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 576], 207
+    movsxd r8, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    xchg qword ptr [r15 + 256], rax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -15410,53 +15286,53 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b6_c0:
     mov rbp, r10
-    vpaddd xmm13, xmm13, xmm13
+    vpaddd xmm13, xmm13, xmm9
     and rbp, 4032
     lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
+    mov byte ptr [r15 + r9 + 7488], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov rax, r8
     test bl, 144
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov ebp, 12
-    mov eax, 140
-    mov qword ptr [r15 + 640], rcx
+    mov ecx, r8d
+    mov r8d, 12
+    mov ecx, 140
+    mov qword ptr [r15 + 640], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], ebp
-    vpaddd xmm13, xmm13, xmm10
-    and ecx, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    vpaddd xmm9, xmm9, xmm9
+    and eax, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 192]
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rax
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
     mov dword ptr [r15 + 128], 88
     test ebx, 1073741824
     jnz 1f
 1:
     mov byte ptr [r15 + 512], r8b
-    movzx r8d, al
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + r9 + 7552], ecx
+    movzx r8d, cl
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + r9 + 7552], ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -15474,8 +15350,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -15483,33 +15359,33 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
+    mov rcx, rax
     mov qword ptr [r15 + 0], rax
-    mov rax, r8
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 448], r8b
+    mov byte ptr [r15 + 448], al
     mov r8, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
     mov qword ptr [r15 + 512], rax
-    mov dword ptr [r15 + 64], 13
-    movsxd rbp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 112
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, bpl
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 256]
     mov byte ptr [r15 + 64], bpl
-    mov ebp, dword ptr [r15 + 768]
-    mov r8, r9
-    mov qword ptr [r15 + 128], rbp
+    mov rbp, rcx
+    mov qword ptr [r15 + 768], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
+    mov r8, r11
     mov eax, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
+    movsxd rdi, dword ptr [r15 + 384]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
@@ -15521,90 +15397,90 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12754_s]
+    lea rcx, [rip + .Lc1_d12674_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12754_s_t
+    jmp .Lc1_d12674_s_t
     .p2align 3
-.Lc1_d12754_s:
+.Lc1_d12674_s:
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
+    jmp .Lc1_d12674_j
     .p2align 3
-    jmp .Lc1_d12754_j
-.Lc1_d12754_j:
-    mov r8, r11
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 256]
+    jmp .Lc1_d12674_j
+.Lc1_d12674_j:
+    mov r9, r11
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rcx
-    mov qword ptr [r15 + 576], rbp
+    mov rax, r9
+    mov qword ptr [r15 + 576], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, ebp
-    mov dword ptr [r15 + 448], edx
+    mov ecx, ecx
+    mov dword ptr [r15 + 448], edi
     test dword ptr [r15 + 67117723], 163856
     jz 1f
 1:
-    mov rax, rbp
-    mov rbp, qword ptr [r15 + 128]
+    mov r8, rax
+    mov rax, qword ptr [r15 + 128]
     mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
     mov r9, r11
     and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov edi, dword ptr [r15 + r8 + 1344]
     and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
+    mov ecx, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov ebp, 186
+    mov eax, 186
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 142
-    mov rax, rdx
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 234
+    mov ecx, 234
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov byte ptr [r15 + 0], r9b
+    movzx ecx, dil
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov edx, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 320]
     and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
+    mov ecx, dword ptr [r15 + r9 + 1344]
     movsxd r9, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 448], dl
-    movzx edx, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -15612,18 +15488,18 @@ ditto_body_c1:
     mov r9d, 194
     movzx r9d, byte ptr [r15 + 64]
     mov r8, r11
-    mov rax, qword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 192]
     mov rbp, r11
     and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov rax, qword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 4032
     movzx r9d, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
+    vmovdqu ymmword ptr [r15 + 384], ymm9
     mov ecx, r9d
-    mov ecx, eax
+    mov ecx, edi
     add r11, 64
     inc rbx
     dec r13
@@ -15632,56 +15508,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12846_j]
+    lea rcx, [rip + .Lc1_d12766_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12846_j_t
-.Lc1_d12846_j:
-    mov r8d, eax
-    mov r8, r9
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, eax
-    mov rbp, r11
+    jmp .Lc1_d12766_j_t
+.Lc1_d12766_j:
+    mov edi, r9d
+    mov r9, rax
+    mov qword ptr [r15 + 512], rdi
+    mov r9d, edi
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 128], rbp
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 128], rdi
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     test dword ptr [r15 + 67117723], 83886080
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], r9
-    mov r9d, 176
-    mov r9, qword ptr [r15 + 192]
+    lock add qword ptr [r15 + 0], rcx
+    mov ecx, 176
+    mov rcx, qword ptr [r15 + 192]
     test dword ptr [r15 + 67117723], 1116176
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov rcx, r9
-    mov ecx, 244
+    mov ebp, dword ptr [r15 + 384]
+    mov rdi, r9
+    mov r9d, 244
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    mov ebp, r9d
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 256]
-    mov r8, r11
+    mov eax, edi
+    mov eax, ecx
+    mov dword ptr [r15 + 128], edi
+    mov rdi, qword ptr [r15 + 256]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov eax, r9d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 212
+    mov dword ptr [r15 + 448], ebp
+    mov r9d, r9d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 212
     test ebx, 1073741824
     jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 64]
+    mov rax, rax
+    add rax, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -15690,54 +15566,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    add r9, qword ptr [r15 + 0]
-    mov r8, rcx
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    add rbp, qword ptr [r15 + 0]
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 33554432
     jz 1f
 1:
-    mov ebp, eax
+    mov r9d, eax
     vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rax
-    mov rax, rbp
+    mov rdi, rax
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, eax
     test bl, 80
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 192]
     movzx r8d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movzx eax, r8b
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 768]
-    and rbp, 8128
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 7488]
+    mov r9, r10
+    movzx edi, r8b
+    movsxd rdi, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 768]
+    and r9, 8128
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 448], r8d
-    mov r8d, r9d
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, edi
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + 320], r8
     mov r8, r11
-    mov byte ptr [r15 + 576], bpl
+    mov byte ptr [r15 + 576], r9b
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
+    mov dword ptr [r15 + r8 + 832], ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -15747,51 +15623,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12947_j]
+    lea rcx, [rip + .Lc1_d12867_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12947_j_t
-.Lc1_d12947_j:
+    jmp .Lc1_d12867_j_t
+.Lc1_d12867_j:
     mov ebp, dword ptr [r15 + 192]
+    movzx r9d, cl
+    add r9, qword ptr [r15 + 128]
     movzx r8d, al
-    add r8, qword ptr [r15 + 128]
-    movzx edi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdi
-    mov rcx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 640], r8b
-    mov r8, r11
+    mov rdx, r8
+    mov rdx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 640], r9b
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 384]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    mov rbp, r11
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov eax, ecx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
+    mov byte ptr [r15 + 0], r8b
+    mov edx, edx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov edi, eax
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    and edi, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov ecx, edx
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and ecx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
     vmovdqu ymmword ptr [r15 + 320], ymm13
-    mov rcx, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], al
+    mov r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], dl
     add r11, 64
     inc rbx
     dec r13
@@ -15803,23 +15679,23 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d12994_s]
+    lea rcx, [rip + .Lc1_d12914_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12994_s_t
+    jmp .Lc1_d12914_s_t
     .p2align 3
-.Lc1_d12994_s:
+.Lc1_d12914_s:
     .p2align 3
-    jmp .Lc1_d12994_j
+    jmp .Lc1_d12914_j
     .p2align 3
-    jmp .Lc1_d12994_j
-.Lc1_d12994_j:
+    jmp .Lc1_d12914_j
+.Lc1_d12914_j:
     mov rbp, r11
     movsxd rdi, dword ptr [r15 + 256]
     mov r8, r10
     and rbp, 4032
     add rax, qword ptr [r15 + rbp + 3392]
     and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
@@ -15829,7 +15705,7 @@ ditto_body_c1:
     test dword ptr [r15 + 67117723], 537001984
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm10
+    vmovdqu ymmword ptr [r15 + 64], ymm9
     mov dword ptr [r15 + 0], 193
     movzx edi, al
     test ebx, 1073741824
@@ -15837,11 +15713,11 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     add rax, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 512]
     mov rdi, rax
     mov dword ptr [r15 + 384], 123
     test bl, 144
@@ -15866,54 +15742,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
+    add qword ptr [r15 + 704], rax
+    mov eax, 165
+    mov dword ptr [r15 + 256], 88
+    mov eax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    vpaddd xmm10, xmm10, xmm10
-    mov edi, 122
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], r8
-    mov r8, rax
-    mov r8d, edi
-    mov qword ptr [r15 + 320], rbp
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
+    mov r8d, dword ptr [r15 + 512]
+    mov rdi, rax
+    mov r9, r10
+    mov edi, edi
+    nop
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    test dword ptr [r15 + 67117724], 134217792
+    jnz 1f
 1:
-    movzx ecx, al
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 31
+    mov r8, r10
+    mov eax, 26
+    mov rbp, r10
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    movzx ebp, bpl
+    mov byte ptr [r15 + 128], r8b
     test dword ptr [r15 + 67117724], 8
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 640]
     mov rcx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], al
-    mov dword ptr [r15 + 512], 252
-    test dword ptr [r15 + 67117723], 301990912
-    jz 1f
-1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 704]
-    nop
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 192], rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -15931,40 +15807,40 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 20480
+    mov r9, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 1069056
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], esi
+    mov rdi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r10
+    mov edx, edi
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
     mov rbp, r11
-    mov eax, esi
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov ebp, 134
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 64]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 448]
+    mov eax, 134
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 512]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 512]
-    movzx r8d, dil
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov ebp, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 384], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 64], al
+    mov rax, qword ptr [r15 + 448]
+    movzx r9d, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -15977,44 +15853,44 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d13139_s]
+    lea rcx, [rip + .Lc1_d13060_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13139_s_t
+    jmp .Lc1_d13060_s_t
     .p2align 3
-.Lc1_d13139_s:
+.Lc1_d13060_s:
     .p2align 3
-    jmp .Lc1_d13139_j
+    jmp .Lc1_d13060_j
     .p2align 3
-    jmp .Lc1_d13139_j
-.Lc1_d13139_j:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d13060_j
+.Lc1_d13060_j:
     mov dword ptr [r15 + 64], 209
-    mov byte ptr [r15 + 640], r8b
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7552], al
+    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 512], al
     mov byte ptr [r15 + 256], al
-    test dword ptr [r15 + 67117724], 536887812
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 4210688
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r9, r10
+    movsxd r8, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r10
     mov esi, dword ptr [r15 + 576]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 83886080
     jz 1f
 1:
-    mov r9, r11
-    mov edi, dword ptr [r15 + r8 + 7488]
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15680]
+    and r8, 16320
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + r8 + 15680]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
     add r11, 64
@@ -16023,82 +15899,75 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov edi, 190
-    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov dword ptr [r15 + 0], eax
+    mov esi, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    movzx esi, al
     jmp 1f
 1:
-    mov esi, eax
-    jmp 1f
-1:
-    test bl, 32
+    xor dword ptr [r15 + 0], eax
+    test bl, 48
     jz 1f
 1:
-    movzx edi, sil
-    jmp 1f
-1:
+    mov ecx, eax
+    mov rax, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 187
-    movzx esi, byte ptr [r15 + 448]
-    test bl, 80
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, edx
-    mov rbp, r11
-    mov edx, 111
-    jmp 1f
-1:
-    mov edx, edx
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, qword ptr [r15 + 704]
-    mov rdi, qword ptr [r15 + 192]
-    vpor xmm10, xmm10, xmm10
-    test dword ptr [r15 + 67117723], 1048584
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov r8, r11
-    mov rdx, rdx
-    mov rdx, r8
-    mov edx, edi
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 704]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 184
+    mov ecx, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    mov rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 113
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov r8, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
+    mov rcx, r8
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -16107,108 +15976,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13245_j]
+    lea rcx, [rip + .Lc1_d13161_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13245_j_t
-.Lc1_d13245_j:
-    mov r8, r11
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 256]
-    and r8, 448
-    inc dword ptr [r15 + r8 + 832]
-    mov r8d, edx
-    movsxd rdx, dword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 218
-    movsxd rax, dword ptr [r15 + 448]
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edx
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r8, r11
-    mov qword ptr [r15 + 320], rdx
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 512]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov r8d, 153
+    jmp .Lc1_d13161_j_t
+.Lc1_d13161_j:
+    vmovq xmm13, r8
+    inc dword ptr [r15 + 0]
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    or qword ptr [r15 + 128], 82
-    movzx eax, byte ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 73
+    movsxd rdi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 18874371
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 192]
+    mov edx, edi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov rax, rdi
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdx
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, 72
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov ebp, ebp
+    test dword ptr [r15 + 67117723], 134217984
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 164
+    movzx eax, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13293_j]
+    lea rcx, [rip + .Lc1_d13208_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13293_j_t
-.Lc1_d13293_j:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    jmp .Lc1_d13208_j_t
+.Lc1_d13208_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rsi
-    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
-    mov r8, r11
+    movzx ecx, al
+    movzx eax, dl
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    vmovdqu xmmword ptr [r15 + 128], xmm10
-    mov eax, 223
-    movzx eax, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 10485792
     jz 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx edx, al
-    movzx edx, byte ptr [r15 + 256]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 246
+    vpxor xmm9, xmm9, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 256]
+    movzx r9d, al
+    mov dword ptr [r15 + 576], 202
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 79
-    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + 384], r9b
+    mov byte ptr [r15 + 320], dil
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 128]
+    movzx edi, cl
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8d, 115
+    mov r8d, 250
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rdi
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx edi, r8b
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -16217,109 +16091,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     test dword ptr [r15 + 67117723], 1048608
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 640]
-    mov eax, r8d
-    mov r8, r11
-    movzx eax, sil
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 196
-    mov byte ptr [r15 + 448], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 640]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 2101248
+    and rbp, 8128
+    mov r9, r11
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], 168
+    mov rdx, qword ptr [r15 + 320]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 704]
-    mov r8, r11
-    jmp 1f
+    mov esi, dword ptr [r15 + 704]
+    mov ebp, ebp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 64], al
+    movsxd rax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 161
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rbp
+    movsxd rbp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    lea rcx, [rip + .Lc1_d13381_j]
+    lea rcx, [rip + .Lc1_d13305_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13381_j_t
-.Lc1_d13381_j:
-    mov r9, r11
-    mov dword ptr [r15 + 128], 175
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 186
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 108
-    mov dword ptr [r15 + 0], 217
-    mov esi, eax
+    jmp .Lc1_d13305_j_t
+.Lc1_d13305_j:
+    mov dword ptr [r15 + 192], 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, edx
+    vmovdqu ymmword ptr [r15 + 0], ymm9
     mov qword ptr [r15 + 0], rcx
-    mov rcx, rax
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov dword ptr [r15 + 0], 75
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 768]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 2
-    mov r8, qword ptr [r15 + 64]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 142
-    mov byte ptr [r15 + 256], sil
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 142
+    mov dword ptr [r15 + 512], 173
+    mov dword ptr [r15 + 128], 126
+    movzx ecx, byte ptr [r15 + 448]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -16335,19 +16210,19 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13437_j]
+    lea rcx, [rip + .Lc1_d13359_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13437_j_t
-.Lc1_d13437_j:
-    mov r8, r10
-    mov r9, qword ptr [r15 + 576]
-    mov rdx, rcx
+    jmp .Lc1_d13359_j_t
+.Lc1_d13359_j:
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 576]
+    mov rsi, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 246
-    movzx r8d, cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 246
+    movzx r9d, cl
     test ebx, 1073741824
     jz 1f
 1:
@@ -16356,16 +16231,16 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, ecx
+    mov esi, ecx
     test dword ptr [r15 + 67117723], 8192
     jz 1f
 1:
-    mov r9, rdx
-    mov byte ptr [r15 + 512], cl
+    mov r9, rdi
+    mov byte ptr [r15 + 512], sil
     test dword ptr [r15 + 67117724], 68
     jnz 1f
 1:
-    movzx r8d, cl
+    movzx edi, cl
     mov ecx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
@@ -16375,18 +16250,18 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 768]
     and r9, 16320
-    vmovq qword ptr [r15 + r9 + 15680], xmm10
+    vmovq qword ptr [r15 + r9 + 15680], xmm9
     test dword ptr [r15 + 67117723], 1073741828
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], eax
+    mov dword ptr [r15 + 192], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -16398,27 +16273,27 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     movzx eax, al
     mov rax, qword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, al
-    mov edi, eax
+    movzx esi, al
+    mov esi, eax
     test ebx, 114112
     jz 1f
 1:
-    mov dword ptr [r15 + 128], edx
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rbp, r11
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, r11
     test dword ptr [r15 + 67117724], 268435456
     jz 1f
 1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
     test ebx, 1073741824
     jz 1f
 1:
@@ -16427,26 +16302,26 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 320]
+    mov r9d, r8d
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 320]
     test ebx, 16384
     jz 1f
 1:
-    mov byte ptr [r15 + 704], bpl
-    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 704], al
+    movzx eax, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
     movsxd rdx, dword ptr [r15 + 256]
-    movzx r9d, r9b
+    movzx r8d, r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -16456,27 +16331,27 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13539_j]
+    lea rcx, [rip + .Lc1_d13461_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13539_j_t
-.Lc1_d13539_j:
+    jmp .Lc1_d13461_j_t
+.Lc1_d13461_j:
     .byte 0x66, 0x90
-    mov rbp, rax
+    mov rbp, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, al
+    movzx r8d, cl
     mov byte ptr [r15 + 256], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], dl
-    mov edx, 190
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, 190
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 157
+    mov edx, 157
     test ebx, 1073741824
     jnz 1f
 1:
@@ -16484,31 +16359,31 @@ ditto_body_c1:
     test dword ptr [r15 + 67117724], 1048832
     jnz 1f
 1:
-    mov r9, r11
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 178
+    mov r8, r11
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 178
     test ebx, 1280
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 768]
     mov dword ptr [r15 + 64], 72
     test ebx, 1073741824
     jz 1f
 1:
     mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 320]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
+    mov qword ptr [r15 + rbp + 832], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 512], al
+    movzx r8d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 512], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ebp
+    mov edi, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -16520,63 +16395,63 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13591_s]
+    lea rcx, [rip + .Lc1_d13513_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13591_s_t
+    jmp .Lc1_d13513_s_t
     .p2align 3
-.Lc1_d13591_s:
+.Lc1_d13513_s:
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
+    jmp .Lc1_d13513_j
     .p2align 3
-    jmp .Lc1_d13591_j
-.Lc1_d13591_j:
-    imul rdx, qword ptr [r15 + 64]
+    jmp .Lc1_d13513_j
+.Lc1_d13513_j:
+    imul rdi, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
     mov byte ptr [r15 + 448], cl
-    mov r9, r10
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    add rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
+    mov edi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
@@ -16594,23 +16469,23 @@ ditto_body_c1:
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
-    lea rcx, [rip + .Lc1_d13640_j]
+    lea rcx, [rip + .Lc1_d13562_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13640_j_t
-.Lc1_d13640_j:
-    mov r8, r11
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
+    jmp .Lc1_d13562_j_t
+.Lc1_d13562_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
+    mov ecx, esi
     test ebx, 256
     jnz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 108
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 108
     test ebx, 1073741824
     jnz 1f
 1:
@@ -16621,15 +16496,15 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and edi, dword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], edi
+    mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], dil
+    mov byte ptr [r15 + 512], cl
     test bl, 96
     jz 1f
 1:
@@ -16649,45 +16524,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 384], ecx
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     test dword ptr [r15 + 67117723], 8519680
     jnz 1f
 1:
-    mov ecx, 216
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 384]
     test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    mov qword ptr [r15 + 320], rax
-    mov eax, dword ptr [r15 + 128]
-    mov rbp, r11
-    movzx edx, cl
+    mov rcx, qword ptr [r15 + 640]
+    mov edi, 221
+    mov rdi, r9
+    movzx r9d, r9b
     test ebx, 256
     jz 1f
 1:
-    mov rsi, rdx
-    and rbp, 1984
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 1344], 90
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rcx
+    mov rcx, rdi
+    mov dword ptr [r15 + 512], edi
+    mov dword ptr [r15 + 128], edi
     test dword ptr [r15 + 67117723], 44040196
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 640], eax
-    mov eax, edx
+    mov dword ptr [r15 + 64], 153
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], r9
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    vmovq qword ptr [r15 + 64], xmm8
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -16696,53 +16574,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13725_j]
+    lea rcx, [rip + .Lc1_d13649_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13725_j_t
-.Lc1_d13725_j:
-    mov edx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 23
+    jmp .Lc1_d13649_j_t
+.Lc1_d13649_j:
+    mov r9d, 24
+    vpmovmskb r9d, xmm8
+    movzx r9d, byte ptr [r15 + 64]
     test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 210
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 39
-    mov byte ptr [r15 + 192], cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 128], 87
-    vpcmpeqb xmm10, xmm10, xmm13
-    mov dword ptr [r15 + 256], 107
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    vpcmpeqb xmm10, xmm10, xmm14
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
     .byte 0x0f, 0x1f, 0x00
+    vpcmpeqb xmm8, xmm8, xmm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    mov dword ptr [r15 + 256], 18
     test ebx, 256
     jz 1f
 1:
-    mov eax, eax
-    mov eax, 100
     mov r9, r11
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx ecx, r8b
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov r9d, ecx
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmm13
+    mov dword ptr [r15 + 704], 50
+    mov r8, r11
+    mov dword ptr [r15 + 448], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov qword ptr [r15 + 512], r8
     add r11, 64
     inc rbx
     dec r13
@@ -16751,105 +16629,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r9d, eax
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 384], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 1082130433
-    jz 1f
-1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 384], r9
-    movzx r9d, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 242
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 768], r9d
+    movzx ecx, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rcx
+    mov eax, 247
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 1082130433
+    jz 1f
+1:
+    mov rbp, rcx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 243
+    mov r8d, 171
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
+    movzx r8d, r9b
+    movzx r9d, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 117
-    mov r8, r11
-    mov r9d, 212
-    mov r9d, 149
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 768]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov ebp, 48
+    mov ebp, dword ptr [r15 + 256]
     test dword ptr [r15 + 67117723], 6
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, rcx
+    mov ecx, ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c3:
-    lea rcx, [rip + .Lc1_d13815_j]
+    lea rcx, [rip + .Lc1_d13739_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13815_j_t
-.Lc1_d13815_j:
-    movzx r8d, byte ptr [r15 + 576]
+    jmp .Lc1_d13739_j_t
+.Lc1_d13739_j:
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rbp
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    add rcx, qword ptr [r15 + 0]
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx eax, cl
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 256]
-    movzx r8d, r8b
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 192]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 832], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r15 + 384]
-    mov ecx, 5
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ebp
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 384]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, rax
+    mov eax, 224
+    movzx eax, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, dl
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 512]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r9, rdx
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r8d, cl
+    mov dword ptr [r15 + 448], eax
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rcx, rcx
-    mov ecx, dword ptr [r15 + 128]
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 640]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov rcx, r8
+    mov r8, rbp
+    movsxd rbp, dword ptr [r15 + 576]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -16857,50 +16736,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13867_j]
+    lea rcx, [rip + .Lc1_d13792_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13867_j_t
-.Lc1_d13867_j:
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], eax
+    jmp .Lc1_d13792_j_t
+.Lc1_d13792_j:
+    mov r8d, 195
+    mov r8, r11
+    mov byte ptr [r15 + 256], cl
     mov r9, r11
-    mov esi, 3
-    mov dword ptr [r15 + 448], 168
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
     and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 128]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], esi
-    mov r8, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + r8 + 1344]
     test dword ptr [r15 + 67117723], 2097156
     jnz 1f
 1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 704]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 192], 139
+    mov dword ptr [r15 + 448], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    lock xadd qword ptr [r15 + 64], rax
+    movzx r8d, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 512], rcx
-    movzx esi, r9b
-    mov r9d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 215
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r9d
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -16909,54 +16790,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, r8
-    mov r8, r11
-    mov qword ptr [r15 + 256], rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 256], r8d
+    and r9d, dword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 8320
     jz 1f
 1:
-    mov r9d, 243
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
+    mov rbp, r10
+    mov rdx, rax
+    movzx eax, bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    mov ebp, 227
+    test ebx, 2688
+    jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 24
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 160
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], r8
-    test ebx, 256
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, r11
-    mov dword ptr [r15 + 128], eax
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r9b
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 768]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx eax, al
-    mov rax, r9
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rcx, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -16964,53 +16845,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13961_j]
+    lea rcx, [rip + .Lc1_d13888_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13961_j_t
-.Lc1_d13961_j:
-    mov r9, qword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 448]
+    jmp .Lc1_d13888_j_t
+.Lc1_d13888_j:
+    mov edx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 256]
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r8, r11
-    mov dword ptr [r15 + 384], 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], al
-    test ebx, 512
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
+    mov esi, 249
+    mov r8, r10
+    test ebx, 256
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, 25
-    mov r8d, 77
-    test dword ptr [r15 + 67117723], 2097664
-    jnz 1f
-1:
-    mov r9, r11
+    mov byte ptr [r15 + 512], cl
     mov rbp, r11
-    mov eax, eax
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 191
+    mov dword ptr [r15 + rbp + 832], 238
+    test dword ptr [r15 + 67117723], 512
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17018,48 +16898,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 128], ymm4
     mov rbp, r11
-    mov qword ptr [r15 + 448], r9
-    movzx r9d, r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 136
-    test ebx, 1073741824
-    jz 1f
-1:
     nop
-    mov byte ptr [r15 + 64], r9b
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    mov byte ptr [r15 + 64], dl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
     test ebx, 1073741824
     jz 1f
 1:
+    mov esi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 704], 29
-    mov r9, r11
-    mov edx, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 2164736
-    jz 1f
+    mov r8d, esi
+    test dword ptr [r15 + 67117723], 2304
+    jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9, r10
+    mov dword ptr [r15 + 704], 124
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov esi, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov qword ptr [r15 + 64], r9
+    test dword ptr [r15 + 67117724], 2099200
+    jnz 1f
+1:
+    mov ecx, r9d
+    movzx ecx, bpl
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 512], xmm4
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    movzx r9d, byte ptr [r15 + 256]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 320], 248
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17070,49 +16954,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d14052_s]
+    lea rcx, [rip + .Lc1_d13981_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14052_s_t
+    jmp .Lc1_d13981_s_t
     .p2align 3
-.Lc1_d14052_s:
+.Lc1_d13981_s:
     .p2align 3
-    jmp .Lc1_d14052_j
+    jmp .Lc1_d13981_j
     .p2align 3
-    jmp .Lc1_d14052_j
-.Lc1_d14052_j:
-    mov r9, r11
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 320]
-    vpshufd xmm4, xmm10, 70
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
+    jmp .Lc1_d13981_j
+.Lc1_d13981_j:
+    mov rbp, r10
     mov r8, rax
-    mov qword ptr [r15 + 512], rax
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpshufd xmm9, xmm3, 153
+    mov rbp, qword ptr [r15 + 768]
+    mov rcx, rcx
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov r8, r11
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17122,58 +17008,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14098_j]
+    lea rcx, [rip + .Lc1_d14028_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14098_j_t
-.Lc1_d14098_j:
-    mov r8d, dword ptr [r15 + 256]
-    mov r9, r11
-    mov rdx, rax
-    mov rax, qword ptr [r15 + 128]
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
+    jmp .Lc1_d14028_j_t
+.Lc1_d14028_j:
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rsi
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 241
+    mov eax, r8d
+    mov eax, 241
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov esi, 137
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9, r11
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rcx, rsi
     test ebx, 640
     jnz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    mov r9, rax
-    mov r9, r11
-    mov qword ptr [r15 + 448], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, rsi
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 384], r9b
-    movsxd r9, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, ebp
+    mov byte ptr [r15 + 128], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 384], al
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17181,56 +17067,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 640], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
     test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    movzx ecx, r9b
-    mov rcx, rax
-    mov byte ptr [r15 + 128], r9b
-    vmovdqu xmmword ptr [r15 + 640], xmm4
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 256], xmm9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], r9b
-    mov r9d, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 192], sil
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], eax
+    vmovq xmm13, rax
     test ebx, 384
     jz 1f
 1:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    vmovq xmm4, rcx
-    mov r9d, 57
+    mov esi, 66
+    vmovdqu xmmword ptr [r15 + 64], xmm13
+    mov r9, r11
+    mov rdx, rcx
+    mov dword ptr [r15 + 704], r9d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 64], xmm4
-    mov rbp, r11
-    mov rcx, rcx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov rbp, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    movzx r8d, cl
-    mov byte ptr [r15 + 448], r9b
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 448], rsi
+    movzx esi, cl
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -17242,51 +17127,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d14198_s]
+    lea rcx, [rip + .Lc1_d14128_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14198_s_t
+    jmp .Lc1_d14128_s_t
     .p2align 3
-.Lc1_d14198_s:
+.Lc1_d14128_s:
     .p2align 3
-    jmp .Lc1_d14198_j
+    jmp .Lc1_d14128_j
     .p2align 3
-    jmp .Lc1_d14198_j
-.Lc1_d14198_j:
+    jmp .Lc1_d14128_j
+.Lc1_d14128_j:
+    mov rdx, rax
+    mov qword ptr [r15 + 256], rax
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rcx
     mov r9, r11
-    mov rbp, rcx
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    mov r9, rbp
+    vmovdqu xmm7, xmmword ptr [r15 + 64]
+    mov r8, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rax
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
     test dword ptr [r15 + 67117724], 1073741892
     jz 1f
 1:
+    movsxd rax, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 192], r8d
-    movsxd r8, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 768], ebp
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], eax
     add r11, 64
     inc rbx
     dec r13
@@ -17295,51 +17180,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 128]
+    mov rbp, r11
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov edx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 545259520
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    movzx ecx, al
+    mov rax, rax
+    movzx eax, bpl
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 0], 211
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov qword ptr [r15 + 256], r8
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rax
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], dl
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdi, qword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    movzx eax, dl
     mov r8, r11
-    mov rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rbp
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov r8, qword ptr [r15 + 448]
-    movzx ecx, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov byte ptr [r15 + 576], al
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 448], dil
     add r11, 64
     inc rbx
     dec r13
@@ -17348,120 +17233,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14290_j]
+    lea rcx, [rip + .Lc1_d14220_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14290_j_t
-.Lc1_d14290_j:
-    mov r8, r11
-    movzx edx, cl
-    mov edx, 55
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 13
-    movzx r8d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d14220_j_t
+.Lc1_d14220_j:
+    mov rbp, r11
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov ebp, 33
+    mov dword ptr [r15 + 128], 54
+    mov byte ptr [r15 + 64], cl
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 128]
-    mov rcx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 32769
     jnz 1f
 1:
+    mov rdi, rbp
+    add rdi, qword ptr [r15 + 192]
     mov r9, r11
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
-    mov r8, r11
-    mov dword ptr [r15 + 256], r9d
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdi
+    jmp 1f
+1:
+    movzx ebp, r9b
     test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    movzx ecx, r9b
-    mov byte ptr [r15 + 640], r9b
+    mov dword ptr [r15 + 640], ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx r9d, r9b
+    mov byte ptr [r15 + 448], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c14:
-    lea rcx, [rip + .Lc1_d14336_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14269_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14336_j_t
-.Lc1_d14336_j:
-    vpmovmskb r9d, xmm6
+    jmp .Lc1_d14269_j_t
+.Lc1_d14269_j:
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 768]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    vpmovmskb r9d, xmm7
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 236
-    mov rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], 44
-    test ebx, 896
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 256], xmm4
-    mov ecx, 49
-    mov rcx, qword ptr [r15 + 768]
-    and ecx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dl
+    mov dword ptr [r15 + 0], 236
     jmp 1f
 1:
-    mov eax, ecx
-    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    and ebp, dword ptr [r15 + 128]
+    mov edi, 86
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 25
+    mov qword ptr [r15 + 448], rbp
+    movsxd rbp, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 209780736
+    jz 1f
+1:
+    mov rdi, rdi
+    vmovq qword ptr [r15 + 512], xmm13
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 448]
-    mov edi, 151
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 256]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17469,52 +17351,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 256], 35
-    mov qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    mov rcx, rax
-    test dword ptr [r15 + 67117724], 67143682
-    jnz 1f
-1:
-    mov r8, rcx
-    mov r8d, 194
-    mov r8, r11
-    mov edx, dword ptr [r15 + 576]
-    movzx ebp, cl
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
+    movzx eax, sil
+    mov dword ptr [r15 + 128], edx
+    mov rdx, r9
+    mov qword ptr [r15 + 192], rax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, edx
     mov rbp, r11
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 119
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    movsxd r8, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 46
-    movsxd rsi, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rsi, rbp
+    mov esi, dword ptr [r15 + 512]
+    and r8, 8128
     mov rbp, r11
+    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 537919488
+    jz 1f
+1:
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 384], rsi
+    movsxd rsi, dword ptr [r15 + 64]
+    test ebx, 2688
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 223
+    mov eax, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -17526,55 +17412,55 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d14437_s]
+    lea rcx, [rip + .Lc1_d14368_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14437_s_t
+    jmp .Lc1_d14368_s_t
     .p2align 3
-.Lc1_d14437_s:
+.Lc1_d14368_s:
     .p2align 3
-    jmp .Lc1_d14437_j
+    jmp .Lc1_d14368_j
     .p2align 3
-    jmp .Lc1_d14437_j
-.Lc1_d14437_j:
-    movzx r8d, r8b
+    jmp .Lc1_d14368_j
+.Lc1_d14368_j:
+    mov rdx, rcx
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    mov qword ptr [r15 + 640], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 19
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, byte ptr [r15 + 256]
+    mov r9, r10
+    movzx edi, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 169
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 74
+    mov ebp, edi
     mov rbp, r11
-    vmovq qword ptr [r15 + 0], xmm6
-    mov byte ptr [r15 + 0], al
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 640], r8
-    mov dword ptr [r15 + 192], 242
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rcx
+    vmovq xmm8, r9
     mov r9, rbp
-    or qword ptr [r15 + 320], 38
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov eax, r9d
-    mov dword ptr [r15 + 448], 74
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov rbp, rax
-    mov rbp, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17582,51 +17468,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14486_j]
+    lea rcx, [rip + .Lc1_d14417_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14486_j_t
-.Lc1_d14486_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 215
+    jmp .Lc1_d14417_j_t
+.Lc1_d14417_j:
+    mov dword ptr [r15 + 0], 215
     mov r9d, 188
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 536875008
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov eax, 92
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    test ebx, 640
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 384]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm9
+    mov r8d, 245
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 704]
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 512], r9
-    movsxd r9, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17634,53 +17524,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rsi
+    mov qword ptr [r15 + 768], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 512]
+    mov r8, r11
+    mov r9, r11
+    mov eax, 112
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 576]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 110
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    mov dword ptr [r15 + 448], 232
-    movzx r9d, cl
-    mov byte ptr [r15 + 768], cl
-    mov r9, r11
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 128]
+    movzx edx, r8b
+    mov byte ptr [r15 + 192], r9b
+    mov r9, r10
     test dword ptr [r15 + 67117723], 64
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, rcx
-    and r9, 4032
-    add rbp, qword ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov eax, 211
-    mov r8, r11
+    mov rax, rdx
+    mov dword ptr [r15 + 64], r9d
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm8
+    mov r9d, 44
     test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rbp
+    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    mov rbp, r9
-    mov ebp, 97
-    mov qword ptr [r15 + 64], rax
+    mov r9d, edx
+    mov r9, r8
+    mov r9d, 190
+    mov qword ptr [r15 + 320], rax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17688,53 +17579,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14578_j]
+    lea rcx, [rip + .Lc1_d14513_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14578_j_t
-.Lc1_d14578_j:
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], 238
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp .Lc1_d14513_j_t
+.Lc1_d14513_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 79
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 64]
-    mov r9, rcx
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, r10
-    mov dword ptr [r15 + 192], 203
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 208
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 448]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9, rbp
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 268435460
     jnz 1f
 1:
+    mov rdx, qword ptr [r15 + 384]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 64], 44
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 86
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov rax, qword ptr [r15 + 640]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8, r9
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 576], rbp
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 301989892
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 256], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb r9d, xmm6
-    vpshufd xmm6, xmm6, 152
-    movsxd r9, dword ptr [r15 + 384]
+    vpmovmskb r9d, xmm13
+    vpshufd xmm13, xmm12, 246
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17744,51 +17635,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 128]
+    mov rax, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm13
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 335609856
-    jz 1f
-1:
-    mov r9d, r9d
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    vmovdqu xmmword ptr [r15 + 640], xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    mov r8, r11
-    mov qword ptr [r15 + 320], rax
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov rsi, r9
-    mov byte ptr [r15 + 192], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 704], al
+    movzx eax, byte ptr [r15 + 256]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 448]
+    and edx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 335609984
+    jnz 1f
+1:
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rax
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 8388609
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 34
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -17800,48 +17691,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d14671_s]
+    lea rcx, [rip + .Lc1_d14606_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14671_s_t
+    jmp .Lc1_d14606_s_t
     .p2align 3
-.Lc1_d14671_s:
+.Lc1_d14606_s:
     .p2align 3
-    jmp .Lc1_d14671_j
+    jmp .Lc1_d14606_j
     .p2align 3
-    jmp .Lc1_d14671_j
-.Lc1_d14671_j:
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], eax
-    mov byte ptr [r15 + 448], cl
+    jmp .Lc1_d14606_j
+.Lc1_d14606_j:
+    mov rbp, r10
+    and rbp, 4032
+    mov r8, r10
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 768], ebp
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
     test dword ptr [r15 + 67117723], 65792
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    mov esi, 7
-    mov esi, eax
+    mov eax, dword ptr [r15 + 256]
+    mov r9d, 7
     test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    mov rbp, r10
-    mov rdi, rdi
-    mov rdi, rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    test dword ptr [r15 + 67117723], 134283264
+    mov ebp, r8d
+    mov r8, r9
+    test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    mov r8, r10
-    mov esi, edi
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 768]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov rdx, rdx
+    mov rbp, r10
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, edx
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17851,56 +17745,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14716_j]
+    lea rcx, [rip + .Lc1_d14653_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14716_j_t
-.Lc1_d14716_j:
-    mov dword ptr [r15 + 448], 143
+    jmp .Lc1_d14653_j_t
+.Lc1_d14653_j:
+    mov dword ptr [r15 + 512], 143
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 254
+    mov dword ptr [r15 + 384], 254
     mov eax, eax
     jmp 1f
 1:
+    vpaddd xmm13, xmm13, xmm13
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm6, xmm6, xmm6
-    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, dword ptr [r15 + 320]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm6
-    movzx r9d, byte ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 2163712
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm13
+    mov ecx, dword ptr [r15 + 576]
+    mov rdx, rax
+    xor dword ptr [r15 + 384], r8d
+    test dword ptr [r15 + 67117723], 2196480
     jz 1f
 1:
-    mov rbp, rax
-    xor dword ptr [r15 + 320], r9d
-    mov r9d, r9d
+    mov edi, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, dil
     test dword ptr [r15 + 67117723], 536871168
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov byte ptr [r15 + 320], r9b
-    mov byte ptr [r15 + 64], bpl
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + r8 + 1408], dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -17910,111 +17803,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx eax, bpl
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ebp, al
-    mov rbp, rax
-    mov dword ptr [r15 + 0], 212
-    mov ebp, eax
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx eax, bpl
     test dword ptr [r15 + 67117723], 67108872
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 704]
-    mov ebp, r9d
-    mov r9d, 172
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm4
+    mov edi, ecx
+    mov rdi, qword ptr [r15 + 640]
+    mov edx, ecx
+    mov byte ptr [r15 + 704], al
     test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, rax
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 18
-    mov dword ptr [r15 + 256], r8d
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 197
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
+    mov edi, ecx
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r9b
-    mov dword ptr [r15 + 512], r9d
-    movsxd r9, dword ptr [r15 + 128]
-    mov ecx, ebp
+    mov dword ptr [r15 + 192], r9d
+    movzx esi, dil
+    mov rbp, r11
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 189
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 320]
-    mov eax, r8d
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
+    mov ecx, 94
+    mov rcx, rdi
+    mov dword ptr [r15 + 320], edi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c24:
-    lea rcx, [rip + .Lc1_d14811_j]
+    lea rcx, [rip + .Lc1_d14748_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14811_j_t
-.Lc1_d14811_j:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 256], 176
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 45
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d14748_j_t
+.Lc1_d14748_j:
     mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 206
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 60
+    mov eax, dword ptr [r15 + 768]
+    mov ecx, ecx
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq qword ptr [r15 + 384], xmm6
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 1408], 108
-    mov dword ptr [r15 + 448], r8d
+    mov r9, r11
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], 96
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 206
+    mov r9d, 164
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 231
+    vmovq qword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmm7, xmmword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], esi
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rsi
+    mov dword ptr [r15 + 192], ebp
+    mov byte ptr [r15 + 128], sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -18024,49 +17916,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 384]
+    mov eax, eax
+    mov qword ptr [r15 + 64], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r9, rax
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 128]
-    mov edi, r8d
-    mov qword ptr [r15 + 512], rax
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
+    movzx eax, byte ptr [r15 + 448]
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 192]
     test dword ptr [r15 + 67117723], 16
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
     mov r8, r11
-    movzx edx, byte ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 576]
+    mov rdx, rbp
+    movzx edx, byte ptr [r15 + 128]
+    mov rdi, rax
+    and r8, 4032
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    test ebx, 384
+    jnz 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], 28
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rdi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 640]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 182
-    jmp 1f
-1:
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], 66
-    mov ebp, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r8d
-    movzx r8d, dl
+    mov dword ptr [r15 + r8 + 832], 66
+    mov dword ptr [r15 + 576], edx
     add r11, 64
     inc rbx
     dec r13
@@ -18077,54 +17970,57 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14908_s]
+    lea rcx, [rip + .Lc1_d14844_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14908_s_t
+    jmp .Lc1_d14844_s_t
     .p2align 3
-.Lc1_d14908_s:
+.Lc1_d14844_s:
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
+    jmp .Lc1_d14844_j
     .p2align 3
-    jmp .Lc1_d14908_j
-.Lc1_d14908_j:
-    mov r8, r8
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 128]
+    jmp .Lc1_d14844_j
+.Lc1_d14844_j:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm4
-    and r8, 1984
+    mov rax, rax
     mov rbp, r11
-    vmovq qword ptr [r15 + r8 + 1344], xmm6
+    movzx eax, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 512], dl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov qword ptr [r15 + 320], rdx
     test dword ptr [r15 + 67117723], 50397184
     jz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    mov qword ptr [r15 + 512], r8
-    test dword ptr [r15 + 67117724], 33948672
-    jz 1f
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov eax, 125
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + 640], r9b
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm7
     add r11, 64
     inc rbx
     dec r13
@@ -18136,60 +18032,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d14951_s]
+    lea rcx, [rip + .Lc1_d14889_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14951_s_t
+    jmp .Lc1_d14889_s_t
     .p2align 3
-.Lc1_d14951_s:
+.Lc1_d14889_s:
     .p2align 3
-    jmp .Lc1_d14951_j
+    jmp .Lc1_d14889_j
     .p2align 3
-    jmp .Lc1_d14951_j
-.Lc1_d14951_j:
-    mov ebp, ecx
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    vmovdqu ymmword ptr [r15 + 448], ymm6
+    jmp .Lc1_d14889_j
+.Lc1_d14889_j:
+    mov ebp, dword ptr [r15 + 128]
+    mov rsi, rcx
+    jmp 1f
+1:
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov rax, rax
+    mov eax, r9d
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
     test dword ptr [r15 + 67117723], 1073873664
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov ebp, ecx
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    mov rbp, rax
     test dword ptr [r15 + 67117723], 201326592
     jnz 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rbp, r10
-    mov rdi, rcx
+    vmovdqu ymmword ptr [r15 + 704], ymm7
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rdi
-    mov edi, dword ptr [r15 + 384]
+    mov ecx, eax
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 124
-    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
+    mov r9d, 135
+    mov qword ptr [r15 + 512], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -18199,67 +18095,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    mov eax, eax
-    mov r8, r11
-    mov dword ptr [r15 + 0], 40
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
+    jz 1f
 1:
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm4
-    mov r8, r10
-    mov r9, r11
-    and r8, 448
-    or qword ptr [r15 + r8 + 832], 29
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r9d, r9d
+    vmovq qword ptr [r15 + 768], xmm7
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, eax
+    movzx edi, al
+    movzx edi, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm7
     jmp 1f
 1:
-    mov ecx, 197
-    mov ecx, 134
+    vpaddd xmm8, xmm8, xmm8
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], edi
+    mov dword ptr [r15 + 128], 249
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, byte ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov ecx, ecx
-    mov dword ptr [r15 + 64], r9d
-    vpaddd xmm4, xmm4, xmm4
+    mov byte ptr [r15 + 384], dil
+    mov edi, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    mov r9d, 26
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 768], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm4
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 576]
+    mov edi, 104
+    mov edi, eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18267,53 +18162,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15057_j]
+    lea rcx, [rip + .Lc1_d14994_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15057_j_t
-.Lc1_d15057_j:
-    mov r8, r10
+    jmp .Lc1_d14994_j_t
+.Lc1_d14994_j:
     jmp 1f
 1:
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8d, 8
-    mov r8, rcx
+    movzx edi, byte ptr [r15 + 128]
+    mov r9d, 8
     test dword ptr [r15 + 67117724], 2621440
     jnz 1f
 1:
-    mov qword ptr [r15 + 576], r8
-    mov r8d, 15
-    movzx r8d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 67108864
+    mov rax, rax
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 15
+    test ebx, 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r8d
-    xchg qword ptr [r15 + 448], r9
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, r10
+    mov dword ptr [r15 + 192], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    xchg qword ptr [r15 + 640], rdi
+    and r8, 4032
+    inc dword ptr [r15 + r8 + 3392]
+    mov r8d, 80
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmm5
-    mov eax, 22
-    movzx eax, r8b
-    mov byte ptr [r15 + 384], r9b
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 8404992
-    jz 1f
-1:
+    mov r9, r11
+    movzx ecx, dil
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    test ebx, 1152
+    mov byte ptr [r15 + r9 + 7488], dil
+    mov qword ptr [r15 + 256], r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 19
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 384], 48
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov r8, qword ptr [r15 + rbp + 1344]
+    movzx ebp, r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -18323,66 +18221,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, esi
-    mov esi, 28
-    mov esi, eax
-    mov esi, dword ptr [r15 + 256]
-    mov r9, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 64], r8d
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    mov rbp, rax
+    movzx ebp, al
+    mov rbp, r11
+    lock or dword ptr [r15 + 128], 43
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 84
-    movzx r9d, sil
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 12582952
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], 17
-    mov byte ptr [r15 + 192], r9b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 84
+    mov ebp, ebp
+    mov ebp, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 12582912
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], al
+    mov eax, 99
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov eax, 46
+    vmovdqu ymmword ptr [r15 + 512], ymm8
     jmp 1f
 1:
-    movzx esi, al
-    mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 4992
+    jz 1f
 1:
-    mov dword ptr [r15 + 320], 224
-    mov r9, rax
-    movzx r9d, al
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 160
+    mov r8d, eax
     mov r8, r11
-    mov esi, 17
-    and r8, 16320
-    lock or dword ptr [r15 + r8 + 15680], 90
+    mov dword ptr [r15 + 448], 125
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 704], 159
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    lea rcx, [rip + .Lc1_d15151_j]
+    lea rcx, [rip + .Lc1_d15089_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15151_j_t
-.Lc1_d15151_j:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp .Lc1_d15089_j_t
+.Lc1_d15089_j:
+    vpcmpeqb xmm8, xmm8, xmm7
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -18390,44 +18286,47 @@ ditto_body_c1:
     test ebx, 256
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r8, rcx
+    mov ebp, ebp
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov esi, 92
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 135
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 135
-    mov dword ptr [r15 + 128], 221
-    movsxd rcx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 102
-    mov esi, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 768]
-    mov rbp, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 221
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 222
+    mov r9d, 102
+    mov r9d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb r8d, xmm6
-    and rbp, 4032
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], 231
-    movzx ecx, byte ptr [r15 + 128]
+    vpmovmskb r8d, xmm13
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    movzx edi, cl
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rsi
-    mov qword ptr [r15 + 256], rdi
+    mov rbp, r11
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 512]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 231
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, bpl
+    mov qword ptr [r15 + 256], rbp
+    mov qword ptr [r15 + 768], r8
     add r11, 64
     inc rbx
     dec r13
@@ -18436,54 +18335,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15201_j]
+    lea rcx, [rip + .Lc1_d15141_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15201_j_t
-.Lc1_d15201_j:
-    mov r8, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 46
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d15141_j_t
+.Lc1_d15141_j:
+    vmovdqu xmmword ptr [r15 + 64], xmm2
+    mov r8, qword ptr [r15 + 64]
+    mov ebp, 50
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 50
-    mov rcx, qword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 576]
+    mov r8d, 165
+    mov r8, rcx
+    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov rax, rdi
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 320]
+    mov esi, r8d
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r11
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 512]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     test dword ptr [r15 + 67117724], 16779264
-    jnz 1f
+    jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rdi
-    mov edi, 166
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 256], xmm4
+    mov ecx, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov eax, edi
+    mov dword ptr [r15 + 448], ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 512], xmm4
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 53
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], rax
     add r11, 64
     inc rbx
     dec r13
@@ -18492,55 +18389,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test dword ptr [r15 + 67117723], 9344
     jz 1f
 1:
+    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    test dword ptr [r15 + 67117724], 536873088
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, rax
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
     mov r8, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov r9, r11
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117724], 538970240
-    jz 1f
-1:
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov rsi, rcx
-    movsxd rsi, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 320], ymm4
     movzx eax, cl
-    movzx ecx, byte ptr [r15 + 64]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, 8
+    mov rbp, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r9d
-    mov dword ptr [r15 + 384], esi
-    mov esi, 130
-    mov rsi, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8d, ecx
+    mov byte ptr [r15 + 128], sil
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
+    mov byte ptr [r15 + 640], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -18552,57 +18448,56 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d15297_s]
+    lea rcx, [rip + .Lc1_d15235_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15297_s_t
+    jmp .Lc1_d15235_s_t
     .p2align 3
-.Lc1_d15297_s:
+.Lc1_d15235_s:
     .p2align 3
-    jmp .Lc1_d15297_j
+    jmp .Lc1_d15235_j
     .p2align 3
-    jmp .Lc1_d15297_j
-.Lc1_d15297_j:
-    mov rbp, r11
-    movzx esi, al
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 233
+    jmp .Lc1_d15235_j
+.Lc1_d15235_j:
+    mov r8, r11
     movzx ebp, al
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 233
+    movzx r8d, al
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov rax, rsi
-    mov esi, 59
+    mov rcx, qword ptr [r15 + 192]
+    mov rdx, r8
+    mov edx, 59
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 131200
-    jnz 1f
-1:
-    mov ecx, r8d
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 704]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 4096
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 109122016
     jz 1f
 1:
-    mov rsi, rax
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
+    mov r8d, r8d
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 1073741825
+    jnz 1f
+1:
+    mov rdx, r8
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm8
     mov rbp, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18610,65 +18505,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 576], ymm4
+    movzx eax, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 768], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     jmp 1f
 1:
-    mov esi, 80
-    movzx esi, byte ptr [r15 + 192]
+    movzx edx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    movzx ecx, al
-    mov dword ptr [r15 + 0], 250
-    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 512]
+    mov r8d, 250
     test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    mov ebp, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r10
+    mov qword ptr [r15 + 448], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r9d
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
+    movzx edx, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], eax
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    mov edx, ebp
+    mov edx, 29
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 576], r8d
+    mov r8, qword ptr [r15 + 320]
+    mov rax, rdx
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    jmp 1f
-1:
+    mov dword ptr [r15 + 384], 37
+    mov eax, dword ptr [r15 + 384]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18678,60 +18573,59 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d15398_s]
+    lea rcx, [rip + .Lc1_d15334_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15398_s_t
+    jmp .Lc1_d15334_s_t
     .p2align 3
-.Lc1_d15398_s:
+.Lc1_d15334_s:
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
+    jmp .Lc1_d15334_j
     .p2align 3
-    jmp .Lc1_d15398_j
-.Lc1_d15398_j:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rcx
-    mov r9, r10
+    jmp .Lc1_d15334_j
+.Lc1_d15334_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov qword ptr [r15 + 512], rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 8128
+    mov r8, r11
+    mov ecx, dword ptr [r15 + rbp + 7488]
     test ebx, 1152
     jnz 1f
 1:
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18741,55 +18635,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15441_j]
+    lea rcx, [rip + .Lc1_d15377_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15441_j_t
-.Lc1_d15441_j:
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d15377_j_t
+.Lc1_d15377_j:
+    mov ecx, dword ptr [r15 + 320]
+    mov r8d, r8d
+    mov byte ptr [r15 + 384], al
+    mov rax, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 42
-    mov r9, r10
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 128]
-    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 640]
+    mov r8, r11
+    mov dword ptr [r15 + 64], 8
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov dword ptr [r15 + 448], 71
-    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, 74
+    and r8, 4032
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 3392], 220
+    mov r8, qword ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 4132
     jz 1f
 1:
-    movzx edx, r9b
-    mov edx, 153
-    mov rdx, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 384]
-    mov r9, r11
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 128]
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
+    mov r8, r9
+    mov byte ptr [r15 + 256], al
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
     mov ecx, r9d
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 704]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18801,46 +18696,50 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 512], 132
-    mov byte ptr [r15 + 64], r9b
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
+    mov dword ptr [r15 + 128], 132
+    mov byte ptr [r15 + 128], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 165
+    mov qword ptr [r15 + 0], rax
+    mov eax, 165
     jmp 1f
 1:
-    mov edx, edx
-    mov edx, 111
+    mov eax, eax
     test dword ptr [r15 + 67117724], 1572864
     jz 1f
 1:
+    mov r9d, 111
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ecx, dl
-    mov dword ptr [r15 + 64], 213
+    mov dword ptr [r15 + 0], 129
     test dword ptr [r15 + 67117723], 32
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 704]
-    movzx edi, al
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1242635265
-    jz 1f
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, r11
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 20
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 8128
     mov r9, r11
-    mov dword ptr [r15 + r8 + 7488], 220
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 256], 193
-    mov ecx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx edi, bpl
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 320]
+    mov rbp, r10
+    test ebx, 1152
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 193
+    mov ebp, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 768]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18848,59 +18747,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15533_j]
+    lea rcx, [rip + .Lc1_d15472_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15533_j_t
-.Lc1_d15533_j:
-    mov dword ptr [r15 + 768], 77
-    mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 320], 205
-    movzx r8d, cl
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    mov eax, 229
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 512]
+    jmp .Lc1_d15472_j_t
+.Lc1_d15472_j:
     jmp 1f
 1:
+    mov edi, ebp
+    mov dword ptr [r15 + 192], 205
+    movsxd rdi, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 150994944
+    jz 1f
+1:
+    movzx eax, cl
+    mov dword ptr [r15 + 256], 229
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r8b
     jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 123
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rax, r9
-    mov r9d, 113
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 149
+    mov rbp, r10
+    mov r9, r10
+    movzx edi, al
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 98
+    mov rdx, rbp
+    mov byte ptr [r15 + 448], r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -18913,54 +18809,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d15584_s]
+    lea rcx, [rip + .Lc1_d15521_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15584_s_t
+    jmp .Lc1_d15521_s_t
     .p2align 3
-.Lc1_d15584_s:
+.Lc1_d15521_s:
     .p2align 3
-    jmp .Lc1_d15584_j
+    jmp .Lc1_d15521_j
     .p2align 3
-    jmp .Lc1_d15584_j
-.Lc1_d15584_j:
-    mov r8, r10
-    mov r9d, eax
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
+    jmp .Lc1_d15521_j
+.Lc1_d15521_j:
+    mov rbp, r10
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    mov qword ptr [r15 + 512], rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rax, r8
     test dword ptr [r15 + 67117723], 544
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 192], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 141
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 640], 55
-    mov r8, r11
-    mov eax, 160
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    mov r8, r10
+    movzx ebp, byte ptr [r15 + 128]
+    mov edi, 201
     test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 63
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 128]
+    mov ecx, ecx
+    mov dword ptr [r15 + 256], 159
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18970,58 +18866,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    mov dword ptr [r15 + 384], 206
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 397320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    mov ecx, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], 206
+    mov rax, rcx
     mov qword ptr [r15 + 0], r8
-    mov r8, r10
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movzx r8d, cl
-    mov qword ptr [r15 + 64], rcx
+    test dword ptr [r15 + 67117724], 1573152
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, bpl
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, bpl
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 131088
     jnz 1f
 1:
-    vpshufd xmm10, xmm4, 158
-    movzx eax, r9b
-    mov eax, r8d
-    mov byte ptr [r15 + 512], r8b
+    mov edx, edx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    movsxd rbp, dword ptr [r15 + 192]
+    mov eax, 103
+    inc dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    mov eax, 103
-    movsxd rax, dword ptr [r15 + 192]
-    mov ecx, 36
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r8, r11
+    mov ecx, 87
     jmp 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 448], rcx
+    mov r9, r11
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19031,109 +18926,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15684_j]
+    lea rcx, [rip + .Lc1_d15620_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15684_j_t
-.Lc1_d15684_j:
-    mov r8, r11
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp .Lc1_d15620_j_t
+.Lc1_d15620_j:
+    movzx ecx, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 536872960
+    test dword ptr [r15 + 67117723], 538970112
     jz 1f
 1:
-    mov eax, 187
-    mov eax, dword ptr [r15 + 384]
-    mov rcx, rcx
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm8
+    movzx r9d, byte ptr [r15 + 320]
     test dword ptr [r15 + 67117723], 1073750016
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    mov byte ptr [r15 + 64], cl
-    vmovdqu ymmword ptr [r15 + 192], ymm6
+    movzx edx, cl
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rax
+    mov eax, 186
+    mov qword ptr [r15 + 192], rdx
+    mov qword ptr [r15 + 768], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 768], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 16320
-    mov r8, qword ptr [r15 + r9 + 15680]
-    mov r9d, dword ptr [r15 + 448]
-    mov edi, eax
     mov rbp, r10
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], al
     test ebx, 1073741824
     jz 1f
 1:
+    mov edx, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 512]
+    test ebx, 256
+    jz 1f
+1:
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx r8d, r8b
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov rbp, rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    test dword ptr [r15 + 67117723], 67108992
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rdi, [r15 + 67109504]
     mov ecx, 12
     rep stosb
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    movzx r9d, byte ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, r11
+    mov byte ptr [r15 + 576], cl
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 157
-    mov r8d, dword ptr [r15 + 448]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    movzx edi, sil
+    mov r8, r11
+    vmovq qword ptr [r15 + 320], xmm14
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 101
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rax
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov byte ptr [r15 + 640], cl
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19141,59 +19039,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15778_j]
+    lea rcx, [rip + .Lc1_d15715_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15778_j_t
-.Lc1_d15778_j:
-    movsxd rcx, dword ptr [r15 + 64]
+    jmp .Lc1_d15715_j_t
+.Lc1_d15715_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    vpxor xmm10, xmm10, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 64], rax
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 3
-    vmovq xmm2, rax
-    mov r8, r11
-    mov rax, qword ptr [r15 + 704]
+    mov r9d, 53
+    add qword ptr [r15 + 384], rax
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, 197
-    vmovdqu ymmword ptr [r15 + 512], ymm10
+    jmp 1f
+1:
+    or qword ptr [r15 + 704], 28
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    and r8d, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rax
+    mov eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
+    mov rcx, r9
     test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
-    vpshufd xmm2, xmm7, 137
-    jmp 1f
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r9
+    test ebx, 1073741824
+    jz 1f
 1:
-    vmovdqu xmm2, xmmword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 128]
+    vpaddd xmm13, xmm13, xmm4
+    mov ecx, 185
     add r11, 64
     inc rbx
     dec r13
@@ -19202,51 +19099,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15828_j]
+    lea rcx, [rip + .Lc1_d15765_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15828_j_t
-.Lc1_d15828_j:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 256], ymm2
-    mov rbp, r11
+    jmp .Lc1_d15765_j_t
+.Lc1_d15765_j:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 138
+    movzx r8d, byte ptr [r15 + 128]
+    mov eax, eax
+    mov eax, 133
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 169
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 64]
+    movzx r8d, al
+    mov r8, r11
+    mov ebp, eax
     test dword ptr [r15 + 67117724], 49152
     jz 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, ecx
-    mov r8d, ecx
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 4136
-    jz 1f
+    mov byte ptr [r15 + 512], al
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 384], cl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 85
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 129
     add r11, 64
     inc rbx
     dec r13
@@ -19255,61 +19160,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 45
-    movzx r8d, bpl
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 1342177280
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    mov qword ptr [r15 + 320], rcx
+    test dword ptr [r15 + 67117724], 1342177288
     jz 1f
 1:
-    mov ecx, r8d
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    movsxd rbp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rcx
+    mov r9, r11
+    mov eax, eax
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     test ebx, 256
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov rdi, rax
     jmp 1f
 1:
-    mov r9d, 7
+    mov edi, 167
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov ebp, r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rcx
-    mov r8, r10
-    mov ecx, esi
+    mov dword ptr [r15 + 512], 193
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
+    mov qword ptr [r15 + 64], rbp
     mov ebp, ecx
     test dword ptr [r15 + 67117723], 20480
     jnz 1f
 1:
-    mov esi, 167
-    movzx esi, bpl
-    movzx esi, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 256
+    mov r9d, 247
+    movzx r9d, dil
+    movzx edi, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 288
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    movzx r9d, bpl
-    mov ebp, 3
+    mov r8d, dword ptr [r15 + 576]
+    movzx ecx, dil
+    mov ecx, 84
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19320,63 +19224,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d15925_s]
+    lea rcx, [rip + .Lc1_d15866_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15925_s_t
+    jmp .Lc1_d15866_s_t
     .p2align 3
-.Lc1_d15925_s:
+.Lc1_d15866_s:
     .p2align 3
-    jmp .Lc1_d15925_j
+    jmp .Lc1_d15866_j
     .p2align 3
-    jmp .Lc1_d15925_j
-.Lc1_d15925_j:
-    mov rbp, r10
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
+    jmp .Lc1_d15866_j
+.Lc1_d15866_j:
+    mov r8d, eax
+    mov dword ptr [r15 + 128], 63
+    mov r8d, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
 1:
-    mov r8d, ecx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2101248
-    jnz 1f
-1:
-    mov eax, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov r9d, ecx
+    mov r9, r10
+    mov ecx, 169
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 100
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 192]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm2
-    test ebx, 256
+    mov dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + 192], r8
+    mov r8, rcx
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 524288
     jz 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov eax, eax
-    mov dword ptr [r15 + 640], 83
-    test ebx, 1073741824
+    mov rax, r8
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8d, 9
+    test dword ptr [r15 + 67117723], 135168
     jnz 1f
 1:
-    mov esi, 124
+    vmovq qword ptr [r15 + 384], xmm13
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, esi
-    mov rcx, rax
-    mov eax, 169
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, 169
+    jmp 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    mov rsi, rcx
-    mov dword ptr [r15 + 256], 247
     add r11, 64
     add r10, r11
     inc rbx
@@ -19386,111 +19281,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 320], 42
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
+    movzx r8d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
-    mov esi, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], 177
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rbp, r11
-    mov r9, r11
-    mov dword ptr [r15 + 768], 42
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + rbp + 832], r8d
+    movsxd rbp, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 134479872
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8, r10
+    movzx ecx, cl
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 704], ymm2
-    movzx esi, bpl
+    mov dword ptr [r15 + 128], 250
+    mov rbp, rax
+    movzx eax, byte ptr [r15 + 768]
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 252
-    movzx esi, cl
-    mov dword ptr [r15 + 64], eax
-    test dword ptr [r15 + 67117724], 100925440
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9, rsi
-    movsxd r9, dword ptr [r15 + 64]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    mov rax, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 128]
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 320]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16024_j]
+    lea rcx, [rip + .Lc1_d15956_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16024_j_t
-.Lc1_d16024_j:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 192]
+    jmp .Lc1_d15956_j_t
+.Lc1_d15956_j:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 576]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9d, eax
+    mov r9d, eax
+    mov r9, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 448], cl
+    test ebx, 13952
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, rcx
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov dword ptr [r15 + 128], 214
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    and r9, 8128
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 7488], rdx
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 590081
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], edx
-    mov rdx, r9
-    mov byte ptr [r15 + 128], r9b
-    inc dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 168
-    movsxd rcx, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 512]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    and r8d, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -19499,55 +19396,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16076_j]
+    lea rcx, [rip + .Lc1_d16012_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16076_j_t
-.Lc1_d16076_j:
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 640], ecx
-    mov dword ptr [r15 + 448], 21
-    mov rdx, rax
-    test dword ptr [r15 + 67117724], 536880128
+    jmp .Lc1_d16012_j_t
+.Lc1_d16012_j:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 201
+    test dword ptr [r15 + 67117724], 553657344
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 320]
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 256]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 4160
+    mov dword ptr [r15 + 0], 67
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 2363456
     jz 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rsi
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rsi
-    mov ebp, 97
-    mov byte ptr [r15 + 64], cl
+    movsxd r9, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, 32
+    mov dword ptr [r15 + 448], 87
+    mov ecx, r9d
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r10
     test ebx, 384
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, rdx
     jmp 1f
 1:
-    mov r8d, ebp
+    movzx eax, byte ptr [r15 + 256]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
     test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    jmp 1f
+1:
+    mov ecx, ecx
+    test dword ptr [r15 + 67117724], 512
     jnz 1f
 1:
+    mov eax, 90
+    vmovdqu ymmword ptr [r15 + 384], ymm13
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 190
-    mov dword ptr [r15 + 512], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -19557,61 +19457,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    mov r8, r8
-    popcnt r8, rax
-    mov qword ptr [r15 + 0], rax
+    popcnt rax, rcx
+    vpor xmm13, xmm13, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 152
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    jmp 1f
 1:
     mov r8, r11
-    mov dword ptr [r15 + 448], eax
-    mov r9, r10
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 268435712
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r8d, r8d
-    movzx r8d, byte ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 11730944
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
     jz 1f
 1:
-    vpmovmskb edi, xmm2
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 320]
+    mov rdi, rax
+    mov qword ptr [r15 + 64], r8
+    mov edi, edi
+    test dword ptr [r15 + 67117724], 268435728
+    jz 1f
+1:
+    vpmovmskb r9d, xmm1
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov eax, 87
+    mov rax, qword ptr [r15 + 704]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19622,56 +19522,56 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d16176_s]
+    lea rcx, [rip + .Lc1_d16114_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16176_s_t
+    jmp .Lc1_d16114_s_t
     .p2align 3
-.Lc1_d16176_s:
+.Lc1_d16114_s:
     .p2align 3
-    jmp .Lc1_d16176_j
+    jmp .Lc1_d16114_j
     .p2align 3
-    jmp .Lc1_d16176_j
-.Lc1_d16176_j:
-    mov byte ptr [r15 + 256], cl
+    jmp .Lc1_d16114_j
+.Lc1_d16114_j:
+    mov byte ptr [r15 + 512], al
     mov dword ptr [r15 + 128], eax
     mov eax, ecx
-    mov dword ptr [r15 + 320], 99
+    mov dword ptr [r15 + 256], 99
     test dword ptr [r15 + 67117724], 32768
     jz 1f
 1:
     mov edi, ecx
     mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 64], 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    mov eax, ecx
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 223
+    mov rax, qword ptr [r15 + 576]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdi
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 512]
-    movzx edi, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dil
+    mov ecx, ecx
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 768]
+    mov rbp, r10
+    mov esi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    test dword ptr [r15 + 67117724], 402653184
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19681,119 +19581,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 73
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 75
+    mov dword ptr [r15 + 384], eax
+    test dword ptr [r15 + 67117723], 150994944
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     test dword ptr [r15 + 67117724], 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 448]
-    movzx ecx, sil
     jmp 1f
 1:
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
+    mov esi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], cl
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], ecx
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 640]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16271_j]
+    lea rcx, [rip + .Lc1_d16203_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16271_j_t
-.Lc1_d16271_j:
-    mov ecx, 128
-    jmp 1f
-1:
+    jmp .Lc1_d16203_j_t
+.Lc1_d16203_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 192]
-    movzx r8d, dil
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 131076
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 49
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov rbp, r10
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
+    mov rsi, qword ptr [r15 + 128]
+    mov r9, r11
+    mov edx, esi
+    mov edx, dword ptr [r15 + 512]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 72
-    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov r8, qword ptr [r15 + 256]
-    movzx eax, cl
+    mov edx, ecx
+    movzx ecx, r9b
+    mov r9, r10
+    movzx ecx, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
-    mov ecx, r8d
+    mov r8, r10
+    mov dword ptr [r15 + 320], 18
+    mov eax, 69
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov dword ptr [r15 + 704], 140
+    mov byte ptr [r15 + 256], cl
+    mov rcx, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -19805,169 +19700,167 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d16326_s]
+    lea rcx, [rip + .Lc1_d16261_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16326_s_t
+    jmp .Lc1_d16261_s_t
     .p2align 3
-.Lc1_d16326_s:
+.Lc1_d16261_s:
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
+    jmp .Lc1_d16261_j
     .p2align 3
-    jmp .Lc1_d16326_j
-.Lc1_d16326_j:
-    mov byte ptr [r15 + 448], al
+    jmp .Lc1_d16261_j
+.Lc1_d16261_j:
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], eax
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
     jmp 1f
 1:
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 192]
-    mov r8, r10
-    mov qword ptr [r15 + 768], rbp
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
+    mov dword ptr [r15 + 768], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rax
+    mov qword ptr [r15 + 64], r8
     and r8, 16320
-    mov ecx, dword ptr [r15 + r8 + 15680]
-    mov dword ptr [r15 + 320], eax
+    mov edi, dword ptr [r15 + r8 + 15680]
+    test dword ptr [r15 + 67117724], 33793
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], al
+    mov eax, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov ebp, 185
-    mov dword ptr [r15 + 0], 85
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r8d, 86
+    mov dword ptr [r15 + 0], 16
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 576], ebp
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r8, r11
-    mov ecx, 39
-    mov r9, r10
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    inc dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 576]
+    mov edi, 84
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    vpshufd xmm0, xmm3, 93
-    mov dword ptr [r15 + 64], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r8d
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 448], 120
-    mov dword ptr [r15 + 384], 41
+    mov byte ptr [r15 + r8 + 1344], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 164
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rdi
+    mov dword ptr [r15 + 512], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], r9
+    mov byte ptr [r15 + 448], dl
+    vpaddd xmm13, xmm13, xmm1
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    test dword ptr [r15 + 67117723], 16512
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 63
+    mov dword ptr [r15 + 320], edx
+    mov dword ptr [r15 + 256], 29
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16420_j]
+    lea rcx, [rip + .Lc1_d16347_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16420_j_t
-.Lc1_d16420_j:
-    mov r9, r11
-    mov r8, rcx
-    vmovq qword ptr [r15 + 128], xmm11
-    mov r8, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    test dword ptr [r15 + 67117724], 264704
-    jz 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r8d, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 2097168
-    jz 1f
-1:
-    mov byte ptr [r15 + 640], r8b
-    mov r8, r9
-    mov r8, r11
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r8 + 1344]
+    jmp .Lc1_d16347_j_t
+.Lc1_d16347_j:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    test ebx, 2304
+    movzx edx, cl
+    mov edx, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 13
-    mov ecx, 193
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 6
+    vpshufd xmm10, xmm13, 151
+    test ebx, 384
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 5
+    mov edx, 70
+    mov rdx, qword ptr [r15 + 64]
     movsxd rcx, dword ptr [r15 + 256]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r9, rcx
+    mov byte ptr [r15 + 448], cl
+    mov rcx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 384], edx
+    movsxd rdx, dword ptr [r15 + 640]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 230
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19975,62 +19868,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 384]
-    mov rcx, rcx
+    mov eax, 132
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, 253
+    mov dword ptr [r15 + 0], 12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rdx, rax
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    movsxd r9, dword ptr [r15 + 448]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movsxd rdx, dword ptr [r15 + 320]
     mov rbp, r11
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 256], xmm0
-    jmp 1f
-1:
-    movzx esi, sil
-    jmp 1f
-1:
+    movzx r8d, al
+    mov rax, r9
     test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 170
-    mov ecx, ebp
-    mov dword ptr [r15 + 448], 166
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 34
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov rbp, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dl
+    mov dword ptr [r15 + 64], 170
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov edx, 166
     add r11, 64
     inc rbx
     dec r13
@@ -20042,57 +19926,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d16518_s]
+    lea rcx, [rip + .Lc1_d16445_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16518_s_t
+    jmp .Lc1_d16445_s_t
     .p2align 3
-.Lc1_d16518_s:
+.Lc1_d16445_s:
     .p2align 3
-    jmp .Lc1_d16518_j
+    jmp .Lc1_d16445_j
     .p2align 3
-    jmp .Lc1_d16518_j
-.Lc1_d16518_j:
-    mov rbp, r10
-    mov esi, 74
+    jmp .Lc1_d16445_j
+.Lc1_d16445_j:
+    mov rbp, r11
+    mov edx, 74
     mov r8, r11
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     mov rbp, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
+    mov qword ptr [r15 + r8 + 1344], rdx
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 536870912
+    test dword ptr [r15 + 67117724], 570425344
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9d, 22
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r8d
+    mov ebp, 22
+    mov dword ptr [r15 + 128], r8d
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
+1:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
+    mov rdx, r8
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, r8
-    mov byte ptr [r15 + 768], r9b
-    mov r9d, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 2103424
-    jz 1f
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, r11
+    mov r8, r11
     mov ecx, 107
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20100,59 +19986,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16566_j]
+    lea rcx, [rip + .Lc1_d16494_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16566_j_t
-.Lc1_d16566_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ebp
-    mov ebp, dword ptr [r15 + 384]
+    jmp .Lc1_d16494_j_t
+.Lc1_d16494_j:
+    mov rcx, rax
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rsi
-    movzx esi, bpl
-    test ebx, 384
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, 187
-    mov r9, rsi
-    test dword ptr [r15 + 67117723], 69206016
-    jnz 1f
-1:
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], eax
-    mov eax, 62
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
+    mov ecx, 91
+    mov r9, r11
+    mov qword ptr [r15 + 192], rbp
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movzx r9d, sil
+    test ebx, 768
+    jz 1f
+1:
+    mov edx, r8d
+    mov r8, rbp
+    mov r8d, 164
+    movzx r8d, sil
+    test dword ptr [r15 + 67117723], 67108864
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov r9d, ebp
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    test ebx, 1408
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, rbp
-    mov rbp, r9
-    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 320]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20160,57 +20043,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 128], sil
-    jmp 1f
-1:
-    mov esi, eax
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 384]
+    mov r8d, edx
+    mov edx, 39
+    mov byte ptr [r15 + 256], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    popcnt r9, rsi
-    mov r9, rsi
-    mov dword ptr [r15 + 320], 31
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 128], dl
+    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
 1:
     mov rax, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 58
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
+    movzx r9d, dl
+    mov dword ptr [r15 + 0], eax
+    mov eax, 41
+    test dword ptr [r15 + 67117724], 8391424
+    jnz 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 704], bpl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    mov dword ptr [r15 + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1408
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 7
+    movsxd rax, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 6
+    jnz 1f
+1:
+    popcnt r9, rax
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    mov r9, r9
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
     mov rbp, r11
-    mov dword ptr [r15 + 64], 14
-    test dword ptr [r15 + 67117724], 536870976
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm2
+    movzx esi, al
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, bpl
-    mov ebp, 104
+    mov rsi, qword ptr [r15 + rbp + 3392]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20218,59 +20101,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16667_j]
+    lea rcx, [rip + .Lc1_d16592_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16667_j_t
-.Lc1_d16667_j:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 218
-    movzx ebp, dil
+    jmp .Lc1_d16592_j_t
+.Lc1_d16592_j:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 218
     movzx ebp, al
+    movzx eax, al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 768], ebp
+    mov r9, r10
+    mov dword ptr [r15 + 0], ebp
     mov ebp, 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 13056
+    movzx ebp, byte ptr [r15 + 256]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    test dword ptr [r15 + 67117723], 65538
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 768]
+    mov rax, rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov rcx, rbp
+    mov r9, r11
     mov rbp, rdi
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov r8d, edi
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
+    mov dword ptr [r15 + 192], r9d
+    mov ebp, ecx
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edi
-    mov r8d, 3
-    mov byte ptr [r15 + 256], al
+    mov dword ptr [r15 + 384], eax
+    mov eax, 46
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20280,65 +20161,65 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d16718_s]
+    lea rcx, [rip + .Lc1_d16642_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16718_s_t
+    jmp .Lc1_d16642_s_t
     .p2align 3
-.Lc1_d16718_s:
+.Lc1_d16642_s:
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
+    jmp .Lc1_d16642_j
     .p2align 3
-    jmp .Lc1_d16718_j
-.Lc1_d16718_j:
-    mov rbp, r11
-    mov edi, 7
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 53
+    jmp .Lc1_d16642_j
+.Lc1_d16642_j:
+    mov rdi, rcx
+    mov rbp, r10
+    mov edi, ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov eax, ebp
-    vmovq xmm10, rcx
-    test ebx, 1152
+    vmovq xmm10, rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 215
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rdi, rax
+    mov ecx, 188
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 52
-    mov r8d, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b10_c0
@@ -20410,125 +20291,125 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d12009_s_t:
+.Lc1_d11934_s_t:
     jmp rcx
-.Lc1_d13640_j_t:
+.Lc1_d13562_j_t:
     jmp rcx
-.Lc1_d13437_j_t:
+.Lc1_d13359_j_t:
     jmp rcx
-.Lc1_d13539_j_t:
+.Lc1_d13461_j_t:
     jmp rcx
-.Lc1_d13591_s_t:
+.Lc1_d13513_s_t:
     jmp rcx
-.Lc1_d12754_s_t:
+.Lc1_d12674_s_t:
     jmp rcx
-.Lc1_d12846_j_t:
+.Lc1_d12766_j_t:
     jmp rcx
-.Lc1_d12947_j_t:
+.Lc1_d12867_j_t:
     jmp rcx
-.Lc1_d12994_s_t:
+.Lc1_d12914_s_t:
     jmp rcx
-.Lc1_d12114_j_t:
+.Lc1_d12039_j_t:
     jmp rcx
-.Lc1_d12164_j_t:
+.Lc1_d12089_j_t:
     jmp rcx
-.Lc1_d12255_j_t:
+.Lc1_d12180_j_t:
     jmp rcx
-.Lc1_d12353_s_t:
+.Lc1_d12278_s_t:
     jmp rcx
-.Lc1_d12400_s_t:
+.Lc1_d12327_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d12450_s_t:
+.Lc1_d12379_s_t:
     jmp rcx
-.Lc1_d12553_j_t:
+.Lc1_d12475_j_t:
     jmp rcx
-.Lc1_d13139_s_t:
+.Lc1_d13060_s_t:
     jmp rcx
-.Lc1_d13245_j_t:
+.Lc1_d13161_j_t:
     jmp rcx
-.Lc1_d13293_j_t:
+.Lc1_d13208_j_t:
     jmp rcx
-.Lc1_d13381_j_t:
+.Lc1_d13305_j_t:
     jmp rcx
-.Lc1_d13725_j_t:
+.Lc1_d13649_j_t:
     jmp rcx
-.Lc1_d13815_j_t:
+.Lc1_d13739_j_t:
     jmp rcx
-.Lc1_d13867_j_t:
+.Lc1_d13792_j_t:
     jmp rcx
-.Lc1_d13961_j_t:
+.Lc1_d13888_j_t:
     jmp rcx
-.Lc1_d14052_s_t:
+.Lc1_d13981_s_t:
     jmp rcx
-.Lc1_d14098_j_t:
+.Lc1_d14028_j_t:
     jmp rcx
-.Lc1_d14198_s_t:
+.Lc1_d14128_s_t:
     jmp rcx
-.Lc1_d14290_j_t:
+.Lc1_d14220_j_t:
     jmp rcx
-.Lc1_d14336_j_t:
+.Lc1_d14269_j_t:
     jmp rcx
-.Lc1_d14437_s_t:
+.Lc1_d14368_s_t:
     jmp rcx
-.Lc1_d14486_j_t:
+.Lc1_d14417_j_t:
     jmp rcx
-.Lc1_d14578_j_t:
+.Lc1_d14513_j_t:
     jmp rcx
-.Lc1_d14671_s_t:
+.Lc1_d14606_s_t:
     jmp rcx
-.Lc1_d14716_j_t:
+.Lc1_d14653_j_t:
     jmp rcx
-.Lc1_d14811_j_t:
+.Lc1_d14748_j_t:
     jmp rcx
-.Lc1_d14908_s_t:
+.Lc1_d14844_s_t:
     jmp rcx
-.Lc1_d14951_s_t:
+.Lc1_d14889_s_t:
     jmp rcx
-.Lc1_d15057_j_t:
+.Lc1_d14994_j_t:
     jmp rcx
-.Lc1_d15151_j_t:
+.Lc1_d15089_j_t:
     jmp rcx
-.Lc1_d15201_j_t:
+.Lc1_d15141_j_t:
     jmp rcx
-.Lc1_d15297_s_t:
+.Lc1_d15235_s_t:
     jmp rcx
-.Lc1_d15398_s_t:
+.Lc1_d15334_s_t:
     jmp rcx
-.Lc1_d15441_j_t:
+.Lc1_d15377_j_t:
     jmp rcx
-.Lc1_d15533_j_t:
+.Lc1_d15472_j_t:
     jmp rcx
-.Lc1_d15584_s_t:
+.Lc1_d15521_s_t:
     jmp rcx
-.Lc1_d15684_j_t:
+.Lc1_d15620_j_t:
     jmp rcx
-.Lc1_d15778_j_t:
+.Lc1_d15715_j_t:
     jmp rcx
-.Lc1_d15828_j_t:
+.Lc1_d15765_j_t:
     jmp rcx
-.Lc1_d15925_s_t:
+.Lc1_d15866_s_t:
     jmp rcx
-.Lc1_d16024_j_t:
+.Lc1_d15956_j_t:
     jmp rcx
-.Lc1_d16076_j_t:
+.Lc1_d16012_j_t:
     jmp rcx
-.Lc1_d16176_s_t:
+.Lc1_d16114_s_t:
     jmp rcx
-.Lc1_d16271_j_t:
+.Lc1_d16203_j_t:
     jmp rcx
-.Lc1_d16326_s_t:
+.Lc1_d16261_s_t:
     jmp rcx
-.Lc1_d16420_j_t:
+.Lc1_d16347_j_t:
     jmp rcx
-.Lc1_d16518_s_t:
+.Lc1_d16445_s_t:
     jmp rcx
-.Lc1_d16566_j_t:
+.Lc1_d16494_j_t:
     jmp rcx
-.Lc1_d16667_j_t:
+.Lc1_d16592_j_t:
     jmp rcx
-.Lc1_d16718_s_t:
+.Lc1_d16642_s_t:
     jmp rcx
 .Lc1_d59_j_t:
     jmp rcx
@@ -20544,315 +20425,315 @@ ditto_body_init_c1:
     jmp rcx
 .Lc1_d119_s_t:
     jmp rcx
-.Lc1_d153_j_t:
+.Lc1_d152_j_t:
     jmp rcx
-.Lc1_d246_j_t:
+.Lc1_d240_j_t:
     jmp rcx
-.Lc1_d297_s_t:
+.Lc1_d292_s_t:
     jmp rcx
-.Lc1_d386_s_t:
+.Lc1_d384_s_t:
     jmp rcx
 .Lc1_d470_j_t:
     jmp rcx
-.Lc1_d518_j_t:
+.Lc1_d517_j_t:
     jmp rcx
-.Lc1_d614_s_t:
+.Lc1_d609_s_t:
     jmp rcx
-.Lc1_d704_j_t:
+.Lc1_d690_j_t:
     jmp rcx
-.Lc1_d751_s_t:
+.Lc1_d736_s_t:
     jmp rcx
-.Lc1_d835_j_t:
+.Lc1_d825_j_t:
     jmp rcx
-.Lc1_d929_j_t:
+.Lc1_d912_j_t:
     jmp rcx
-.Lc1_d974_j_t:
+.Lc1_d957_j_t:
     jmp rcx
-.Lc1_d1073_j_t:
+.Lc1_d1055_j_t:
     jmp rcx
-.Lc1_d1121_s_t:
+.Lc1_d1103_s_t:
     jmp rcx
-.Lc1_d1214_j_t:
+.Lc1_d1191_j_t:
     jmp rcx
-.Lc1_d1305_j_t:
+.Lc1_d1281_j_t:
     jmp rcx
-.Lc1_d1352_s_t:
+.Lc1_d1327_s_t:
     jmp rcx
-.Lc1_d1450_j_t:
+.Lc1_d1426_j_t:
     jmp rcx
-.Lc1_d1550_s_t:
+.Lc1_d1527_s_t:
     jmp rcx
-.Lc1_d1596_j_t:
+.Lc1_d1574_j_t:
     jmp rcx
-.Lc1_d1684_j_t:
+.Lc1_d1659_j_t:
     jmp rcx
-.Lc1_d1774_s_t:
+.Lc1_d1749_s_t:
     jmp rcx
-.Lc1_d1817_j_t:
+.Lc1_d1791_j_t:
     jmp rcx
-.Lc1_d1908_j_t:
+.Lc1_d1884_j_t:
     jmp rcx
-.Lc1_d1999_j_t:
+.Lc1_d1977_j_t:
     jmp rcx
-.Lc1_d2047_j_t:
+.Lc1_d2024_j_t:
     jmp rcx
-.Lc1_d2136_j_t:
+.Lc1_d2117_j_t:
     jmp rcx
-.Lc1_d2183_s_t:
+.Lc1_d2164_s_t:
     jmp rcx
-.Lc1_d2267_s_t:
+.Lc1_d2248_s_t:
     jmp rcx
-.Lc1_d2354_j_t:
+.Lc1_d2335_j_t:
     jmp rcx
-.Lc1_d2399_j_t:
+.Lc1_d2381_j_t:
     jmp rcx
-.Lc1_d2493_j_t:
+.Lc1_d2471_j_t:
     jmp rcx
-.Lc1_d2586_j_t:
+.Lc1_d2563_j_t:
     jmp rcx
-.Lc1_d2630_s_t:
+.Lc1_d2609_s_t:
     jmp rcx
-.Lc1_d2724_s_t:
+.Lc1_d2705_s_t:
     jmp rcx
-.Lc1_d2812_j_t:
+.Lc1_d2794_j_t:
     jmp rcx
-.Lc1_d2860_j_t:
+.Lc1_d2839_j_t:
     jmp rcx
-.Lc1_d2950_j_t:
+.Lc1_d2927_j_t:
     jmp rcx
-.Lc1_d3044_s_t:
+.Lc1_d3019_s_t:
     jmp rcx
-.Lc1_d3085_j_t:
+.Lc1_d3058_j_t:
     jmp rcx
-.Lc1_d3180_j_t:
+.Lc1_d3151_j_t:
     jmp rcx
-.Lc1_d3231_j_t:
+.Lc1_d3204_j_t:
     jmp rcx
-.Lc1_d3322_j_t:
+.Lc1_d3292_j_t:
     jmp rcx
-.Lc1_d3413_j_t:
+.Lc1_d3383_j_t:
     jmp rcx
-.Lc1_d3462_j_t:
+.Lc1_d3432_j_t:
     jmp rcx
-.Lc1_d3550_j_t:
+.Lc1_d3523_j_t:
     jmp rcx
-.Lc1_d3642_s_t:
+.Lc1_d3614_s_t:
     jmp rcx
-.Lc1_d3683_j_t:
+.Lc1_d3656_j_t:
     jmp rcx
-.Lc1_d3783_j_t:
+.Lc1_d3751_j_t:
     jmp rcx
-.Lc1_d3874_s_t:
+.Lc1_d3841_s_t:
     jmp rcx
-.Lc1_d3917_j_t:
+.Lc1_d3884_j_t:
     jmp rcx
-.Lc1_d4010_j_t:
+.Lc1_d3974_j_t:
     jmp rcx
-.Lc1_d4103_s_t:
+.Lc1_d4067_s_t:
     jmp rcx
-.Lc1_d4148_j_t:
+.Lc1_d4112_j_t:
     jmp rcx
-.Lc1_d4239_j_t:
+.Lc1_d4199_j_t:
     jmp rcx
-.Lc1_d4285_s_t:
+.Lc1_d4245_s_t:
     jmp rcx
-.Lc1_d4370_j_t:
+.Lc1_d4336_j_t:
     jmp rcx
-.Lc1_d4472_j_t:
+.Lc1_d4431_j_t:
     jmp rcx
-.Lc1_d4522_j_t:
+.Lc1_d4487_j_t:
     jmp rcx
-.Lc1_d4618_j_t:
+.Lc1_d4577_j_t:
     jmp rcx
-.Lc1_d4713_s_t:
+.Lc1_d4672_s_t:
     jmp rcx
-.Lc1_d4754_j_t:
+.Lc1_d4712_j_t:
     jmp rcx
-.Lc1_d4855_s_t:
+.Lc1_d4810_s_t:
     jmp rcx
-.Lc1_d4952_j_t:
+.Lc1_d4904_j_t:
     jmp rcx
-.Lc1_d4998_j_t:
+.Lc1_d4950_j_t:
     jmp rcx
-.Lc1_d5085_j_t:
+.Lc1_d5041_j_t:
     jmp rcx
-.Lc1_d5127_j_t:
+.Lc1_d5082_j_t:
     jmp rcx
-.Lc1_d5217_j_t:
+.Lc1_d5170_j_t:
     jmp rcx
-.Lc1_d5309_j_t:
+.Lc1_d5268_j_t:
     jmp rcx
-.Lc1_d5358_s_t:
+.Lc1_d5317_s_t:
     jmp rcx
-.Lc1_d5443_s_t:
+.Lc1_d5404_s_t:
     jmp rcx
-.Lc1_d5538_s_t:
+.Lc1_d5500_s_t:
     jmp rcx
-.Lc1_d5584_j_t:
+.Lc1_d5546_j_t:
     jmp rcx
-.Lc1_d5671_j_t:
+.Lc1_d5631_j_t:
     jmp rcx
-.Lc1_d5759_j_t:
+.Lc1_d5723_j_t:
     jmp rcx
-.Lc1_d5808_s_t:
+.Lc1_d5772_s_t:
     jmp rcx
-.Lc1_d5895_j_t:
+.Lc1_d5860_j_t:
     jmp rcx
-.Lc1_d5986_j_t:
+.Lc1_d5951_j_t:
     jmp rcx
-.Lc1_d6040_s_t:
+.Lc1_d6003_s_t:
     jmp rcx
-.Lc1_d6130_j_t:
+.Lc1_d6092_j_t:
     jmp rcx
-.Lc1_d6180_s_t:
+.Lc1_d6145_s_t:
     jmp rcx
-.Lc1_d6270_j_t:
+.Lc1_d6235_j_t:
     jmp rcx
-.Lc1_d6362_j_t:
+.Lc1_d6327_j_t:
     jmp rcx
-.Lc1_d6408_j_t:
+.Lc1_d6374_j_t:
     jmp rcx
-.Lc1_d6508_j_t:
+.Lc1_d6474_j_t:
     jmp rcx
-.Lc1_d6610_s_t:
+.Lc1_d6574_s_t:
     jmp rcx
-.Lc1_d6653_j_t:
+.Lc1_d6617_j_t:
     jmp rcx
-.Lc1_d6750_s_t:
+.Lc1_d6713_s_t:
     jmp rcx
-.Lc1_d6838_s_t:
+.Lc1_d6804_s_t:
     jmp rcx
-.Lc1_d6880_j_t:
+.Lc1_d6845_j_t:
     jmp rcx
-.Lc1_d6969_s_t:
+.Lc1_d6936_s_t:
     jmp rcx
-.Lc1_d7063_j_t:
+.Lc1_d7030_j_t:
     jmp rcx
-.Lc1_d7106_j_t:
+.Lc1_d7073_j_t:
     jmp rcx
-.Lc1_d7201_j_t:
+.Lc1_d7168_j_t:
     jmp rcx
-.Lc1_d7251_j_t:
+.Lc1_d7219_j_t:
     jmp rcx
-.Lc1_d7344_s_t:
+.Lc1_d7311_s_t:
     jmp rcx
-.Lc1_d7435_j_t:
+.Lc1_d7400_j_t:
     jmp rcx
-.Lc1_d7481_j_t:
+.Lc1_d7448_j_t:
     jmp rcx
-.Lc1_d7572_j_t:
+.Lc1_d7539_j_t:
     jmp rcx
-.Lc1_d7669_s_t:
+.Lc1_d7633_s_t:
     jmp rcx
-.Lc1_d7711_j_t:
+.Lc1_d7673_j_t:
     jmp rcx
-.Lc1_d7806_s_t:
+.Lc1_d7768_s_t:
     jmp rcx
-.Lc1_d7897_s_t:
+.Lc1_d7859_s_t:
     jmp rcx
-.Lc1_d7940_j_t:
+.Lc1_d7902_j_t:
     jmp rcx
-.Lc1_d8029_j_t:
+.Lc1_d7990_j_t:
     jmp rcx
-.Lc1_d8128_j_t:
+.Lc1_d8089_j_t:
     jmp rcx
-.Lc1_d8175_s_t:
+.Lc1_d8133_s_t:
     jmp rcx
-.Lc1_d8267_j_t:
+.Lc1_d8224_j_t:
     jmp rcx
-.Lc1_d8320_s_t:
+.Lc1_d8276_s_t:
     jmp rcx
-.Lc1_d8410_j_t:
+.Lc1_d8366_j_t:
     jmp rcx
-.Lc1_d8501_j_t:
+.Lc1_d8458_j_t:
     jmp rcx
-.Lc1_d8551_j_t:
+.Lc1_d8503_j_t:
     jmp rcx
-.Lc1_d8646_s_t:
+.Lc1_d8599_s_t:
     jmp rcx
-.Lc1_d8730_j_t:
+.Lc1_d8683_j_t:
     jmp rcx
-.Lc1_d8778_j_t:
+.Lc1_d8728_j_t:
     jmp rcx
-.Lc1_d8868_s_t:
+.Lc1_d8819_s_t:
     jmp rcx
-.Lc1_d8954_j_t:
+.Lc1_d8906_j_t:
     jmp rcx
-.Lc1_d9000_s_t:
+.Lc1_d8951_s_t:
     jmp rcx
-.Lc1_d9094_j_t:
+.Lc1_d9042_j_t:
     jmp rcx
-.Lc1_d9193_j_t:
+.Lc1_d9138_j_t:
     jmp rcx
-.Lc1_d9241_s_t:
+.Lc1_d9186_s_t:
     jmp rcx
-.Lc1_d9336_j_t:
+.Lc1_d9280_j_t:
     jmp rcx
-.Lc1_d9390_j_t:
+.Lc1_d9334_j_t:
     jmp rcx
-.Lc1_d9486_s_t:
+.Lc1_d9427_s_t:
     jmp rcx
-.Lc1_d9578_j_t:
+.Lc1_d9516_j_t:
     jmp rcx
-.Lc1_d9627_s_t:
+.Lc1_d9564_s_t:
     jmp rcx
-.Lc1_d9715_j_t:
+.Lc1_d9656_j_t:
     jmp rcx
-.Lc1_d9815_s_t:
+.Lc1_d9756_s_t:
     jmp rcx
-.Lc1_d9857_j_t:
+.Lc1_d9798_j_t:
     jmp rcx
-.Lc1_d9949_j_t:
+.Lc1_d9889_j_t:
     jmp rcx
-.Lc1_d10044_s_t:
+.Lc1_d9986_s_t:
     jmp rcx
-.Lc1_d10086_s_t:
+.Lc1_d10027_s_t:
     jmp rcx
-.Lc1_d10171_j_t:
+.Lc1_d10108_j_t:
     jmp rcx
-.Lc1_d10270_j_t:
+.Lc1_d10205_j_t:
     jmp rcx
-.Lc1_d10314_j_t:
+.Lc1_d10254_j_t:
     jmp rcx
-.Lc1_d10414_s_t:
+.Lc1_d10349_s_t:
     jmp rcx
-.Lc1_d10451_j_t:
+.Lc1_d10385_j_t:
     jmp rcx
-.Lc1_d10548_j_t:
+.Lc1_d10480_j_t:
     jmp rcx
-.Lc1_d10642_s_t:
+.Lc1_d10573_s_t:
     jmp rcx
-.Lc1_d10684_j_t:
+.Lc1_d10615_j_t:
     jmp rcx
-.Lc1_d10785_j_t:
+.Lc1_d10714_j_t:
     jmp rcx
-.Lc1_d10876_s_t:
+.Lc1_d10807_s_t:
     jmp rcx
-.Lc1_d10919_j_t:
+.Lc1_d10850_j_t:
     jmp rcx
-.Lc1_d11021_s_t:
+.Lc1_d10953_s_t:
     jmp rcx
-.Lc1_d11108_j_t:
+.Lc1_d11040_j_t:
     jmp rcx
-.Lc1_d11155_j_t:
+.Lc1_d11086_j_t:
     jmp rcx
-.Lc1_d11250_s_t:
+.Lc1_d11182_s_t:
     jmp rcx
-.Lc1_d11289_j_t:
+.Lc1_d11220_j_t:
     jmp rcx
-.Lc1_d11383_j_t:
+.Lc1_d11313_j_t:
     jmp rcx
-.Lc1_d11481_s_t:
+.Lc1_d11410_s_t:
     jmp rcx
-.Lc1_d11521_j_t:
+.Lc1_d11451_j_t:
     jmp rcx
-.Lc1_d11620_s_t:
+.Lc1_d11545_s_t:
     jmp rcx
-.Lc1_d11706_j_t:
+.Lc1_d11631_j_t:
     jmp rcx
-.Lc1_d11752_j_t:
+.Lc1_d11675_j_t:
     jmp rcx
-.Lc1_d11842_s_t:
+.Lc1_d11767_s_t:
     jmp rcx
     .text
 

@@ -48,56 +48,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], al
-    vpaddd ymm10, ymm5, ymmword ptr [r15 + 0]
-    mov edx, ebp
-    test ebx, 576
+    lea rcx, [rip + .Lc1_d35_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d35_j_t
+.Lc1_d35_j:
+    inc dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1304446976
     jnz 1f
 1:
-    mov edi, 197
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    test bl, 128
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    sete dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, eax
+    movsxd rcx, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    mov edi, 87
+    vmovdqu ymm12, ymmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 896], edi
-    mov rbp, r10
-    bt rdx, rdx
-    mov rsi, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 16
+    mov eax, dword ptr [r15 + 64]
+    sete dl
+    bt rax, rax
+    test dword ptr [r15 + 67117724], 4208128
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    vpaddd ymm10, ymm12, ymmword ptr [r15 + 640]
+    mov r8, r10
+    mov qword ptr [r15 + 704], r9
+    test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3008]
-    mov edi, dword ptr [r15 + 512]
-    xchg qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 576], r9b
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3008]
+    mov r8, qword ptr [r15 + 512]
     test ebx, 1024
-    jz 1f
+    jnz 1f
 1:
-    inc dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r14 + 64]
-    mov rax, qword ptr [r15 + 576]
-    test ebx, 576
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 842
-    rep movsb
-    movsxd r9, dword ptr [r14 + 640]
-    mov rbp, qword ptr [r15 + 704]
+    vpaddd ymm6, ymm10, ymmword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r14 + 448], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -107,123 +103,120 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 537396352
-    setz al
-    lea rcx, [rip + .Lc1_d87_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d87_s_t
-    .p2align 3
-.Lc1_d87_s:
-    .p2align 3
-    jmp .Lc1_d87_j
-    .p2align 3
-    jmp .Lc1_d87_j
-.Lc1_d87_j:
-    movzx ebp, byte ptr [r15 + 768]
-    movzx r8d, cl
-    bt rbp, rbp
-    test ebx, 512
+    mov r8, rax
+    mov dword ptr [r15 + 0], 190
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 827
+    rep movsb
+    mov r9d, ecx
+    test ebx, 31728
+    jz 1f
+1:
+    mov rax, rcx
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 64
     jnz 1f
 1:
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 704]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 960]
+    test bl, 32
+    jnz 1f
+1:
+    bt rsi, r8
+    mov qword ptr [r15 + 448], rsi
     movzx r9d, byte ptr [r15 + 704]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 536870912
+    test ebx, 1024
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 200
-    test dword ptr [r15 + 67117723], 34
+    mov rbp, r10
+    mov qword ptr [r14 + 128], r9
+    mov rdx, qword ptr [r15 + 640]
+    and rbp, 4032
+    or qword ptr [r14 + rbp + 3008], 64
+    test bl, 32
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 576]
-    mov qword ptr [r14 + 512], r9
-    test dword ptr [r15 + 67117723], 537016708
-    jz 1f
-1:
-    mov qword ptr [r15 + 640], rax
-    mov edi, eax
-    mov rax, rdi
-    test dword ptr [r15 + 67117724], 8388612
-    jz 1f
-1:
-    mov r8, rdi
-    or qword ptr [r15 + 128], 59
+    mov rsi, rbp
+    sete r9b
+    mov eax, 42
     test bl, 64
-    jz 1f
-1:
-    mov r9, qword ptr [r14 + 768]
-    mov edx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, 5
+    movzx edx, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 768]
+    mov rax, rdx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d137_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d137_j_t
+.Lc1_d137_j:
+    mov dword ptr [r15 + 0], 117
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    mov edx, ecx
+    mov r9, rcx
+    test bl, 80
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
     movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    xchg r8, r8
-    mov rax, rcx
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, rdx
-    test bl, 32
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    sete sil
-    mov dword ptr [r15 + 0], 213
-    mov r8, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r9d, dword ptr [r15 + 0]
-    bswap r8
-    test ebx, 512
+    mov ecx, edx
+    movzx edx, dl
+    test bl, 112
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    lea rbp, [r10 + r10*2]
-    movzx ecx, dl
+    mov edi, dword ptr [r15 + 512]
+    mov r9, rdx
+    xchg rdi, rdi
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov rbp, r10
+    sete dil
+    movzx eax, byte ptr [r14 + 704]
     and rbp, 448
-    mov rax, qword ptr [r14 + rbp + 1600]
-    mov esi, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    test ebx, 57072
+    mov r8, qword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 673235492
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    mov r8d, edx
-    mov esi, edx
-    mov edx, esi
+    mov edx, eax
+    mov rcx, rbp
+    bswap rdx
+    test dword ptr [r15 + 67117723], 73728
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov r9, qword ptr [r14 + 128]
     test bl, 64
     jz 1f
 1:
-    mov r9, r10
-    mov rax, qword ptr [r15 + 704]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 960]
-    movsxd rcx, dword ptr [r14 + 64]
-    mov byte ptr [r15 + 512], dl
-    or qword ptr [r15 + rbp + 1536], 85
-    test ebx, 49008
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 576]
-    mov rdi, rsi
-    mov rax, rdi
-    movzx esi, sil
+    mov dword ptr [r15 + 832], 120
+    movsxd r8, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 64], r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -233,51 +226,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d193_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d193_j_t
-.Lc1_d193_j:
-    mov dword ptr [r14 + 704], ecx
-    mov rbp, qword ptr [r15 + 704]
-    not qword ptr [r15 + 768]
-    test bl, 32
-    jz 1f
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    bt r8, r8
+    add qword ptr [r15 + 0], rcx
+    test dword ptr [r15 + 67117724], 1073748146
+    jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 448], 173
-    and r9, 4032
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 3008]
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1075970498
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 21577734
-    jnz 1f
-1:
-    mov r9d, ecx
-    movzx edi, byte ptr [r15 + 640]
+    mov r9, r10
     test bl, 32
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r8, r10
-    mov edx, 36
-    mov r9d, r8d
-    test bl, 128
-    jz 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1472], r9b
-    mov byte ptr [r15 + 64], r8b
-    movzx ecx, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 32
+    and r9, 960
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 1984]
+    or qword ptr [r14 + 0], 45
+    mov dword ptr [r15 + 576], 161
+    test ebx, 7856
     jnz 1f
 1:
-    bt rcx, rcx
-    mov dword ptr [r15 + 832], 41
+    mov rcx, qword ptr [r15 + 832]
+    movzx eax, byte ptr [r15 + 128]
+    mov r8d, 86
+    mov dword ptr [r15 + 896], 138
+    test ebx, 48880
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    popcnt rsi, r9
+    mov byte ptr [r15 + 640], r9b
+    test bl, 32
+    jnz 1f
+1:
+    mov ecx, esi
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 64]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], al
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 576]
+    mov r8, rbp
+    mov dword ptr [r14 + 768], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -287,58 +282,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ecx, byte ptr [r15 + 896]
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    test dword ptr [r15 + 67117724], 8388640
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d239_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d239_j_t
+.Lc1_d239_j:
+    movsxd rdx, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    test dword ptr [r15 + 67117723], 673188136
+    test bl, 128
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, 53
-    movsxd r8, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 94
-    test bl, 32
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, 155
-    test ebx, 64944
-    jnz 1f
-1:
+    mov r9d, 140
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 128], r9
-    movsxd rbp, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 2013282497
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + 640]
-    mov rbp, r10
-    movzx ecx, byte ptr [r14 + 704]
-    test dword ptr [r15 + 67117723], 545399492
+    test bl, 144
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], r9d
-    xchg rbp, rbp
-    test dword ptr [r15 + 67117724], 256
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    xchg r8, r8
+    test dword ptr [r15 + 67117724], 117443650
     jz 1f
 1:
-    mov rdi, rbp
-    mov edx, 158
-    vmovdqu xmm5, xmmword ptr [r15 + 768]
-    add r11, 64
-    add r10, r11
+    mov eax, 42
+    movzx edx, r8b
+    movzx r8d, al
+    mov r9d, 89
+    test ebx, 3488
+    jz 1f
+1:
+    mov rdi, r9
+    mov r9d, 54
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 2304
+    jz 1f
+1:
+    mov ebp, 147
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 6640
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 704]
+    movzx edx, byte ptr [r14 + 0]
+    mov dword ptr [r15 + 576], ecx
+    test dword ptr [r15 + 67117724], 270336
+    jnz 1f
+1:
+    add qword ptr [r15 + 640], rcx
+    sete r8b
+    or qword ptr [r15 + 512], 81
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -346,56 +345,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d291_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d291_j_t
-.Lc1_d291_j:
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov rbp, rcx
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 112
-    jnz 1f
-1:
-    mov ebp, 226
-    lea r8, [r10 + r10*1]
-    mov rbp, r10
-    vsubsd xmm5, xmm5, xmm5
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117723], 65536
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 541073536
+    setz al
+    lea rcx, [rip + .Lc1_d294_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d294_s_t
+    .p2align 3
+.Lc1_d294_s:
+    .p2align 3
+    jmp .Lc1_d294_j
+    .p2align 3
+    jmp .Lc1_d294_j
+.Lc1_d294_j:
+    movsxd rdx, dword ptr [r14 + 896]
+    mov r8, r10
+    mov rdi, rdx
+    test dword ptr [r15 + 67117724], 278938242
     jnz 1f
 1:
     and r8, 448
-    mov esi, dword ptr [r14 + r8 + 960]
-    mov qword ptr [r15 + 896], r8
-    mov dword ptr [r15 + r8 + 1024], r8d
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 537030676
-    jnz 1f
-1:
-    mov rdx, rsi
-    mov edi, 195
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7104]
-    test ebx, 3488
+    xor dword ptr [r15 + r8 + 960], edi
+    mov qword ptr [r15 + 768], r8
+    test ebx, 1024
     jz 1f
 1:
-    mov r8, qword ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 832]
+    mov r9, rdi
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 536870920
+    jz 1f
+1:
+    mov ecx, 226
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 201345794
+    jz 1f
+1:
+    and r8, 8128
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r14 + r8 + 7104]
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
+1:
+    mov eax, 59
     add r11, 64
     add r10, r11
     inc rbx
@@ -405,53 +404,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 704]
-    mov edi, eax
-    mov dword ptr [r15 + 64], 199
-    mov r8d, dword ptr [r14 + 320]
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 128]
+    mov r8d, ebp
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 1984]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 1
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    mov esi, 19
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 17326377
     jz 1f
 1:
+    mov esi, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 70
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 10750513
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 960
-    movsxd rcx, dword ptr [r15 + r8 + 2048]
-    mov r9d, r8d
-    movzx eax, cl
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r14 + 0]
+    mov ebp, esi
+    movzx r9d, al
     test bl, 32
     jz 1f
 1:
-    mov byte ptr [r14 + 128], r9b
-    movzx edi, byte ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + r8 + 1984]
-    test ebx, 6592
-    jz 1f
+    movzx edi, byte ptr [r14 + 0]
+    mov byte ptr [r15 + 448], r9b
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 2432
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 768]
-    vcvtsi2sd xmm5, xmm5, esi
-    mov rcx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 832]
-    test bl, 144
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 16777216
+    jnz 1f
 1:
-    mov r8, r10
-    mov r9, rax
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 960]
-    add qword ptr [r15 + 768], r8
+    mov r9, r10
+    mov rsi, rdx
+    and r9, 448
+    inc dword ptr [r15 + r9 + 960]
+    add qword ptr [r15 + 576], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -461,76 +460,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d392_j]
+    lea rcx, [rip + .Lc1_d391_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d392_j_t
-.Lc1_d392_j:
-    mov dword ptr [r15 + 768], ecx
-    movzx esi, cl
-    mov r8, r10
-    movsxd r9, dword ptr [r15 + 512]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3008]
-    test dword ptr [r15 + 67117724], 10229376
+    jmp .Lc1_d391_j_t
+.Lc1_d391_j:
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx edx, al
+    add qword ptr [r15 + 832], rsi
+    mov eax, 98
+    test dword ptr [r15 + 67117724], 9967232
     jnz 1f
 1:
-    movzx ebp, r9b
-    mov eax, dword ptr [r15 + 896]
-    or qword ptr [r15 + 128], 115
-    test bl, 144
+    mov dword ptr [r15 + 768], 214
+    mov dword ptr [r15 + 0], eax
+    mov rbp, rdx
+    test dword ptr [r15 + 67117723], 4100
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + 0]
-    add qword ptr [r14 + 0], rbp
-    mov ecx, 179
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
+    movzx r9d, bpl
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    movzx esi, cl
     movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov rax, qword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    test bl, 32
+    movsxd rdx, dword ptr [r14 + 0]
+    movzx r8d, cl
+    test dword ptr [r15 + 67117723], 268451840
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 704]
-    mov edx, r9d
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], ebp
-    xor dword ptr [r15 + 512], r9d
-    mov r8, rdx
-    test dword ptr [r15 + 67117724], 8
+    mov r9, r10
+    xor dword ptr [r14 + 0], edx
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 512]
+    and r9, 960
+    movzx eax, byte ptr [r15 + r9 + 1984]
+    mov rsi, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 536872448
     jnz 1f
 1:
-    cmovne r8, r8
-    mov rax, r8
-    mov ecx, 15
+    mov ecx, dword ptr [r15 + 512]
+    mov ebp, 154
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    mov dword ptr [r15 + 640], ebp
+    mov rsi, qword ptr [r15 + 128]
+    test bl, 208
+    jz 1f
+1:
+    cmovne rcx, rsi
+    mov rdx, r9
+    movzx esi, byte ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 98 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 97 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 98]
+    lea rcx, [rbx + 97]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 98
+    mov r13d, 97
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm15, xmm15, xmm5
+    vpcmpeqb xmm12, xmm12, xmm11
     movzx esi, byte ptr [r15 + 0]
     and eax, dword ptr [r15 + 0]
     test esi, esi
@@ -538,26 +538,26 @@ ditto_body_c1:
     test ebx, 3648
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 64]
-    mov edi, r8d
-    mov rax, qword ptr [r14 + 0]
-    neg r8
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ebp, esi
+    mov rdx, qword ptr [r14 + 0]
+    neg rax
     test bl, 16
     jnz 1f
 1:
-    mov ecx, 131
+    mov eax, 131
     jmp 1f
 1:
-    add rsi, 5
-    mov ebp, dword ptr [r15 + 192]
-    crc32 r8, r8
+    add rbp, 5
+    mov r8d, dword ptr [r15 + 192]
+    crc32 rbp, rax
     test dword ptr [r15 + 67117724], 278414373
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    movsxd rdi, dword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], al
+    movsxd rcx, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
@@ -580,53 +580,53 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d487_j_t
 .Lc1_d487_j:
-    movzx edx, al
-    mov r9d, 52
-    xor edx, r9d
+    movzx edi, cl
+    mov edx, 52
+    xor edi, edx
     test ebx, 23296
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov rdi, r8
+    movsxd r9, dword ptr [r15 + 384]
+    mov rsi, rdi
     test dword ptr [r15 + 67117724], 2064
     jz 1f
 1:
     movsxd rax, dword ptr [r14 + 576]
     mov ecx, 59
-    neg rax
+    neg rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov edx, 217
+    mov byte ptr [r15 + 64], cl
+    mov r9d, 217
     test bl, 14
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
+    movzx eax, dl
     mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 4
     jnz 1f
 1:
     and rbp, 4032
-    xchg qword ptr [r15 + rbp + 3008], rcx
-    mov ebp, ebp
+    xchg qword ptr [r15 + rbp + 3008], rax
+    mov r9d, ebp
     test dword ptr [r15 + 67117723], 8388672
     jz 1f
 1:
     mov r8, r10
-    mov r9, r10
+    mov rbp, r10
     and r8, 448
     mov dword ptr [r15 + r8 + 1472], 146
-    and r9, 960
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1984]
+    and rbp, 960
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1984]
     or qword ptr [r15 + 128], 2
     test bl, 8
     jnz 1f
 1:
-    popcnt rdx, r8
-    cmovne rcx, rdx
+    popcnt rsi, rbp
+    cmovne rax, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -682,56 +682,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 832], rax
     mov rbp, r10
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], rcx
-    mov r8, r10
     mov esi, 165
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 88
-    mov edx, dword ptr [r15 + 0]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 88
+    mov r8d, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 68167682
     jnz 1f
 1:
-    popcnt rsi, r8
-    btc dword ptr [r15 + 0], 16
-    mov rax, rsi
+    popcnt r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov esi, r9d
     test ebx, 1024
     jnz 1f
 1:
-    mov ebp, edx
     mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], bpl
-    test dword ptr [r15 + 67117723], 121901076
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 218
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 121896980
     jz 1f
 1:
-    mov r8d, 245
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 128
+    mov edx, dword ptr [r15 + 448]
+    and rbp, 4032
+    btc dword ptr [r15 + rbp + 3008], 21
+    movzx edi, bpl
+    movsxd rcx, dword ptr [r15 + 896]
+    test ebx, 256
     jz 1f
 1:
-    movzx esi, r8b
-    mov qword ptr [r15 + 0], r8
-    mov rbp, rsi
-    test dword ptr [r15 + 67117723], 33595392
+    mov r8, rdi
+    bswap rax
+    mov r9, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 33587200
     jz 1f
 1:
-    bswap rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    sete r8b
+    sete dil
+    mov qword ptr [r15 + 576], r9
+    mov byte ptr [r15 + 64], dil
+    movsxd rsi, dword ptr [r14 + 0]
     test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 262400
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 832]
-    inc dword ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], sil
+    movsxd rbp, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -741,56 +738,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d600_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d600_j_t
-.Lc1_d600_j:
-    mov r9d, 152
-    or qword ptr [r14 + 896], 110
-    popcnt rbp, r9
-    mov esi, 116
-    test dword ptr [r15 + 67117724], 532484
+    movsxd rdx, dword ptr [r15 + 640]
+    mov r9d, 221
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 576]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
+    mov ebp, dword ptr [r15 + 0]
+    popcnt rcx, rdi
     mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117724], 11698248
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, r10
     test bl, 96
     jnz 1f
 1:
-    mov esi, ecx
-    movzx edx, bpl
-    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 128]
+    mov edx, r9d
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3008], dl
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 512]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3008], dil
+    mov esi, r9d
+    mov rdi, qword ptr [r14 + 0]
+    mov ebp, 3
     test ebx, 704
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov ecx, edx
-    and rbp, 448
+    movsxd rax, dword ptr [r14 + 0]
+    mov dword ptr [r15 + 896], 199
     mov r8, r10
-    mov rax, qword ptr [r15 + rbp + 1472]
+    mov ecx, dword ptr [r15 + 448]
+    lea r9, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    movzx edi, byte ptr [r14 + 0]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 960]
-    mov qword ptr [r15 + r9 + 3072], r8
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 1536]
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1984], rbp
+    mov byte ptr [r15 + r9 + 1472], r8b
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rcx, r8
+    movzx esi, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -800,52 +798,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov ecx, 18
-    test dword ptr [r15 + 67117723], 311574664
-    jnz 1f
-1:
-    mov rsi, rax
-    mov eax, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r15 + 0]
-    vmovdqu ymm15, ymmword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 69730320
+    setz al
+    lea rcx, [rip + .Lc1_d650_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d650_s_t
+    .p2align 3
+.Lc1_d650_s:
+    .p2align 3
+    jmp .Lc1_d650_j
+    .p2align 3
+    jmp .Lc1_d650_j
+.Lc1_d650_j:
     mov rbp, r10
-    movzx edi, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 1677852928
+    mov rsi, rcx
+    movzx edx, byte ptr [r15 + 640]
+    and rbp, 960
+    mov r8, qword ptr [r15 + rbp + 1984]
+    test ebx, 2048
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3008]
-    mov edx, dword ptr [r15 + 704]
-    movsxd rsi, dword ptr [r15 + 640]
-    test bl, 64
+    mov eax, dword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov rsi, rax
+    test dword ptr [r15 + 67117723], 914620480
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1152
     jnz 1f
 1:
-    mov r8, r10
-    mov edi, dword ptr [r14 + 512]
-    mov dword ptr [r15 + 640], r8d
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    test bl, 224
+    movsxd rsi, dword ptr [r14 + 64]
+    movzx ecx, byte ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 1450245
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 448]
-    mov dword ptr [r15 + 64], 33
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], r8d
+    mov edi, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -855,58 +858,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d700_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d700_j_t
-.Lc1_d700_j:
     mov edx, eax
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 64], eax
     mov dword ptr [r15 + 0], edx
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 411174416
-    jz 1f
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
 1:
-    bt rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    test dword ptr [r15 + 67117723], 536936448
-    jz 1f
+    bt r9, r9
+    inc dword ptr [r15 + 0]
+    mov rdi, r9
+    test ebx, 576
+    jnz 1f
 1:
     sete dl
-    bt r9, r9
+    bt rdi, rdi
     movzx esi, dl
-    test ebx, 129504
-    jnz 1f
-1:
-    bswap rdi
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test dword ptr [r15 + 67117724], 32
+    test bl, 64
     jz 1f
 1:
-    mov rsi, rdi
-    lea r9, [r10 + r10*1]
-    mov rdx, rsi
-    movzx ecx, byte ptr [r14 + 128]
-    test bl, 224
+    bswap r9
+    mov qword ptr [r15 + 0], rsi
+    movzx r8d, byte ptr [r14 + 128]
+    test dword ptr [r15 + 67117724], 201852998
     jz 1f
 1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 1024]
-    mov r8d, 221
+    mov rax, r8
+    mov rbp, r10
+    mov rdx, rax
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 32832
+    jz 1f
+1:
     inc dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 2048
+    mov r9d, 222
+    mov rsi, qword ptr [r14 + 0]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 268436032
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov esi, eax
-    add qword ptr [r15 + r9 + 960], rcx
-    test dword ptr [r15 + 67117724], 1073745216
+    mov rdi, qword ptr [r15 + 832]
+    mov edx, esi
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rdx
+    test ebx, 6848
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    inc dword ptr [r14 + 576]
-    vpaddd ymm1, ymm15, ymmword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, r10
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 576]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -916,54 +919,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, eax
-    movsxd r8, dword ptr [r15 + 704]
-    mov r9, r10
-    mov rbp, r10
-    mov qword ptr [r15 + 128], r9
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], r8b
-    test dword ptr [r15 + 67117723], 1073741833
+    lea rcx, [rip + .Lc1_d752_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d752_j_t
+.Lc1_d752_j:
+    mov r8d, ecx
+    movsxd rsi, dword ptr [r14 + 128]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jz 1f
 1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7104]
-    xor dword ptr [r15 + 0], ebp
-    mov esi, 139
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67108880
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 73
-    mov eax, r8d
-    test ebx, 256
+    xor dword ptr [r15 + 0], r8d
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, 81
+    test dword ptr [r15 + 67117724], 2048
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    bt r8, r9
-    mov ecx, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117723], 69206018
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67633280
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, esi
+    mov dword ptr [r15 + 0], 162
+    test ebx, 256
     jz 1f
 1:
-    mov rbp, rsi
-    mov byte ptr [r15 + 128], sil
-    mov qword ptr [r15 + 64], rbp
-    mov edx, 237
+    bt r9, r9
+    mov byte ptr [r15 + 64], r9b
+    mov r8, rcx
+    movsxd rax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 896]
+    mov ebp, 164
+    mov byte ptr [r15 + 128], dl
+    mov r8, r10
     test bl, 128
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx eax, byte ptr [r14 + 128]
-    mov edx, dword ptr [r15 + 640]
     movsxd rcx, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
+    mov esi, dword ptr [r15 + 640]
+    and r8, 960
+    movsxd r9, dword ptr [r15 + r8 + 1984]
+    test dword ptr [r15 + 67117724], 180360
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], 37
-    movzx edx, dl
-    mov edi, eax
+    mov dword ptr [r14 + 64], 193
+    movzx ebp, r9b
+    mov eax, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -973,64 +981,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16908300
-    setz al
-    lea rcx, [rip + .Lc1_d803_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d803_s_t
-    .p2align 3
-.Lc1_d803_s:
-    .p2align 3
-    jmp .Lc1_d803_j
-    .p2align 3
-    jmp .Lc1_d803_j
-.Lc1_d803_j:
-    mov rdi, rax
-    mov dword ptr [r15 + 0], 42
-    vpaddd ymm15, ymm14, ymmword ptr [r15 + 0]
-    test bl, 96
+    mov byte ptr [r15 + 0], al
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, al
+    movzx r8d, dil
+    test ebx, 7904
     jz 1f
 1:
-    movzx edi, dil
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    test ebx, 118752
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov esi, edx
+    mov qword ptr [r15 + 0], r9
+    test dword ptr [r15 + 67117723], 524292
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 5056
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], 117
+    mov ecx, 9
+    test dword ptr [r15 + 67117723], 1350566673
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 613974560
-    jz 1f
-1:
+    movzx esi, byte ptr [r15 + 640]
     mov rbp, r10
-    mov r8, r10
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], dl
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117723], 3072
-    jz 1f
-1:
-    mov edi, edx
-    mov ecx, 48
-    test bl, 160
+    mov eax, 79
+    mov byte ptr [r15 + 512], bpl
+    test dword ptr [r15 + 67117723], 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    mov esi, 115
-    mov r9, qword ptr [r14 + 64]
-    test bl, 64
+    and rbp, 960
+    mov r9, r10
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1984]
+    mov edx, dword ptr [r14 + 0]
+    movzx edi, byte ptr [r14 + 0]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 960]
+    test dword ptr [r15 + 67117724], 65536
+    jnz 1f
+1:
+    movzx r8d, r9b
+    movzx ecx, byte ptr [r15 + 832]
+    mov rsi, r8
+    mov rdx, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 270368
     jz 1f
 1:
-    mov byte ptr [r15 + 704], cl
-    vmovdqu xmm15, xmmword ptr [r15 + 576]
+    movzx edi, sil
+    vmulsd xmm10, xmm10, xmm10
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1040,51 +1038,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d856_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d856_j_t
+.Lc1_d856_j:
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9, rcx
     mov rsi, qword ptr [r15 + 0]
-    test ebx, 7648
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 640], 23
-    movzx esi, r9b
-    test dword ptr [r15 + 67117724], 32768
+    test bl, 96
     jnz 1f
 1:
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 576]
-    lea rbp, [r10 + r10*1]
-    mov esi, esi
-    mov rdi, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1468006530
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx eax, r8b
     test bl, 64
     jnz 1f
 1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r14 + rbp + 3072]
-    mov byte ptr [r15 + 64], bpl
-    mov rdi, qword ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 1048592
-    jz 1f
+    mov rcx, qword ptr [r15 + 832]
+    mov edi, eax
+    mov dword ptr [r15 + 512], 63
+    test dword ptr [r15 + 67117723], 16416
+    jnz 1f
 1:
-    mov byte ptr [r15 + 576], r9b
-    movzx esi, byte ptr [r14 + 768]
-    add qword ptr [r15 + 640], r9
-    mov r8, r10
-    test bl, 128
-    jz 1f
-1:
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 704]
     mov r9, r10
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
-    inc dword ptr [r15 + rbp + 3008]
+    mov byte ptr [r15 + 576], sil
+    test dword ptr [r15 + 67117724], 17825920
+    jnz 1f
+1:
     and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 1472]
+    movzx edi, byte ptr [r15 + r9 + 1472]
+    mov ecx, dword ptr [r15 + 448]
+    mov r8, r10
+    mov qword ptr [r15 + 768], rcx
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 960
+    inc dword ptr [r15 + r8 + 1984]
+    movsxd rbp, dword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1098,54 +1098,52 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d905_j_t
 .Lc1_d905_j:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 186
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov dword ptr [r15 + 0], ecx
+    mov rdx, rcx
     test bl, 224
     jz 1f
 1:
-    mov edi, edx
-    mov qword ptr [r15 + 0], rdx
-    mov rax, qword ptr [r15 + 0]
+    mov rbp, rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    mov edi, edi
-    inc dword ptr [r15 + 0]
-    mov rcx, rdi
-    test dword ptr [r15 + 67117724], 1073938595
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, r10
+    mov dword ptr [r14 + 0], 15
+    movsxd rcx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 1073807395
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1024
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3008]
+    mov edi, r9d
+    mov eax, dword ptr [r14 + 704]
+    mov r8, r10
+    test ebx, 2048
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 896]
-    mov byte ptr [r15 + 64], dl
+    mov edx, eax
     mov dword ptr [r15 + 128], 248
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], rdx
+    mov rbp, r10
     test ebx, 15968
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 832]
-    sete cl
-    mov r8, r10
+    mov ecx, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 64]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], r9b
     test ebx, 256
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 704]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3008]
-    movzx edx, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 42239496
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 0]
-    mov ebp, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r14 + 64]
+    inc dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1155,52 +1153,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    add qword ptr [r15 + 832], rax
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 109
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx r9d, byte ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    mov dword ptr [r14 + 704], 131
-    movsxd rsi, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 768]
-    test ebx, 120800
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 896]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 77
-    mov esi, 185
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r10
-    test bl, 128
+    mov esi, 77
+    mov r9d, 185
+    mov ecx, dword ptr [r15 + 512]
+    test bl, 96
     jnz 1f
 1:
-    mov r9, r10
-    mov ebp, 242
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7104]
     mov rbp, r10
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 960]
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
+    mov eax, 242
+    mov edx, dword ptr [r15 + 128]
+    mov r8, r10
     and rbp, 960
-    mov rsi, qword ptr [r14 + rbp + 1984]
-    mov rax, qword ptr [r15 + 768]
-    sete r8b
-    test bl, 64
+    mov rsi, qword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 250
-    bt r9, r9
-    test ebx, 256
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7104], sil
+    mov rcx, qword ptr [r15 + 704]
+    sete dl
+    test dword ptr [r15 + 67117723], 1126729728
     jnz 1f
 1:
-    mov esi, r8d
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], esi
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 64], 250
+    mov r9, r10
+    bt rax, rax
+    test ebx, 118752
+    jz 1f
+1:
+    mov ecx, eax
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 1472]
+    movzx esi, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1210,57 +1208,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1006_j]
+    lea rcx, [rip + .Lc1_d1005_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1006_j_t
-.Lc1_d1006_j:
-    mov r8, r10
-    lea rdi, [r15 + 67109504]
-    mov ecx, 842
-    rep stosb
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 1472]
-    mov esi, 110
-    mov r9d, 45
+    jmp .Lc1_d1005_j_t
+.Lc1_d1005_j:
+    mov rdx, rcx
+    mov dword ptr [r14 + 0], ecx
+    mov r8d, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov esi, r8d
     mov dword ptr [r15 + 0], 4
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    mov edx, r9d
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, ebp
+    lea r9, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    mov r8, r9
-    mov esi, edx
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, rsi
-    test ebx, 2560
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 576]
-    vsubsd xmm15, xmm15, xmm15
-    movsxd rbp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 125862152
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r14 + 0]
     and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 960]
-    mov ecx, 212
+    movzx ecx, byte ptr [r15 + r9 + 1472]
+    mov rsi, qword ptr [r14 + 640]
+    test ebx, 5120
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 128], ecx
+    mov r8d, 235
+    test dword ptr [r15 + 67117724], 109084680
+    jnz 1f
+1:
+    mov edx, 76
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 448]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 960]
     test bl, 128
     jz 1f
 1:
-    mov ebp, 246
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    mov r8, qword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + r9 + 1536]
+    mov ecx, 60
+    mov r9d, 93
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    mov rsi, r8
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1270,56 +1268,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rax
+    mov edx, 13
     and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    lea r9, [r10 + r10*1]
-    movsxd r8, dword ptr [r15 + 384]
-    and r9, 448
-    movsxd rcx, dword ptr [r14 + r9 + 960]
+    movsxd rsi, dword ptr [r15 + rbp + 1472]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    btc dword ptr [r14 + 0], 30
-    mov eax, ecx
-    mov rbp, qword ptr [r15 + r9 + 1024]
-    test ebx, 130272
-    jnz 1f
-1:
-    mov r8d, 120
-    movzx edi, byte ptr [r15 + 64]
-    mov esi, 26
-    test dword ptr [r15 + 67117723], 84125952
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    mov edi, esi
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
+    mov r9d, esi
+    mov qword ptr [r15 + 0], rsi
     mov edi, dword ptr [r15 + 0]
-    cmovne rax, r9
-    test ebx, 3776
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 512]
-    mov rbp, r10
-    mov edi, r8d
-    test ebx, 122784
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rax
-    mov edx, 18
-    test dword ptr [r15 + 67117723], 1079968
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 83
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 256
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 320]
+    cmovne rsi, rdx
+    btc dword ptr [r15 + 64], 5
+    mov rdi, qword ptr [r15 + 128]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, 120
+    mov rcx, qword ptr [r15 + 768]
+    mov r9, r10
+    mov r8, r10
+    mov esi, r9d
+    test dword ptr [r15 + 67117723], 279184140
+    jz 1f
+1:
+    and r9, 4032
+    movzx edi, byte ptr [r14 + r9 + 3008]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 960]
+    movzx edx, byte ptr [r15 + 512]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, edx
+    mov qword ptr [r15 + 640], rdx
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 11904
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 1536]
+    movzx r9d, byte ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1333,53 +1333,55 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d1110_j_t
 .Lc1_d1110_j:
-    mov edx, ecx
-    mov rdi, rcx
-    mov esi, 54
-    test bl, 128
+    mov edi, 235
+    vmovdqu ymm6, ymmword ptr [r15 + 0]
+    mov edx, 218
+    test ebx, 256
     jnz 1f
 1:
-    mov eax, 71
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 448
-    mov edi, dword ptr [r14 + rbp + 960]
-    test bl, 64
-    jz 1f
-1:
-    movzx ecx, dl
-    mov r8d, 106
-    mov byte ptr [r15 + 512], cl
-    test ebx, 5568
+    mov r8d, dword ptr [r15 + 0]
+    vcvtsi2sd xmm6, xmm6, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1048576
     jz 1f
 1:
     movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 27563008
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, sil
+    test ebx, 640
     jnz 1f
 1:
-    movzx edi, sil
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + rbp + 1024], dil
-    test ebx, 1600
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + 128], r8
-    mov edx, 63
-    mov r9, r10
-    mov ecx, 33
-    test dword ptr [r15 + 67117724], 1745391648
-    jz 1f
+    mov ecx, eax
+    mov byte ptr [r15 + 832], al
+    vmovdqu xmm10, xmmword ptr [r14 + 704]
+    lea r9, [r10 + r10*1]
+    test ebx, 288
+    jnz 1f
 1:
     and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7104]
-    vmovdqu xmm15, xmmword ptr [r15 + 128]
-    movsxd r8, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 16384
+    mov qword ptr [r15 + r9 + 7104], rcx
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 128]
+    mov edi, r8d
+    test dword ptr [r15 + 67117723], 169934976
+    jz 1f
+1:
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3008]
+    movsxd rax, dword ptr [r15 + r9 + 7168]
+    mov edx, 32
+    test bl, 64
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov ecx, 212
+    movzx ebp, dil
+    test bl, 64
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 640]
-    mov edx, r8d
+    mov byte ptr [r15 + 576], bpl
+    mov rax, rbp
+    mov esi, 25
     add r11, 64
     add r10, r11
     inc rbx
@@ -1389,52 +1391,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 241
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, r8d
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    vmovdqu ymm15, ymmword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1119905
+    mov ebp, r8d
+    test dword ptr [r15 + 67117723], 1119393
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    mov rdi, rdx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], edi
+    mov eax, r8d
     test ebx, 127968
     jnz 1f
 1:
-    movzx r9d, bpl
-    mov edi, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + 640]
+    mov r9d, 38
+    mov esi, dword ptr [r15 + 768]
     test bl, 128
     jz 1f
 1:
-    mov r8, r10
-    mov eax, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 64], r8b
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], cl
+    mov edx, dword ptr [r14 + r8 + 1536]
+    movsxd rax, dword ptr [r15 + 448]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 576]
+    mov rbp, r10
     test dword ptr [r15 + 67117723], 810550416
     jnz 1f
 1:
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 576]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3008], edx
-    mov r9, r10
-    mov edi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 896], dil
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dil
+    mov esi, dword ptr [r15 + r8 + 1600]
     test dword ptr [r15 + 67117723], 262144
     jnz 1f
 1:
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], bpl
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 576]
-    popcnt rsi, r9
+    mov r9d, dword ptr [r14 + 64]
+    movzx edx, sil
+    popcnt rax, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -1444,56 +1446,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1210_j]
+    lea rcx, [rip + .Lc1_d1212_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1210_j_t
-.Lc1_d1210_j:
+    jmp .Lc1_d1212_j_t
+.Lc1_d1212_j:
     mov edi, 150
-    movzx esi, cl
-    mov r9d, 197
-    movsxd rcx, dword ptr [r14 + 512]
-    test dword ptr [r15 + 67117724], 1745674240
+    movzx ebp, al
+    mov esi, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1745666048
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    movzx eax, r9b
-    movzx edi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edx, bpl
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movzx esi, dil
+    test bl, 128
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
+    mov eax, 54
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov edx, 43
+    mov ebp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 704]
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movzx ecx, sil
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117723], 67108864
+    mov ecx, 176
+    mov byte ptr [r15 + 64], dil
+    xor dword ptr [r15 + 128], ecx
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, 4
-    mov edx, 118
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov edi, 229
-    mov byte ptr [r15 + 64], sil
-    test dword ptr [r15 + 67117723], 8193
-    jz 1f
-1:
-    xor dword ptr [r15 + 896], edi
-    mov r9, rdi
-    movsxd rdx, dword ptr [r15 + 448]
-    mov byte ptr [r14 + 0], r9b
-    test ebx, 320
+    mov rax, r8
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7104]
+    mov byte ptr [r15 + 64], r8b
+    test dword ptr [r15 + 67117724], 33554432
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 840
-    rep movsb
-    movsxd r8, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r14 + 448]
+    mov dword ptr [r14 + 128], r8d
+    lock xadd qword ptr [r15 + 640], rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1501,55 +1507,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 0]
-    cmovne rdi, rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    cmovne rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 268587146
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 288
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, bpl
+    mov dword ptr [r15 + 0], 243
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 40
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 672
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r14 + 448]
-    test dword ptr [r15 + 67117724], 269509312
-    jz 1f
-1:
-    mov edx, 144
-    mov r8, qword ptr [r15 + 832]
-    mov esi, edx
-    movzx ecx, byte ptr [r15 + 448]
+    and r9, 33554368
+    mov qword ptr [r14 + r9 + 33554432], r8
+    mov ecx, dword ptr [r15 + 704]
     mov rbp, r10
-    test ebx, 256
+    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov dword ptr [r15 + 576], 135
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7104]
-    test dword ptr [r15 + 67117724], 537677841
-    jz 1f
-1:
-    mov rax, rbp
-    mov qword ptr [r14 + 512], r8
-    cmovne rsi, rax
-    test dword ptr [r15 + 67117724], 2
+    and rbp, 448
+    mov qword ptr [r14 + rbp + 960], r8
+    mov eax, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 576]
+    mov r9d, eax
+    test ebx, 608
     jnz 1f
 1:
-    mov rdx, rsi
-    mov rdi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rdx
+    movzx edx, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 640], rdx
+    test bl, 96
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9d, 68
+    mov ebp, dword ptr [r15 + 832]
+    cmovne rax, r9
+    test ebx, 14816
+    jz 1f
+1:
+    mov r8, rbp
+    mov rdx, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1559,49 +1563,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1310_j]
+    lea rcx, [rip + .Lc1_d1314_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1310_j_t
-.Lc1_d1310_j:
-    mov r9d, 75
-    mov dword ptr [r15 + 896], 109
-    mov edx, r9d
-    test dword ptr [r15 + 67117724], 131152
-    jz 1f
-1:
-    mov rbp, r10
-    mov rdi, qword ptr [r14 + 768]
-    cmovne rcx, rbp
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rcx
-    test dword ptr [r15 + 67117724], 538973345
+    jmp .Lc1_d1314_j_t
+.Lc1_d1314_j:
+    xor dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 768], 75
+    mov esi, 42
+    vaddsd xmm6, xmm6, xmm6
+    test ebx, 800
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, ebp
+    mov rdi, qword ptr [r15 + 128]
+    movzx r9d, sil
+    mov rbp, rdi
+    test ebx, 2816
+    jz 1f
+1:
+    mov eax, 133
+    mov qword ptr [r15 + 128], rbp
+    xchg rbp, r9
+    test dword ptr [r15 + 67117724], 268847366
+    jnz 1f
+1:
+    xor dword ptr [r15 + 768], r9d
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, eax
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    movzx esi, cl
+    mov ebp, 222
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 524544
+    jz 1f
+1:
+    cmovne r9, r8
+    mov qword ptr [r15 + 64], r8
+    movzx edi, byte ptr [r15 + 896]
     test bl, 64
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], r9d
-    mov ecx, 204
-    mov r9, r10
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 131136
-    jnz 1f
-1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1984], 235
-    movzx ebp, byte ptr [r15 + 448]
-    and r8, 448
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 12583040
     jz 1f
 1:
-    mov edx, 111
-    mov edi, dword ptr [r15 + 832]
-    movzx ecx, dl
+    mov ebp, 191
+    mov rsi, rdi
+    mov eax, dword ptr [r15 + 704]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, edi
+    mov r8, r10
+    mov dword ptr [r14 + 0], 5
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1619,56 +1632,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, rax
-    mov rdx, rax
-    movsxd rdi, dword ptr [r15 + 128]
-    test bl, 72
-    jz 1f
-1:
-    mov rcx, qword ptr [r14 + 576]
-    add qword ptr [r15 + 640], rsi
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r10
-    test ebx, 2528
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 70
+    setz al
+    lea rcx, [rip + .Lc1_d1372_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1372_s_t
+    .p2align 3
+.Lc1_d1372_s:
+    .p2align 3
+    jmp .Lc1_d1372_j
+    .p2align 3
+    jmp .Lc1_d1372_j
+.Lc1_d1372_j:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8d, ecx
+    test ebx, 512
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    and rbp, 960
-    movzx edi, byte ptr [r15 + rbp + 1984]
-    movzx edx, bpl
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    movzx ecx, al
-    mov r8d, esi
-    test dword ptr [r15 + 67117723], 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], r8d
+    movsxd rbp, dword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
-    mov ecx, 842
-    rep stosb
+    lea rsi, [r15 + 67113600]
+    mov ecx, 827
+    rep movsb
+    test dword ptr [r15 + 67117723], 71426080
+    jz 1f
+1:
+    popcnt rdx, rdi
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1744
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r10
-    movzx eax, byte ptr [r15 + 640]
-    test ebx, 28648
+    movzx r8d, dl
+    and rbp, 448
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117724], 201326592
     jz 1f
 1:
-    and rbp, 8128
-    or qword ptr [r15 + rbp + 7104], 118
-    mov rdx, qword ptr [r15 + 832]
-    mov dword ptr [r15 + 64], 39
-    test bl, 16
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 59
+    movzx esi, byte ptr [r15 + 64]
+    test bl, 24
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    popcnt rdi, rdx
-    movzx eax, r8b
-    test ebx, 31456
-    jz 1f
+    mov rdi, rcx
+    mov rbp, qword ptr [r15 + 832]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 896]
-    mov r9d, eax
+    mov edx, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1680,54 +1698,53 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 3
-    lea rcx, [rip + .Lc1_d1412_s]
+    lea rcx, [rip + .Lc1_d1424_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1412_s_t
+    jmp .Lc1_d1424_s_t
     .p2align 3
-.Lc1_d1412_s:
+.Lc1_d1424_s:
     .p2align 3
-    jmp .Lc1_d1412_j
+    jmp .Lc1_d1424_j
     .p2align 3
-    jmp .Lc1_d1412_j
+    jmp .Lc1_d1424_j
     .p2align 3
-    jmp .Lc1_d1412_j
+    jmp .Lc1_d1424_j
     .p2align 3
-    jmp .Lc1_d1412_j
-.Lc1_d1412_j:
+    jmp .Lc1_d1424_j
+.Lc1_d1424_j:
+    mov r8, qword ptr [r14 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 576]
     movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 15616
+    test ebx, 1952
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov rax, qword ptr [r15 + 0]
-    mov r8, r10
+    mov qword ptr [r15 + 0], r9
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, r8b
     test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    movzx r9d, al
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3008]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 1621099794
+    movsxd rcx, dword ptr [r15 + 0]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 1621099778
     jnz 1f
 1:
-    mov r9, qword ptr [r14 + 512]
-    vmovdqu xmm1, xmmword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 81920
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 81921
     jnz 1f
 1:
-    mov r9d, r9d
-    movsxd r8, dword ptr [r15 + 832]
-    mov esi, dword ptr [r15 + 640]
-    test ebx, 3320
-    jz 1f
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 1472]
+    vmovdqu xmm12, xmmword ptr [r15 + 64]
+    mov r9d, ecx
+    test dword ptr [r15 + 67117724], 67445057
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1737,61 +1754,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov esi, dword ptr [r15 + 896]
-    movsxd rbp, dword ptr [r14 + 832]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, ebp
-    bt rdx, rdx
-    test dword ptr [r15 + 67117723], 266240
+    mov r8, r10
+    and r8, 960
+    movsxd rsi, dword ptr [r15 + r8 + 1984]
+    or qword ptr [r15 + 0], 4
+    vucomisd xmm10, xmm10
+    mov rcx, r8
+    test dword ptr [r15 + 67117723], 266256
     jz 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movzx esi, dl
-    movzx r8d, dil
-    test bl, 88
-    jz 1f
-1:
-    bswap rcx
-    vucomisd xmm15, xmm15
-    movzx eax, byte ptr [r15 + 0]
-    or qword ptr [r15 + 0], 77
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx edx, byte ptr [r15 + 0]
+    bt rcx, rcx
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 704
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov esi, edx
+    mov rax, rbp
+    test ebx, 256
+    jz 1f
+1:
+    vmovdqu ymm12, ymmword ptr [r15 + 0]
+    mov r8d, 39
+    movsxd rcx, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 448]
     test dword ptr [r15 + 67117723], 33556736
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    movzx esi, dl
-    sete al
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    mov r8d, 83
-    test bl, 16
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 896]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 1048580
+    bswap r8
+    mov rsi, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 33554432
     jnz 1f
 1:
-    movzx esi, dl
-    mov rax, rdx
-    mov r8, qword ptr [r15 + 448]
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 674497154
+    mov ecx, 24
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 832]
+    movsxd rdi, dword ptr [r15 + 704]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 1472]
+    test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    mov esi, 41
-    movsxd r8, dword ptr [r14 + 640]
-    movzx edi, sil
-    mov r9, r8
+    movzx r8d, sil
+    mov rbp, rdx
+    mov ecx, dword ptr [r15 + 896]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -1802,57 +1815,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d1513_s]
+    lea rcx, [rip + .Lc1_d1521_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1513_s_t
+    jmp .Lc1_d1521_s_t
     .p2align 3
-.Lc1_d1513_s:
+.Lc1_d1521_s:
     .p2align 3
-    jmp .Lc1_d1513_j
+    jmp .Lc1_d1521_j
     .p2align 3
-    jmp .Lc1_d1513_j
-.Lc1_d1513_j:
-    mov qword ptr [r14 + 576], rcx
-    movzx r9d, cl
-    test ebx, 12032
+    jmp .Lc1_d1521_j
+.Lc1_d1521_j:
+    movzx edi, byte ptr [r15 + 448]
+    movzx edx, cl
+    test ebx, 1504
     jnz 1f
 1:
-    mov ebp, r9d
-    vsubsd xmm7, xmm7, xmm2
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
+    mov r9d, edx
     test dword ptr [r15 + 67117723], 1074266240
     jz 1f
 1:
-    xor dword ptr [r15 + 320], ebp
-    movzx esi, byte ptr [r15 + 640]
+    mov esi, 195
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov eax, esi
-    test ebx, 2784
-    jz 1f
-1:
-    mov r8, r10
-    mov edi, dword ptr [r15 + 128]
-    sete r9b
-    mov rbp, r10
+    vsubsd xmm10, xmm10, xmm10
+    mov dword ptr [r15 + 64], edi
     test bl, 16
+    jnz 1f
+1:
+    mov r9, r10
+    mov ecx, edi
+    sete sil
+    test dword ptr [r15 + 67117724], 285212676
+    jnz 1f
+1:
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], sil
+    mov rbp, r10
+    mov qword ptr [r14 + 512], r9
+    test ebx, 512
     jz 1f
 1:
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], r9b
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3008]
-    test ebx, 1016
-    jz 1f
-1:
-    mov edi, 181
-    mov esi, ecx
-    test dword ptr [r15 + 67117723], 335544320
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    mov edx, ebp
+    test bl, 16
     jz 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 840
+    mov ecx, 826
     rep movsb
     add r11, 64
     add r10, r11
@@ -1871,54 +1885,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 203
     mov edi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    test ebx, 3200
+    jz 1f
+1:
+    mov ebp, 35
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    cmovne rdi, rsi
     test bl, 144
     jnz 1f
 1:
-    mov rbp, r10
-    cmovne rax, rdi
-    mov esi, ebp
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7104]
-    test dword ptr [r15 + 67117724], 32768
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 827
+    rep movsb
+    mov qword ptr [r15 + 0], rax
+    mov r8d, dword ptr [r15 + 0]
+    cmovne rax, rsi
+    test ebx, 896
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 70
+    mov byte ptr [r15 + 896], al
+    mov rbp, rax
+    mov r9, r10
+    test ebx, 1536
     jz 1f
 1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 832]
-    mov edx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 128]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 704]
     mov r8, r10
-    inc dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov edi, dword ptr [r15 + 64]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 960]
-    mov eax, 14
-    test dword ptr [r15 + 67117723], 1213603856
-    jz 1f
+    and r8, 4032
+    mov ecx, dword ptr [r14 + r8 + 3008]
+    test ebx, 6064
+    jnz 1f
 1:
+    mov rax, qword ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 128]
     mov esi, eax
-    add qword ptr [r14 + 0], rdi
-    movzx ecx, sil
-    movzx edi, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 421085185
-    jz 1f
+    mov edx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 16777216
+    jnz 1f
 1:
-    cmovne rbp, rdi
-    mov r9d, 88
-    vpaddd ymm15, ymm1, ymmword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 8448
-    jz 1f
-1:
-    vucomisd xmm15, xmm15
-    mov r8, r10
-    mov rdx, r9
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], dl
+    movzx ebp, dl
+    vpaddd ymm12, ymm10, ymmword ptr [r15 + 640]
+    mov r8d, ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -1931,51 +1948,56 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 139264
     setz al
-    lea rcx, [rip + .Lc1_d1620_s]
+    lea rcx, [rip + .Lc1_d1632_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1620_s_t
+    jmp .Lc1_d1632_s_t
     .p2align 3
-.Lc1_d1620_s:
+.Lc1_d1632_s:
     .p2align 3
-    jmp .Lc1_d1620_j
+    jmp .Lc1_d1632_j
     .p2align 3
-    jmp .Lc1_d1620_j
-.Lc1_d1620_j:
-    movzx r9d, al
-    mov qword ptr [r14 + 0], rcx
-    movsxd rdi, dword ptr [r15 + 896]
+    jmp .Lc1_d1632_j
+.Lc1_d1632_j:
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    mov edx, dword ptr [r14 + 128]
-    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 139
+    mov rbp, r8
     test dword ptr [r15 + 67117723], 5242880
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    movzx edx, bpl
     test ebx, 6592
     jz 1f
 1:
-    mov r9, r10
-    mov rax, rcx
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], al
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 201
+    movzx eax, dl
+    movsxd rcx, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 1224745122
     jz 1f
 1:
     mov r8, r10
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
+    mov rsi, qword ptr [r15 + 896]
+    mov rbp, r10
     and r8, 448
-    mov dword ptr [r15 + r8 + 1472], 160
-    test ebx, 64432
-    jz 1f
+    mov edi, dword ptr [r14 + r8 + 1472]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, 179
-    not qword ptr [r15 + 128]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dil
+    mov rcx, qword ptr [r15 + 128]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 832], 175
+    mov esi, 14
+    test ebx, 1280
+    jnz 1f
+1:
+    not qword ptr [r14 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1985,61 +2007,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, rax
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, rsi
-    test bl, 176
+    mov r9, rax
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8, r9
+    test ebx, 1888
+    jnz 1f
+1:
+    mov ebp, esi
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test dword ptr [r15 + 67117724], 262144
     jz 1f
 1:
-    mov edx, eax
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 2560
+    mov rax, qword ptr [r14 + 0]
+    mov r9d, dword ptr [r15 + 448]
+    mov ecx, eax
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    xor dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 128], r8d
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 1472]
+    mov rbp, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 180396608
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov eax, ebp
+    mov edi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    popcnt r9, rax
+    movzx r8d, byte ptr [r15 + 384]
+    test ebx, 4048
+    jz 1f
+1:
+    mov rsi, r9
+    mov rdx, r9
     mov rbp, r10
-    test bl, 144
-    jz 1f
-1:
-    mov edx, ebp
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1984]
-    mov rsi, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    mov eax, dword ptr [r15 + 448]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
-1:
-    popcnt rdx, rdi
-    mov byte ptr [r14 + 128], r8b
-    mov r8, rdx
-    test bl, 32
-    jz 1f
-1:
-    mov rbp, r8
-    mov r9, r10
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 842
+    mov ecx, 827
     rep movsb
-    movzx edx, r9b
-    test bl, 32
-    jz 1f
+    test ebx, 3328
+    jnz 1f
 1:
-    and r9, 8128
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 7104]
-    movzx eax, r9b
+    movzx eax, dil
+    and rbp, 4032
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r14 + rbp + 3008]
+    movzx edx, bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2050,57 +2069,60 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073809408
+    test dword ptr [r15 + 67117723], 1073809409
     setz al
-    lea rcx, [rip + .Lc1_d1722_s]
+    lea rcx, [rip + .Lc1_d1735_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1722_s_t
+    jmp .Lc1_d1735_s_t
     .p2align 3
-.Lc1_d1722_s:
+.Lc1_d1735_s:
     .p2align 3
-    jmp .Lc1_d1722_j
+    jmp .Lc1_d1735_j
     .p2align 3
-    jmp .Lc1_d1722_j
-.Lc1_d1722_j:
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 205
-    test ebx, 7984
+    jmp .Lc1_d1735_j
+.Lc1_d1735_j:
+    mov edx, dword ptr [r15 + 128]
+    mov edi, ecx
+    movzx esi, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 84940944
     jz 1f
 1:
-    xchg rcx, rax
-    mov esi, r9d
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 640]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 268501504
-    jnz 1f
-1:
-    mov r9d, 194
-    and rbp, 8128
+    movsxd rbp, dword ptr [r15 + 832]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
-    movzx eax, byte ptr [r15 + rbp + 7104]
+    test ebx, 1760
+    jnz 1f
+1:
+    movzx edx, r8b
+    and r8, 960
+    movsxd rcx, dword ptr [r15 + r8 + 1984]
+    mov ebp, 182
+    mov r9, r10
+    test ebx, 400
+    jz 1f
+1:
+    mov edi, 194
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3008]
+    xchg rbp, rcx
     test dword ptr [r15 + 67117723], 556019968
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 1472]
-    mov r9d, dword ptr [r14 + 448]
+    mov rax, qword ptr [r15 + 64]
+    movzx esi, byte ptr [r14 + 64]
+    mov r8, rax
     test dword ptr [r15 + 67117724], 69271552
     jz 1f
 1:
-    mov ebp, esi
-    mov edi, 214
-    test ebx, 56304
-    jz 1f
+    mov edx, r8d
+    mov r9d, dword ptr [r15 + 448]
+    mov ebp, 98
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov edx, r9d
-    mov qword ptr [r15 + 576], rdi
+    mov ecx, ebp
+    mov qword ptr [r15 + 704], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2110,61 +2132,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 704]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 1472]
-    mov esi, 54
-    mov qword ptr [r14 + 0], rdi
-    test ebx, 65136
-    jz 1f
-1:
-    mov rbp, r10
-    mov edx, edi
-    mov rax, qword ptr [r14 + 0]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 17048040
-    jz 1f
-1:
-    movzx edx, bpl
-    mov esi, ebp
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, rsi
-    test ebx, 3488
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov edi, 54
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edi
+    mov r8d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    test ebx, 1024
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 67108864
     jz 1f
 1:
-    vsubsd xmm1, xmm1, xmm15
+    movzx edi, cl
+    mov ebp, r8d
     movsxd rax, dword ptr [r15 + 0]
-    mov ebp, 53
-    mov dword ptr [r15 + 0], 46
-    test dword ptr [r15 + 67117723], 128
+    mov r9, rbp
+    test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov ecx, ebp
-    vmovdqu ymm14, ymmword ptr [r15 + 320]
-    test ebx, 3776
+    mov esi, eax
+    mov dword ptr [r15 + 0], 44
+    mov rax, rsi
+    mov r9, r10
+    test ebx, 2560
     jz 1f
 1:
-    mov rdi, rcx
-    sete al
-    mov edx, edi
-    mov r8, r10
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 524352
+    vsubsd xmm10, xmm10, xmm12
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 960]
+    mov ecx, 53
+    mov r8, qword ptr [r15 + 896]
+    test ebx, 4048
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 768]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7104], sil
-    mov qword ptr [r15 + 128], r8
+    vmovdqu ymm6, ymmword ptr [r15 + 768]
+    mov ebp, r9d
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 704]
+    test bl, 64
+    jnz 1f
+1:
+    mov rdi, r8
+    sete bpl
+    mov r8d, edi
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    mov r9, r10
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], r9b
+    mov qword ptr [r14 + 128], rbp
+    and r9, 4032
+    vmovdqu xmm12, xmmword ptr [r15 + r9 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2174,58 +2196,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1828_j]
+    lea rcx, [rip + .Lc1_d1844_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1828_j_t
-.Lc1_d1828_j:
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
-    mov rsi, rcx
-    mov r8, rcx
+    jmp .Lc1_d1844_j_t
+.Lc1_d1844_j:
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 67110912
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    cmovne rcx, rax
+    mov dword ptr [r15 + 0], edx
+    movzx r9d, dl
+    cmovne rbp, rdx
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    bt rax, rax
-    mov r9d, ecx
-    movzx esi, al
+    mov rax, rbp
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 2912
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov edi, r9d
+    mov dword ptr [r15 + 0], 103
+    mov dword ptr [r15 + 576], ebp
+    mov edx, eax
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1984], r8
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 639172628
+    mov r9d, edx
+    bt rdx, rdx
+    movsxd rsi, dword ptr [r15 + 64]
+    vmovdqu xmm10, xmmword ptr [r14 + 0]
+    test ebx, 59376
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rcx, rax
-    mov r9, r10
-    test ebx, 4608
-    jnz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 512]
-    and r9, 448
-    mov edi, dword ptr [r14 + r9 + 960]
-    test dword ptr [r15 + 67117724], 143688721
+    lea rbp, [r10 + r10*1]
+    mov rcx, r9
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    mov rax, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 407142410
     jz 1f
 1:
-    mov ebp, edi
-    mov dword ptr [r15 + 768], edi
+    mov esi, r9d
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 640]
+    movzx edx, byte ptr [r14 + 128]
+    test dword ptr [r15 + 67117723], 147488
+    jz 1f
+1:
+    mov rcx, rdx
+    mov edi, dword ptr [r15 + 832]
+    mov qword ptr [r15 + rbp + 1024], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2235,52 +2258,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 128]
-    movzx esi, dl
-    mov dword ptr [r15 + 0], r9d
-    test bl, 160
+    lea rcx, [rip + .Lc1_d1898_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1898_j_t
+.Lc1_d1898_j:
+    movzx r8d, cl
+    cmovne rax, rax
+    mov esi, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 537972756
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    vpaddd ymm1, ymm11, ymmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1
+    lea rbp, [r10 + r10*1]
+    movzx edi, sil
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    test ebx, 5568
     jnz 1f
 1:
-    mov rsi, rdi
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 896]
-    movsxd rax, dword ptr [r15 + 448]
-    mov r9, r10
-    mov r8d, eax
+    mov r8d, edi
+    vmovdqu xmm12, xmmword ptr [r14 + rbp + 1536]
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov esi, r8d
-    and r9, 8128
-    mov rbp, r10
-    vmovdqu xmm7, xmmword ptr [r15 + r9 + 7104]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 1472]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, r8
     test dword ptr [r15 + 67117723], 655361
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    inc dword ptr [r14 + 0]
-    cmovne rsi, rdx
+    mov rax, qword ptr [r15 + 0]
+    vmulsd xmm12, xmm12, xmm12
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 270546992
     jz 1f
 1:
+    vpaddd ymm6, ymm12, ymmword ptr [r15 + 0]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 960]
     mov r8, r10
-    movzx ecx, sil
-    and r8, 960
-    mov rdi, qword ptr [r15 + r8 + 1984]
-    vmovdqu xmm15, xmmword ptr [r14 + 640]
+    test dword ptr [r15 + 67117723], 25739400
+    jz 1f
+1:
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7104]
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 30704
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 576]
+    inc dword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2290,57 +2316,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 38801408
-    setz al
-    lea rcx, [rip + .Lc1_d1929_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1929_s_t
-    .p2align 3
-.Lc1_d1929_s:
-    .p2align 3
-    jmp .Lc1_d1929_j
-    .p2align 3
-    jmp .Lc1_d1929_j
-.Lc1_d1929_j:
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r14 + 0]
-    cmovne rdx, rdx
+    mov dword ptr [r15 + 512], 22
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, 11
+    test ebx, 47088
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm10, ymmword ptr [r15 + 896]
+    mov rdx, rbp
+    test dword ptr [r15 + 67117723], 1880631296
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 576]
+    vpaddd ymm12, ymm10, ymmword ptr [r15 + 640]
+    movzx r8d, r9b
+    mov eax, dword ptr [r14 + 0]
     mov r8, r10
-    test dword ptr [r15 + 67117724], 153192960
-    jz 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7104]
-    movzx ecx, r8b
-    test dword ptr [r15 + 67117723], 1572866
+    test bl, 160
     jnz 1f
 1:
-    vmovdqu ymm15, ymmword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 131200
-    jz 1f
-1:
-    mov rbp, rdx
-    mov dword ptr [r15 + 512], 0
-    mov r8d, dword ptr [r15 + 832]
-    test ebx, 48576
-    jnz 1f
-1:
-    mov edi, 230
-    mov rax, rbp
-    test dword ptr [r15 + 67117724], 59510848
-    jz 1f
-1:
-    xor dword ptr [r15 + 64], eax
-    movzx edi, r8b
-    test ebx, 6848
-    jnz 1f
-1:
-    mov r8, r10
-    movzx edx, dil
     and r8, 448
-    vmovdqu ymm1, ymmword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + r8 + 960], r9d
+    xor dword ptr [r15 + 128], r8d
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1760
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 249
+    mov rbp, r10
+    movzx esi, dl
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    vmovdqu ymm12, ymmword ptr [r14 + rbp + 7104]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 64], 183
+    test bl, 80
+    jnz 1f
+1:
+    mov rsi, r9
+    cmovne rbp, rbp
+    mov edx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2361,55 +2382,56 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d1983_s]
+    lea rcx, [rip + .Lc1_d2001_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1983_s_t
+    jmp .Lc1_d2001_s_t
     .p2align 3
-.Lc1_d1983_s:
+.Lc1_d2001_s:
     .p2align 3
-    jmp .Lc1_d1983_j
+    jmp .Lc1_d2001_j
     .p2align 3
-    jmp .Lc1_d1983_j
-.Lc1_d1983_j:
+    jmp .Lc1_d2001_j
+.Lc1_d2001_j:
+    lea rcx, [rip + .Lc1_d2010_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2010_j_t
+.Lc1_d2010_j:
+    mov rbp, r10
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 960]
+    mov esi, dword ptr [r14 + 832]
     mov r9, r10
-    and r9, 8128
-    mov rsi, qword ptr [r14 + r9 + 7104]
-    mov edx, dword ptr [r15 + 640]
-    add qword ptr [r15 + 640], rsi
-    lea r8, [r10 + r10*2]
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 960]
-    mov ecx, dword ptr [r14 + 832]
-    test ebx, 14176
-    jz 1f
-1:
-    mov edx, r8d
-    mov esi, dword ptr [r15 + r8 + 1088]
-    test dword ptr [r15 + 67117723], 1744830464
-    jz 1f
-1:
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 576
-    jnz 1f
-1:
-    movzx esi, cl
-    mov edi, 141
-    test ebx, 608
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 1024]
-    movzx r8d, byte ptr [r15 + 0]
     test ebx, 256
+    jnz 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7104]
+    mov eax, dword ptr [r15 + 640]
+    test ebx, 920
     jz 1f
 1:
-    inc dword ptr [r15 + 896]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 576]
+    inc dword ptr [r14 + 896]
+    mov esi, 202
+    test dword ptr [r15 + 67117724], 138215681
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    or esi, 1
+    xor edx, edx
+    div esi
+    movzx r8d, dil
+    test ebx, 16048
+    jz 1f
+1:
+    mov ecx, edx
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 576]
+    test ebx, 448
+    jnz 1f
+1:
+    add qword ptr [r15 + 640], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2419,61 +2441,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2033_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2033_j_t
-.Lc1_d2033_j:
-    movsxd rdi, dword ptr [r15 + 576]
-    mov rbp, rcx
-    mov edx, edi
-    test ebx, 1073741824
+    mov r9, qword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 128]
+    mov rdi, r9
+    add qword ptr [r14 + 0], rcx
+    test ebx, 16272
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    movzx ebp, dl
-    mov rcx, rdx
-    test ebx, 1073741824
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 896]
+    movzx edx, r9b
+    mov eax, dword ptr [r15 + 64]
+    test bl, 8
+    jz 1f
 1:
-    mov esi, 186
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 472
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test bl, 8
     jz 1f
 1:
-    mov edi, ebp
-    mov byte ptr [r15 + 0], bpl
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 448
-    mov edx, dword ptr [r14 + rbp + 1088]
-    movzx esi, byte ptr [r15 + rbp + 1024]
+    movzx r8d, cl
+    lea rbp, [r10 + r10*4]
+    mov byte ptr [r15 + 832], r8b
+    mov edx, 60
     test bl, 8
     jnz 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 64], sil
-    mov rdi, qword ptr [r15 + 512]
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rdi
-    test bl, 128
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1216], rdx
+    mov rax, rbp
+    mov ecx, dword ptr [r15 + 640]
+    test bl, 16
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r14 + 896]
-    bt rax, rax
     mov r9, r10
-    test dword ptr [r15 + 67117723], 1233162274
+    mov rsi, qword ptr [r15 + rbp + 1152]
+    movzx r8d, byte ptr [r14 + rbp + 1088]
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], r8
+    mov eax, r9d
+    test ebx, 12268
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 960]
-    movsxd rbp, dword ptr [r15 + 832]
-    and r9, 448
-    add qword ptr [r15 + r9 + 1472], rbp
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r9, r10
+    mov rsi, qword ptr [r15 + rbp + 960]
+    mov edi, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 136
+    jz 1f
+1:
+    and r9, 8128
+    add qword ptr [r15 + r9 + 7104], rdi
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    bt r9, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2488,18 +2509,19 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
+    mov rsi, qword ptr [r15 + 512]
     mov qword ptr [r15 + 0], rcx
     inc dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 842
-    rep movsb
+    mov byte ptr [r15 + 0], sil
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r14 + 128]
-    movsxd rax, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 128]
+    sete sil
+    movsxd r9, dword ptr [r15 + 448]
+    cmovne rdx, rsi
+    or qword ptr [r15 + 64], 84
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -2553,57 +2575,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, cl
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1984
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, eax
+    mov rdx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 3968
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 832], rdx
+    mov r8d, dword ptr [r15 + 0]
+    sete cl
+    mov r9d, r8d
+    movzx eax, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
-    mov rax, qword ptr [r14 + 0]
-    mov edi, dword ptr [r14 + 0]
-    test ebx, 256
+    mov edx, r9d
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 512
     jz 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 128]
-    sete cl
+    mov dword ptr [r15 + 832], esi
+    movzx edi, byte ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r14 + 0]
+    mov r9, r10
     test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    mov rdi, qword ptr [r15 + 64]
-    mov r8, r10
-    mov eax, edi
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, r9d
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rax
     test ebx, 704
     jz 1f
 1:
-    mov r9, r10
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 1984]
-    mov ebp, r8d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], 54
+    movsxd rsi, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 448]
+    movsxd rdi, dword ptr [r14 + 640]
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 64]
     test dword ptr [r15 + 67117723], 4128
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 896]
-    movzx edi, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
+    movzx ecx, r8b
+    and r8, 960
+    mov r9, qword ptr [r15 + r8 + 1984]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2613,53 +2637,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    movzx esi, byte ptr [r15 + 0]
-    popcnt r9, rax
-    mov rbp, rsi
+    movzx edi, byte ptr [r14 + 64]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, sil
     test dword ptr [r15 + 67117724], 54561028
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    mov ecx, 26
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 608
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, r8d
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117724], 4194304
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], ebp
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 138412032
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 448]
-    mov rbp, r9
-    mov r9, r10
-    lea r8, [r10 + r10*1]
-    and r9, 8128
-    mov esi, dword ptr [r14 + r9 + 7104]
-    mov rdi, qword ptr [r15 + 640]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 0]
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3008]
+    bswap rdi
     test dword ptr [r15 + 67117724], 8536084
     jnz 1f
 1:
-    and r8, 4032
-    mov rbp, r10
-    mov edx, dword ptr [r15 + r8 + 3072]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    bswap r9
-    test dword ptr [r15 + 67117723], 545657988
+    movsxd rcx, dword ptr [r15 + 448]
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 576]
+    and r9, 960
+    mov ebp, dword ptr [r15 + r9 + 2048]
+    popcnt rdx, r9
+    test dword ptr [r15 + 67117723], 545657860
     jnz 1f
 1:
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 3008]
-    movzx r8d, byte ptr [r15 + 128]
-    mov edx, 198
-    test dword ptr [r15 + 67117723], 1048896
+    mov r8, rdx
+    vmovdqu xmm12, xmmword ptr [r15 + r9 + 1984]
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 1048640
     jz 1f
 1:
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 704]
-    mov edx, ecx
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7104]
+    mov dword ptr [r14 + 0], ebp
+    mov ecx, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2669,53 +2694,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2219_j]
+    lea rcx, [rip + .Lc1_d2241_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2219_j_t
-.Lc1_d2219_j:
-    mov rbp, r10
+    jmp .Lc1_d2241_j_t
+.Lc1_d2241_j:
     mov r8, r10
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], r8
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1984], rcx
-    mov dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117723], 206586115
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rcx, rcx
+    test dword ptr [r15 + 67117723], 205537539
     jz 1f
 1:
-    xchg qword ptr [r15 + 0], rcx
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 805437809
     jz 1f
 1:
-    movzx edi, byte ptr [r14 + 768]
-    movzx esi, byte ptr [r15 + 640]
-    mov rax, rdi
+    movzx ebp, byte ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r10
     test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    xchg rdx, r8
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, r10
+    mov dword ptr [r15 + 704], r9d
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    mov rcx, r9
     test dword ptr [r15 + 67117724], 524352
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 1472]
-    mov edi, dword ptr [r14 + 0]
-    test ebx, 130464
+    not qword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rcx
+    mov byte ptr [r15 + 64], sil
+    test dword ptr [r15 + 67117724], 811600003
     jz 1f
 1:
-    mov qword ptr [r15 + 576], rsi
-    mov r8d, dword ptr [r15 + 896]
-    mov rdx, rdi
+    movzx ebp, byte ptr [r14 + 128]
+    mov qword ptr [r14 + 0], r8
+    mov rax, rbp
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    movzx r9d, dil
-    mov edi, dword ptr [r15 + 832]
+    movzx edi, al
+    mov esi, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2725,110 +2749,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 960
-    mov r8, qword ptr [r15 + rbp + 1984]
-    mov edx, 171
-    mov rdi, qword ptr [r14 + 768]
-    test bl, 128
-    jnz 1f
+    lea rcx, [rip + .Lc1_d2289_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2289_j_t
+.Lc1_d2289_j:
+    lea rbp, [r10 + r10*1]
+    vucomisd xmm2, xmm15
+    movsxd rdx, dword ptr [r15 + 512]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1536]
+    mov esi, dword ptr [r15 + 704]
+    test ebx, 3008
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 704]
-    movzx ecx, r9b
+    mov dword ptr [r15 + 128], 49
+    add qword ptr [r15 + 448], rsi
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 545267712
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, rdi
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
+1:
     movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16404
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test bl, 128
+    mov rcx, rdx
+    mov dword ptr [r15 + 0], esi
+    movzx edx, cl
+    test dword ptr [r15 + 67117723], 538970248
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1212450882
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 164
-    mov rax, r8
-    mov dword ptr [r15 + 128], 0
-    mov r8, qword ptr [r15 + 512]
-    test ebx, 576
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 576]
-    mov rbp, rcx
-    mov qword ptr [r15 + 128], rdi
-    test dword ptr [r15 + 67117724], 51380241
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 8192
     jz 1f
 1:
-    add qword ptr [r15 + 448], rcx
-    movsxd r9, dword ptr [r15 + 896]
-    movzx edx, byte ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 576]
+    movzx ecx, byte ptr [r14 + 448]
+    movzx edx, sil
+    test ebx, 1888
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    mov r8, qword ptr [r14 + rbp + 1472]
+    mov r9d, 77
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2316_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2316_j_t
-.Lc1_d2316_j:
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 704
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 159780930
-    jnz 1f
-1:
-    mov rbp, r10
-    mov edx, 121
-    and rbp, 448
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 1472], bpl
-    test dword ptr [r15 + 67117724], 679741440
+    and r9, 448
+    mov rdi, qword ptr [r14 + r9 + 1024]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], 217
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov esi, 159
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3072]
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
+    mov rdx, qword ptr [r15 + 0]
+    vsubsd xmm12, xmm12, xmm9
     mov r8, r10
-    mov rdx, r9
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 960]
-    test ebx, 768
+    mov dword ptr [r15 + 0], edx
+    test ebx, 384
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 3008]
-    mov rbp, qword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 1784
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3008]
+    mov rcx, qword ptr [r15 + 640]
+    test ebx, 384
     jz 1f
 1:
-    mov edx, r8d
-    movsxd r8, dword ptr [r14 + 64]
-    test dword ptr [r15 + 67117723], 136724737
-    jz 1f
+    mov edi, 210
+    mov edx, 187
+    movzx esi, dil
+    test ebx, 1073741824
+    jnz 1f
 1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov ebp, esi
     lea rdi, [r15 + 67109504]
-    mov ecx, 843
-    rep stosb
-    movzx esi, dl
+    lea rsi, [r15 + 67113600]
+    mov ecx, 823
+    rep movsb
+    movzx r8d, byte ptr [r15 + 512]
+    test ebx, 608
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 896]
+    mov rbp, r10
+    mov edx, eax
+    and rbp, 960
+    mov r8, qword ptr [r15 + rbp + 1984]
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, rbp
+    movzx ecx, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    test bl, 96
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 960], sil
+    mov eax, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2838,52 +2867,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3008], sil
-    movzx edx, byte ptr [r15 + 896]
-    mov byte ptr [r15 + 128], al
-    test ebx, 126880
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777220
+    setz al
+    lea rcx, [rip + .Lc1_d2392_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2392_s_t
+    .p2align 3
+.Lc1_d2392_s:
+    .p2align 3
+    jmp .Lc1_d2392_j
+    .p2align 3
+    jmp .Lc1_d2392_j
+.Lc1_d2392_j:
+    mov r8, r10
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 960]
+    mov edi, r8d
+    xchg rcx, rcx
+    test bl, 128
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 576]
-    vmovdqu ymm14, ymmword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 64], cl
     test bl, 64
     jz 1f
 1:
-    movzx ecx, r8b
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r9, r10
-    test ebx, 5824
-    jnz 1f
-1:
-    mov esi, ecx
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], sil
-    mov dword ptr [r14 + 0], 191
-    test ebx, 288
-    jnz 1f
-1:
-    xchg rdi, rcx
-    mov r8, qword ptr [r15 + 128]
-    mov eax, edi
-    test dword ptr [r15 + 67117723], 524288
+    movsxd rdx, dword ptr [r15 + 448]
+    test ebx, 704
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    mov rbp, r10
-    mov r9, rsi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 212
-    test dword ptr [r15 + 67117724], 306188570
+    mov r9d, eax
+    movzx edi, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, dil
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 237
+    mov byte ptr [r15 + r8 + 33554496], r8b
+    test ebx, 320
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 576]
+    test bl, 64
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 832]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2893,57 +2928,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2414_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2414_j_t
-.Lc1_d2414_j:
-    movzx esi, al
-    mov rbp, qword ptr [r14 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov r9d, 243
-    test dword ptr [r15 + 67117724], 605039120
-    jnz 1f
+    movzx ebp, al
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov esi, 243
+    test ebx, 640
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test ebx, 384
-    jz 1f
+    test dword ptr [r15 + 67117724], 562040896
+    jnz 1f
 1:
+    mov rdi, rdx
     mov dword ptr [r15 + 0], 150
-    mov edx, edx
-    movzx ecx, r8b
-    test ebx, 448
+    mov esi, edi
+    test bl, 64
     jnz 1f
 1:
-    mov esi, 73
-    vpaddd ymm1, ymm13, ymmword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
-    mov eax, 158
-    test ebx, 2432
+    movzx eax, sil
+    mov ebp, 73
+    vpaddd ymm12, ymm15, ymmword ptr [r15 + 0]
+    test ebx, 2816
     jnz 1f
 1:
-    mov qword ptr [r15 + 640], rax
-    bt rsi, rsi
-    mov byte ptr [r14 + 704], al
-    test bl, 192
-    jz 1f
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 640]
+    mov r9d, 158
+    mov qword ptr [r15 + 512], rax
+    test ebx, 608
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
+    bt r9, r9
+    mov byte ptr [r15 + 704], r9b
+    movzx edi, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 2656320
+    jnz 1f
+1:
+    mov r8, r10
+    mov ecx, edi
+    movzx eax, r8b
+    and r8, 4032
     mov rbp, r10
-    mov edx, r8d
-    movzx ecx, bpl
-    and rbp, 8128
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 7104], 169
-    test ebx, 3776
+    mov dword ptr [r15 + r8 + 3008], 169
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
-    mov esi, r9d
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 1472]
-    movzx edi, byte ptr [r15 + 768]
+    mov r9d, ebp
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 960]
+    movzx esi, byte ptr [r14 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2953,57 +2987,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 640], rax
-    mov edi, 233
-    mov ebp, eax
-    test dword ptr [r15 + 67117723], 33592897
-    jnz 1f
+    lea rcx, [rip + .Lc1_d2493_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2493_j_t
+.Lc1_d2493_j:
+    mov qword ptr [r15 + 448], rcx
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
 1:
-    sete r9b
-    mov r8d, 185
-    mov rsi, qword ptr [r15 + 128]
-    test ebx, 1216
-    jnz 1f
-1:
-    bswap rdi
+    mov esi, 157
+    movzx r8d, bpl
     movzx eax, sil
-    movzx ebp, dil
-    test bl, 192
-    jz 1f
-1:
-    mov rcx, rbp
-    mov r9, qword ptr [r15 + 832]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 160
+    test dword ptr [r15 + 67117723], 2916368
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov ecx, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r9d
-    mov esi, dword ptr [r15 + 0]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 268503040
-    jz 1f
-1:
-    mov ecx, r9d
-    mov rdi, qword ptr [r15 + 0]
-    and r9, 8128
-    movsxd rdx, dword ptr [r14 + r9 + 7104]
-    test dword ptr [r15 + 67117724], 134759555
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    movzx eax, r9b
-    movzx ebp, byte ptr [r14 + 64]
-    test dword ptr [r15 + 67117724], 512
+    mov r9d, r8d
+    test dword ptr [r15 + 67117724], 25200779
     jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movzx esi, r9b
+    mov edx, 107
+    test bl, 64
+    jnz 1f
+1:
+    mov rax, rsi
+    mov r8, r10
+    sete dl
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], rdx
+    test dword ptr [r15 + 67117724], 16385
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 128]
+    bswap rax
+    mov byte ptr [r14 + 64], r9b
+    mov rbp, r10
+    test ebx, 576
+    jz 1f
 1:
     mov r8, r10
-    mov rcx, qword ptr [r15 + 128]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7104]
+    mov rsi, qword ptr [r15 + 832]
     and r8, 33554368
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 33554432], r8d
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], r8
+    mov dword ptr [r15 + r8 + 33554432], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -3013,59 +3045,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2519_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2519_j_t
-.Lc1_d2519_j:
-    mov r8d, eax
-    mov edx, 168
-    mov r9d, 101
-    xor dword ptr [r15 + 512], edx
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov edi, 207
-    mov ecx, 80
-    test ebx, 61408
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    test ebx, 256
-    jz 1f
-1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 211
     movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 241
-    mov r8, rdx
-    test dword ptr [r15 + 67117724], 1
+    mov r9d, 193
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, 218
+    movzx r8d, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 9728
+    jz 1f
+1:
+    mov edi, 223
+    mov rbp, r8
+    mov dword ptr [r15 + 0], 1
+    test ebx, 1216
+    jz 1f
+1:
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 31
+    xor dword ptr [r15 + 512], eax
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov ecx, edx
+    mov r8d, 229
+    sete dl
+    mov rbp, r10
+    test ebx, 1504
     jnz 1f
 1:
-    mov edi, r8d
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov ecx, 229
-    test ebx, 12192
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov rbp, r10
-    movzx eax, dil
-    mov dword ptr [r15 + 0], 227
-    test dword ptr [r15 + 67117724], 558104994
-    jz 1f
-1:
+    movsxd rdi, dword ptr [r15 + 896]
+    mov eax, dword ptr [r15 + 512]
     and rbp, 8128
     inc dword ptr [r15 + rbp + 7104]
-    mov esi, 126
-    mov r8d, 72
-    test ebx, 640
+    test ebx, 256
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    xor dword ptr [r15 + 448], r8d
-    sete al
+    mov ecx, 201
+    movsxd r9, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 198
+    mov edi, r9d
+    test dword ptr [r15 + 67117724], 8392768
+    jnz 1f
+1:
+    xor dword ptr [r15 + 448], edi
+    mov rdx, rdi
+    mov r8d, 64
     add r11, 64
     add r10, r11
     inc rbx
@@ -3075,59 +3106,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1080041472
+    setz al
+    lea rcx, [rip + .Lc1_d2597_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2597_s_t
+    .p2align 3
+.Lc1_d2597_s:
+    .p2align 3
+    jmp .Lc1_d2597_j
+    .p2align 3
+    jmp .Lc1_d2597_j
+.Lc1_d2597_j:
     mov esi, dword ptr [r15 + 0]
-    mov r9, rax
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 117981472
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    vmovdqu ymm11, ymmword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 832]
-    movsxd rax, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 536871040
+    mov edx, 134
+    mov dword ptr [r15 + 0], esi
+    mov rdi, rdx
+    test dword ptr [r15 + 67117723], 143155267
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 239
+    popcnt rax, rdi
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 448]
+    test ebx, 8096
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    movsxd rcx, dword ptr [r14 + 0]
-    or qword ptr [r15 + 576], 15
-    test bl, 128
-    jnz 1f
+    vmovdqu ymm12, ymmword ptr [r15 + 128]
+    mov byte ptr [r15 + 832], al
+    mov r8, r10
+    mov rsi, rax
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
 1:
-    mov byte ptr [r15 + 896], cl
-    mov esi, r9d
-    mov ecx, r9d
-    mov rax, qword ptr [r15 + 320]
-    test ebx, 672
-    jnz 1f
-1:
-    movzx esi, cl
-    mov ebp, 188
-    mov rdx, qword ptr [r15 + 384]
-    popcnt rdi, rbp
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 704]
-    mov r9, rdi
-    movsxd rdx, dword ptr [r15 + 128]
-    mov ecx, 61
+    and r8, 960
+    movzx edx, byte ptr [r15 + r8 + 1984]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov edi, 68
     test bl, 64
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov edx, 139
-    and rbp, 4032
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 3008]
+    mov eax, ecx
+    mov rsi, rdi
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 64480
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov edx, ecx
+    mov ebp, 50
     add r11, 64
     add r10, r11
     inc rbx
@@ -3137,55 +3169,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2627_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2627_j_t
-.Lc1_d2627_j:
-    mov esi, dword ptr [r15 + 512]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 0]
-    bswap rax
-    test dword ptr [r15 + 67117724], 1073742464
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, al
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edx, al
-    mov esi, r8d
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 10486272
+    movzx ecx, dil
+    mov dword ptr [r15 + 0], esi
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 557852672
     jnz 1f
 1:
-    movzx ecx, r8b
-    xor dword ptr [r15 + 0], eax
-    movzx r8d, cl
     mov dword ptr [r15 + 0], edx
-    test ebx, 256
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 827
+    rep movsb
+    test bl, 64
     jnz 1f
 1:
-    mov esi, r8d
-    mov dword ptr [r15 + 0], ecx
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 768]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1048576
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 0]
+    mov esi, ebp
+    mov r8, r10
+    mov dword ptr [r14 + 896], 14
+    test dword ptr [r15 + 67117723], 537158275
+    jnz 1f
+1:
+    mov r9, r8
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 960]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 128
+    test dword ptr [r15 + 67117724], 170131512
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 832]
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3008]
-    and r9, 448
-    movsxd rcx, dword ptr [r14 + r9 + 1472]
-    test bl, 96
+    mov ecx, dword ptr [r15 + rbp + 3008]
+    mov edi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 512], rcx
+    test dword ptr [r15 + 67117724], 8388608
     jnz 1f
 1:
-    mov qword ptr [r14 + 512], rcx
-    mov rsi, qword ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + 896], 105
+    mov eax, edi
+    xor dword ptr [r15 + 832], ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -3195,55 +3227,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 64]
-    inc dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 672
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    movsxd rbp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov edi, ebp
-    mov dword ptr [r15 + 448], ecx
-    mov r9, qword ptr [r14 + 64]
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    mov dword ptr [r15 + 768], 72
-    test dword ptr [r15 + 67117724], 1093738528
+    lea rcx, [rip + .Lc1_d2699_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2699_j_t
+.Lc1_d2699_j:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, ecx
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 26
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 842
-    rep stosb
-    movzx eax, byte ptr [r15 + 896]
-    mov rbp, r10
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
-    test bl, 64
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rax
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
-    mov r9, rbp
-    test dword ptr [r15 + 67117723], 134218240
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7360
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 448], eax
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 256
+    jnz 1f
+1:
     not qword ptr [r15 + 512]
-    movzx edi, sil
+    movzx ebp, cl
+    mov r9, r10
+    mov rdx, qword ptr [r14 + 64]
+    test dword ptr [r15 + 67117724], 1075078208
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], rdx
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rbp
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
     mov r8, r10
-    test dword ptr [r15 + 67117724], 32778
+    mov rcx, rbp
+    lock or dword ptr [r15 + 128], 113
+    and r8, 448
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 1472]
+    test bl, 64
     jz 1f
 1:
+    mov rsi, qword ptr [r15 + 896]
     mov edx, r8d
-    and r8, 448
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 704], 169
     add r11, 64
     add r10, r11
     inc rbx
@@ -3253,62 +3286,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2728_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2728_j_t
-.Lc1_d2728_j:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, 253
-    test dword ptr [r15 + 67117724], 516
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], eax
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 678133760
+    mov edi, 209
+    mov rbp, r10
+    mov esi, 250
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3008], esi
+    test bl, 160
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    popcnt rsi, rbp
-    mov byte ptr [r15 + 128], al
-    test bl, 64
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], esi
+    popcnt rcx, rsi
+    test ebx, 1024
     jnz 1f
 1:
-    xchg r8, r8
-    mov rdx, qword ptr [r15 + 64]
-    mov ecx, r8d
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r8d, dl
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    mov eax, 68
+    mov esi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    mov rbp, r10
+    mov rdi, qword ptr [r14 + 0]
+    mov ecx, ebp
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
     test dword ptr [r15 + 67117723], 1540
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ecx
-    mov ebp, 129
-    mov eax, 185
+    movsxd rdx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 832]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 827
+    rep movsb
     test ebx, 416
     jnz 1f
 1:
-    movzx edi, bpl
-    mov r8, r10
-    movsxd rdx, dword ptr [r14 + 0]
-    and r8, 448
-    mov r9, r10
-    mov rsi, qword ptr [r14 + r8 + 960]
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
     test bl, 224
     jnz 1f
 1:
-    mov ecx, 147
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 1472]
-    movsxd rdx, dword ptr [r15 + 64]
+    movzx r9d, r8b
+    movzx edi, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3318,58 +3347,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, rax
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 243274754
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2804_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2804_j_t
+.Lc1_d2804_j:
+    mov edx, 81
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, 91
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov edx, 99
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 512], edx
+    mov r9d, dword ptr [r15 + 0]
     test bl, 64
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 704]
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, qword ptr [r14 + 0]
-    mov dword ptr [r15 + 512], ebp
-    test ebx, 64992
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 1342182722
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov ebp, 34
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8d, ebp
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, 145
+    mov dword ptr [r15 + 0], esi
     test ebx, 256
     jz 1f
 1:
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 128]
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1984]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 168
+    test bl, 64
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 448], r9d
+    test ebx, 1792
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    mov edx, 107
+    movsxd rsi, dword ptr [r14 + 576]
+    test dword ptr [r15 + 67117723], 4259840
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r10
+    mov rdi, qword ptr [r15 + 448]
+    and r8, 960
+    mov ecx, dword ptr [r14 + r8 + 1984]
+    mov r9, r10
+    test ebx, 1344
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3379,57 +3408,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1610612736
-    setz al
-    lea rcx, [rip + .Lc1_d2838_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2838_s_t
-    .p2align 3
-.Lc1_d2838_s:
-    .p2align 3
-    jmp .Lc1_d2838_j
-    .p2align 3
-    jmp .Lc1_d2838_j
-.Lc1_d2838_j:
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 64
+    mov byte ptr [r15 + 448], al
+    mov edi, dword ptr [r15 + 640]
+    movzx edx, al
+    test dword ptr [r15 + 67117724], 1275331658
     jz 1f
 1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 1536]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 826
+    rep movsb
+    mov byte ptr [r15 + 512], dl
     lea rbp, [r10 + r10*1]
-    mov rax, rsi
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], al
-    movzx r9d, bpl
-    test ebx, 320
-    jz 1f
-1:
-    xor dword ptr [r15 + rbp + 2048], r9d
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 1073741824
+    mov rdx, qword ptr [r15 + 896]
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
     and rbp, 4032
-    movsxd rcx, dword ptr [r14 + rbp + 3008]
-    vmulsd xmm14, xmm14, xmm11
-    test ebx, 1984
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 1472]
-    mov edi, ebp
-    test dword ptr [r15 + 67117724], 2048
+    xor dword ptr [r15 + rbp + 3072], edx
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 320
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 842
-    rep stosb
+    mov r9, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
+    and r8, 448
+    xor dword ptr [r15 + r8 + 960], edi
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 134217808
+    jz 1f
+1:
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rdi
+    movsxd rdx, dword ptr [r15 + rbp + 3008]
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    mov rsi, rdx
+    mov ecx, edx
+    movzx eax, sil
+    test dword ptr [r15 + 67117724], 1343492225
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 1024]
+    mov ebp, 228
     add r11, 64
     add r10, r11
     inc rbx
@@ -3439,54 +3462,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32772
+    setz al
+    lea rcx, [rip + .Lc1_d2904_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2904_s_t
+    .p2align 3
+.Lc1_d2904_s:
+    .p2align 3
+    jmp .Lc1_d2904_j
+    .p2align 3
+    jmp .Lc1_d2904_j
+.Lc1_d2904_j:
+    mov byte ptr [r15 + 0], cl
     mov dword ptr [r15 + 0], 140
-    mov ebp, edx
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 130464
-    jnz 1f
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
 1:
+    mov ebp, 160
     mov dword ptr [r15 + 0], 174
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, rdi
-    test dword ptr [r15 + 67117724], 939798656
+    movzx edi, bpl
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, dil
+    movzx ecx, byte ptr [r15 + 0]
+    bt rax, rax
+    test dword ptr [r15 + 67117724], 603981827
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 29
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 262144
     jnz 1f
 1:
-    bt rcx, rcx
-    mov rdx, rdi
-    mov dword ptr [r15 + 0], 234
-    mov qword ptr [r15 + 0], rdx
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
-    test ebx, 800
-    jz 1f
+    mov r8, r10
+    movsxd rsi, dword ptr [r14 + 0]
+    mov rdi, qword ptr [r15 + 512]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1472]
+    test dword ptr [r15 + 67117724], 542638722
+    jnz 1f
 1:
-    movzx eax, r9b
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 1472]
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 2048]
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
+    mov ebp, dword ptr [r15 + 832]
+    mov rcx, rax
+    mov edx, dword ptr [r15 + 768]
+    test bl, 64
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movzx esi, dl
-    mov dword ptr [r14 + 0], 237
-    mov r8, qword ptr [r15 + rbp + 1984]
-    test bl, 128
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 896]
-    mov rdi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 118
-    mov dword ptr [r15 + 448], edi
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 768]
-    sete dl
-    mov ebp, 54
+    sete bpl
+    mov dword ptr [r15 + 448], 237
     add r11, 64
     add r10, r11
     inc rbx
@@ -3731,63 +3758,69 @@ ditto_body_init_c2:
     .p2align 9, 0xcc
 .Lc1_d487_j_t:
     jmp rcx
-.Lc1_d1983_s_t:
+.Lc1_d2001_s_t:
     jmp rcx
-.Lc1_d2033_j_t:
+.Lc1_d2010_j_t:
     jmp rcx
-.Lc1_d1412_s_t:
+.Lc1_d1372_s_t:
     jmp rcx
-.Lc1_d1513_s_t:
+.Lc1_d1424_s_t:
     jmp rcx
-.Lc1_d1620_s_t:
+.Lc1_d1521_s_t:
     jmp rcx
-.Lc1_d1722_s_t:
+.Lc1_d1632_s_t:
     jmp rcx
-.Lc1_d1828_j_t:
+.Lc1_d1735_s_t:
     jmp rcx
-.Lc1_d1929_s_t:
+.Lc1_d1844_j_t:
     jmp rcx
-.Lc1_d87_s_t:
+.Lc1_d1898_j_t:
     jmp rcx
-.Lc1_d193_j_t:
+.Lc1_d35_j_t:
     jmp rcx
-.Lc1_d291_j_t:
+.Lc1_d137_j_t:
     jmp rcx
-.Lc1_d392_j_t:
+.Lc1_d239_j_t:
+    jmp rcx
+.Lc1_d294_s_t:
+    jmp rcx
+.Lc1_d391_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d600_j_t:
+.Lc1_d650_s_t:
     jmp rcx
-.Lc1_d700_j_t:
+.Lc1_d752_j_t:
     jmp rcx
-.Lc1_d803_s_t:
+.Lc1_d856_j_t:
     jmp rcx
 .Lc1_d905_j_t:
     jmp rcx
-.Lc1_d1006_j_t:
+.Lc1_d1005_j_t:
     jmp rcx
 .Lc1_d1110_j_t:
     jmp rcx
-.Lc1_d1210_j_t:
+.Lc1_d1212_j_t:
     jmp rcx
-.Lc1_d1310_j_t:
+.Lc1_d1314_j_t:
     jmp rcx
-.Lc1_d2219_j_t:
+.Lc1_d2241_j_t:
     jmp rcx
-.Lc1_d2316_j_t:
+.Lc1_d2289_j_t:
     jmp rcx
-.Lc1_d2414_j_t:
+.Lc1_d2392_s_t:
     jmp rcx
-.Lc1_d2519_j_t:
+.Lc1_d2493_j_t:
     jmp rcx
-.Lc1_d2627_j_t:
+.Lc1_d2597_s_t:
     jmp rcx
-.Lc1_d2728_j_t:
+.Lc1_d2699_j_t:
     jmp rcx
-.Lc1_d2838_s_t:
+.Lc1_d2804_j_t:
+    jmp rcx
+.Lc1_d2904_s_t:
     jmp rcx
     .text
 
