@@ -48,7 +48,9 @@ impl DataClass {
 }
 
 /// A rep-string count distribution with a short and a long mode: memcached's worker repeats 1–7
-/// times in two thirds of its executions (small copies) and 128–255 times in the rest. A clone
+/// times in two thirds of its executions and 128–255 times in the rest (its copies and its fills,
+/// which the profile's counts by kind now tell apart, `RepModes`; a profile without them, or one
+/// kind with both modes, still has the two in one histogram). A clone
 /// instruction with one count, the mean, repeats ~70 times every time, and under cachegrind, which
 /// counts each repetition as a conditional branch, every execution then mispredicts its exit: a
 /// short repeat's exit is within the predictor's 7 bits of history, a long one's is not. So a rep
@@ -82,6 +84,30 @@ pub fn rep_split(bins: &[(u64, u64, f64)]) -> Option<RepSplit> {
     })
 }
 
+/// How a rep-string instruction of one kind repeats: its mean count per execution and, when the
+/// profile's counts have a short and a long mode, the split (`RepSplit`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RepModes {
+    pub mean: f64,
+    pub split: Option<RepSplit>,
+}
+
+impl RepModes {
+    /// From a rep-count histogram ((lo, hi, count) bins, `[lo, hi)`, counts positive), each bin
+    /// standing for its midpoint.
+    pub fn of(bins: &[(u64, u64, f64)]) -> RepModes {
+        let n: f64 = bins.iter().map(|b| b.2).sum();
+        let sum: f64 = bins
+            .iter()
+            .map(|&(lo, hi, count)| count * 0.5 * (lo + hi.saturating_sub(1).max(lo)) as f64)
+            .sum();
+        RepModes {
+            mean: if n > 0.0 { sum / n } else { 1.0 },
+            split: rep_split(bins),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct BodyPlan {
     /// Dynamic instructions per call the body should execute.
@@ -90,11 +116,11 @@ pub struct BodyPlan {
     pub mean_instruction_bytes: f64,
     /// Folded (class, operand) pairs with their shares, summing to 1, in a fixed order.
     pub mix: Vec<((Class, Opnd), f64)>,
-    /// Mean repetitions per execution of a rep-string instruction (the profile's `rep_counts`, bin
-    /// midpoints).
-    pub rep_mean: f64,
-    /// The profile's rep counts as two modes, when it has both short and long ones (`RepSplit`).
-    pub rep_split: Option<RepSplit>,
+    /// How the fills (`rep stos`, the mix's rep/store) repeat: the profile's
+    /// `rep_counts_by_operand.store`, or its `rep_counts` where it has no counts by kind.
+    pub rep_fills: RepModes,
+    /// How the copies (`rep movs`, rep/rmw) repeat: `rep_counts_by_operand.rmw`, or `rep_counts`.
+    pub rep_copies: RepModes,
     /// Conditional branches per dynamic instruction.
     pub cond_branch_ratio: f64,
     /// Static conditional branches the profile saw in this cluster (`branches.static_count`), which
@@ -131,6 +157,18 @@ pub struct BodyPlan {
     pub warnings: Vec<String>,
     /// The profile had no body for this cluster: everything above is the documented default.
     pub default_body: bool,
+}
+
+impl BodyPlan {
+    /// How a rep-string instruction of operand kind `opnd` repeats: a store is a fill, anything
+    /// else a copy.
+    pub fn rep_modes(&self, opnd: Opnd) -> &RepModes {
+        if opnd == Opnd::Store {
+            &self.rep_fills
+        } else {
+            &self.rep_copies
+        }
+    }
 }
 
 /// A hit curve resampled on sizes 64·2^k, k = 0..=K, after the size-scale knob: H'(s) = H(s / scale).
@@ -1097,10 +1135,8 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     }
     mix.sort_by_key(|a| a.0);
 
-    let rep_counts = input
-        .body
-        .and_then(|b| b.rep_counts.as_ref())
-        .map(|h| {
+    let rep_bins = |h: Option<&ditto_profile::Histogram>| {
+        h.map(|h| {
             h.bins
                 .iter()
                 .filter(|b| b.count > 0)
@@ -1108,16 +1144,18 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
                 .collect::<Vec<_>>()
         })
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| vec![(8, 64, 1.0)]);
-    let rep_mean = {
-        let n: f64 = rep_counts.iter().map(|b| b.2).sum();
-        let sum: f64 = rep_counts
-            .iter()
-            .map(|&(lo, hi, count)| count * 0.5 * (lo + hi.saturating_sub(1).max(lo)) as f64)
-            .sum();
-        sum / n
     };
-    let rep_split = rep_split(&rep_counts);
+    let all_reps = rep_bins(input.body.and_then(|b| b.rep_counts.as_ref()))
+        .unwrap_or_else(|| vec![(8, 64, 1.0)]);
+    let rep_modes_of = |operand: &str| {
+        let own = input
+            .body
+            .and_then(|b| b.rep_counts_by_operand.as_ref())
+            .and_then(|m| rep_bins(m.get(operand)));
+        RepModes::of(own.as_deref().unwrap_or(&all_reps))
+    };
+    let rep_fills = rep_modes_of("store");
+    let rep_copies = rep_modes_of("rmw");
 
     let (cond_branch_ratio, taken, transition, raw, war, waw) = match input.body {
         Some(b) => (
@@ -1279,8 +1317,8 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         instructions,
         mean_instruction_bytes: mean_len,
         mix,
-        rep_mean,
-        rep_split,
+        rep_fills,
+        rep_copies,
         cond_branch_ratio,
         static_branches: input.body.map_or(0, |b| b.branches.static_count),
         taken_bins: taken,

@@ -917,16 +917,25 @@ fn balance_rings(rings: &[RingWant]) -> (Vec<(usize, u64)>, f64) {
     (chosen, owed)
 }
 
-/// Rep-string repetitions per call the plan owes: the profile's rep executions per call (its mix
-/// share of rep instructions times the call's instructions) at its mean count.
-fn planned_rep_iterations(plan: &BodyPlan) -> f64 {
-    let share: f64 = plan
-        .mix
+/// Rep-string repetitions per call the plan owes, of the kind `opnd` (`None`: all kinds): the
+/// profile's rep executions per call (its mix share of rep instructions times the call's
+/// instructions) at the kind's mean count.
+fn planned_rep_iterations(plan: &BodyPlan, opnd: Option<Opnd>) -> f64 {
+    plan.mix
         .iter()
-        .filter(|((class, _), _)| *class == Class::Rep)
-        .map(|(_, share)| share)
-        .sum();
-    share * plan.instructions * plan.rep_mean
+        .filter(|((class, o), _)| *class == Class::Rep && opnd.is_none_or(|k| rep_kind(*o) == k))
+        .map(|((_, o), share)| share * plan.instructions * plan.rep_modes(*o).mean)
+        .sum()
+}
+
+/// The kind a rep-string instruction of operand `o` repeats as (`BodyPlan::rep_modes`): a fill
+/// (store) or a copy (anything else).
+fn rep_kind(o: Opnd) -> Opnd {
+    if o == Opnd::Store {
+        Opnd::Store
+    } else {
+        Opnd::Rmw
+    }
 }
 
 /// Once every block's runs per call are final: scales the rep-string counts so that the body's
@@ -939,22 +948,28 @@ fn planned_rep_iterations(plan: &BodyPlan) -> f64 {
 /// per call were 103 or 171.5 against 199. Cachegrind counts each repetition as an instruction and
 /// a conditional branch, so seeds differed by 20 % in branches per call at fixed knobs. Scaling the
 /// counts trades the mean per execution for the per-call total, which is what the counters see.
+///
+/// Fills and copies are settled apart, each on its own planned total: they repeat differently
+/// (memcached's workers fill 146 bytes and copy 1-7), and one scale for both moved repetitions
+/// from one kind to the other.
 fn settle_rep_counts(blocks: &mut [Block], plan: &BodyPlan, max_rep_count: u64) {
-    let planned = planned_rep_iterations(plan);
-    let realised = rep_iterations_per_call(blocks);
-    if planned <= 0.0 || realised <= 0.0 {
-        return;
-    }
-    let scale = planned / realised;
     let max = max_rep_count.max(1) as f64;
-    for item in blocks
-        .iter_mut()
-        .flat_map(|b| b.chunks.iter_mut())
-        .flat_map(|c| c.items.iter_mut())
-    {
-        if let Item::Tpl { t, rep_count, .. } = item {
-            if t.special == Special::Rep {
-                *rep_count = (*rep_count as f64 * scale).round().clamp(1.0, max) as u64;
+    for kind in [Opnd::Store, Opnd::Rmw] {
+        let planned = planned_rep_iterations(plan, Some(kind));
+        let realised = rep_iterations_per_call(blocks, Some(kind));
+        if planned <= 0.0 || realised <= 0.0 {
+            continue;
+        }
+        let scale = planned / realised;
+        for item in blocks
+            .iter_mut()
+            .flat_map(|b| b.chunks.iter_mut())
+            .flat_map(|c| c.items.iter_mut())
+        {
+            if let Item::Tpl { t, rep_count, .. } = item {
+                if t.special == Special::Rep && rep_kind(t.opnd) == kind {
+                    *rep_count = (*rep_count as f64 * scale).round().clamp(1.0, max) as u64;
+                }
             }
         }
     }
@@ -975,11 +990,15 @@ fn rep_long_mask_for(split: crate::plan::RepSplit, shift: u32) -> u32 {
     ((1u32 << k) - 1) << shift
 }
 
-/// Rep-string repetitions per call of the body: each rep instruction's count times its chunk's
-/// runs per call.
-fn rep_iterations_per_call(blocks: &[Block]) -> f64 {
+/// Rep-string repetitions per call of the body, of the kind `opnd` (`None`: all kinds): each rep
+/// instruction's count times its chunk's runs per call.
+fn rep_iterations_per_call(blocks: &[Block], opnd: Option<Opnd>) -> f64 {
     weighted_per_call(blocks, |item| match item {
-        Item::Tpl { t, rep_count, .. } if t.special == Special::Rep => *rep_count as f64,
+        Item::Tpl { t, rep_count, .. }
+            if t.special == Special::Rep && opnd.is_none_or(|k| rep_kind(t.opnd) == k) =>
+        {
+            *rep_count as f64
+        }
         _ => 0.0,
     })
 }
@@ -1090,9 +1109,10 @@ struct Composer<'a> {
     /// Executions per call of the dispatches so far, and of those that changed target (expected).
     indirect_execs: f64,
     indirect_changes: f64,
-    /// Executions (per call) of the rep-string instructions so far, and their repetitions.
-    rep_execs: f64,
-    rep_iterations: f64,
+    /// Executions (per call) of the rep-string instructions so far, and their repetitions: fills,
+    /// then copies.
+    rep_execs: [f64; 2],
+    rep_iterations: [f64; 2],
     realised_mix: BTreeMap<(Class, Opnd), f64>,
     cond_acc: f64,
     /// Pattern-branch density of the block being composed, relative to the plan's ratio
@@ -1307,7 +1327,7 @@ impl Composer<'_> {
             let mut extra_bytes = 0;
             if t.special == Special::Rep {
                 // The repeat count follows the profile's rep_counts; the instruction counts once.
-                rep_count = self.rep_count(w);
+                rep_count = self.rep_count(w, t.opnd);
                 let movs = t.asm.contains("movs");
                 self.account((Class::Alu, Opnd::Reg), w);
                 if movs {
@@ -1315,7 +1335,7 @@ impl Composer<'_> {
                 }
                 self.account((Class::Mov, Opnd::Reg), w);
                 extra_bytes += if movs { 21 } else { 13 };
-                if let Some(split) = self.plan.rep_split {
+                if let Some(split) = self.plan.rep_modes(t.opnd).split {
                     rep_long_mask = rep_long_mask_for(split, shift);
                     if rep_long_mask != 0 {
                         // mov esi, L; test ebx, mask; cmovz ecx, esi
@@ -1836,7 +1856,8 @@ impl Composer<'_> {
     }
 
     /// The repeat count of a rep-string instruction run `w` times per call: the one that keeps the
-    /// body's executions-weighted mean count on the profile's mean (`BodyPlan::rep_mean`).
+    /// body's executions-weighted mean count of its kind (`opnd`) on the profile's mean for that
+    /// kind (`BodyPlan::rep_modes`).
     ///
     /// Cachegrind counts every repetition as an instruction (and every byte moved as a data access),
     /// while the profile counts the instruction once; a body has only a handful of rep instructions,
@@ -1845,12 +1866,14 @@ impl Composer<'_> {
     /// the next, 2,715 against 3,335 instructions per call). Tracking the running mean keeps the
     /// counts' mean on the profile's whatever the draw; `settle_rep_counts` then scales them to the
     /// repetitions per call the plan owes once the chunks' runs per call are known.
-    fn rep_count(&mut self, w: f64) -> u64 {
+    fn rep_count(&mut self, w: f64, opnd: Opnd) -> u64 {
         let max = self.knobs.limits.max_rep_count.max(1);
-        let owed = self.plan.rep_mean * (self.rep_execs + w) - self.rep_iterations;
+        let k = usize::from(rep_kind(opnd) == Opnd::Rmw);
+        let mean = self.plan.rep_modes(opnd).mean;
+        let owed = mean * (self.rep_execs[k] + w) - self.rep_iterations[k];
         let v = (owed / w.max(1e-9)).round().clamp(1.0, max as f64) as u64;
-        self.rep_execs += w;
-        self.rep_iterations += w * v as f64;
+        self.rep_execs[k] += w;
+        self.rep_iterations[k] += w * v as f64;
         v
     }
 
@@ -2548,7 +2571,7 @@ impl Renderer<'_> {
         let src = l.rep_lo + l.rep_half;
         // Two modes: the short mean on most executions, and on one in 2^k (the counter bits of
         // `long_mask` all clear) the long count that keeps the mean per execution at `count`.
-        let split = self.plan.rep_split.filter(|_| long_mask != 0);
+        let split = self.plan.rep_modes(t.opnd).split.filter(|_| long_mask != 0);
         let (short, long) = match split {
             Some(sp) => {
                 let period = f64::from((long_mask >> long_mask.trailing_zeros()) + 1);
@@ -2955,8 +2978,8 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         dispatch_len: mean_len,
         indirect_execs: 0.0,
         indirect_changes: 0.0,
-        rep_execs: 0.0,
-        rep_iterations: 0.0,
+        rep_execs: [0.0; 2],
+        rep_iterations: [0.0; 2],
         realised_mix: BTreeMap::new(),
         cond_acc: 0.0,
         density: 1.0,
@@ -3443,8 +3466,8 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             0.0
         },
         rep_iterations_per_call: (
-            planned_rep_iterations(plan),
-            rep_iterations_per_call(&blocks),
+            planned_rep_iterations(plan, None),
+            rep_iterations_per_call(&blocks, None),
         ),
         indirect_jumps_per_call: (
             plan.indirect_ratio * plan.instructions,

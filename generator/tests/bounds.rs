@@ -63,6 +63,26 @@ fn random_body(rng: &mut Rng) -> ClusterBody {
                 Bin::new(1024, 65536, rng.below(3)),
             ],
         }),
+        // Copies short, fills long (as memcached's workers), or the other way round.
+        rep_counts_by_operand: Some(
+            [("store", rng.below(2) == 0), ("rmw", rng.below(2) == 0)]
+                .into_iter()
+                .map(|(operand, long)| {
+                    let bin = if long {
+                        Bin::new(1024, 65536, 1 + rng.below(3))
+                    } else {
+                        Bin::new(1, 8, 1 + rng.below(10))
+                    };
+                    (
+                        operand.to_string(),
+                        Histogram {
+                            unit: "count".into(),
+                            bins: vec![bin],
+                        },
+                    )
+                })
+                .collect(),
+        ),
         branches: Branches {
             per_request: ipr * rng.f64() * 0.3,
             static_count: 100,

@@ -78,7 +78,9 @@ fn rendered_rep_iterations(text: &str) -> (f64, usize) {
 /// one execution in four, so cachegrind sees a long exit as often as the profile has one.
 #[test]
 fn rep_instructions_take_the_profiles_short_count_and_its_long_count_one_time_in_four() {
-    let body = common::committed_body("memcached", "c1");
+    let mut body = common::committed_body("memcached", "c1");
+    // The two modes of one histogram for both kinds, as a profile without counts by kind has it.
+    body.rep_counts_by_operand = None;
     for seed in 1..=3 {
         let asm = common::synth_seeded(&body, &Knobs::default(), seed);
         let reps = rendered_reps(&asm.text);
@@ -175,5 +177,62 @@ fn rep_strings_render_as_the_profiles_stores_and_copies() {
                 "rep/{keep} only, seed {seed}: rep stosb {stos:.2} and rep movsb {movs:.2} a call"
             );
         }
+    }
+}
+
+/// Every rendered rep instruction's count and whether it has a long mode, by instruction.
+fn counts_by_instruction(text: &str) -> Vec<(bool, RenderedRep)> {
+    let reps = rendered_reps(text);
+    let kinds: Vec<bool> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("rep "))
+        .map(|l| l == "rep stosb")
+        .collect();
+    kinds.into_iter().zip(reps).collect()
+}
+
+/// A profile with counts by kind (`rep_counts_by_operand`) gives fills and copies their own: here
+/// fills of 128-255 bytes and copies of 2-3, as memcached's workers (their fills are 146 bytes,
+/// their copies 1-7). With one histogram for both, every copy took the fills' long mode one time in
+/// four and a copy loads and stores in turn between two lines: memcached's clone's 64-byte data hit
+/// rate read 6.8 points under its original's (`validation/bench/roundtrip.sh`).
+#[test]
+fn fills_and_copies_repeat_as_the_profile_counts_each_kind() {
+    use ditto_profile::{Bin, Histogram};
+    let mut body = common::committed_body("memcached", "c1");
+    let hist = |lo, hi| Histogram {
+        unit: "count".into(),
+        bins: vec![Bin::new(lo, hi, 100)],
+    };
+    body.rep_counts_by_operand = Some(
+        [
+            ("store".to_string(), hist(128, 256)),
+            ("rmw".to_string(), hist(2, 4)),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    for seed in 1..=3 {
+        let asm = common::synth_seeded(&body, &Knobs::default(), seed);
+        let reps = counts_by_instruction(&asm.text);
+        assert!(
+            reps.iter().any(|(fill, _)| *fill) && reps.iter().any(|(fill, _)| !*fill),
+            "seed {seed}: both kinds rendered: {reps:?}"
+        );
+        for (fill, r) in &reps {
+            // One mode each: no long count for either.
+            assert!(r.long.is_none(), "seed {seed}: {r:?}");
+            if *fill {
+                assert!(r.count >= 64.0, "seed {seed}: a fill repeats {}", r.count);
+            } else {
+                assert!(r.count <= 8.0, "seed {seed}: a copy repeats {}", r.count);
+            }
+        }
+        let (target, reported) = asm.stats.rep_iterations_per_call;
+        assert!(
+            (reported - target).abs() <= 0.02 * target,
+            "seed {seed}: {reported:.1} repetitions a call against {target:.1}"
+        );
     }
 }

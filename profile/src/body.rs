@@ -1,5 +1,7 @@
 //! `body`: user-space behaviour per request, from the instrumented (launch) profiler.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +34,14 @@ pub struct ClusterBody {
     pub instruction_mix: Vec<MixShare>,
     /// Repeat counts of rep-prefixed string instructions.
     pub rep_counts: Option<Histogram>,
+    /// `rep_counts` per operand kind of the string instruction, by the names of the instruction
+    /// mix: `store` for a fill (`rep stos`), `rmw` for a copy or compare (`rep movs`, `rep cmps`),
+    /// which reads memory and writes or compares it. A service's copies and fills repeat
+    /// differently (memcached's workers copy 1-7 bytes at a time and fill 146), and a copy
+    /// touches two lines in turn where a fill touches one. Absent in profiles whose collector did
+    /// not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rep_counts_by_operand: Option<BTreeMap<String, Histogram>>,
     /// Conditional branch behaviour.
     pub branches: Branches,
     /// Instruction-side hit curve (equation 2 of the Ditto paper): the cluster's own fetches, in the

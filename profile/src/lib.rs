@@ -275,6 +275,16 @@ impl Profile {
                         ));
                     }
                 }
+                for (operand, h) in b.rep_counts_by_operand.iter().flatten() {
+                    let at = format!("body.clusters[{i}].rep_counts_by_operand.{operand}");
+                    if !["reg", "load", "store", "rmw"].contains(&operand.as_str()) {
+                        return Err((
+                            at,
+                            "is not an operand kind (reg, load, store or rmw)".into(),
+                        ));
+                    }
+                    h.check().map_err(|m| (at, m))?;
+                }
                 if let Some(bad) = majority.iter().find(|q| !(0.0..=1.0).contains(*q)) {
                     return Err((
                         format!("body.clusters[{i}].branches.majority_taken"),

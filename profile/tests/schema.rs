@@ -166,6 +166,44 @@ fn a_malformed_field_is_named() {
 }
 
 #[test]
+fn rep_counts_by_an_unknown_operand_or_of_a_bad_shape_are_named() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/nginx.json");
+    let text = std::fs::read_to_string(&path).expect("committed nginx profile");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let hist = |lo: u64, hi: u64| serde_json::json!({"unit": "count", "bins": [{"lo": lo, "hi": hi, "count": 3}]});
+    for (by, says) in [
+        (
+            serde_json::json!({"store": hist(128, 256), "fill": hist(1, 2)}),
+            "rep_counts_by_operand.fill",
+        ),
+        (
+            serde_json::json!({"rmw": hist(8, 2)}),
+            "rep_counts_by_operand.rmw",
+        ),
+    ] {
+        let mut v = value.clone();
+        v["body"]["clusters"][0]["rep_counts_by_operand"] = by;
+        let err = Profile::from_json(&v.to_string(), "bad.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{err}");
+    }
+    // Good counts load and survive a round trip.
+    let mut v = value.clone();
+    v["body"]["clusters"][0]["rep_counts_by_operand"] =
+        serde_json::json!({"store": hist(128, 256), "rmw": hist(1, 8)});
+    let p = Profile::from_json(&v.to_string(), "ok.json").expect("loads");
+    let again = Profile::from_json(&p.to_json(), "again.json").expect("round trip");
+    let by = |p: &Profile| {
+        p.body.as_ref().expect("body").clusters[0]
+            .rep_counts_by_operand
+            .clone()
+    };
+    assert_eq!(by(&again), by(&p));
+    assert_eq!(by(&p).map(|m| m.len()), Some(2));
+}
+
+#[test]
 fn a_majority_taken_of_the_wrong_shape_is_named() {
     // A recorded profile (nginx, profiled by `scripts/profile-examples.sh nginx`).
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/nginx.json");

@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c0: 168758 instructions per call, 12 blocks
+// ---- cluster c0: 175639 instructions per call, 12 blocks
     .text
     .globl ditto_body_c0
     .type ditto_body_c0, @function
@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 33060288]
-    mov r10, qword ptr [r15 + 33060296]
-    mov r12, qword ptr [r15 + 33060304]
+    mov r11, qword ptr [r15 + 2128128]
+    mov r10, qword ptr [r15 + 2128136]
+    mov r12, qword ptr [r15 + 2128144]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -52,192 +52,119 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060328]
+// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128168]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 33060328], rcx
+    mov qword ptr [r15 + 2128168], rcx
     mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc0_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_b0_stubs_t
-    .p2align 3
-.Lc0_b0_stubs:
-    .p2align 3
     jmp .Lc0_b0_c0
-    .p2align 3
-    jmp .Lc0_b0_c1
     .p2align 6
 .Lc0_b0_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov rdx, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 169
-    test ebx, 8192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4096
     jnz 1f
 1:
-    mov rax, rax
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul eax, eax, 107
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov esi, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8192
+    test ebx, 4096
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 150
-    lea rbp, [r11 + r11*1]
-    test ebx, 8192
+    mov ecx, 44
+    test ebx, 4096
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movdqu xmmword ptr [r15 + rbp + 832], xmm14
-    mov dword ptr [r15 + rbp + 896], edx
-    mov rbp, rbp
-    test ebx, 8192
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], 172
     mov rbp, r11
-    mov byte ptr [r15 + 640], bpl
-    mov byte ptr [r15 + 384], al
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1344], 235
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, al
-    mov dword ptr [r15 + 576], 13
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 448], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc0_b0_done
-.Lc0_b0_c1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov qword ptr [r14 + rbp + 4928], rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rbp, r11
+    test ebx, 4096
     jnz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r14 + rbp + 13120], 17
+    mov rbp, rcx
+    mov rcx, rbp
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov edx, edx
-    mov edi, 48
-    jmp 1f
-1:
+    mov edx, r9d
+    and r9, 448
+    mov dword ptr [r14 + r9 + 832], r9d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 16
-    test ebx, 8192
-    jnz 1f
-1:
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 241
-    mov dword ptr [r15 + 448], 196
-    mov dword ptr [r15 + 704], edx
-    mov dword ptr [r15 + 512], 134
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], dil
-    and edi, dword ptr [r15 + 640]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    or dword ptr [r15 + 576], 1
-    xor edx, edx
-    div dword ptr [r15 + 576]
-    imul edi, eax, 23
+    mov dword ptr [r14 + 576], ebp
+    mov dword ptr [r14 + r9 + 896], 30
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2215 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060336]
-    lea rcx, [rbx + 2215]
-    mov qword ptr [r15 + 33060336], rcx
-    mov r13d, 2215
+// block 1: 64 bytes, 1 chunk(s), 2383 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128176]
+    lea rcx, [rbx + 2383]
+    mov qword ptr [r15 + 2128176], rcx
+    mov r13d, 2383
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
     jmp 1f
 1:
-    test edx, edi
-    mov edi, dword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 192]
+    test ebp, ebp
+    mov ebp, dword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    popcnt r8, r8
+    mov r9, r9
+    popcnt r9, r9
     mov dword ptr [r15 + 0], 162
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 320]
-    shl rsi, 27
+    movsxd rsi, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 320]
+    shl rdi, 27
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1628 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060344]
-    lea rcx, [rbx + 1628]
-    mov qword ptr [r15 + 33060344], rcx
-    mov r13d, 1628
+// block 2: 64 bytes, 1 chunk(s), 1934 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128184]
+    lea rcx, [rbx + 1934]
+    mov qword ptr [r15 + 2128184], rcx
+    mov r13d, 1934
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d181_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d181_j_t
-.Lc0_d181_j:
-    movzx eax, dl
+    lea rcx, [rip + .Lc0_d125_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d125_j_t
+.Lc0_d125_j:
+    movzx esi, dl
     mov r12, qword ptr [r15 + r12 + 56]
     xor dword ptr [r15 + 0], ecx
     test ebx, 1073741824
@@ -245,120 +172,128 @@ ditto_body_c0:
 1:
     mov dword ptr [r14 + 0], 57
     mov ecx, 89
-    movzx eax, cl
+    movzx ebp, cl
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 566 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060352]
-    lea rcx, [rbx + 566]
-    mov qword ptr [r15 + 33060352], rcx
-    mov r13d, 566
+// block 3: 64 bytes, 1 chunk(s), 514 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128192]
+    lea rcx, [rbx + 514]
+    mov qword ptr [r15 + 2128192], rcx
+    mov r13d, 514
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov r8, r11
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    lea rcx, [rip + .Lc0_d148_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d148_j_t
+.Lc0_d148_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 2128156], 8192
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
+    mov rdi, rcx
+    mov ecx, dword ptr [r14 + 512]
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 679 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060360]
-    lea rcx, [rbx + 679]
-    mov qword ptr [r15 + 33060360], rcx
-    mov r13d, 679
+// block 4: 64 bytes, 1 chunk(s), 664 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128200]
+    lea rcx, [rbx + 664]
+    mov qword ptr [r15 + 2128200], rcx
+    mov r13d, 664
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    mov r9, r11
-    movzx eax, r9b
-    movzx r8d, al
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 3904]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 512], r8
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 4928]
+    mov qword ptr [r14 + 320], rdx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060368]
+    mov rbx, qword ptr [r15 + 2128208]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 33060368], rcx
+    mov qword ptr [r15 + 2128208], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    movzx ebp, cl
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 77
+    mov esi, 77
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
+    mov ebp, esi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, cl
-    mov ecx, ebp
+    movzx edi, bpl
+    mov ebp, edi
     mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 635 chunk executions per call
-    mov r13d, 635
+// block 6: 64 bytes, 1 chunk(s), 599 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128216]
+    lea rcx, [rbx + 599]
+    mov qword ptr [r15 + 2128216], rcx
+    mov r13d, 599
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    lock xadd qword ptr [r15 + 768], rsi
-    mov qword ptr [r15 + 384], rsi
-    mov qword ptr [r14 + 448], rsi
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 12096], r8d
-    add r11, 64
+    movq qword ptr [r15 + 640], xmm14
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
+    mov qword ptr [r14 + 320], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rdx
+    mov edx, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 512]
+    inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1130 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060384]
-    lea rcx, [rbx + 1130]
-    mov qword ptr [r15 + 33060384], rcx
-    mov r13d, 1130
+// block 7: 64 bytes, 1 chunk(s), 1059 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128224]
+    lea rcx, [rbx + 1059]
+    mov qword ptr [r15 + 2128224], rcx
+    mov r13d, 1059
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 384], 145
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r14 + 0], 145
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -373,341 +308,338 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 553 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060392]
-    lea rcx, [rbx + 553]
-    mov qword ptr [r15 + 33060392], rcx
-    mov r13d, 553
+// block 8: 64 bytes, 1 chunk(s), 456 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128232]
+    lea rcx, [rbx + 456]
+    mov qword ptr [r15 + 2128232], rcx
+    mov r13d, 456
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rdx
-    mov edx, edx
-    movzx edx, byte ptr [r14 + 512]
-    mov r8, rdx
+    mov rbp, r10
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 2880]
+    mov ebp, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r14 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 640]
+    mov r9, r11
+    mov eax, r9d
+    mov qword ptr [r15 + 512], rax
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1248 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060400]
-    lea rcx, [rbx + 1248]
-    mov qword ptr [r15 + 33060400], rcx
-    mov r13d, 1248
+// block 9: 64 bytes, 1 chunk(s), 1460 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128240]
+    lea rcx, [rbx + 1460]
+    mov qword ptr [r15 + 2128240], rcx
+    mov r13d, 1460
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    jmp 1f
-1:
+    mov rbp, r10
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    imul rbp, rsi
+    mov esi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movdqu xmm2, xmmword ptr [r15 + 576]
-    por xmm2, xmm2
-    mov byte ptr [r15 + 704], r9b
-    and rbp, 448
-    mov r9, qword ptr [r14 + rbp + 832]
+    mov byte ptr [r15 + 704], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm3, xmmword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 460 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060408]
-    lea rcx, [rbx + 460]
-    mov qword ptr [r15 + 33060408], rcx
-    mov r13d, 460
+// block 10: 1024 bytes, 4 chunk(s), 440 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128248]
+    lea rcx, [rbx + 440]
+    mov qword ptr [r15 + 2128248], rcx
+    mov r13d, 440
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
-    mov rax, qword ptr [r15 + 33060312]
+    mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 33060312], rax
+    mov qword ptr [r15 + 2128152], rax
     xor eax, eax
-    test dword ptr [r15 + 33060315], 1589252
+    test dword ptr [r15 + 2128155], 35143684
     setz al
-    lea rcx, [rip + .Lc0_d341_s]
+    lea rcx, [rip + .Lc0_d293_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d341_s_t
+    jmp .Lc0_d293_s_t
     .p2align 3
-.Lc0_d341_s:
+.Lc0_d293_s:
     .p2align 3
-    jmp .Lc0_d341_j
+    jmp .Lc0_d293_j
     .p2align 3
-    jmp .Lc0_d341_j
-.Lc0_d341_j:
-    lea rcx, [rip + .Lc0_d350_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d350_j_t
-.Lc0_d350_j:
-    lea rcx, [rip + .Lc0_d354_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d354_j_t
-.Lc0_d354_j:
-    mov rbp, r11
-    mov ecx, ebp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1856], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc0_d293_j
+.Lc0_d293_j:
+    lea rcx, [rip + .Lc0_d302_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d302_j_t
+.Lc0_d302_j:
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 320], 220
-    test ebx, 16384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 21
-    mov r8, r11
-    test ebx, 16384
-    jz 1f
-1:
-    mov rdi, rdi
     and r8, 8128
-    mov byte ptr [r15 + r8 + 3904], r8b
+    movzx esi, byte ptr [r15 + r8 + 13184]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rdi
+    mov esi, r8d
+    mov r9, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dil
+    jmp 1f
+1:
+    mov r9d, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rsi
+    mov esi, 105
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 13120], r9b
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 4928]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, eax
+    mov dword ptr [r15 + 768], 242
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d394_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d394_j_t
-.Lc0_d394_j:
+    lea rcx, [rip + .Lc0_d348_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d348_j_t
+.Lc0_d348_j:
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    mov ecx, ecx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 13184], r9
+    mov eax, 20
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    mov ecx, 31
     jmp 1f
-1:
-    movdqu xmmword ptr [r15 + 0], xmm2
-    test bl, 32
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 16384
+    movzx eax, al
+    test ebx, 116736
     jnz 1f
 1:
-    mov ecx, 74
     mov r12, qword ptr [r15 + r12 + 56]
-    imul esi, ecx, 115
+    jmp 1f
+1:
+    movzx edx, al
+    mov rax, rdx
+    lea rbp, [r11 + r11*2]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 13120]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 13120]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r14 + 384]
+    mov r8d, 87
+    lock xadd qword ptr [r15 + 512], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 13184], r9b
+    movzx r9d, byte ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 320]
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + rbp + 13248]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r14 + 384], rbp
-    mov r9, r11
-    and rbp, 524224
-    mov esi, dword ptr [r15 + rbp + 32527168]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 960
-    and ebp, dword ptr [r14 + r9 + 2880]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 704], rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, ebp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d450_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d450_j_t
-.Lc0_d450_j:
+    lea rcx, [rip + .Lc0_d404_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d404_j_t
+.Lc0_d404_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, ecx, 5
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], cl
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 1856], 189
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r14 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 448]
-    mov rdi, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    movdqu xmmword ptr [r15 + 384], xmm9
-    mov rbp, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r14 + 320]
-    mov edx, 19
-    jmp 1f
-1:
-    test ebx, 16384
-    jnz 1f
-1:
-    mov r8, r11
     mov r9, r11
+    mov dword ptr [r15 + rbp + 1920], 154
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 13120], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ebp
     jmp 1f
 1:
-    and r9, 960
-    movq qword ptr [r15 + r9 + 20288], xmm15
-    and r8, 448
-    mov dword ptr [r15 + r8 + 2368], r8d
-    test ebx, 16384
+    movsxd rsi, dword ptr [r14 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r9
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r14 + rbp + 1856]
+    mov ebp, 161
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rsi
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    mov ebp, 19
+    jmp 1f
+1:
+    test ebx, 47104
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 768], 251
+    movsxd r9, dword ptr [r14 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    xchg qword ptr [r15 + 384], r9
+    movzx eax, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    lea rcx, [rip + .Lc0_d503_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d503_j_t
-.Lc0_d503_j:
+    lea rcx, [rip + .Lc0_d455_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d455_j_t
+.Lc0_d455_j:
+    movzx ecx, cl
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 24
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 16384
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 704], r8b
     mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 95
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 960
-    mov qword ptr [r15 + r8 + 20288], r8
-    mov r8d, 150
-    mov dword ptr [r14 + 384], 24
-    test ebx, 47104
-    jnz 1f
-1:
-    mov rsi, r8
-    movzx r8d, sil
-    mov rsi, r8
-    mov r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r14 + 448]
-    movzx eax, r8b
-    mov byte ptr [r15 + 704], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 177
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, eax
-    mov dword ptr [r15 + 512], edi
+    movzx edi, r8b
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 13120], r8
+    mov r8, r11
     mov rbp, r11
+    mov ecx, 156
+    and rbp, 2097088
+    mov dword ptr [r15 + rbp + 22144], 49
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r14 + 384], dl
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 1856]
+    jmp 1f
+1:
+    mov dword ptr [r14 + 640], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 186
+    lock add qword ptr [r15 + 384], rdi
     jmp 1f
 1:
     add r11, 64
@@ -715,36 +647,39 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 546 chunk executions per call
-    mov rbx, qword ptr [r15 + 33060416]
-    lea rcx, [rbx + 546]
-    mov qword ptr [r15 + 33060416], rcx
-    mov r13d, 546
+// block 11: 64 bytes, 1 chunk(s), 558 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128256]
+    lea rcx, [rbx + 558]
+    mov qword ptr [r15 + 2128256], rcx
+    mov r13d, 558
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    lea rcx, [rip + .Lc0_d565_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d565_j_t
-.Lc0_d565_j:
-    mov r8, r10
-    mov ecx, r8d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 12096], 89
+    mov dword ptr [r15 + 576], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
     mov byte ptr [r14 + 640], cl
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq xmm14, rcx
+    mov ecx, ecx
+    mov ecx, ecx
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 33060288], r11
-    mov qword ptr [r15 + 33060296], r10
-    mov qword ptr [r15 + 33060304], r12
+    mov qword ptr [r15 + 2128128], r11
+    mov qword ptr [r15 + 2128136], r10
+    mov qword ptr [r15 + 2128144], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -765,34 +700,34 @@ ditto_body_init_c0:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 33060288], rax
+    mov qword ptr [r8 + 2128128], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 33060328], rax
+    mov qword ptr [r8 + 2128168], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 33060336], rax
+    mov qword ptr [r8 + 2128176], rax
     movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 33060344], rax
+    mov qword ptr [r8 + 2128184], rax
     movabs rax, 0xdaa66d2c1ddf743f
-    mov qword ptr [r8 + 33060352], rax
+    mov qword ptr [r8 + 2128192], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 33060360], rax
+    mov qword ptr [r8 + 2128200], rax
     movabs rax, 0x1715609f1c746c69
-    mov qword ptr [r8 + 33060368], rax
+    mov qword ptr [r8 + 2128208], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 33060376], rax
+    mov qword ptr [r8 + 2128216], rax
     movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 33060384], rax
+    mov qword ptr [r8 + 2128224], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
-    mov qword ptr [r8 + 33060392], rax
+    mov qword ptr [r8 + 2128232], rax
     movabs rax, 0x8ff34785199e5cbd
-    mov qword ptr [r8 + 33060400], rax
+    mov qword ptr [r8 + 2128240], rax
     movabs rax, 0x2e2ac13e18e8d8d0
-    mov qword ptr [r8 + 33060408], rax
+    mov qword ptr [r8 + 2128248], rax
     movabs rax, 0xcc623af8183354e7
-    mov qword ptr [r8 + 33060416], rax
+    mov qword ptr [r8 + 2128256], rax
     movabs rax, 0x4a1ec05027315c93
-    mov qword ptr [r8 + 33060312], rax
-    mov qword ptr [r8 + 33060320], 0
+    mov qword ptr [r8 + 2128152], rax
+    mov qword ptr [r8 + 2128160], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -808,7 +743,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1873 instructions per call, 8 blocks
+// ---- cluster c1: 1878 instructions per call, 8 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -828,9 +763,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 26244160]
-    mov r10, qword ptr [r15 + 26244168]
-    mov r12, qword ptr [r15 + 26244176]
+    mov r11, qword ptr [r15 + 10780928]
+    mov r10, qword ptr [r15 + 10780936]
+    mov r12, qword ptr [r15 + 10780944]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -842,464 +777,490 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244200]
+    mov rbx, qword ptr [r15 + 10780968]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 26244200], rcx
+    mov qword ptr [r15 + 10780968], rcx
     mov r13d, 8
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
     lea rcx, [rip + .Lc1_d32_j]
-    add rcx, qword ptr [r15 + 26244192]
+    add rcx, qword ptr [r15 + 10780960]
     jmp .Lc1_d32_j_t
 .Lc1_d32_j:
-    mov ecx, ecx
     jmp 1f
-1:
-    or qword ptr [r14 + 1280], 82
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    and r8, 8128
-    inc dword ptr [r14 + r8 + 8640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], r8
-    mov ecx, 131
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    inc dword ptr [r14 + 960]
-    mov dword ptr [r15 + 1088], ecx
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov edx, 26
-    add rdx, qword ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, 165
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r9d, ecx
+    and rbp, 960
+    lock add qword ptr [r15 + rbp + 2496], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx esi, bpl
+    add qword ptr [r15 + 128], rbp
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3584]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 1152]
+    mov qword ptr [r14 + 64], rcx
+    mov ecx, 168
     mov r9, r10
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 3520], r9d
+    and r9, 960
+    mov byte ptr [r14 + r9 + 1472], r9b
+    mov dword ptr [r15 + 448], ecx
+    shl rsi, 20
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 168
-    lea rdi, [r15 + 26235968]
-    mov ecx, 4
-    test ebx, 24
-    cmovz ecx, esi
-    rep stosb
-    and r9, 1048512
-    add rdx, qword ptr [r14 + r9 + 14700992]
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    imul rsi, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    mov rdi, rsi
+    nop
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rcx, [rip + .Lc1_d86_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d86_j_t
-.Lc1_d86_j:
+    lea rcx, [rip + .Lc1_d88_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d88_j_t
+.Lc1_d88_j:
+    mov esi, 152
+    mov edi, esi
+    mov esi, 67
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, 76
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 67
-    mov dword ptr [r15 + 384], edi
-    mov r8, r10
-    mov r9d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 175
+    movzx edx, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rdx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 960
-    and ecx, dword ptr [r15 + r8 + 1472]
-    movzx r8d, byte ptr [r15 + 832]
+    inc dword ptr [r14 + r8 + 2496]
+    lock or dword ptr [r15 + 960], 114
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r9, qword ptr [r14 + 384]
-    mov dword ptr [r15 + 896], 13
-    mov rbp, r10
-    add qword ptr [r15 + 320], rbp
-    and rbp, 2097088
-    mov rcx, qword ptr [r14 + rbp + 15749568]
+    movzx edi, byte ptr [r15 + 640]
+    mov rsi, qword ptr [r14 + 1024]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, rdi
+    movsxd r8, dword ptr [r14 + 128]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r14 + 1024]
-    mov r8, rbp
-    movzx r9d, r8b
+    mov dword ptr [r15 + 64], 84
+    mov ecx, dword ptr [r14 + 832]
+    or ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov esi, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d136_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d136_j_t
-.Lc1_d136_j:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d149_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d149_j_t
+.Lc1_d149_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 10780955], 538969352
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r9d, 132
-    jmp 1f
-1:
-    mov r8d, dword ptr [r14 + 128]
-    test bl, 240
+    shl rax, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 128], esi
+    test dword ptr [r15 + 10780956], 69230600
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    and eax, dword ptr [r14 + 768]
+    movzx esi, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r8
+    movsxd rax, dword ptr [r14 + 512]
+    mov ecx, 51
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rsi, [rax + rax*2 + 23]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rsi, rsi
+    test dword ptr [r15 + 10780956], 134267392
+    jnz 1f
+1:
+    mov rdx, rcx
+    movzx ecx, byte ptr [r14 + 640]
+    neg rcx
+    mov dword ptr [r14 + 448], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp r9, r9
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 64]
-    and r9, 960
-    movsxd rcx, dword ptr [r14 + r9 + 1472]
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 1152], eax
-    mov dword ptr [r14 + 64], r9d
+    movsxd rsi, dword ptr [r15 + 1088]
+    mov byte ptr [r15 + 576], sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rcx
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 960], 78
-    mov qword ptr [r15 + 320], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r14 + 704]
-    mov byte ptr [r15 + 512], al
-    mov dword ptr [r15 + 128], 199
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d193_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d193_j_t
-.Lc1_d193_j:
-    movzx ecx, al
-    xor dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d201_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d201_j_t
+.Lc1_d201_j:
+    jmp 1f
+1:
     mov rcx, rax
-    mov rcx, rcx
+    movsxd rbp, dword ptr [r15 + 1216]
+    mov eax, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    lea r9, [rsi + rsi*2 + 71]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rax, rsi
+    mov eax, eax
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test eax, eax
+    mov r9, rax
+    mov r9, r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    imul rax, qword ptr [r15 + 704]
-    add rax, qword ptr [r14 + 1344]
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 25
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 10780956], 117440530
+    jz 1f
+1:
+    mov r9, r9
+    lock or dword ptr [r15 + 0], 110
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    cmp r9, r9
+    mov esi, r9d
+    mov esi, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r14 + 448]
-    mov edx, ecx
-    mov rbp, r10
-    mov rcx, rbp
-    mov r8, r10
+    lock add qword ptr [r15 + 0], r9
+    mov r9, r10
+    movzx eax, byte ptr [r14 + 512]
+    and r9, 960
+    add rax, qword ptr [r14 + r9 + 2496]
+    xor dword ptr [r15 + 576], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 2496]
-    and r8, 960
-    lock or dword ptr [r15 + r8 + 1472], 20
-    mov edx, ecx
-    jmp 1f
-1:
-    test dword ptr [r15 + 26244188], 117440528
-    jnz 1f
-1:
-    mov byte ptr [r14 + 768], bpl
-    mov ebp, r8d
-    mov rbp, rbp
+    mov esi, 34
+    mov qword ptr [r15 + 1152], rsi
+    imul rsi, qword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    xor eax, eax
-    test dword ptr [r15 + 26244187], 2099213
-    setz al
-    lea rcx, [rip + .Lc1_d251_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d251_s_t
-    .p2align 3
-.Lc1_d251_s:
-    .p2align 3
-    jmp .Lc1_d251_j
-    .p2align 3
-    jmp .Lc1_d251_j
-.Lc1_d251_j:
-    mov rbp, r10
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 2496]
-    mov dword ptr [r15 + 768], 125
+    lea rcx, [rip + .Lc1_d261_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d261_j_t
+.Lc1_d261_j:
+    mov dword ptr [r15 + 384], 231
+    movzx ecx, byte ptr [r15 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    mov esi, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rcx
+    mov dword ptr [r15 + 0], 80
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    and edi, dword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    mov eax, 74
-    xor dword ptr [r14 + 768], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 512]
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 320]
+    lea r8, [rcx + rcx*2 + 114]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, qword ptr [r14 + 64]
+    test ebx, 688
+    jz 1f
+1:
+    mov esi, 41
+    mov dword ptr [r15 + 128], esi
+    mov rsi, r8
+    mov byte ptr [r14 + 320], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 704], cl
-    mov ebp, edi
-    neg rbp
-    test dword ptr [r15 + 26244187], 139460864
+    movzx r8d, sil
+    mov edi, r8d
+    add rdi, rdi
+    movsxd rdi, dword ptr [r15 + 448]
+    test edi, edi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], edi
-    mov edi, 12
+    lea rbp, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rsi, rdi
+    mov esi, esi
+    and rbp, 8388544
+    add rsi, qword ptr [r14 + rbp + 2383552]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 640], edi
+    mov edi, 219
+    movsxd rdi, dword ptr [r15 + 64]
+    add rdi, 46
+    test ebx, 11776
+    jnz 1f
+1:
+    mov esi, 243
+    neg rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 2383488], edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d302_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d302_j_t
-.Lc1_d302_j:
-    lea rcx, [rip + .Lc1_d306_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d306_j_t
-.Lc1_d306_j:
-    movsxd rax, dword ptr [r14 + 1088]
-    mov ecx, 42
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d323_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d323_j_t
+.Lc1_d323_j:
+    movzx esi, al
+    movsxd rcx, dword ptr [r14 + 128]
+    mov rsi, rcx
+    movzx eax, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, sil
+    imul rdx, qword ptr [r15 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, al
+    mov dword ptr [r15 + 64], 54
+    movzx eax, byte ptr [r14 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    add qword ptr [r15 + 128], rcx
+    add rcx, 24
     movzx ecx, cl
-    test dword ptr [r15 + 26244187], 8728
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ecx
-    mov ecx, 179
-    test ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rax
-    mov byte ptr [r14 + 832], dil
-    movzx eax, byte ptr [r15 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [rdi + rdi*2 + 24]
-    mov byte ptr [r14 + 128], r9b
-    mov r9, qword ptr [r15 + 1024]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 1024]
+    mov rsi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 10780956], 1476399105
     jz 1f
 1:
-    mov dword ptr [r15 + 384], r9d
-    movzx eax, dil
-    movzx edi, al
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 64]
-    and r8, 4032
-    movzx edx, byte ptr [r14 + r8 + 4544]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test eax, eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, r8b
-    jmp 1f
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
+    mov byte ptr [r14 + 832], cl
+    mov byte ptr [r15 + 64], cl
+    shr esi, 19
+    test dword ptr [r15 + 10780956], 75497624
+    jz 1f
 1:
-    add r11, 64
-    add r10, r11
+    mov ecx, 154
+    mov esi, 25
+    mov byte ptr [r14 + 0], sil
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d355_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d355_j_t
-.Lc1_d355_j:
+    lea rcx, [rip + .Lc1_d376_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d376_j_t
+.Lc1_d376_j:
+    movzx ecx, cl
+    add rcx, rcx
+    mov rcx, qword ptr [r15 + 960]
+    and ecx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rsi
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 1408]
-    neg rcx
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rcx, rsi
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rsi, 3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    add qword ptr [r15 + 448], rcx
-    mov ecx, dword ptr [r15 + 640]
-    movzx edi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, cl
-    mov byte ptr [r15 + 64], sil
-    mov dword ptr [r15 + 704], 4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 960], rsi
-    shl rdi, 20
-    mov dword ptr [r15 + 64], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edi
+    mov r9, qword ptr [r15 + 0]
     mov rbp, r10
-    movzx edi, bpl
-    and rbp, 8388544
-    mov qword ptr [r15 + rbp + 17846720], rbp
-    mov dword ptr [r14 + 512], 201
+    mov rsi, qword ptr [r14 + 768]
+    and rbp, 2097088
+    mov dword ptr [r15 + rbp + 286336], 4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 1152], sil
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 576]
+    shl rsi, 23
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 128]
-    mov qword ptr [r15 + 448], rsi
-    mov rcx, rdi
-    test bl, 240
+    mov qword ptr [r14 + 0], rsi
+    mov ebp, esi
+    mov dword ptr [r14 + 0], 124
+    mov dword ptr [r15 + 1088], 23
+    test ebx, 1073741824
     jnz 1f
+1:
+    mov dword ptr [r14 + 320], 201
+    inc esi
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r14 + 128]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    inc edi
+    lock add qword ptr [r15 + 448], rsi
     jmp 1f
 1:
     add r11, 64
@@ -1308,125 +1269,129 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d415_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d415_j_t
-.Lc1_d415_j:
-    mov dword ptr [r14 + 0], 175
-    mov rcx, rax
-    add qword ptr [r14 + 0], rcx
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d432_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d432_j_t
+.Lc1_d432_j:
+    mov rsi, rcx
+    mov esi, dword ptr [r15 + 0]
+    neg rsi
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea rbp, [rsi + rsi*2 + 38]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rsi
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7424
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 34
-    inc edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rdi
+    mov rsi, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 64], esi
     mov r8, r10
-    test dword ptr [r15 + 26244188], 335552529
-    jz 1f
-1:
-    and r8, 960
-    imul rax, qword ptr [r14 + r8 + 1472]
-    lea r8, [rax + rax*2 + 105]
-    mov r8d, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 128]
-    mov dword ptr [r14 + 1024], edi
-    movsxd rdi, dword ptr [r15 + 1152]
-    jmp 1f
-1:
+    mov esi, r8d
+    and r8, 4032
+    movzx ebp, byte ptr [r14 + r8 + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, dil
-    and r8d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 768]
+    sub rcx, rsi
+    mov dword ptr [r14 + 0], 210
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 1024], rcx
+    add r8, 85
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 1152]
+    lea rbp, [rcx + rcx*2 + 50]
+    inc ebp
+    imul rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 1088]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244208]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 26244208], rcx
-    mov r13d, 16
+// block 1: 128 bytes, 1 chunk(s), 15 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780976]
+    lea rcx, [rbx + 15]
+    mov qword ptr [r15 + 10780976], rcx
+    mov r13d, 15
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
-    inc eax
-    mov rax, qword ptr [r14 + 0]
-    shl rax, 14
-    mov edi, eax
-    mov rdi, rdi
+    inc r8d
+    mov r8, qword ptr [r14 + 0]
+    shl r8, 14
+    mov ebp, r8d
+    mov rbp, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], al
+    mov byte ptr [r14 + 448], r8b
     jmp 1f
 1:
-    shr ecx, 11
+    shr r8d, 11
     jmp 1f
 1:
-    neg rcx
-    test ebx, 29632
+    neg r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 320]
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    imul eax, ecx, 63
-    cmp rax, rax
-    test ebx, 7936
-    jz 1f
+    imul ebp, r8d, 63
+    cmp rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
-    mov edx, 55
+    mov eax, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244216]
+    mov rbx, qword ptr [r15 + 10780984]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 26244216], rcx
+    mov qword ptr [r15 + 10780984], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 3
@@ -1445,589 +1410,593 @@ ditto_body_c1:
     jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d518_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d518_j_t
-.Lc1_d518_j:
+    lea rcx, [rip + .Lc1_d538_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d538_j_t
+.Lc1_d538_j:
+    mov dword ptr [r14 + 704], ecx
+    mov rcx, rcx
+    mov ecx, ecx
+    mov r9, r10
     jmp 1f
 1:
-    shl rax, 25
-    jmp 1f
-1:
-    mov rax, rcx
+    and r9, 960
+    add rax, qword ptr [r15 + r9 + 1472]
     test ebx, 1073741824
     jz 1f
 1:
-    or ecx, eax
-    movsxd rcx, dword ptr [r14 + 704]
-    mov eax, 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ecx, ecx
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244188], 229377
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 140
-    mov esi, 13
-    inc esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r14 + 128]
-    mov qword ptr [r15 + 640], rsi
-    mov dword ptr [r15 + 576], esi
-    mov dword ptr [r14 + 64], esi
-    test ebx, 288
-    jnz 1f
-1:
-    mov rsi, r8
-    imul rsi, qword ptr [r15 + 576]
-    add rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], sil
-    mov esi, esi
-    sub rsi, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    imul r8, qword ptr [r15 + 64]
+    mov eax, ecx
+    test eax, eax
     jmp 1f
 1:
-    inc dword ptr [r14 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
-    movsxd rbp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, 158
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl r9, 17
+    mov r9d, 13
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r14 + 512]
+    mov qword ptr [r15 + 768], r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 150
+    or r9d, r9d
+    movsxd r9, dword ptr [r15 + 384]
+    mov eax, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r14 + 704]
+    inc dword ptr [r15 + 320]
+    jmp 1f
+1:
+    imul rax, qword ptr [r15 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc r9d
+    movzx r9d, r9b
+    mov qword ptr [r15 + 1280], r9
+    or qword ptr [r14 + 128], 4
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d577_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d577_j_t
-.Lc1_d577_j:
-    movzx ebp, al
-    mov qword ptr [r15 + 1152], rbp
+    lea rcx, [rip + .Lc1_d602_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d602_j_t
+.Lc1_d602_j:
+    lea rcx, [rip + .Lc1_d606_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d606_j_t
+.Lc1_d606_j:
+    lea r9, [r10 + r10*2]
+    and r9, 960
+    and ecx, dword ptr [r15 + r9 + 1472]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rax, [rcx + rcx*2 + 82]
-    test dword ptr [r15 + 26244187], 268453896
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 48
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rbp + rbp*2 + 16]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
+    mov eax, 10
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, r10
     mov eax, ebp
-    movzx eax, al
-    neg rax
-    mov eax, 149
+    and rbp, 8128
+    add qword ptr [r15 + rbp + 7616], rbp
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 1216]
-    xor ecx, eax
-    mov r9, r10
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 1280]
+    movzx ecx, al
+    and ecx, dword ptr [r15 + r9 + 1536]
+    mov dword ptr [r14 + 1152], 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [rbp + rbp*2 + 79]
+    xor ecx, ebp
+    add rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1048512
-    mov edx, dword ptr [r15 + r9 + 14700992]
-    movzx r9d, dl
-    mov dword ptr [r14 + 64], r9d
-    test ebx, 288
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 640]
-    mov rax, rcx
-    or eax, eax
-    mov ecx, 18
+    mov rbp, rcx
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + r9 + 1600]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 512], rcx
-    add rax, rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, qword ptr [r15 + 1344]
+    movzx edx, bpl
+    popcnt rbp, rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d634_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d634_j_t
-.Lc1_d634_j:
-    lea rcx, [rip + .Lc1_d638_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d638_j_t
-.Lc1_d638_j:
-    mov r9, r10
-    imul rax, qword ptr [r15 + 1024]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 2496]
-    jmp 1f
-1:
-    test dword ptr [r15 + 26244188], 1157627936
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rax, r9
-    mov rax, rax
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d661_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d661_j_t
+.Lc1_d661_j:
+    mov rdx, rax
+    mov rbp, rdx
+    movzx edx, bpl
+    mov edx, edx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, rax
-    mov ecx, ecx
-    test bl, 144
-    jnz 1f
-1:
-    mov qword ptr [r14 + 960], rax
-    mov dword ptr [r15 + 576], ecx
-    mov eax, ecx
-    test dword ptr [r15 + 26244188], 17874944
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov rcx, rcx
-    mov dword ptr [r14 + 704], ecx
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 128]
-    lock or dword ptr [r15 + 448], 66
-    mov rax, rcx
-    test dword ptr [r15 + 26244187], 42106880
-    jnz 1f
+    mov ecx, edx
+    jmp 1f
 1:
-    and rcx, rcx
-    movzx ecx, cl
-    mov rcx, rcx
+    mov ebp, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 896], eax
-    movzx eax, cl
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, rdx
+    movsxd rbp, dword ptr [r15 + 1408]
+    test dword ptr [r15 + 10780956], 16826432
+    jnz 1f
+1:
+    xor dword ptr [r15 + 704], ebp
+    imul rdx, qword ptr [r15 + 64]
+    mov dword ptr [r14 + 768], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r14 + 960]
+    and rbp, rbp
+    mov r9, rbp
+    test bl, 80
+    jnz 1f
+1:
+    mov dword ptr [r15 + 896], r9d
+    mov rdx, qword ptr [r14 + 0]
+    lock xadd qword ptr [r15 + 320], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 1024]
+    mov byte ptr [r14 + 832], dl
+    lea rdi, [r15 + 10772736]
+    mov ecx, 190
+    rep stosb
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d686_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d686_j_t
-.Lc1_d686_j:
-    imul rax, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d717_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d717_j_t
+.Lc1_d717_j:
+    mov edx, 186
     mov r12, qword ptr [r15 + r12 + 56]
-    inc eax
+    mov qword ptr [r15 + 0], rcx
+    mov rdi, rcx
+    test ebx, 48128
+    jz 1f
+1:
+    neg rax
+    mov ecx, 77
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 312
+    movzx edx, dil
+    test dword ptr [r15 + 10780956], 1082262529
+    jz 1f
+1:
+    neg rdi
+    mov edi, edi
+    add rdi, 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 104448
     jnz 1f
 1:
+    add rcx, 87
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
-    neg rcx
+    mov ecx, dword ptr [r14 + 896]
+    mov dword ptr [r14 + 128], ecx
+    test ebx, 128704
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r14 + 768]
+    shr edi, 23
+    mov r8, r10
+    mov eax, 98
+    test dword ptr [r15 + 10780955], 164368
+    jnz 1f
+1:
+    and r8, 262080
+    inc dword ptr [r14 + r8 + 24192]
+    add rdx, qword ptr [r14 + 1088]
+    inc edx
+    movzx edi, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    xchg qword ptr [r15 + 1088], rax
-    movzx ecx, al
-    inc dword ptr [r14 + 64]
-    mov rax, qword ptr [r14 + 64]
-    test ebx, 1696
-    jnz 1f
-1:
-    add rcx, 121
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9d, 194
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1344], rcx
+    xchg qword ptr [r15 + 512], rax
+    mov ecx, eax
     mov eax, ecx
-    and r9, 960
-    mov ecx, dword ptr [r14 + r9 + 1472]
-    neg rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    add rax, 78
-    sub rax, rcx
-    and r9, 8388544
-    mov dword ptr [r15 + r9 + 17846720], r9d
-    shr r9d, 12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 115
-    movsxd r9, dword ptr [r15 + 768]
-    mov r8d, 115
-    mov eax, 237
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, r9
-    mov esi, esi
-    mov esi, esi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 256 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244224]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 26244224], rcx
-    mov r13d, 2
+// block 3: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780992]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10780992], rcx
+    mov r13d, 1
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    mov eax, dword ptr [r15 + 26244188]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d751_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d751_s_t
-    .p2align 3
-.Lc1_d751_s:
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-.Lc1_d751_j:
-    lea rcx, [rip + .Lc1_d773_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d773_j_t
-.Lc1_d773_j:
-    jmp 1f
-1:
-    test ebx, 3264
-    jnz 1f
-1:
-    add qword ptr [r14 + 832], rcx
-    test ebx, 11776
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r14 + 896]
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d772_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d772_j_t
+.Lc1_d772_j:
+    lea rcx, [rip + .Lc1_d776_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d776_j_t
+.Lc1_d776_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 26112
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 27
+    mov eax, eax
+    test ebx, 11776
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r14 + 832]
+    test ebx, 15104
+    jz 1f
+1:
+    xor dword ptr [r15 + 896], eax
+    movzx eax, al
+    movzx eax, al
+    mov rbp, r10
+    test bl, 20
+    jnz 1f
+1:
+    and rbp, 2097088
+    add rax, qword ptr [r15 + rbp + 286336]
+    mov ebp, 53
+    mov dword ptr [r15 + 768], ebp
+    mov byte ptr [r14 + 1152], bpl
+    test ebx, 23040
+    jnz 1f
+1:
+    mov byte ptr [r14 + 960], al
+    mov qword ptr [r14 + 0], rbp
+    add rbp, 58
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244232]
+    mov rbx, qword ptr [r15 + 10781000]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 26244232], rcx
+    mov qword ptr [r15 + 10781000], rcx
     mov r13d, 2
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d802_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d802_j_t
-.Lc1_d802_j:
-    mov ecx, eax
-    mov rcx, qword ptr [r14 + 64]
-    add qword ptr [r15 + 576], rcx
-    or qword ptr [r14 + 448], 85
+    mov qword ptr [r15 + 10780952], rax
+    xor eax, eax
+    test dword ptr [r15 + 10780956], 268439622
+    setz al
+    lea rcx, [rip + .Lc1_d832_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d832_s_t
+    .p2align 3
+.Lc1_d832_s:
+    .p2align 3
+    jmp .Lc1_d832_j
+    .p2align 3
+    jmp .Lc1_d832_j
+.Lc1_d832_j:
+    mov dword ptr [r14 + 1088], 218
+    movzx ebp, cl
+    mov rbp, rbp
+    test ebx, 12288
+    jnz 1f
+1:
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    and rcx, rcx
-    movzx ecx, cl
-    test dword ptr [r15 + 26244187], 16778276
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    inc ecx
-    movzx ecx, cl
-    test bl, 228
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 72
-    jnz 1f
-1:
+    movzx ecx, sil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r8, r10
-    mov rbp, r10
-    and r8, 2097088
-    mov dword ptr [r14 + r8 + 15749568], 138
-    test dword ptr [r15 + 26244187], 8405508
-    jnz 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r14 + rbp + 4544], bpl
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 832], bpl
+    inc ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, bpl
-    lock or dword ptr [r15 + 640], 34
-    mov rbp, qword ptr [r14 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rsi, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov byte ptr [r14 + 0], r8b
+    and r8, 960
+    mov byte ptr [r14 + r8 + 1472], r8b
+    mov rbp, r10
+    lock or dword ptr [r15 + 1024], 49
+    test dword ptr [r15 + 10780956], 8397060
+    jnz 1f
+1:
+    mov esi, r8d
+    and rbp, 4032
+    add rsi, qword ptr [r14 + rbp + 3520]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    mov eax, dword ptr [r15 + 26244188]
+    mov qword ptr [r15 + 10780952], rax
+    mov eax, dword ptr [r15 + 10780956]
     and eax, 15
-    lea rcx, [rip + .Lc1_d854_s]
+    lea rcx, [rip + .Lc1_d883_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d854_s_t
+    jmp .Lc1_d883_s_t
     .p2align 3
-.Lc1_d854_s:
+.Lc1_d883_s:
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
+    jmp .Lc1_d883_j
     .p2align 3
-    jmp .Lc1_d854_j
-.Lc1_d854_j:
-    mov ebp, 88
-    movzx ebp, bpl
+    jmp .Lc1_d883_j
+.Lc1_d883_j:
+    mov ecx, 88
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
     add rax, rcx
-    mov ecx, eax
-    test bl, 40
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor ymm15, ymm12, ymm11
-    test ebx, 1073741824
+    mov eax, eax
+    test ebx, 46592
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 26244188], 1140850724
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 512], 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 72
+    jnz 1f
+1:
+    mov dword ptr [r14 + 768], 248
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 256 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244240]
+    mov rbx, qword ptr [r15 + 10781008]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 26244240], rcx
+    mov qword ptr [r15 + 10781008], rcx
     mov r13d, 2
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d904_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d904_j_t
-.Lc1_d904_j:
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, al
-    imul rcx, qword ptr [r15 + 1088]
-    lock or dword ptr [r15 + 768], 26
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d933_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d933_j_t
+.Lc1_d933_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 142
+    mov rcx, rcx
+    mov ecx, ecx
+    test ebx, 23296
+    jz 1f
+1:
+    mov eax, 143
+    jmp 1f
+1:
+    movzx eax, cl
+    test dword ptr [r15 + 10780956], 16910352
+    jnz 1f
+1:
+    mov r8d, 59
+    neg r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 251
-    inc ecx
-    mov ecx, 213
-    mov ecx, 157
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 10780955], 16914448
+    jz 1f
+1:
+    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    or qword ptr [r14 + 1216], 108
+    movzx r8d, al
+    mov r8, r8
+    test ebx, 11776
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 40
+    and eax, dword ptr [r15 + 384]
+    sub rax, r8
+    shl rax, 20
+    test bl, 90
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 217
-    imul rcx, qword ptr [r15 + 0]
-    mov r8d, ecx
-    movzx r8d, r8b
-    test dword ptr [r15 + 26244188], 554698752
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1216], rcx
-    sub rsi, rcx
-    inc dword ptr [r14 + 1152]
-    mov dword ptr [r14 + 704], 160
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 168
-    lea rdi, [r15 + 26235968]
-    mov ecx, 4
-    test ebx, 3
-    cmovz ecx, esi
-    lea rsi, [r15 + 26240064]
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 2
     rep movsb
-    mov r8, rcx
-    mov dword ptr [r15 + 128], 182
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r14 + 1088], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc eax
+    jmp 1f
+1:
+    or qword ptr [r14 + 0], 91
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244248]
-    lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 26244248], rcx
-    mov r13d, 3
+// block 6: 64 bytes, 1 chunk(s), 4 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781016]
+    lea rcx, [rbx + 4]
+    mov qword ptr [r15 + 10781016], rcx
+    mov r13d, 4
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d960_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d960_j_t
-.Lc1_d960_j:
-    lea rcx, [rip + .Lc1_d964_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d964_j_t
-.Lc1_d964_j:
-    and ecx, dword ptr [r14 + 0]
-    and ecx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d992_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d992_j_t
+.Lc1_d992_j:
+    imul rax, qword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 0]
+    test ebx, 26368
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], 88
+    or qword ptr [r14 + 704], 115
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 26244256]
+    mov rbx, qword ptr [r15 + 10781024]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 26244256], rcx
+    mov qword ptr [r15 + 10781024], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
@@ -2070,24 +2039,26 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d989_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d989_j_t
-.Lc1_d989_j:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r14 + 832]
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1020_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1020_j_t
+.Lc1_d1020_j:
+    lea rcx, [rip + .Lc1_d1024_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1024_j_t
+.Lc1_d1024_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, rcx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 94
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 93
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 1152
     jnz 1f
 1:
@@ -2095,1084 +2066,1082 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
+    mov ecx, edx
+    test ebx, 12032
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r9, r10
+    cmp r9, r9
+    test bl, 192
     jnz 1f
 1:
-    mov eax, ecx
+    jmp 1f
+1:
+    and r9, 960
+    mov dword ptr [r14 + r9 + 1472], r9d
+    mov qword ptr [r14 + 64], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 128]
+    and ecx, dword ptr [r14 + 0]
+    sub rcx, r9
+    mov r9, r10
+    test dword ptr [r15 + 10780956], 164034
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov edi, 140
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7616]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov rcx, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, 75
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rax, rax
-    sub rax, rcx
-    mov dword ptr [r14 + 128], 246
-    test dword ptr [r15 + 26244188], 917512
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r14 + 640], rbp
-    mov rdi, qword ptr [r14 + 0]
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 4544]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 448]
+    inc dword ptr [r15 + 1280]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1045_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1045_j_t
-.Lc1_d1045_j:
-    mov qword ptr [r15 + 1152], rcx
-    mov rsi, rcx
-    and esi, dword ptr [r14 + 0]
-    nop
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1078_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1078_j_t
+.Lc1_d1078_j:
+    add rax, rax
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov qword ptr [r14 + 0], rsi
-    movzx esi, sil
-    mov rsi, rsi
+    lea r9, [rcx + rcx*2 + 35]
+    mov r9d, dword ptr [r14 + 832]
+    nop
+    jmp 1f
+1:
+    test dword ptr [r15 + 10780955], 6332424
+    jz 1f
+1:
+    mov rax, r9
+    movzx r9d, al
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ecx, al
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 95
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, rax
+    mov r9, r9
+    mov rax, r9
+    mov ecx, 42
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, r9
+    mov r9, r9
+    jmp 1f
+1:
     test ebx, 1440
     jnz 1f
 1:
-    mov rsi, rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 864
+    mov rbp, r10
+    mov qword ptr [r14 + 576], rbp
+    mov qword ptr [r14 + 640], r9
+    and rbp, 8128
+    lock or dword ptr [r15 + rbp + 15808], 94
+    test ebx, 163840
     jnz 1f
 1:
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r8, 1984
-    add rsi, qword ptr [r15 + r8 + 2496]
-    test ebx, 320
-    jnz 1f
-1:
-    mov esi, 168
-    movzx esi, byte ptr [r15 + 576]
-    mov rdx, rsi
-    jmp 1f
-1:
-    test ebx, 1984
-    jz 1f
-1:
-    mov r9, rsi
-    lock or dword ptr [r15 + 896], 61
-    add r8, qword ptr [r14 + 576]
-    mov rsi, qword ptr [r14 + 448]
-    test ebx, 736
-    jnz 1f
-1:
-    add qword ptr [r15 + 512], r9
-    mov r9, r10
-    mov edx, r9d
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 16832], r9
+    imul rcx, qword ptr [r15 + 128]
+    mov rax, rcx
+    movzx ecx, byte ptr [r14 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1105_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1105_j_t
-.Lc1_d1105_j:
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1135_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1135_j_t
+.Lc1_d1135_j:
+    or qword ptr [r15 + 0], 59
+    cmp rax, rax
+    movzx eax, cl
+    mov eax, 223
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 10780956], 268452353
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, rdi
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    mov ecx, ecx
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244187], 42008577
-    jnz 1f
-1:
-    mov r9, rdi
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, r9
-    lock xadd qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 704], edi
-    mov rdx, qword ptr [r15 + 128]
-    sub rdx, r9
-    movzx ecx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 0]
-    mov qword ptr [r15 + 640], r9
-    movsxd r9, dword ptr [r14 + 1408]
-    movsxd rdi, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, edi
+    mov rdx, qword ptr [r14 + 576]
+    mov dword ptr [r14 + 640], edx
     mov edx, ecx
-    mov ecx, edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r14 + 512]
-    imul rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    cmp rcx, rdx
     test ebx, 576
     jnz 1f
 1:
-    add rdx, rdi
-    mov rcx, rdx
-    mov rdx, rcx
-    movzx edx, dl
+    mov ecx, edx
+    movzx eax, cl
+    mov r8, r10
+    mov rcx, r8
+    test dword ptr [r15 + 10780956], 4261896
+    jnz 1f
+1:
+    and r8, 2097088
+    mov dword ptr [r14 + r8 + 286336], r8d
+    or qword ptr [r15 + 128], 68
+    sub rdx, rcx
+    test dword ptr [r15 + 10780956], 1082396672
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rax
+    mov eax, r8d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1167_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1167_j_t
-.Lc1_d1167_j:
-    mov byte ptr [r14 + 192], al
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1194_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1194_j_t
+.Lc1_d1194_j:
+    lea rcx, [rax + rax*2 + 120]
+    or qword ptr [r14 + 448], 84
+    mov rax, rax
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov qword ptr [r14 + 1088], rcx
+    neg rax
+    test ebx, 1248
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov rbp, r10
+    test ebx, 434176
+    jnz 1f
+1:
+    movzx eax, cl
+    movsxd rdi, dword ptr [r15 + 384]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1472], rbp
+    test ebx, 1248
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 576]
+    mov ecx, 208
+    test dword ptr [r15 + 10780955], 18465
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 1344]
+    add rbp, 38
+    add rbp, 79
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 147
-    test dword ptr [r15 + 26244187], 33348
-    jnz 1f
-1:
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, cl
-    test ebx, 864
-    jz 1f
-1:
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 26244187], 2359302
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r14 + 192]
+    movzx ecx, bpl
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 448]
-    mov ebp, dword ptr [r15 + 768]
-    inc dword ptr [r15 + 256]
-    test dword ptr [r15 + 26244188], 134288512
-    jz 1f
-1:
-    neg rdx
-    jmp 1f
-1:
-    movzx edx, cl
-    mov edx, edx
-    test dword ptr [r15 + 26244187], 4719137
-    jz 1f
-1:
-    add rcx, 60
-    and ecx, dword ptr [r15 + 960]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r14 + 128], rax
+    mov byte ptr [r14 + 896], al
+    mov byte ptr [r15 + 1088], al
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d1217_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1217_j_t
-.Lc1_d1217_j:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    test ebx, 1824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d1247_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1247_j_t
+.Lc1_d1247_j:
+    movsxd rcx, dword ptr [r14 + 512]
+    movsxd rsi, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r14 + 640], rbp
+    test ebx, 495616
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    add rcx, rcx
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 256]
-    movzx esi, al
-    jmp 1f
-1:
-    mov r8, r10
+    mov ebp, 27
+    mov ebp, dword ptr [r15 + 768]
+    add rbp, rbp
+    mov ecx, dword ptr [r15 + 1408]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 188
-    movzx edx, dl
-    and r8, 960
-    movsxd rdx, dword ptr [r15 + r8 + 1472]
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    mov ecx, 25
-    and rcx, rcx
-    mov rcx, qword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 54
-    movsxd rdx, dword ptr [r15 + 1024]
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 128], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 512], dl
-    mov dword ptr [r14 + 640], 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov ecx, 61
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rbp
+    mov esi, 25
+    and rsi, rsi
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov ecx, 54
+    lock add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    movzx ebp, byte ptr [r14 + r9 + 2496]
     test ebx, 1073741824
     jz 1f
 1:
-    shl rdx, 26
-    lock add qword ptr [r15 + 1152], rdx
-    mov dword ptr [r15 + 576], 28
+    mov dword ptr [r14 + 960], ecx
+    shr esi, 25
+    vpaddd ymm0, ymm12, ymm9
+    mov dword ptr [r15 + 320], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rbp, 17
+    add rbp, qword ptr [r14 + 64]
+    imul rbp, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d1273_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1273_j_t
-.Lc1_d1273_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 243
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 928
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 190
-    inc ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 24
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1306_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1306_j_t
+.Lc1_d1306_j:
+    mov rbp, rax
+    add rbp, qword ptr [r15 + 448]
+    mov rax, rbp
+    add rax, qword ptr [r14 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 182
-    and rcx, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
+    and rcx, rbp
+    mov qword ptr [r15 + 1024], rcx
+    mov rbp, r10
+    mov rcx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    imul rcx, qword ptr [r15 + 256]
-    mov edx, 59
-    mov rdx, rdx
-    movzx edx, dl
-    test ebx, 736
-    jnz 1f
+    and rbp, 8388544
+    mov dword ptr [r15 + rbp + 2383488], ebp
+    jmp 1f
 1:
-    mov r8d, dword ptr [r14 + 64]
-    mov rdx, r8
-    mov r8, qword ptr [r15 + 256]
-    mov rcx, r8
+    mov ebp, ecx
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 1216], edx
-    lea r8, [rdx + r8*2 + 29]
-    add r8, qword ptr [r15 + 192]
+    mov ecx, 59
+    mov eax, 202
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 704]
-    mov r9d, 50
-    or r9d, r9d
+    lea rbp, [rcx + rcx*2 + 98]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    test dword ptr [r15 + 10780955], 3229696
     jz 1f
 1:
-    mov r8, rcx
-    jmp 1f
+    mov ecx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r14 + 1152]
+    mov edx, 88
+    mov byte ptr [r14 + 768], dl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    add r8, r9
+    mov dword ptr [r15 + 128], 57
+    add rbp, rdi
+    inc ebp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1337_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1337_j_t
-.Lc1_d1337_j:
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1362_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1362_j_t
+.Lc1_d1362_j:
+    movsxd rbp, dword ptr [r15 + 640]
+    mov ecx, 233
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r8, r8
-    test r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov ecx, eax
-    test ebx, 6592
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r14 + 0], 187
-    and r8d, dword ptr [r14 + 0]
-    mov edi, 22
-    test edi, edi
+    neg rax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    or qword ptr [r15 + 0], 51
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 832], r8b
+    mov byte ptr [r14 + 320], cl
+    mov rcx, rax
+    mov rax, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    add qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    and rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rcx, rcx
+    test ecx, ecx
+    mov rcx, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 1088]
+    and ecx, dword ptr [r15 + 832]
+    mov dword ptr [r14 + 0], ecx
+    mov ecx, 56
+    test dword ptr [r15 + 10780956], 134744193
+    jz 1f
+1:
+    movzx ecx, byte ptr [r14 + 0]
+    mov esi, ecx
+    mov dword ptr [r14 + 512], 115
+    neg rsi
+    test ebx, 1632
+    jnz 1f
+1:
     neg rcx
-    jmp 1f
-1:
-    cmp r8, rdi
-    mov r8, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 66
-    movzx eax, byte ptr [r14 + 64]
-    mov dword ptr [r14 + 896], 88
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 576], 17
-    mov byte ptr [r15 + 512], al
-    add qword ptr [r15 + 1088], rax
-    movsxd rcx, dword ptr [r15 + 640]
-    test dword ptr [r15 + 26244188], 4673
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    movzx r8d, al
-    and r8, r8
-    mov r8d, 134
+    inc dword ptr [r15 + 64]
+    movzx ecx, sil
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    mov eax, dword ptr [r15 + 26244188]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1389_s]
+    mov qword ptr [r15 + 10780952], rax
+    xor eax, eax
+    test dword ptr [r15 + 10780955], 277004288
+    setz al
+    lea rcx, [rip + .Lc1_d1421_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1389_s_t
+    jmp .Lc1_d1421_s_t
     .p2align 3
-.Lc1_d1389_s:
+.Lc1_d1421_s:
     .p2align 3
-    jmp .Lc1_d1389_j
+    jmp .Lc1_d1421_j
     .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-    .p2align 3
-    jmp .Lc1_d1389_j
-.Lc1_d1389_j:
-    lea rcx, [rip + .Lc1_d1411_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1411_j_t
-.Lc1_d1411_j:
-    and rax, rcx
+    jmp .Lc1_d1421_j
+.Lc1_d1421_j:
+    jmp 1f
+1:
+    movzx r9d, al
+    neg r9
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 480
+    jnz 1f
+1:
+    movzx esi, al
+    or esi, esi
+    jmp 1f
+1:
+    test ebx, 1824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 99
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, cl
-    test dword ptr [r15 + 26244187], 3170304
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 215
-    test dword ptr [r15 + 26244188], 538984456
+    mov r8, r10
+    and r9, r8
+    and r8, 960
+    mov r9, qword ptr [r14 + r8 + 1472]
+    movzx r8d, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r14 + 448], 169
+    jmp 1f
+1:
+    mov esi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, r8
+    jmp 1f
+1:
+    add r8, qword ptr [r14 + 1216]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock add qword ptr [r15 + 64], rsi
+    mov rsi, r9
+    mov esi, 39
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    lea rcx, [rip + .Lc1_d1430_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1430_j_t
-.Lc1_d1430_j:
-    lock or dword ptr [r15 + 704], 70
-    movzx r8d, byte ptr [r14 + 128]
-    lea rdi, [r8 + r8*2 + 73]
-    mov rdi, qword ptr [r15 + 1280]
-    xor dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    shr ecx, 2
-    xchg qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    or r8d, edi
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1479_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1479_j_t
+.Lc1_d1479_j:
+    add qword ptr [r15 + 896], rax
+    mov ecx, 53
+    lea rsi, [rcx + rcx*2 + 95]
+    xchg qword ptr [r15 + 448], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, cl
-    jmp 1f
+    movzx r9d, cl
+    mov r9, r9
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 16
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r14 + 256]
-    mov ecx, r8d
-    neg rcx
-    jmp 1f
-1:
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 140
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rcx
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1472]
-    mov r8d, 218
-    neg r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov r8d, ecx
-    mov rdi, r8
-    mov edi, dword ptr [r15 + 576]
-    movzx ecx, dil
+    shr esi, 16
+    and esi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r14 + 0], r8
+    shr r9d, 28
     jmp 1f
 1:
-    mov dword ptr [r14 + 192], 46
-    or qword ptr [r15 + 64], 66
+    mov r9, r10
+    or qword ptr [r15 + 704], 86
+    mov ecx, dword ptr [r14 + 128]
     test ebx, 384
     jnz 1f
 1:
+    and r9, 4032
+    mov rsi, qword ptr [r14 + r9 + 3520]
+    and esi, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 768]
+    test dword ptr [r15 + 10780955], 570556608
+    jz 1f
+1:
+    movzx ecx, sil
+    or ecx, ecx
+    neg rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov r9d, ecx
     jmp 1f
 1:
-    mov edi, r8d
-    mov r8d, 126
-    movzx r8d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov esi, dword ptr [r14 + 576]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1493_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1493_j_t
-.Lc1_d1493_j:
-    add r8, rax
-    shr r8d, 22
-    lea r8, [r8 + r8*2 + 37]
-    or r8d, r8d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1538_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1538_j_t
+.Lc1_d1538_j:
+    mov rsi, qword ptr [r15 + 576]
+    lea rcx, [rsi + rsi*2 + 72]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 256], r8
-    mov dword ptr [r15 + 448], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244188], 536887315
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    sub rsi, rax
+    test ebx, 13824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    add rax, rsi
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    test r8d, r8d
-    mov r8d, ecx
-    test ebx, 480
+    mov dword ptr [r14 + 64], 179
+    lea rdi, [r15 + 10772736]
+    mov ecx, 189
+    rep stosb
+    imul rcx, qword ptr [r15 + 1152]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], edi
+    mov edi, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov dword ptr [r14 + 960], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], sil
-    mov r8d, esi
-    and r8d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    sub rax, r8
-    mov eax, 178
-    mov dword ptr [r15 + 64], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 1152]
-    movzx eax, sil
-    mov rsi, rax
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r14 + 512]
+    mov esi, ecx
+    mov ecx, 112
+    test dword ptr [r15 + 10780956], 268435507
     jz 1f
 1:
-    mov r8d, 230
-    mov r8, qword ptr [r15 + 768]
-    and r8d, dword ptr [r15 + 640]
+    inc dword ptr [r14 + 704]
+    movzx edi, byte ptr [r14 + 0]
+    movzx eax, dil
+    mov rdi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 120
+    mov rcx, qword ptr [r15 + 256]
+    and ecx, dword ptr [r14 + 128]
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1549_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1549_j_t
-.Lc1_d1549_j:
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test dword ptr [r15 + 26244188], 1073877504
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1593_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1593_j_t
+.Lc1_d1593_j:
+    mov dword ptr [r15 + 960], 192
+    lea rsi, [rax + rax*2 + 10]
+    mov rsi, qword ptr [r15 + 448]
+    test esi, esi
+    test dword ptr [r15 + 10780956], 1073877504
     jnz 1f
 1:
-    shr ecx, 27
-    mov ecx, ecx
+    mov edi, dword ptr [r14 + 128]
+    shr edi, 27
+    mov ecx, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 256], 32
+    mov esi, edi
+    jmp 1f
+1:
+    mov edi, 228
+    test ebx, 1824
+    jnz 1f
+1:
+    add rcx, 11
+    or ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 215
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, rcx
+    jmp 1f
+1:
+    movzx ecx, cl
+    test dword ptr [r15 + 10780955], 306708512
+    jz 1f
+1:
+    mov ebp, ecx
+    mov rbp, rbp
+    movzx ecx, bpl
+    movsxd rbp, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 79
+    or qword ptr [r14 + 192], 108
+    mov ecx, 107
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 64], ecx
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c11:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1650_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1650_j_t
+.Lc1_d1650_j:
+    lea rcx, [rip + .Lc1_d1654_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1654_j_t
+.Lc1_d1654_j:
+    mov dword ptr [r14 + 1088], 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    shl rax, 25
+    add rax, 48
+    test eax, eax
+    test ebx, 1248
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 768]
+    mov edx, 153
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, cl
+    mov eax, dword ptr [r14 + 192]
+    test dword ptr [r15 + 10780956], 1347215872
+    jnz 1f
+1:
+    imul rcx, qword ptr [r15 + 1024]
+    movsxd r9, dword ptr [r15 + 128]
     mov r8, r10
-    and esi, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 1024]
-    and r8, 2097088
-    movsxd rbp, dword ptr [r14 + r8 + 15749568]
-    lea r8, [rbp + rbp*2 + 39]
-    test dword ptr [r15 + 26244188], 5243010
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 256], 169
     jmp 1f
 1:
-    test ebx, 1632
+    test dword ptr [r15 + 10780956], 606210
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], esi
-    lock or dword ptr [r15 + 576], 15
+    and r8, 960
+    movsxd rax, dword ptr [r14 + r8 + 1472]
+    lea rdx, [rax + rax*2 + 20]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 167
+    sub r9, rax
+    mov rcx, qword ptr [r14 + 512]
+    test dword ptr [r15 + 10780955], 1409302560
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r8d, 254
-    add r8, 108
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov r8, qword ptr [r14 + rbp + 2496]
-    jmp 1f
-1:
-    add r8, 59
-    test dword ptr [r15 + 26244187], 134479883
-    jz 1f
-1:
-    test ebp, ebp
-    movzx r8d, bpl
-    or r8d, r8d
+    movzx eax, dl
+    inc eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
-.Lc1_b7_c11:
-    mov rax, qword ptr [r15 + 26244184]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1604_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1604_j_t
-.Lc1_d1604_j:
-    and r8, rax
-    or qword ptr [r15 + 704], 82
-    sub r8, rcx
-    movsxd rax, dword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [rax + r8*2 + 5]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    shl rax, 19
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    test edi, edi
-    test ebx, 1248
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov eax, 123
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r14 + 640], 20
-    mov dword ptr [r15 + 1088], ecx
-    jmp 1f
-1:
-    lea rdi, [rcx + rax*2 + 30]
-    test dword ptr [r15 + 26244188], 134369280
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 192]
-    movzx eax, cl
-    mov ecx, 197
-    and ecx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 64], rax
-    movzx edi, byte ptr [r15 + 256]
-    mov eax, 62
-    mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rcx, rax
-    mov rcx, rcx
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
 .Lc1_b7_c12:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1659_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1659_j_t
-.Lc1_d1659_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 19
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rcx, qword ptr [r14 + 832]
-    mov dword ptr [r14 + 576], 155
-    mov r8d, 102
-    test dword ptr [r15 + 26244187], 1355284480
-    jz 1f
-1:
-    or ecx, ecx
-    inc dword ptr [r14 + 128]
-    mov dword ptr [r15 + 1344], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 192]
-    movzx eax, r8b
-    and rax, rax
-    movzx eax, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 8
-    movzx ecx, byte ptr [r15 + 256]
-    mov ebp, ecx
-    test dword ptr [r15 + 26244187], 78123008
-    jz 1f
-1:
-    inc r8d
-    mov eax, 2
-    inc eax
+    mov qword ptr [r15 + 10780952], rax
+    mov eax, dword ptr [r15 + 10780956]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1704_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1704_s_t
+    .p2align 3
+.Lc1_d1704_s:
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+.Lc1_d1704_j:
     mov r8, r10
+    mov edx, r8d
+    movzx edx, byte ptr [r15 + 64]
+    and r8, 2097088
+    movsxd r9, dword ptr [r15 + r8 + 286336]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, edx
+    mov dword ptr [r14 + 576], 155
+    shl rax, 13
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r8b
-    lea rcx, [rbp + rbp*2 + 81]
-    and r8, 4032
-    movsxd rbp, dword ptr [r14 + r8 + 4544]
+    mov eax, 122
+    mov r9d, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1713_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1713_j_t
-.Lc1_d1713_j:
-    lea rcx, [rip + .Lc1_d1717_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1717_j_t
-.Lc1_d1717_j:
-    movzx eax, cl
-    lea rax, [rax + rax*2 + 13]
-    movzx eax, al
-    mov qword ptr [r15 + 192], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub rcx, rax
-    movzx ecx, cl
-    mov ecx, ecx
-    test dword ptr [r15 + 26244187], 8405520
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1748_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1748_j_t
+.Lc1_d1748_j:
+    movzx r9d, al
+    mov dword ptr [r15 + 0], r9d
+    mov rax, rax
+    movzx r9d, al
+    test ebx, 1696
     jnz 1f
 1:
-    movzx r8d, cl
-    mov dword ptr [r15 + 128], 33
-    movzx ecx, byte ptr [r14 + 256]
-    mov byte ptr [r14 + 0], cl
-    test dword ptr [r15 + 26244188], 1110458368
-    jz 1f
+    movzx edx, al
+    movzx edx, dl
+    mov ecx, 117
+    test ebx, 1073741824
+    jnz 1f
 1:
-    add rax, 113
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rdx, [r9 + r9*2 + 32]
+    lea r9, [rdx + rdx*2 + 94]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 227
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 512], eax
-    lock add qword ptr [r15 + 768], rax
-    xor dword ptr [r15 + 640], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    and ecx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ecx
+    mov qword ptr [r14 + 704], r9
+    mov qword ptr [r15 + 832], rcx
+    xor dword ptr [r15 + 384], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 131
+    add rcx, qword ptr [r14 + 448]
+    movzx eax, cl
+    neg rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r9
+    popcnt r9, rax
+    sub r9, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock add qword ptr [r15 + 1280], r9
+    mov ecx, 183
     jmp 1f
 1:
-    movzx r8d, al
-    test ebx, 1073741824
+    test dword ptr [r15 + 10780955], 4457216
     jnz 1f
 1:
-    mov ecx, 205
-    movzx ecx, cl
-    movzx ecx, cl
-    sub rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r14 + 64]
-    mov r8d, eax
-    neg r8
+    movzx eax, r9b
+    mov r9d, eax
+    mov byte ptr [r14 + 0], r9b
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    lea rcx, [rip + .Lc1_d1766_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1766_j_t
-.Lc1_d1766_j:
-    mov rax, qword ptr [r15 + 64]
-    mov r8d, eax
-    shr r8d, 26
-    movzx r8d, byte ptr [r14 + 1152]
+    lea rcx, [rip + .Lc1_d1802_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1802_j_t
+.Lc1_d1802_j:
+    mov rax, rcx
+    mov r9d, dword ptr [r15 + 512]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
     test bl, 192
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov r8d, 214
+    movzx r8d, byte ptr [r14 + 256]
+    lea rax, [r8 + r8*2 + 54]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, al
+    mov dword ptr [r14 + 448], 67
+    jmp 1f
+1:
+    test eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 234
     movzx r8d, al
-    mov edi, 108
-    mov byte ptr [r15 + 896], dil
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    or eax, edi
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rdi
-    test edi, edi
     jmp 1f
 1:
-    and r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 2383488], r8d
+    mov r8, qword ptr [r14 + 64]
+    mov eax, dword ptr [r14 + 128]
     test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 192], eax
+    shr r9d, 12
+    shr r9d, 23
+    mov r9, r10
+    test r9d, r9d
+    test ebx, 438272
     jz 1f
 1:
-    shr edi, 14
-    mov r8d, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, r8d
-    mov rbp, r10
-    mov dword ptr [r15 + 448], 254
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 960
-    xor dword ptr [r14 + rbp + 1472], ebp
-    mov rdi, rbp
-    jmp 1f
-1:
-    lea r8, [rdi + rdi*2 + 37]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    lea rsi, [rcx + rcx*2 + 100]
+    and r9, 960
+    mov byte ptr [r15 + r9 + 2496], r9b
+    mov dword ptr [r15 + 1152], 82
+    and rax, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    mov rax, qword ptr [r15 + 26244184]
+    mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1829_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1829_j_t
-.Lc1_d1829_j:
-    mov rsi, rax
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1862_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1862_j_t
+.Lc1_d1862_j:
+    movsxd r9, dword ptr [r14 + 896]
+    mov rcx, r9
     jmp 1f
 1:
-    neg rsi
+    mov r9, qword ptr [r14 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 37
-    mov dword ptr [r14 + 576], esi
+    mov dword ptr [r15 + 256], ecx
+    mov eax, dword ptr [r14 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244188], 547618817
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 24
-    mov rcx, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    neg rcx
     inc ecx
-    and r9, 8128
-    movsxd rcx, dword ptr [r14 + r9 + 8640]
-    test dword ptr [r15 + 26244187], 1879065088
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, r10
-    mov edx, dword ptr [r15 + 704]
-    and r9, 1048512
-    movsxd rsi, dword ptr [r15 + r9 + 14700992]
-    inc esi
-    test dword ptr [r15 + 26244188], 170016
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
+    imul r9, qword ptr [r15 + 0]
+    inc r9d
     jmp 1f
 1:
-    mov rdx, qword ptr [r14 + 128]
-    test dword ptr [r15 + 26244187], 361234432
+    test dword ptr [r15 + 10780955], 135004225
     jz 1f
 1:
-    shl r9, 8
-    mov dword ptr [r14 + 960], r9d
-    mov dword ptr [r14 + 64], 100
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 8
+    jmp 1f
+1:
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov edi, 177
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r14 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 101
+    jmp 1f
+1:
+    mov r9d, 162
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 28
+    add rcx, 30
+    cmp rcx, rcx
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-    mov qword ptr [r15 + 26244160], r11
-    mov qword ptr [r15 + 26244168], r10
-    mov qword ptr [r15 + 26244176], r12
+    mov qword ptr [r15 + 10780928], r11
+    mov qword ptr [r15 + 10780936], r10
+    mov qword ptr [r15 + 10780944], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3194,26 +3163,26 @@ ditto_body_init_c1:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 26244160], rax
+    mov qword ptr [r8 + 10780928], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 26244200], rax
+    mov qword ptr [r8 + 10780968], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 26244208], rax
+    mov qword ptr [r8 + 10780976], rax
     movabs rax, 0x3c6ef3721e94f828
-    mov qword ptr [r8 + 26244216], rax
+    mov qword ptr [r8 + 10780984], rax
     movabs rax, 0xdaa66d2c1ddf743f
-    mov qword ptr [r8 + 26244224], rax
+    mov qword ptr [r8 + 10780992], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 26244232], rax
+    mov qword ptr [r8 + 10781000], rax
     movabs rax, 0x1715609f1c746c69
-    mov qword ptr [r8 + 26244240], rax
+    mov qword ptr [r8 + 10781008], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 26244248], rax
+    mov qword ptr [r8 + 10781016], rax
     movabs rax, 0x538454121b096490
-    mov qword ptr [r8 + 26244256], rax
+    mov qword ptr [r8 + 10781024], rax
     movabs rax, 0xde0f90d6d3a4e4e3
-    mov qword ptr [r8 + 26244184], rax
-    mov qword ptr [r8 + 26244192], 0
+    mov qword ptr [r8 + 10780952], rax
+    mov qword ptr [r8 + 10780960], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3229,7 +3198,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 4897 instructions per call, 10 blocks
+// ---- cluster c2: 6685 instructions per call, 11 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -3249,9 +3218,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 16857536]
-    mov r10, qword ptr [r15 + 16857544]
-    mov r12, qword ptr [r15 + 16857552]
+    mov r11, qword ptr [r15 + 4309056]
+    mov r10, qword ptr [r15 + 4309064]
+    mov r12, qword ptr [r15 + 4309072]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3277,279 +3246,907 @@ ditto_body_c2:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 64 bytes, 1 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857576]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 16857576], rcx
-    mov r13d, 16
+// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309096]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 4309096], rcx
+    mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov r8, r11
-    and ecx, dword ptr [r14 + 0]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov r8, r9
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], r9
+    addsd xmm9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    maxsd xmm9, xmm9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857584]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 16857584], rcx
-    mov r13d, 2
+// block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309104]
+    lea rcx, [rbx + 3]
+    mov qword ptr [r15 + 4309104], rcx
+    mov r13d, 3
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    and ecx, dword ptr [r15 + 640]
-    movq qword ptr [r15 + 0], xmm15
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 121
+    jmp 1f
+1:
+    test ebx, 22464
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 4032
-    movsd qword ptr [r15 + rbp + 1856], xmm9
-    mov rcx, qword ptr [r15 + 384]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov edx, 46
+    addsd xmm4, qword ptr [r14 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 832], 225
+    or qword ptr [r14 + 0], 114
+    mulsd xmm4, qword ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857592]
+    mov rbx, qword ptr [r15 + 4309112]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 16857592], rcx
+    mov qword ptr [r15 + 4309112], rcx
     mov r13d, 1
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 576]
-    mov rbp, qword ptr [r14 + 0]
+    xor dword ptr [r15 + 960], ecx
+    mov r9, rcx
     jmp 1f
 1:
-    mov rdi, rcx
-    mov rsi, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    mov r9, rcx
+    cvtsi2sd xmm4, r9d
+    pxor xmm4, xmm9
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    pxor xmm0, xmm4
-    mov byte ptr [r15 + 0], sil
-    movsxd rsi, dword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 512]
-    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov byte ptr [r15 + 64], sil
+    mov rsi, r9
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857600]
+// block 3: 2048 bytes, 8 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309120]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 16857600], rcx
+    mov qword ptr [r15 + 4309120], rcx
     mov r13d, 1
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc2_b3_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc2_b3_stubs_t
+    .p2align 3
+.Lc2_b3_stubs:
+    .p2align 3
     jmp .Lc2_b3_c0
+    .p2align 3
+    jmp .Lc2_b3_c1
+    .p2align 3
+    jmp .Lc2_b3_c2
+    .p2align 3
+    jmp .Lc2_b3_c3
+    .p2align 3
+    jmp .Lc2_b3_c4
+    .p2align 3
+    jmp .Lc2_b3_c5
+    .p2align 3
+    jmp .Lc2_b3_c6
+    .p2align 3
+    jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    mov rbp, r11
-    mov rcx, rbp
-    mov edx, ecx
-    and rbp, 16320
-    movdqu xmmword ptr [r15 + rbp + 5952], xmm0
+    lea rcx, [rip + .Lc2_d129_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d129_j_t
+.Lc2_d129_j:
+    lea rcx, [rip + .Lc2_d133_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d133_j_t
+.Lc2_d133_j:
+    lea rcx, [rip + .Lc2_d137_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d137_j_t
+.Lc2_d137_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, cl
+    maxsd xmm4, xmm4
+    pmovmskb ebp, xmm4
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 221
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 45
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    movq xmm5, rbp
+    pcmpeqb xmm5, xmm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 199
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c1:
+    lea rcx, [rip + .Lc2_d192_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d192_j_t
+.Lc2_d192_j:
+    or qword ptr [r14 + 896], 16
+    maxsd xmm5, xmm5
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 32768
+    jz 1f
+1:
+    mov eax, 212
+    pcmpeqb xmm9, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    pmovmskb eax, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
+    paddd xmm5, xmm9
+    pcmpeqb xmm5, xmm9
+    mov r8d, eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    movdqu xmmword ptr [r15 + 0], xmm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    por xmm9, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    addsd xmm5, xmm9
+    mov rdx, rax
+    jmp 1f
+1:
+    mov rdx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdx
+    mov eax, eax
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    pcmpeqb xmm5, xmm14
+    mov r9, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsd xmm5, qword ptr [r14 + 640]
+    mov dword ptr [r14 + 1216], 252
+    mov edx, 172
+    mov dword ptr [r14 + 832], 198
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    subsd xmm15, xmm5
+    subsd xmm15, xmm15
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c2:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d257_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d257_j_t
+.Lc2_d257_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edx
+    jmp 1f
+1:
+    ucomisd xmm2, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 49152
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 4309084], 138412032
+    jz 1f
+1:
+    ucomisd xmm6, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 640], esi
+    maxsd xmm1, xmm1
+    jmp 1f
+1:
+    mov esi, 145
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 128], sil
+    mov eax, 51
+    ucomisd xmm1, xmm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 576], rax
+    add qword ptr [r14 + 0], rax
+    mov r8d, 241
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsd qword ptr [r14 + 0], xmm14
+    mov qword ptr [r14 + 1024], r8
+    add qword ptr [r14 + 384], r8
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c3:
+    lea rcx, [rip + .Lc2_d308_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d308_j_t
+.Lc2_d308_j:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 147456
+    jz 1f
+1:
+    jmp 1f
+1:
+    pshufd xmm14, xmm10, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 49152
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov dword ptr [r15 + 576], 53
+    xor dword ptr [r14 + 448], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 960], ebp
+    jmp 1f
+1:
+    por xmm2, xmm4
+    xor dword ptr [r15 + 512], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mulsd xmm2, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 0], bpl
+    maxsd xmm2, xmm2
+    mov qword ptr [r15 + 832], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    mov qword ptr [r14 + 320], rdi
+    mov edi, edi
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c4:
+    lea rcx, [rip + .Lc2_d359_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d359_j_t
+.Lc2_d359_j:
+    xor dword ptr [r15 + 128], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 155
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 147456
+    jz 1f
+1:
+    mov edi, 211
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdi
+    jmp 1f
+1:
+    mov r9d, 11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov rdx, r9
+    and r9, 8128
+    xor dword ptr [r14 + r9 + 26944], r9d
+    or qword ptr [r14 + 0], 8
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1280], 45
+    mov qword ptr [r15 + 320], r9
+    mov qword ptr [r15 + 384], r9
+    movsd xmm4, qword ptr [r14 + 1216]
     add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c5:
+    lea rcx, [rip + .Lc2_d410_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d410_j_t
+.Lc2_d410_j:
+    mov qword ptr [r15 + 384], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mulsd xmm1, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 128], 239
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 64], 129
+    mov r8, r11
+    mov dword ptr [r14 + 640], 121
+    and r8, 8128
+    mov qword ptr [r14 + r8 + 26944], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 1088], r8d
+    movsd qword ptr [r15 + 1280], xmm1
+    mov dword ptr [r15 + 64], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c6:
+    lea rcx, [rip + .Lc2_d458_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d458_j_t
+.Lc2_d458_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 34
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    addsd xmm15, qword ptr [r15 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mulsd xmm15, qword ptr [r15 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 19
+    mov ecx, 1
+    test ebx, 81920
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 24
+    addsd xmm15, qword ptr [r14 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 640], cl
+    mov dword ptr [r15 + 320], 28
+    mov dword ptr [r14 + 896], ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mulsd xmm15, xmm15
+    mov dword ptr [r14 + 512], 37
+    maxsd xmm15, xmm15
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c7:
+    lea rcx, [rip + .Lc2_d516_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d516_j_t
+.Lc2_d516_j:
+    movzx ecx, cl
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 81920
+    jnz 1f
+1:
+    addsd xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 130
+    movzx edx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    addsd xmm15, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    por xmm15, xmm15
+    jmp 1f
+1:
+    paddd xmm15, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 244224
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cvtsi2sd xmm15, edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r14 + 768], rbp
+    movzx ebp, sil
+    maxsd xmm15, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r14 + 1088], 40
+    mov dword ptr [r14 + 128], ebp
+    pxor xmm15, xmm3
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 23 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857608]
-    lea rcx, [rbx + 23]
-    mov qword ptr [r15 + 16857608], rcx
-    mov r13d, 23
+// block 4: 64 bytes, 1 chunk(s), 42 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309128]
+    lea rcx, [rbx + 42]
+    mov qword ptr [r15 + 4309128], rcx
+    mov r13d, 42
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov rbp, r11
-    imul rcx, rbp
-    and rbp, 16320
-    and ecx, dword ptr [r15 + rbp + 5952]
-    mov r8d, ecx
+    mov ecx, 185
+    or qword ptr [r15 + 0], 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], ecx
-    mov byte ptr [r14 + 0], bpl
-    mov qword ptr [r14 + 576], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    imul rcx, qword ptr [r15 + r9 + 10560]
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 13 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857616]
-    lea rcx, [rbx + 13]
-    mov qword ptr [r15 + 16857616], rcx
-    mov r13d, 13
+// block 5: 64 bytes, 1 chunk(s), 24 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309136]
+    lea rcx, [rbx + 24]
+    mov qword ptr [r15 + 4309136], rcx
+    mov r13d, 24
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r14 + 704]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 1856], ebp
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    mov byte ptr [r14 + rbp + 1344], bpl
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857624]
-    lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 16857624], rcx
-    mov r13d, 3
+// block 6: 64 bytes, 1 chunk(s), 4 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309144]
+    lea rcx, [rbx + 4]
+    mov qword ptr [r15 + 4309144], rcx
+    mov r13d, 4
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov dword ptr [r14 + 320], 19
-    mulsd xmm0, qword ptr [r14 + 320]
-    movsxd rax, dword ptr [r14 + 384]
-    mov r8, r11
+    lea rcx, [rip + .Lc2_d622_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d622_j_t
+.Lc2_d622_j:
+    mov ecx, ecx
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 5952], 104
-    mov r8d, 87
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    cvtsi2sd xmm9, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 79 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857632]
-    lea rcx, [rbx + 79]
-    mov qword ptr [r15 + 16857632], rcx
-    mov r13d, 79
+// block 7: 64 bytes, 1 chunk(s), 93 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309152]
+    lea rcx, [rbx + 93]
+    mov qword ptr [r15 + 4309152], rcx
+    mov r13d, 93
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d193_j]
-    add rcx, qword ptr [r15 + 16857568]
-    jmp .Lc2_d193_j_t
-.Lc2_d193_j:
+    lea rcx, [rip + .Lc2_d647_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d647_j_t
+.Lc2_d647_j:
     lea rbp, [rcx + rcx*2 + 57]
     cmp rbp, rbp
     movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7680
+    mov ebp, dword ptr [r14 + 128]
+    test ebx, 7936
     jnz 1f
 1:
-    maxsd xmm0, xmm0
-    mov dword ptr [r15 + 0], 128
-    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm2, xmmword ptr [r15 + 576]
+    inc ecx
+    movzx ecx, cl
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 46 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857640]
-    lea rcx, [rbx + 46]
-    mov qword ptr [r15 + 16857640], rcx
-    mov r13d, 46
+// block 8: 64 bytes, 1 chunk(s), 48 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309160]
+    lea rcx, [rbx + 48]
+    mov qword ptr [r15 + 4309160], rcx
+    mov r13d, 48
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
-    inc ecx
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    test ecx, ecx
-    mov edx, 182
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + 384], ecx
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 7
-    and edi, dword ptr [r14 + 128]
-    mov dword ptr [r15 + 512], 170
+    movq qword ptr [r14 + 704], xmm2
+    paddq xmm15, xmmword ptr [r15 + 448]
+    mov byte ptr [r14 + 320], al
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 111 chunk executions per call
-    mov rbx, qword ptr [r15 + 16857648]
-    lea rcx, [rbx + 111]
-    mov qword ptr [r15 + 16857648], rcx
-    mov r13d, 111
+// block 9: 64 bytes, 1 chunk(s), 46 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309168]
+    lea rcx, [rbx + 46]
+    mov qword ptr [r15 + 4309168], rcx
+    mov r13d, 46
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    movzx edx, cl
-    pcmpeqb xmm0, xmmword ptr [r15 + 192]
-    addsd xmm0, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    pmovmskb ecx, xmm0
-    mov rcx, qword ptr [r14 + 0]
-    test ebx, 20224
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rbp, r10
+    test ebp, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 2368], 86
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc ecx
+    mov ebp, 83
+    lea rax, [rbp + rbp*2 + 7]
+    cmp rax, rax
+    test ebx, 1073741824
     jnz 1f
 1:
-    cmp rdx, rdx
-    xchg qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov dword ptr [r14 + 0], 201
+    inc dword ptr [r14 + 0]
+    .byte 0x66, 0x90
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-    mov qword ptr [r15 + 16857536], r11
-    mov qword ptr [r15 + 16857544], r10
-    mov qword ptr [r15 + 16857552], r12
+// block 10: 64 bytes, 1 chunk(s), 107 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309176]
+    lea rcx, [rbx + 107]
+    mov qword ptr [r15 + 4309176], rcx
+    mov r13d, 107
+    jmp .Lc2_b10_c0
+    .p2align 6
+.Lc2_b10_c0:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, cl
+    mov rcx, qword ptr [r14 + 0]
+    cmp rcx, rcx
+    addsd xmm15, qword ptr [r15 + 0]
+    pmovmskb ebp, xmm15
+    test dword ptr [r15 + 4309084], 68157569
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 320]
+    xchg qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jnz .Lc2_b10_c0
+.Lc2_b10_done:
+    mov qword ptr [r15 + 4309056], r11
+    mov qword ptr [r15 + 4309064], r10
+    mov qword ptr [r15 + 4309072], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -3570,30 +4167,32 @@ ditto_body_init_c2:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 16857536], rax
+    mov qword ptr [r8 + 4309056], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 16857576], rax
+    mov qword ptr [r8 + 4309096], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 16857584], rax
+    mov qword ptr [r8 + 4309104], rax
     movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 16857592], rax
-    movabs rax, 0xdaa66d2c1ddf743f
-    mov qword ptr [r8 + 16857600], rax
+    mov qword ptr [r8 + 4309112], rax
+    movabs rax, 0xdaa66d2c1ddf7438
+    mov qword ptr [r8 + 4309120], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 16857608], rax
+    mov qword ptr [r8 + 4309128], rax
     movabs rax, 0x1715609f1c746c69
-    mov qword ptr [r8 + 16857616], rax
+    mov qword ptr [r8 + 4309136], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 16857624], rax
+    mov qword ptr [r8 + 4309144], rax
     movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 16857632], rax
+    mov qword ptr [r8 + 4309152], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
-    mov qword ptr [r8 + 16857640], rax
+    mov qword ptr [r8 + 4309160], rax
     movabs rax, 0x8ff34785199e5cbd
-    mov qword ptr [r8 + 16857648], rax
-    movabs rax, 0x2e383993be16063f
-    mov qword ptr [r8 + 16857560], rax
-    mov qword ptr [r8 + 16857568], 0
+    mov qword ptr [r8 + 4309168], rax
+    movabs rax, 0x2e2ac13e18e8d8d2
+    mov qword ptr [r8 + 4309176], rax
+    movabs rax, 0x4fca4a4c4a621b1f
+    mov qword ptr [r8 + 4309080], rax
+    mov qword ptr [r8 + 4309088], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3611,107 +4210,123 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d193_j_t:
+.Lc2_d647_j_t:
     jmp rcx
-.Lc1_d960_j_t:
+.Lc1_d992_j_t:
     jmp rcx
-.Lc1_d964_j_t:
-    jmp rcx
-.Lc1_d751_s_t:
-    jmp rcx
-.Lc1_d773_j_t:
-    jmp rcx
-.Lc1_d904_j_t:
+.Lc1_d933_j_t:
     jmp rcx
 .Lc1_d32_j_t:
     jmp rcx
-.Lc1_d86_j_t:
+.Lc1_d88_j_t:
     jmp rcx
-.Lc1_d136_j_t:
+.Lc1_d149_j_t:
     jmp rcx
-.Lc1_d193_j_t:
+.Lc1_d201_j_t:
     jmp rcx
-.Lc1_d251_s_t:
+.Lc1_d261_j_t:
     jmp rcx
-.Lc1_d302_j_t:
+.Lc1_d323_j_t:
     jmp rcx
-.Lc1_d306_j_t:
+.Lc1_d376_j_t:
     jmp rcx
-.Lc1_d355_j_t:
-    jmp rcx
-.Lc1_d415_j_t:
+.Lc1_d432_j_t:
     jmp rcx
 .Lc1_b2_stubs_t:
     jmp rcx
-.Lc1_d802_j_t:
+.Lc1_d772_j_t:
     jmp rcx
-.Lc1_d854_s_t:
+.Lc1_d776_j_t:
+    jmp rcx
+.Lc1_d832_s_t:
+    jmp rcx
+.Lc1_d883_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d518_j_t:
+.Lc1_d538_j_t:
     jmp rcx
-.Lc1_d577_j_t:
+.Lc1_d602_j_t:
     jmp rcx
-.Lc1_d634_j_t:
+.Lc1_d606_j_t:
     jmp rcx
-.Lc1_d638_j_t:
+.Lc1_d661_j_t:
     jmp rcx
-.Lc1_d686_j_t:
+.Lc1_d717_j_t:
     jmp rcx
-.Lc1_d989_j_t:
+.Lc1_d1020_j_t:
     jmp rcx
-.Lc1_d1045_j_t:
+.Lc1_d1024_j_t:
     jmp rcx
-.Lc1_d1105_j_t:
+.Lc1_d1078_j_t:
     jmp rcx
-.Lc1_d1167_j_t:
+.Lc1_d1135_j_t:
     jmp rcx
-.Lc1_d1217_j_t:
+.Lc1_d1194_j_t:
     jmp rcx
-.Lc1_d1273_j_t:
+.Lc1_d1247_j_t:
     jmp rcx
-.Lc1_d1337_j_t:
+.Lc1_d1306_j_t:
     jmp rcx
-.Lc1_d1389_s_t:
+.Lc1_d1362_j_t:
     jmp rcx
-.Lc1_d1411_j_t:
+.Lc1_d1421_s_t:
     jmp rcx
-.Lc1_d1430_j_t:
+.Lc1_d1479_j_t:
     jmp rcx
-.Lc1_d1493_j_t:
+.Lc1_d1538_j_t:
     jmp rcx
-.Lc1_d1549_j_t:
+.Lc1_d1593_j_t:
     jmp rcx
-.Lc1_d1604_j_t:
+.Lc1_d1650_j_t:
     jmp rcx
-.Lc1_d1659_j_t:
+.Lc1_d1654_j_t:
     jmp rcx
-.Lc1_d1713_j_t:
+.Lc1_d1704_s_t:
     jmp rcx
-.Lc1_d1717_j_t:
+.Lc1_d1748_j_t:
     jmp rcx
-.Lc1_d1766_j_t:
+.Lc1_d1802_j_t:
     jmp rcx
-.Lc1_d1829_j_t:
+.Lc1_d1862_j_t:
     jmp rcx
-.Lc0_d181_j_t:
+.Lc2_d622_j_t:
     jmp rcx
-.Lc0_d565_j_t:
+.Lc0_d125_j_t:
     jmp rcx
-.Lc0_d341_s_t:
+.Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d350_j_t:
+.Lc0_d148_j_t:
     jmp rcx
-.Lc0_d354_j_t:
+.Lc2_d129_j_t:
     jmp rcx
-.Lc0_d394_j_t:
+.Lc2_d133_j_t:
     jmp rcx
-.Lc0_d450_j_t:
+.Lc2_d137_j_t:
     jmp rcx
-.Lc0_d503_j_t:
+.Lc2_d192_j_t:
     jmp rcx
-.Lc0_b0_stubs_t:
+.Lc2_d257_j_t:
+    jmp rcx
+.Lc2_d308_j_t:
+    jmp rcx
+.Lc2_d359_j_t:
+    jmp rcx
+.Lc2_d410_j_t:
+    jmp rcx
+.Lc2_d458_j_t:
+    jmp rcx
+.Lc2_d516_j_t:
+    jmp rcx
+.Lc0_d293_s_t:
+    jmp rcx
+.Lc0_d302_j_t:
+    jmp rcx
+.Lc0_d348_j_t:
+    jmp rcx
+.Lc0_d404_j_t:
+    jmp rcx
+.Lc0_d455_j_t:
     jmp rcx
     .text
 

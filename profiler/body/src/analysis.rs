@@ -65,7 +65,10 @@ pub struct ThreadCounts {
     pub chased_loads: u64,
     pub data_accesses: u64,
     pub regular_accesses: u64,
-    pub rep_counts: Vec<u64>,
+    /// Repeat-count buckets of rep-prefixed string instructions, per operand kind (`OPERANDS`: a
+    /// `stos` stores, a `movs` loads and stores). Kept apart since a service's copies and fills
+    /// repeat differently: memcached's workers copy 1-7 bytes and fill 146.
+    pub rep_counts: [Vec<u64>; OPERANDS.len()],
     /// Data accesses to lines another thread also touched in the window (filled at snapshot).
     pub shared_accesses: u64,
 }
@@ -87,7 +90,7 @@ impl ThreadCounts {
             chased_loads: 0,
             data_accesses: 0,
             regular_accesses: 0,
-            rep_counts: Vec::new(),
+            rep_counts: Default::default(),
             shared_accesses: 0,
         }
     }
@@ -123,6 +126,8 @@ struct DepState {
     writer_is_load: Box<[bool; REG_SLOTS]>,
     rep_addr: u64,
     rep_run: u64,
+    /// The operand kind of the rep instruction in `rep_addr`.
+    rep_operand: u8,
 }
 
 impl DepState {
@@ -133,6 +138,7 @@ impl DepState {
             writer_is_load: Box::new([false; REG_SLOTS]),
             rep_addr: 0,
             rep_run: 0,
+            rep_operand: 0,
         }
     }
 }
@@ -612,6 +618,7 @@ impl ProcessAnalysis {
                 } else {
                     flush_rep(c, d);
                     d.rep_addr = s.addr;
+                    d.rep_operand = s.operand;
                     d.rep_run = 1;
                 }
             } else if d.rep_run > 0 {
@@ -698,10 +705,12 @@ fn flush_rep(c: &mut ThreadCounts, d: &mut DepState) {
         } else {
             64 - repeats.leading_zeros() as usize
         };
-        if c.rep_counts.len() <= bin {
-            c.rep_counts.resize(bin + 1, 0);
+        if let Some(counts) = c.rep_counts.get_mut(usize::from(d.rep_operand)) {
+            if counts.len() <= bin {
+                counts.resize(bin + 1, 0);
+            }
+            counts[bin] += 1;
         }
-        c.rep_counts[bin] += 1;
     }
     d.rep_run = 0;
     d.rep_addr = 0;

@@ -1,6 +1,8 @@
 //! From window counts to the profile's `body` section: threads are assigned to the skeleton's clusters and
 //! every count becomes a per-request figure or a share.
 
+use std::collections::BTreeMap;
+
 use ditto_profile::{
     Body, Branches, ClusterBody, Dependencies, Histogram, HitCurve, HitPoint, IndirectBranches,
     MixShare,
@@ -281,15 +283,36 @@ fn cluster_body(
     }
 
     // Bucket 0 holds zero repeats, bucket k > 0 holds [2^(k-1), 2^k) (Histogram::from_log2_buckets).
-    let mut rep = [0u64; 65];
+    let mut rep = [[0u64; 65]; OPERANDS.len()];
     for (_, t) in threads {
-        for (b, &c) in t.rep_counts.iter().enumerate() {
-            rep[b] += c;
+        for (op, counts) in t.rep_counts.iter().enumerate() {
+            for (b, &c) in counts.iter().enumerate() {
+                if let Some(slot) = rep[op].get_mut(b) {
+                    *slot += c;
+                }
+            }
         }
     }
-    let rep_counts = rep.iter().any(|&c| c > 0).then(|| {
-        Histogram::from_log2_buckets("count", rep.iter().enumerate().map(|(b, &c)| (b as u32, c)))
-    });
+    let histogram = |buckets: &[u64; 65]| {
+        buckets.iter().any(|&c| c > 0).then(|| {
+            Histogram::from_log2_buckets(
+                "count",
+                buckets.iter().enumerate().map(|(b, &c)| (b as u32, c)),
+            )
+        })
+    };
+    let mut all = [0u64; 65];
+    for op in &rep {
+        for (a, c) in all.iter_mut().zip(op) {
+            *a += c;
+        }
+    }
+    let rep_counts = histogram(&all);
+    let rep_counts_by_operand: BTreeMap<String, Histogram> = rep
+        .iter()
+        .enumerate()
+        .filter_map(|(op, b)| Some((OPERANDS[op].to_string(), histogram(b)?)))
+        .collect();
 
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     ClusterBody {
@@ -300,6 +323,7 @@ fn cluster_body(
         mean_instruction_bytes: ratio(sum(&|t| t.instruction_bytes), instructions),
         instruction_mix,
         rep_counts,
+        rep_counts_by_operand: (!rep_counts_by_operand.is_empty()).then_some(rep_counts_by_operand),
         branches: Branches {
             per_request: executions as f64 / requests,
             static_count,

@@ -342,6 +342,18 @@ fn instruction_mix_and_rep_counts_are_recovered() {
         .map(|x| x.count)
         .sum();
     assert!(at16 as f64 >= 0.99 * total as f64, "rep counts {reps:?}");
+    // The loop's `rep movsb` copies (rmw); start-up's fills, if any, are stores.
+    let by = b.rep_counts_by_operand.expect("rep counts by operand");
+    let kinds: u64 = by.values().flat_map(|h| &h.bins).map(|x| x.count).sum();
+    assert_eq!(kinds, total, "by operand {by:?} against all {reps:?}");
+    let copies: u64 = by
+        .get("rmw")
+        .expect("the copies' counts")
+        .bins
+        .iter()
+        .map(|x| x.count)
+        .sum();
+    assert!(copies as f64 >= 0.99 * total as f64, "by operand {by:?}");
 }
 
 #[test]
