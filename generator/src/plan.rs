@@ -1489,6 +1489,17 @@ mod tests {
         assert_eq!(classes.len(), before);
     }
 
+    /// The first-touch stream of a buffer capped at `cap` (`add_cold_class`).
+    fn first_touch_stream(cap: u64, share: f64) -> DataClass {
+        DataClass {
+            lo: cap / 2,
+            size: cap / 2,
+            share,
+            target: cap,
+            first_touch: true,
+        }
+    }
+
     fn class(target: u64, share: f64) -> DataClass {
         DataClass {
             lo: target / 2,
@@ -1548,13 +1559,7 @@ mod tests {
         assert!(c[1].lo + c[1].size <= cap, "{c:?}");
         // The flagged stream keeps its place.
         let mut c = vec![class(64, 0.5), class(4096, 0.4)];
-        c.push(DataClass {
-            lo: cap / 2,
-            size: cap / 2,
-            share: 0.1,
-            target: cap,
-            first_touch: true,
-        });
+        c.push(first_touch_stream(cap, 0.1));
         fit_regions(&mut c, None, cap);
         assert_eq!((c[2].lo, c[2].size), (cap / 2, cap / 2));
     }
@@ -1573,13 +1578,7 @@ mod tests {
         assert!(c[2].lo + c[2].size <= cap, "{c:?}");
         // With a first-touch stream in the upper half, the regions stay below it.
         let mut c = vec![class(64, 0.1), class(2 << 20, 0.1), class(cap / 2, 0.7)];
-        c.push(DataClass {
-            lo: cap / 2,
-            size: cap / 2,
-            share: 0.1,
-            target: cap,
-            first_touch: true,
-        });
+        c.push(first_touch_stream(cap, 0.1));
         fit_regions(&mut c, None, cap);
         assert!(c[2].lo + c[2].size <= cap / 2, "{c:?}");
     }

@@ -124,25 +124,6 @@ fn every_seed_renders_the_planned_rep_string_repetitions_per_call() {
     }
 }
 
-/// Executions per call of each rep string instruction (`rep stosb`, `rep movsb`) in the rendered
-/// body.
-fn executions_by_instruction(text: &str) -> (f64, f64) {
-    let (mut stos, mut movs, mut runs_per_chunk) = (0.0, 0.0, 0.0);
-    for line in text.lines().map(str::trim) {
-        if let Some(rest) = line.strip_prefix("// block ") {
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            let ring: f64 = words[3].parse().expect("ring");
-            let x: f64 = words[5].parse().expect("chunk executions");
-            runs_per_chunk = x / ring;
-        } else if line == "rep stosb" {
-            stos += runs_per_chunk;
-        } else if line == "rep movsb" {
-            movs += runs_per_chunk;
-        }
-    }
-    (stos, movs)
-}
-
 /// The profiler classes `rep stos` as a store and `rep movs` as a read-modify-write (it reads one
 /// buffer and writes another), so a body renders each where its profile has that kind. The two
 /// were one class, either instruction drawn at random: the ground-truth program `mix`, whose rep
@@ -166,7 +147,14 @@ fn rep_strings_render_as_the_profiles_stores_and_copies() {
         }
         for seed in 1..=3 {
             let asm = common::synth_seeded(&body, &Knobs::default(), seed);
-            let (stos, movs) = executions_by_instruction(&asm.text);
+            let reps = counts_by_instruction(&asm.text);
+            let runs = |fills: bool| -> f64 {
+                reps.iter()
+                    .filter(|(fill, _)| *fill == fills)
+                    .map(|(_, r)| r.runs_per_chunk)
+                    .sum()
+            };
+            let (stos, movs) = (runs(true), runs(false));
             let (own, other) = if want_stos {
                 (stos, movs)
             } else {
