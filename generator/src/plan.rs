@@ -159,14 +159,22 @@ pub struct BodyPlan {
     pub default_body: bool,
 }
 
+/// The kind a rep-string instruction of operand `opnd` repeats as: a fill (store) or a copy
+/// (anything else, as rmw).
+pub fn rep_kind(opnd: Opnd) -> Opnd {
+    if opnd == Opnd::Store {
+        Opnd::Store
+    } else {
+        Opnd::Rmw
+    }
+}
+
 impl BodyPlan {
-    /// How a rep-string instruction of operand kind `opnd` repeats: a store is a fill, anything
-    /// else a copy.
+    /// How a rep-string instruction of operand kind `opnd` repeats (`rep_kind`).
     pub fn rep_modes(&self, opnd: Opnd) -> &RepModes {
-        if opnd == Opnd::Store {
-            &self.rep_fills
-        } else {
-            &self.rep_copies
+        match rep_kind(opnd) {
+            Opnd::Store => &self.rep_fills,
+            _ => &self.rep_copies,
         }
     }
 }

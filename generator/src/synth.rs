@@ -51,7 +51,7 @@ use crate::isa::{
     R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
 };
 use crate::knobs::Knobs;
-use crate::plan::{BodyPlan, DataClass, BINS, LINE};
+use crate::plan::{rep_kind, BodyPlan, DataClass, BINS, LINE};
 use crate::rng::{stream_id, substream, Rng};
 use ditto_profile::IndirectBranches;
 
@@ -926,16 +926,6 @@ fn planned_rep_iterations(plan: &BodyPlan, opnd: Option<Opnd>) -> f64 {
         .filter(|((class, o), _)| *class == Class::Rep && opnd.is_none_or(|k| rep_kind(*o) == k))
         .map(|((_, o), share)| share * plan.instructions * plan.rep_modes(*o).mean)
         .sum()
-}
-
-/// The kind a rep-string instruction of operand `o` repeats as (`BodyPlan::rep_modes`): a fill
-/// (store) or a copy (anything else).
-fn rep_kind(o: Opnd) -> Opnd {
-    if o == Opnd::Store {
-        Opnd::Store
-    } else {
-        Opnd::Rmw
-    }
 }
 
 /// Once every block's runs per call are final: scales the rep-string counts so that the body's

@@ -73,6 +73,12 @@ pub struct MixShare {
     pub share: f64,
 }
 
+impl MixShare {
+    /// Operand kinds: no memory operand, memory read, memory write, read and write of the same
+    /// location.
+    pub const OPERANDS: [&'static str; 4] = ["reg", "load", "store", "rmw"];
+}
+
 /// Distributions over static conditional branches, weighted by executions, in log2 bins: index `i` holds
 /// rates in `(2^-(i+2), 2^-(i+1)]` for `i` in 0..9 (2^-1 down to 2^-10), and index 10 holds rates below 2^-10.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

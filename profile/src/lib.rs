@@ -277,7 +277,7 @@ impl Profile {
                 }
                 for (operand, h) in b.rep_counts_by_operand.iter().flatten() {
                     let at = format!("body.clusters[{i}].rep_counts_by_operand.{operand}");
-                    if !["reg", "load", "store", "rmw"].contains(&operand.as_str()) {
+                    if !MixShare::OPERANDS.contains(&operand.as_str()) {
                         return Err((
                             at,
                             "is not an operand kind (reg, load, store or rmw)".into(),

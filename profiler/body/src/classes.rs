@@ -16,8 +16,8 @@ pub const CLASSES: [&str; 14] = [
     "crc32", "nop", "other",
 ];
 
-/// Operand kinds: no memory operand, memory read, memory write, read and write of the same location.
-pub const OPERANDS: [&str; 4] = ["reg", "load", "store", "rmw"];
+/// Operand kinds, in the profile's order (`MixShare::OPERANDS`).
+pub const OPERANDS: [&str; 4] = ditto_profile::MixShare::OPERANDS;
 
 /// Index into [`CLASSES`].
 pub type ClassId = u8;

@@ -284,12 +284,12 @@ fn cluster_body(
 
     // Bucket 0 holds zero repeats, bucket k > 0 holds [2^(k-1), 2^k) (Histogram::from_log2_buckets).
     let mut rep = [[0u64; 65]; OPERANDS.len()];
+    let mut all = [0u64; 65];
     for (_, t) in threads {
         for (op, counts) in t.rep_counts.iter().enumerate() {
-            for (b, &c) in counts.iter().enumerate() {
-                if let Some(slot) = rep[op].get_mut(b) {
-                    *slot += c;
-                }
+            for ((slot, total), &c) in rep[op].iter_mut().zip(all.iter_mut()).zip(counts) {
+                *slot += c;
+                *total += c;
             }
         }
     }
@@ -301,12 +301,6 @@ fn cluster_body(
             )
         })
     };
-    let mut all = [0u64; 65];
-    for op in &rep {
-        for (a, c) in all.iter_mut().zip(op) {
-            *a += c;
-        }
-    }
     let rep_counts = histogram(&all);
     let rep_counts_by_operand: BTreeMap<String, Histogram> = rep
         .iter()
