@@ -501,7 +501,7 @@ const DEFAULT_DCURVE: [(u64, f64); 10] = [
 ];
 
 /// The share of the mix's instructions with a memory operand.
-fn memory_share(mix: &[((Class, Opnd), f64)]) -> f64 {
+pub fn memory_share(mix: &[((Class, Opnd), f64)]) -> f64 {
     mix.iter()
         .filter(|m| m.0 .1.touches_memory())
         .map(|m| m.1)

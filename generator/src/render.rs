@@ -113,7 +113,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
     );
     out.push_str(
         "/* body.S reads these fields at fixed offsets and was generated for this ABI. */\n\
-         _Static_assert(DITTO_RUNTIME_ABI == 2, \"body.S was generated for runtime ABI 2\");\n\
+         _Static_assert(DITTO_RUNTIME_ABI == 3, \"body.S was generated for runtime ABI 3\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, \"body.S reads ctx->priv at 0\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, \"body.S reads ctx->shared at 8\");\n",
     );
@@ -155,15 +155,41 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         );
     }
     let classes = request_classes_array(&mut out, &s.request_classes);
-    out.push_str("\nstatic const struct ditto_cluster clusters[] = {\n");
+    let mut warm_tables = Vec::new();
     for (cl, body) in s.clusters.iter().zip(c.bodies) {
+        let regions = body.map(|b| b.warm.as_slice()).unwrap_or_default();
+        if regions.is_empty() {
+            warm_tables.push(("NULL".to_string(), 0));
+            continue;
+        }
+        let name = format!("warm_{}", cl.cname);
+        let _ = writeln!(
+            out,
+            "\n/* cluster {}: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */\nstatic const struct ditto_warm_region {name}[] = {{",
+            cl.cname
+        );
+        for r in regions {
+            let _ = writeln!(
+                out,
+                "    {{{}, {}, {}, {}}},",
+                r.offset,
+                r.bytes,
+                c_double(r.private_per_call),
+                c_double(r.shared_per_call)
+            );
+        }
+        out.push_str("};\n");
+        warm_tables.push((name, regions.len()));
+    }
+    out.push_str("\nstatic const struct ditto_cluster clusters[] = {\n");
+    for ((cl, body), (warm, n_warm)) in s.clusters.iter().zip(c.bodies).zip(&warm_tables) {
         let (b, i) = match body {
             Some(a) => (a.body_symbol.as_str(), a.init_symbol.as_str()),
             None => ("NULL", "NULL"),
         };
         let _ = writeln!(
             out,
-            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}, .calls_per_request = {}}},",
+            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}, .calls_per_request = {}, .warm = {warm}, .n_warm = {n_warm}}},",
             cl.cname, cl.role, cl.threads, cl.period_us,
             if cl.role == "DITTO_ROLE_BACKGROUND" && cl.has_body { format!("{:e}", cl.calls_per_request) } else { "0".to_string() }
         );

@@ -148,6 +148,16 @@ pub struct Stats {
     pub chase_region_bytes: u64,
 }
 
+/// One data region of a body and its accesses per call (private copy per thread, shared copy per
+/// call of any thread): the runtime's start-up warm pass (`struct ditto_warm_region`, warm.c).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarmRegion {
+    pub offset: u64,
+    pub bytes: u64,
+    pub private_per_call: f64,
+    pub shared_per_call: f64,
+}
+
 /// The generated code of one cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterAsm {
@@ -162,6 +172,8 @@ pub struct ClusterAsm {
     pub shared_bytes: u64,
     pub proofs: Vec<MemProof>,
     pub stats: Stats,
+    /// The class regions the runtime warms at start-up (`warm_regions`).
+    pub warm: Vec<WarmRegion>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3490,6 +3502,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         chase_region_bytes: chase_size,
     };
     let _ = (layout.class_top, layout.hdr_lo);
+    let warm = warm_regions(plan);
     Ok(ClusterAsm {
         body_symbol,
         init_symbol,
@@ -3499,7 +3512,29 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         shared_bytes,
         proofs: r.proofs,
         stats,
+        warm,
     })
+}
+
+/// The regions a long run of the body would have warmed, for the runtime to warm at start-up: each
+/// class region of two lines or more, with the accesses per call the plan gives it (its share of the
+/// plan's data accesses, split between the private and the shared buffer: the unit `fit_data` sized
+/// it in). The plan's shares, not the realised ones, so that config.c stays the same for every seed.
+/// The first-touch stream is left out (its lines are never touched again), and so are one-line
+/// classes (a fixed line, touched every call).
+fn warm_regions(plan: &BodyPlan) -> Vec<WarmRegion> {
+    let accesses = plan.instructions * crate::plan::memory_share(&plan.mix);
+    let shared = plan.shared_fraction.clamp(0.0, 1.0);
+    plan.data_classes
+        .iter()
+        .filter(|c| !c.first_touch && c.size >= 2 * LINE && c.share > 0.0)
+        .map(|c| WarmRegion {
+            offset: c.lo,
+            bytes: c.size,
+            private_per_call: c.share * accesses * (1.0 - shared),
+            shared_per_call: c.share * accesses * shared,
+        })
+        .collect()
 }
 
 #[cfg(test)]

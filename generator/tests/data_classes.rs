@@ -166,3 +166,90 @@ fn the_first_touch_class_is_reached_by_stores_only() {
         "{bodies_with_first_touches}"
     );
 }
+
+/// The runtime warms every class region of two lines or more at start-up (runtime/src/warm.c), at
+/// the accesses per call the plan gives it: config.c lists each such region of the request bodies,
+/// inside the private buffer and apart from the others, and the regions' private and shared
+/// accesses are in proportion to their classes' target shares.
+#[test]
+fn config_lists_every_region_the_runtime_warms_with_its_accesses_per_call() {
+    for (name, cluster) in REQUEST_BODIES {
+        let clone = common::render(&common::example_path(name), name, 1, &Knobs::default());
+        let symbol = format!("ditto_body_{cluster}");
+        let body = clone
+            .bodies
+            .iter()
+            .find(|b| b.body_symbol == symbol)
+            .unwrap_or_else(|| panic!("{name} has no body {symbol}"));
+        let st = &body.stats;
+        // Regions of two lines or more with a share: what the runtime should warm.
+        let expected: Vec<(u64, f64)> = st
+            .data_classes
+            .iter()
+            .filter(|c| c.3 >= 128 && c.1 > 0.0)
+            .map(|c| (c.3, c.1))
+            .collect();
+        let warmed: Vec<u64> = body.warm.iter().map(|w| w.bytes).collect();
+        assert!(
+            expected.len() >= 3,
+            "{name}: only {} regions of two lines or more",
+            expected.len()
+        );
+        // The first-touch stream (never reused) is the one region of two lines or more left out.
+        assert!(
+            warmed.len() + 1 >= expected.len() && warmed.len() <= expected.len(),
+            "{name}: {} regions warmed of {} with accesses",
+            warmed.len(),
+            expected.len()
+        );
+        let mut spans: Vec<(u64, u64)> = body
+            .warm
+            .iter()
+            .map(|w| (w.offset, w.offset + w.bytes))
+            .collect();
+        spans.sort();
+        for pair in spans.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "{name}: warmed regions {pair:?} overlap"
+            );
+        }
+        let top = spans.last().map(|s| s.1).unwrap_or(0);
+        assert!(
+            top <= body.priv_bytes,
+            "{name}: a warmed region ends at {top}, past the {}-byte private buffer",
+            body.priv_bytes
+        );
+        // Accesses per call of each warmed region, against its class's target share (both in class
+        // order; the first-touch stream is skipped).
+        let mut pairs: Vec<(f64, f64)> = Vec::new();
+        let mut warm = body.warm.iter().peekable();
+        for &(bytes, share) in &expected {
+            if let Some(w) = warm.next_if(|w| w.bytes == bytes) {
+                pairs.push((w.private_per_call + w.shared_per_call, share));
+            }
+        }
+        assert_eq!(
+            pairs.len(),
+            body.warm.len(),
+            "{name}: warmed regions out of class order"
+        );
+        let per_share = pairs[0].0 / pairs[0].1;
+        for (i, &(per_call, share)) in pairs.iter().enumerate() {
+            assert!(
+                (per_call / per_share - share).abs() <= 1e-9 + 1e-6 * share,
+                "{name}: warmed region {i} at share {:.6}, its class's target {share:.6}",
+                per_call / per_share
+            );
+        }
+        let config = String::from_utf8_lossy(&clone.files["src/config.c"]).to_string();
+        assert!(
+            config.contains(&format!(
+                ".warm = warm_{cluster}, .n_warm = {}",
+                body.warm.len()
+            )),
+            "{name}: config.c does not list {cluster}'s {} warmed regions",
+            body.warm.len()
+        );
+    }
+}

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DITTO_RUNTIME_ABI 2
+#define DITTO_RUNTIME_ABI 3
 
 /* How the server side handles connections (profile: network.model / threads.process_model). */
 enum ditto_net_model {
@@ -102,6 +102,17 @@ _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx-
 
 typedef void (*ditto_body_fn)(struct ditto_body_ctx *ctx);
 
+/* One data region of a body (the same offsets in the private and the shared buffer) and how often
+ * one call of the body touches it, so that the runtime can leave it as the body's steady state
+ * would (warm.c): a thread's private copy gets private_per_call accesses per call of that thread,
+ * the shared copy shared_per_call per call of every thread of the cluster. */
+struct ditto_warm_region {
+    uint64_t offset;
+    uint64_t bytes;
+    double private_per_call;
+    double shared_per_call;
+};
+
 /* One thread cluster of the original: what its threads do. */
 enum ditto_role { DITTO_ROLE_WORKER = 0, DITTO_ROLE_ACCEPTOR = 1, DITTO_ROLE_BACKGROUND = 2 };
 
@@ -117,6 +128,9 @@ struct ditto_cluster {
      * cluster). A wakeup runs the body once per whole call owed, so background work follows the load
      * as in the original (e.g. an LRU maintainer that backs off when idle). 0: once every wakeup. */
     double calls_per_request;
+    /* The body's data regions (warm.c); may be NULL (then n_warm is 0). */
+    const struct ditto_warm_region *warm;
+    uint32_t n_warm;
 };
 
 /* A request class (an HTTP request target, by hash): its responses draw their sizes at quantiles

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 2, "body.S was generated for runtime ABI 2");
+_Static_assert(DITTO_RUNTIME_ABI == 3, "body.S was generated for runtime ABI 3");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -29,11 +29,73 @@ static const struct ditto_extra extras[] = {
     {DITTO_OP_FUTEX_WAKE, 0.001702656143583991, {0, NULL, NULL, NULL}},
 };
 
+/* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c0[] = {
+    {64, 128, 6731.827549180756, 1273.7648184476152},
+    {192, 128, 7622.329754110085, 1442.2614668097747},
+    {320, 128, 7013.281613951167, 1327.0202358056035},
+    {448, 128, 5813.64133788057, 1100.0299323125394},
+    {576, 128, 3598.9208282117784, 680.9709104791905},
+    {704, 128, 2159.3524969270748, 408.5825462875157},
+    {832, 512, 2099.370483123535, 397.23303111286066},
+    {1344, 512, 1107.3602548343958, 209.52951091667444},
+    {1856, 512, 286.06806583221686, 54.12845698680717},
+    {2368, 512, 55.36801274172325, 10.476475545834376},
+    {2880, 2048, 296.9245389188273, 56.18266787814687},
+    {4928, 8192, 1023.5047848162385, 193.6627723879199},
+    {13120, 8192, 1066.2630298570489, 201.7532868631718},
+    {21312, 512, 54.86649088717571, 10.38157993400561},
+    {22144, 2097152, 82.2997363307667, 15.57236990100901},
+};
+
+/* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c1[] = {
+    {64, 128, 44.442451695701244, 12.008559971277522},
+    {192, 128, 54.15904503221723, 14.63402929949989},
+    {320, 128, 37.097055978175405, 10.023799418672677},
+    {448, 128, 28.64651687247519, 7.740423912405488},
+    {576, 128, 24.375623743739897, 6.586408453976229},
+    {704, 128, 16.64523523585925, 4.497621034376277},
+    {832, 256, 17.24658906108524, 4.660109673023589},
+    {1088, 128, 11.631932494887492, 3.143002998644632},
+    {1216, 256, 7.043507634306451, 1.9031889692733},
+    {1472, 1024, 5.358990982293848, 1.448024628277558},
+    {2496, 1024, 2.4127830664160026, 0.6519453595657955},
+    {3520, 4096, 2.8469769242220093, 0.7692665869437196},
+    {7616, 8192, 1.129430628677789, 0.30517748054810373},
+    {15808, 8192, 0.37782579584215714, 0.1020903112891286},
+    {24192, 262144, 0.49645473099386517, 0.1341444088409941},
+    {286336, 2097152, 2.5114569230176347, 0.6786075008155896},
+    {2383488, 8388608, 1.9014419917739065, 0.5137785904896635},
+};
+
+/* cluster c2: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c2[] = {
+    {64, 128, 292.6138652708387, 72.39435425844898},
+    {192, 128, 174.29069142058327, 43.12052009898101},
+    {320, 128, 175.9676207859865, 43.5354020746968},
+    {448, 128, 188.73015288251727, 46.69292596364818},
+    {576, 128, 82.71247915010734, 20.463543351389475},
+    {704, 128, 34.146817836086974, 8.448119247310197},
+    {832, 128, 16.56311381402238, 4.097809678176053},
+    {960, 128, 8.126922027004657, 2.010647279851918},
+    {1088, 128, 5.195731968216131, 1.2854539903324005},
+    {1216, 128, 7.6905080323200465, 1.9026759460079128},
+    {1344, 1024, 12.676061729450531, 3.136130622499463},
+    {2368, 8192, 35.19958462580638, 8.708579809751194},
+    {10560, 16384, 27.546977028060265, 6.815280649373568},
+    {26944, 8192, 4.965394047936835, 1.2284670632624222},
+    {35136, 1024, 0.27231093479698637, 0.06737129241601619},
+    {36288, 4096, 0.10543016854640376, 0.02608403044815315},
+    {40384, 65536, 0.44872150448406206, 0.11101628259800982},
+    {105920, 4194304, 0.058176561632499575, 0.014393216153525144},
+};
+
 static const struct ditto_cluster clusters[] = {
-    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0},
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
-    {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 986, .calls_per_request = 1.0171868114258242e-1},
-    {.name = "c3", .role = DITTO_ROLE_BACKGROUND, .threads = 4, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0},
+    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0, .warm = warm_c0, .n_warm = 15},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 17},
+    {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 986, .calls_per_request = 1.0171868114258242e-1, .warm = warm_c2, .n_warm = 18},
+    {.name = "c3", .role = DITTO_ROLE_BACKGROUND, .threads = 4, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0, .warm = NULL, .n_warm = 0},
 };
 
 const struct ditto_config ditto_clone_config = {

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 2, "body.S was generated for runtime ABI 2");
+_Static_assert(DITTO_RUNTIME_ABI == 3, "body.S was generated for runtime ABI 3");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -41,8 +41,24 @@ static const struct ditto_request_class request_classes[] = {
     {UINT64_C(0xdfc1cc0291c5b351), 0.900515164271253, 1.0},
 };
 
+/* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c1[] = {
+    {64, 128, 468.9080481353267, 0.0},
+    {192, 128, 303.13394904411535, 0.0},
+    {320, 128, 433.3372154555664, 0.0},
+    {448, 128, 337.3350534290495, 0.0},
+    {576, 256, 236.559134439642, 0.0},
+    {832, 512, 123.62159221157417, 0.0},
+    {1344, 2048, 129.61666715585073, 0.0},
+    {3392, 4096, 121.70406951472036, 0.0},
+    {7488, 8192, 124.27082315852722, 0.0},
+    {15680, 16384, 16.228100369928924, 0.0},
+    {32128, 4096, 0.0032037213394858354, 0.0},
+    {36224, 32768, 0.008936696368612777, 0.0},
+};
+
 static const struct ditto_cluster clusters[] = {
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 1, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 1, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 12},
 };
 
 const struct ditto_config ditto_clone_config = {

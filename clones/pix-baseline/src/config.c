@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 2, "body.S was generated for runtime ABI 2");
+_Static_assert(DITTO_RUNTIME_ABI == 3, "body.S was generated for runtime ABI 3");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -37,9 +37,49 @@ static const struct ditto_extra extras[] = {
     {DITTO_OP_WAKEUP_TOPUP, 1.0749974917226848, {0, NULL, NULL, NULL}},
 };
 
+/* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c0[] = {
+    {64, 128, 2561.1252307919067, 633.5128040903966},
+    {192, 128, 3342.1776061397927, 826.7117443449146},
+    {320, 128, 2068.102136718489, 511.5599846606341},
+    {448, 128, 1586.3234290011328, 392.38854532312956},
+    {576, 128, 895.2261445017303, 221.4406458066736},
+    {704, 128, 643.5248806853007, 159.18052220305785},
+    {832, 256, 2172.7614251095138, 537.4482147501102},
+    {1088, 512, 1235.1525935734003, 305.52390551877244},
+    {1600, 4096, 1947.8736979883056, 481.8206129049554},
+    {5696, 8192, 1115.789107639836, 275.99848607788255},
+    {13888, 2048, 196.44102297447438, 48.591104334427904},
+    {15936, 1024, 104.00089258915496, 25.725371137625945},
+    {16960, 512, 40.40321008085037, 9.994025518486094},
+    {17472, 128, 6.683237757732695, 1.6531470782453368},
+    {17600, 2048, 230.82232405777222, 57.09556721491793},
+    {19648, 128, 6.143834463399953, 1.519721781653076},
+};
+
+/* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c1[] = {
+    {64, 128, 4174.577882172685, 1407.1516038752457},
+    {192, 128, 4043.2325599340115, 1362.8781980205035},
+    {320, 128, 3672.3208240250506, 1237.8526124854207},
+    {448, 128, 2918.610741881501, 983.7947458267561},
+    {576, 128, 2198.3516763928083, 741.0124267960688},
+    {704, 128, 1341.694686935705, 452.25358920597455},
+    {832, 512, 1251.08716851592, 421.7119348240951},
+    {1344, 1024, 740.9438344031694, 249.75466607398778},
+    {2368, 2048, 478.03455517196636, 161.13415775295783},
+    {4416, 8192, 704.9817430806905, 237.63269448513893},
+    {12608, 8192, 357.497395002813, 120.50392805167007},
+    {20800, 16384, 94.2704406886309, 31.776338963400338},
+    {37184, 32768, 27.532707418398928, 9.28062537011863},
+    {69952, 32768, 15.715509172968583, 5.297326954396033},
+    {102720, 65536, 11.11061689083746, 3.7451265299782466},
+    {168256, 131072, 7.4631299225365515, 2.515644823701538},
+};
+
 static const struct ditto_cluster clusters[] = {
-    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0},
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 2, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
+    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0, .warm = warm_c0, .n_warm = 16},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 2, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 16},
 };
 
 const struct ditto_config ditto_clone_config = {

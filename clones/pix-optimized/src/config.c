@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 2, "body.S was generated for runtime ABI 2");
+_Static_assert(DITTO_RUNTIME_ABI == 3, "body.S was generated for runtime ABI 3");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -35,9 +35,47 @@ static const struct ditto_extra extras[] = {
     {DITTO_OP_WAKEUP_TOPUP, 1.0579913715260358, {0, NULL, NULL, NULL}},
 };
 
+/* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c0[] = {
+    {64, 128, 2481.3086086800404, 649.2462256227069},
+    {192, 128, 3386.7895930329573, 886.1696415201731},
+    {320, 128, 2039.2560412480684, 533.5810641316868},
+    {448, 128, 1498.0195321872595, 391.96395151308803},
+    {576, 128, 825.9628242539352, 216.1171102520796},
+    {704, 128, 583.1331740591958, 152.5795747328345},
+    {832, 256, 2138.4399828769037, 559.5330152592653},
+    {1088, 512, 1132.0649889360352, 296.21020080098697},
+    {1600, 4096, 1981.1137306380626, 518.3678514017273},
+    {5696, 8192, 1118.3844452630922, 292.6306213351139},
+    {13888, 2048, 207.55810142358308, 54.308566647161804},
+    {15936, 2048, 129.05262862822772, 33.76723546215282},
+    {17984, 1024, 82.02340671779368, 21.46181536547058},
+    {19008, 512, 59.80487668137252, 15.648231067826575},
+    {19520, 2048, 126.16371245111549, 33.01133677322341},
+};
+
+/* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c1[] = {
+    {64, 128, 4042.976300499082, 1215.6358009593462},
+    {192, 128, 3978.896628818792, 1196.3684253384044},
+    {320, 128, 3560.369700191365, 1070.5264019651158},
+    {448, 128, 2820.424967288933, 848.0409750937146},
+    {576, 128, 2072.912922609644, 623.2802207335436},
+    {704, 128, 1290.2512021035163, 387.9507167316929},
+    {832, 512, 1274.9275886022583, 383.34323655183294},
+    {1344, 1024, 725.8311459483893, 218.24177558431145},
+    {2368, 2048, 474.73889127332495, 142.74374852713322},
+    {4416, 8192, 653.6380378816483, 196.53486457975674},
+    {12608, 16384, 401.5340588574897, 120.73263382509224},
+    {28992, 32768, 118.15194103205943, 35.52574113622154},
+    {61760, 32768, 16.408469531462277, 4.933672997027924},
+    {94528, 65536, 7.32439095109048, 2.2022864341967927},
+    {160064, 32768, 1.369722671287392, 0.41184607399184586},
+};
+
 static const struct ditto_cluster clusters[] = {
-    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0},
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 2, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
+    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0, .warm = warm_c0, .n_warm = 15},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 2, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 15},
 };
 
 const struct ditto_config ditto_clone_config = {

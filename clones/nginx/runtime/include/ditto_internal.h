@@ -150,6 +150,21 @@ struct ditto_req;
 int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
                       const struct ditto_cluster *cluster, uint64_t stream, int serving);
 void ditto_worker_free(struct ditto_worker *w);
+/* warm.c: reads every line of the cluster's data regions in this thread's private buffer (and, for
+ * the first of its threads to call, in the shared buffer) in the order a long run of the body would
+ * have left them, so that a measurement right after start-up sees the body's steady state. */
+void ditto_warm_regions(const struct ditto_rt *rt, const struct ditto_cluster *cluster, uint8_t *priv);
+/* The schedule behind it, apart for tests: stream i has `lines` lines read at `rate` per call of
+ * the thread; visit(arg, i, line) is called once for every line of every stream, in clock order. */
+struct ditto_warm_stream {
+    const volatile uint8_t *base;
+    uint64_t lines;
+    double rate;
+};
+void ditto_warm_schedule(const struct ditto_warm_stream *s, uint32_t n,
+                         void (*visit)(void *arg, uint32_t stream, uint64_t line), void *arg);
+/* Line k of a region of `lines` lines in the warm order. */
+uint64_t ditto_warm_line(uint64_t k, uint64_t lines);
 /* Calls the cluster body once (no-op without a body). */
 void ditto_worker_body(struct ditto_worker *w);
 /* Requests this process has served (all workers); background threads pace themselves on it. */

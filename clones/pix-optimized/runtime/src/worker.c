@@ -90,6 +90,8 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     }
     if (cluster != NULL && cluster->body_init != NULL)
         cluster->body_init(&w->ctx);
+    if (cluster != NULL && cluster->body != NULL)
+        ditto_warm_regions(rt, cluster, w->ctx.priv);
     return 0;
 fail:
     ditto_worker_free(w);

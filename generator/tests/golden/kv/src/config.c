@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 2, "body.S was generated for runtime ABI 2");
+_Static_assert(DITTO_RUNTIME_ABI == 3, "body.S was generated for runtime ABI 3");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -27,11 +27,35 @@ static const struct ditto_extra extras[] = {
     {DITTO_OP_FUTEX_WAKE, 0.0007611874524257842, {0, NULL, NULL, NULL}},
 };
 
+/* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c1[] = {
+    {64, 128, 345.2760000000001, 30.02400000000001},
+    {192, 128, 276.2207999999999, 24.019199999999987},
+    {320, 128, 241.69319999999985, 21.016799999999986},
+    {448, 128, 207.1656000000002, 18.014400000000016},
+    {576, 128, 172.63799999999978, 15.011999999999981},
+    {704, 128, 172.63800000000018, 15.012000000000015},
+    {832, 128, 103.5828000000001, 9.007200000000008},
+    {960, 512, 103.5828000000001, 9.007200000000008},
+    {1472, 512, 69.05519999999967, 6.004799999999972},
+    {1984, 1024, 51.79140000000005, 4.503600000000004},
+    {3008, 4096, 51.79140000000005, 4.503600000000004},
+    {7104, 8192, 34.527600000000035, 3.002400000000003},
+};
+
+/* cluster c2: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
+static const struct ditto_warm_region warm_c2[] = {
+    {64, 128, 25.95232733748887, 11.122426001780946},
+    {192, 128, 17.301551558325908, 7.414950667853961},
+    {320, 128, 17.301551558325908, 7.414950667853961},
+    {448, 128, 8.650775779162963, 3.7074753339269844},
+};
+
 static const struct ditto_cluster clusters[] = {
-    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0},
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
-    {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 991, .calls_per_request = 1.0122791554825528e-1},
-    {.name = "c3", .role = DITTO_ROLE_BACKGROUND, .threads = 4, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0},
+    {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0, .warm = NULL, .n_warm = 0},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 12},
+    {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 991, .calls_per_request = 1.0122791554825528e-1, .warm = warm_c2, .n_warm = 4},
+    {.name = "c3", .role = DITTO_ROLE_BACKGROUND, .threads = 4, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0, .warm = NULL, .n_warm = 0},
 };
 
 const struct ditto_config ditto_clone_config = {
