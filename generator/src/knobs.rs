@@ -54,6 +54,11 @@ pub struct DataWorkingSetKnobs {
     /// (`plan::scale_misses_from`): the first level's miss rate follows it in proportion, and the
     /// levels past it keep their misses per first-level miss.
     pub far_share_scale: f64,
+    /// Multiplies the share of accesses that miss a cache of `tail_from_bytes`, after
+    /// `far_share_scale` (`plan::scale_misses_from`): the second level's misses follow it in
+    /// proportion, taken from (or given to) the reuses just below that size, while the first level's
+    /// misses and the last level's misses per second-level miss stay.
+    pub tail_share_scale: f64,
     pub shared_fraction_scale: f64,
     pub regular_fraction_scale: f64,
     pub pointer_chase_scale: f64,
@@ -115,6 +120,7 @@ impl Default for DataWorkingSetKnobs {
             tail_scale: 1.0,
             tail_from_bytes: 1 << 20,
             far_share_scale: 1.0,
+            tail_share_scale: 1.0,
             shared_fraction_scale: 1.0,
             regular_fraction_scale: 1.0,
             pointer_chase_scale: 1.0,
@@ -388,6 +394,12 @@ impl Knobs {
                  the stretches): the first level's misses follow it in proportion, the larger \
                  levels keep their misses per first-level miss. < 1 moves the difference to reuses \
                  within a line, > 1 takes it from the reuses just below mid_from_bytes.",
+            ),
+            scale(
+                "data_working_set",
+                "tail_share_scale",
+                self.data_working_set.tail_share_scale,
+                "Multiplies the share of data accesses that miss a cache of tail_from_bytes (after                  far_share_scale): the second level's misses follow it in proportion, the last level                  keeps its misses per second-level miss and the first level its misses. > 1 takes                  the difference from the reuses just below tail_from_bytes, < 1 gives it to them.",
             ),
             scale(
                 "data_working_set",

@@ -1267,19 +1267,23 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     let dw = &knobs.data_working_set;
     let cap = knobs.limits.max_buffer_bytes;
     let dgrid = scale_misses_from(
-        &stretch_above(
+        &scale_misses_from(
             &stretch_above(
-                &grid_curve(&dcurve, dw.size_scale, cap),
-                dw.mid_from_bytes,
-                dw.mid_scale,
+                &stretch_above(
+                    &grid_curve(&dcurve, dw.size_scale, cap),
+                    dw.mid_from_bytes,
+                    dw.mid_scale,
+                    cap,
+                ),
+                dw.tail_from_bytes,
+                dw.tail_scale,
                 cap,
             ),
-            dw.tail_from_bytes,
-            dw.tail_scale,
-            cap,
+            dw.mid_from_bytes,
+            dw.far_share_scale,
         ),
-        dw.mid_from_bytes,
-        dw.far_share_scale,
+        dw.tail_from_bytes,
+        dw.tail_share_scale,
     );
     if let Some(last) = dcurve.iter().map(|p| p.0).max() {
         let mut stretched = last as f64 * dw.size_scale;

@@ -253,3 +253,56 @@ fn config_lists_every_region_the_runtime_warms_with_its_accesses_per_call() {
         );
     }
 }
+
+/// `data_working_set.tail_share_scale` multiplies the accesses that miss a cache of
+/// `tail_from_bytes` (the L2's size): memcached's request body's classes past 1 MiB get its factor
+/// of their shares, the classes up to the L1d's size keep theirs, and the classes past 1 MiB keep
+/// their proportions (so the last level's misses per L2 miss stay).
+#[test]
+fn the_tail_share_multiplies_the_accesses_past_the_second_level_alone() {
+    let base = request_body_stats("memcached", "c1", 1);
+    let past = |st: &Stats, from: u64| -> Vec<f64> {
+        st.data_classes
+            .iter()
+            .filter(|c| c.0 > from)
+            .map(|c| c.1)
+            .collect()
+    };
+    let within = |st: &Stats, to: u64| -> f64 {
+        st.data_classes
+            .iter()
+            .filter(|c| c.0 <= to)
+            .map(|c| c.1)
+            .sum()
+    };
+    let far: f64 = past(&base, 1 << 20).iter().sum();
+    assert!(far > 0.001, "memcached's body misses 1 MiB on {far}");
+    for factor in [0.5, 1.6, 3.0] {
+        let mut knobs = Knobs::default();
+        knobs.data_working_set.tail_share_scale = factor;
+        let clone = common::render(&common::example_path("memcached"), "memcached", 1, &knobs);
+        let st = &clone
+            .bodies
+            .iter()
+            .find(|b| b.body_symbol == "ditto_body_c1")
+            .expect("memcached's request body")
+            .stats;
+        let scaled: Vec<f64> = past(st, 1 << 20);
+        let total: f64 = scaled.iter().sum();
+        assert!(
+            (total - factor * far).abs() < 1e-9,
+            "×{factor}: {total:.6} of the accesses past 1 MiB, expected {:.6}",
+            factor * far
+        );
+        for (a, b) in scaled.iter().zip(past(&base, 1 << 20)) {
+            assert!(
+                (a / total - b / far).abs() < 1e-9,
+                "×{factor}: the classes past 1 MiB changed their proportions"
+            );
+        }
+        assert!(
+            (within(st, 32768) - within(&base, 32768)).abs() < 1e-9,
+            "×{factor}: the classes within the L1d's size moved"
+        );
+    }
+}
