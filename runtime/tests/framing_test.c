@@ -8,18 +8,7 @@
 #include <string.h>
 
 #include "ditto_internal.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Parses `text` from a heap copy of exactly its length, so ASan sees any overread. */
 static int parse(enum ditto_framing f, const char *text, size_t len, struct ditto_req *req)
