@@ -879,19 +879,7 @@ fn no_reach_left(g: &Group, history: &[Iteration], o: f64, c: f64) -> Option<Str
     if !PLATEAU_GROUPS.contains(&g.knob) {
         return None;
     }
-    let pts: Vec<(f64, f64)> = history
-        .iter()
-        .filter_map(|it| {
-            let k = g.knob.get(&it.knobs);
-            figure(&it.figures, g.driver)
-                .filter(|m| *m > 0.0 && k > 0.0)
-                .map(|m| (k.ln(), m.ln()))
-        })
-        .collect();
-    let (last, earlier) = pts.split_last()?;
-    let other = earlier.iter().rev().find(|p| (p.0 - last.0).abs() > 1e-3)?;
-    let span = last.0 - other.0;
-    let e = (last.1 - other.1) / span;
+    let (span, e) = last_step(history, g.knob, g.driver)?;
     // The step went the way the clone is off (down while over), over a span wide enough for a
     // small response to be the lever's and not noise.
     let toward = span * (o / c).ln() * g.elasticity.signum() > 0.0;
@@ -911,6 +899,12 @@ fn no_reach_left(g: &Group, history: &[Iteration], o: f64, c: f64) -> Option<Str
 
 /// The elasticity of `driver` in `knob` from the last two iterations at different knob values.
 fn secant(history: &[Iteration], knob: Knob, driver: &str) -> Option<f64> {
+    last_step(history, knob, driver).map(|(_, e)| e)
+}
+
+/// The last step of `knob` between two iterations at different values of it: its span (in log
+/// knob) and the elasticity of `driver` over it.
+fn last_step(history: &[Iteration], knob: Knob, driver: &str) -> Option<(f64, f64)> {
     let pts: Vec<(f64, f64)> = history
         .iter()
         .filter_map(|it| {
@@ -922,7 +916,8 @@ fn secant(history: &[Iteration], knob: Knob, driver: &str) -> Option<f64> {
         .collect();
     let (last, earlier) = pts.split_last()?;
     let other = earlier.iter().rev().find(|p| (p.0 - last.0).abs() > 1e-3)?;
-    Some((last.1 - other.1) / (last.0 - other.0))
+    let span = last.0 - other.0;
+    Some((span, (last.1 - other.1) / span))
 }
 
 /// The knob (as a logarithm) at which `driver` should reach `target`, interpolated (log–log) inside

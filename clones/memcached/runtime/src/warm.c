@@ -33,7 +33,8 @@
 /* The clusters (by index, up to 64) whose shared regions some thread of this process has warmed. */
 static _Atomic uint64_t shared_claimed;
 
-uint64_t ditto_warm_line(uint64_t k, uint64_t lines)
+/* Line k of a region of `lines` lines in the warm order. */
+static uint64_t warm_line(uint64_t k, uint64_t lines)
 {
     /* A multiplicative permutation where the region is a power of two of lines (the generator's
      * regions are), address order otherwise. */
@@ -66,7 +67,7 @@ void ditto_warm_schedule(const struct ditto_warm_stream *s, uint32_t n,
             double due_f = (now - start) * s[i].rate;
             uint64_t due = step == WARM_STEPS || due_f >= (double)s[i].lines ? s[i].lines : (uint64_t)due_f;
             for (; done[i] < due; done[i]++)
-                visit(arg, i, ditto_warm_line(done[i], s[i].lines));
+                visit(arg, i, warm_line(done[i], s[i].lines));
         }
     }
 }

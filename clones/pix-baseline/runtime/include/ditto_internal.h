@@ -163,8 +163,6 @@ struct ditto_warm_stream {
 };
 void ditto_warm_schedule(const struct ditto_warm_stream *s, uint32_t n,
                          void (*visit)(void *arg, uint32_t stream, uint64_t line), void *arg);
-/* Line k of a region of `lines` lines in the warm order. */
-uint64_t ditto_warm_line(uint64_t k, uint64_t lines);
 /* Calls the cluster body once (no-op without a body). */
 void ditto_worker_body(struct ditto_worker *w);
 /* Requests this process has served (all workers); background threads pace themselves on it. */
