@@ -59,6 +59,12 @@ pub struct DataWorkingSetKnobs {
     /// proportion, taken from (or given to) the reuses just below that size, while the first level's
     /// misses and the last level's misses per second-level miss stay.
     pub tail_share_scale: f64,
+    /// Multiplies the share of the first-touch stream (`plan::add_cold_class`), the accesses that
+    /// miss even at the footprint, after the shares above (`plan::scale_first_touch`): the last
+    /// level's misses follow it. < 1 gives the difference to the reuses just past
+    /// `tail_from_bytes`, which the last level holds, so the second level keeps its misses; > 1
+    /// takes it from the smallest class, whose accesses hit everywhere.
+    pub first_touch_scale: f64,
     pub shared_fraction_scale: f64,
     pub regular_fraction_scale: f64,
     pub pointer_chase_scale: f64,
@@ -121,6 +127,7 @@ impl Default for DataWorkingSetKnobs {
             tail_from_bytes: 1 << 20,
             far_share_scale: 1.0,
             tail_share_scale: 1.0,
+            first_touch_scale: 1.0,
             shared_fraction_scale: 1.0,
             regular_fraction_scale: 1.0,
             pointer_chase_scale: 1.0,
@@ -399,7 +406,20 @@ impl Knobs {
                 "data_working_set",
                 "tail_share_scale",
                 self.data_working_set.tail_share_scale,
-                "Multiplies the share of data accesses that miss a cache of tail_from_bytes (after                  far_share_scale): the second level's misses follow it in proportion, the last level                  keeps its misses per second-level miss and the first level its misses. > 1 takes                  the difference from the reuses just below tail_from_bytes, < 1 gives it to them.",
+                "Multiplies the share of data accesses that miss a cache of tail_from_bytes (after \
+                 far_share_scale): the second level's misses follow it in proportion, the last level \
+                 keeps its misses per second-level miss and the first level its misses. > 1 takes \
+                 the difference from the reuses just below tail_from_bytes, < 1 gives it to them.",
+            ),
+            scale(
+                "data_working_set",
+                "first_touch_scale",
+                self.data_working_set.first_touch_scale,
+                "Multiplies the share of the first-touch stream (data accesses that miss even at \
+                 the footprint), after the other shares: the last level's misses follow it. < 1 \
+                 gives the difference to the reuses just past tail_from_bytes (second-level misses, \
+                 last-level hits), > 1 takes it from the smallest class. No effect on a body \
+                 without such a stream.",
             ),
             scale(
                 "data_working_set",

@@ -353,6 +353,30 @@ pub fn has_background_body(profile: &Profile) -> bool {
     })
 }
 
+/// Whether a body of `profile` has a first-touch stream under `knobs` (`plan::add_cold_class`), what
+/// `data_working_set.first_touch_scale` acts on: a data curve that ends below 1 within half the
+/// buffer.
+pub fn has_first_touch_stream(profile: &Profile, knobs: &Knobs) -> bool {
+    let Some(body) = profile.body.as_ref() else {
+        return false;
+    };
+    body.clusters.iter().any(|b| {
+        let p = plan::plan(
+            &plan::PlanInput {
+                body: Some(b),
+                calls_per_request: 1.0,
+                cluster: &b.cluster,
+                skeleton_instructions: 0.0,
+                background: false,
+            },
+            knobs,
+        );
+        p.data_classes
+            .iter()
+            .any(|c| c.first_touch && c.share > 0.0)
+    })
+}
+
 /// Loads the profile, renders the clone and writes it to `opts.out` (atomically).
 pub fn generate(opts: &Options) -> Result<CloneFiles> {
     let profile = Profile::load(&opts.profile)?;

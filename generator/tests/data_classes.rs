@@ -306,3 +306,16 @@ fn the_tail_share_multiplies_the_accesses_past_the_second_level_alone() {
         );
     }
 }
+
+/// The first-touch scale acts on the Pix bodies, whose curves end below 1 at 2-4 MiB, and on
+/// nginx's (0.0013 % of its worker's accesses missing at 512 KiB), and has nothing to act on in
+/// memcached's, whose curves reach 1 at 64 MiB, past half the buffer.
+#[test]
+fn the_pix_and_nginx_bodies_have_a_first_touch_stream_and_memcached_none() {
+    let has = |name: &str| {
+        let profile = ditto_profile::Profile::load(&common::example_path(name)).expect("profile");
+        ditto_generator::has_first_touch_stream(&profile, &Knobs::default())
+    };
+    assert!(has("pix-baseline") && has("pix-optimized") && has("nginx"));
+    assert!(!has("memcached"));
+}

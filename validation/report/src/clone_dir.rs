@@ -121,6 +121,14 @@ impl CloneDir {
             .unwrap_or(false)
     }
 
+    /// Whether a body of the clone has a first-touch stream with `knobs`
+    /// (`ditto_generator::has_first_touch_stream`); `false` when its profile cannot be read.
+    pub fn has_first_touch_stream(&self, knobs: &Knobs) -> bool {
+        ditto_profile::Profile::load(&self.profile_path)
+            .map(|p| ditto_generator::has_first_touch_stream(&p, knobs))
+            .unwrap_or(false)
+    }
+
     /// The L1i miss rate's elasticity in the code-size knob that the profile's bodies predict at an
     /// L1i of `l1i_bytes` (`tune::code_elasticity`); `None` without a readable profile or curves.
     pub fn code_elasticity(&self, l1i_bytes: u64) -> Option<f64> {

@@ -411,6 +411,10 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         self.clone.has_background_body()
     }
 
+    fn has_first_touch_stream(&self, knobs: &ditto_generator::Knobs) -> bool {
+        self.clone.has_first_touch_stream(knobs)
+    }
+
     fn code_elasticity(&self) -> Option<f64> {
         // The perf backend does not say the L1i's size.
         let CounterBackend::Sim(platform) = &self.backend else {
