@@ -63,7 +63,8 @@ pub struct DataWorkingSetKnobs {
     /// miss even at the footprint, after the shares above (`plan::scale_first_touch`): the last
     /// level's misses follow it. < 1 gives the difference to the reuses just past
     /// `tail_from_bytes`, which the last level holds, so the second level keeps its misses; > 1
-    /// takes it from the smallest class, whose accesses hit everywhere.
+    /// takes it from those reuses, nearest first, and what they do not hold from the smallest
+    /// class, whose accesses hit everywhere.
     pub first_touch_scale: f64,
     pub shared_fraction_scale: f64,
     pub regular_fraction_scale: f64,
@@ -418,8 +419,8 @@ impl Knobs {
                 "Multiplies the share of the first-touch stream (data accesses that miss even at \
                  the footprint), after the other shares: the last level's misses follow it. < 1 \
                  gives the difference to the reuses just past tail_from_bytes (second-level misses, \
-                 last-level hits), > 1 takes it from the smallest class. No effect on a body \
-                 without such a stream.",
+                 last-level hits), > 1 takes it from those reuses and then from the smallest \
+                 class. No effect on a body without such a stream.",
             ),
             scale(
                 "data_working_set",
