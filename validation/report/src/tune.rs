@@ -1183,8 +1183,8 @@ pub struct Levers {
 /// the tail's stretch above 1 MiB had nothing to move, and Pix optimized's LLC read 0.56, 0.48,
 /// 0.32, 0.27 and 0.22 of its L2 misses (original 0.42) as the tail went ×1, ×0.86, ×0.76, ×0.87 and
 /// ×1.37, the data size moving the reuses below it. The stream's share moves the LLC's misses and
-/// not the L2's (below ×1 the difference becomes reuses just past 1 MiB), so the LLC's share of the
-/// L2's misses follows it about as 1 − that share; not a cliff.
+/// not the L2's (the difference goes to or comes from reuses just past 1 MiB, as far as they hold
+/// it), so the LLC's share of the L2's misses follows it about as 1 − that share; not a cliff.
 const FIRST_TOUCH_LEADS_THE_LAST_LEVEL: Knob = Knob::DataFirstTouch;
 
 /// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
