@@ -10,26 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 clone=${1:?usage: validation/bench/branch-by-function.sh CLONE_DIR}
 command -v valgrind >/dev/null || { echo "branch-by-function: valgrind is missing; run scripts/setup.sh" >&2; exit 1; }
+# shellcheck source=validation/bench/branch-sim-lib.sh
+source validation/bench/branch-sim-lib.sh
 cargo build --quiet --release -p ditto-cli
-make -s -C "$clone" >/dev/null
 work=$(mktemp -d)
-vp=
-trap '[ -n "$vp" ] && kill "$vp" 2>/dev/null; rm -rf "$work"' EXIT
-port=$((24000 + RANDOM % 1000))
-# One output file per process (%p): a prefork clone's workers are forked children of its master.
-valgrind --tool=cachegrind --cache-sim=no --branch-sim=yes --cachegrind-out-file="$work/cg.out.%p" \
-  "$clone/clone" --port "$port" >"$work/clone.log" 2>&1 &
-vp=$!
-sleep 3
-target/release/ditto load --target "$clone/target.toml" --addr "127.0.0.1:$port" --rate 250 \
-  --duration 8 >"$work/load.log" 2>&1
-kill -INT "$vp"
-wait "$vp" || true
-vp=
-sleep 1
+trap 'branch_sim_stop; rm -rf "$work"' EXIT
+branch_sim_run "$clone" "$work"
 answered=$(sed -n 's/.*answered \([0-9]*\).*/\1/p' "$work/load.log" | tail -1)
-[ -n "$answered" ] && [ "$answered" -gt 0 ] || { echo "branch-by-function: the load got no answers; see $work/load.log" >&2; cat "$work/load.log" >&2; exit 1; }
-cg_merge -o "$work/cg.out" "$work"/cg.out.*
+[ -n "$answered" ] && [ "$answered" -gt 0 ] || { echo "branch-by-function: the load got no answers:" >&2; cat "$work/load.log" >&2; exit 1; }
 cg_annotate --show=Bc,Bcm --auto=no "$work/cg.out" >"$work/ann.txt" 2>/dev/null
 python3 - "$work/ann.txt" "$answered" <<'PY'
 import re, sys

@@ -14,23 +14,12 @@ cd "$(dirname "$0")/../.."
 clone=${1:?usage: validation/bench/branch-kinds.sh CLONE_DIR [CLUSTER]}
 cluster=${2:-c1}
 command -v valgrind >/dev/null || { echo "branch-kinds: valgrind is missing; run scripts/setup.sh" >&2; exit 1; }
+# shellcheck source=validation/bench/branch-sim-lib.sh
+source validation/bench/branch-sim-lib.sh
 cargo build --quiet --release -p ditto-cli
-make -s -C "$clone" >/dev/null
 work=$(mktemp -d)
-vp=
-trap '[ -n "$vp" ] && kill "$vp" 2>/dev/null; rm -rf "$work"' EXIT
-port=$((22000 + RANDOM % 1000))
-# One output file per process (%p): a prefork clone's workers are forked children of its master.
-valgrind --tool=cachegrind --cache-sim=no --branch-sim=yes --cachegrind-out-file="$work/cg.out.%p" \
-  "$clone/clone" --port "$port" >"$work/clone.log" 2>&1 &
-vp=$!
-sleep 3
-target/release/ditto load --target "$clone/target.toml" --addr "127.0.0.1:$port" --rate 250 \
-  --duration 8 --warm >"$work/load.log" 2>&1
-kill -INT "$vp"
-wait "$vp" || true
-sleep 1
-cg_merge -o "$work/cg.out" "$work"/cg.out.*
+trap 'branch_sim_stop; rm -rf "$work"' EXIT
+branch_sim_run "$clone" "$work" --warm
 cg_annotate --show=Ir,Bc,Bcm,Bi,Bim "$work/cg.out" "$clone/src/body.S" >"$work/ann.txt" 2>/dev/null
 python3 - "$work/ann.txt" "ditto_body_$cluster" <<'PY'
 import re, sys

@@ -984,7 +984,7 @@ fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Opti
     // and ran out of iterations 13 % over; with the rule its steps would have been ×1.093, ×1.070.
     let (mut below_gap, mut above_gap) = (t - below.1, above.1 - t);
     if let [.., before, last] = pts.as_slice() {
-        match ((before.1 > t), (last.1 > t)) {
+        match (before.1 > t, last.1 > t) {
             (true, true) => below_gap *= 0.5,
             (false, false) => above_gap *= 0.5,
             _ => {}
