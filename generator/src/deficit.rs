@@ -60,6 +60,28 @@ impl Deficit {
         self.pick_with(rng, w, allowed, Overshoot::Absolute)
     }
 
+    /// `pick`, except that it returns `None` when nothing allowed is short (the caller then has a
+    /// better fallback than the least overshot choice).
+    pub fn pick_short(
+        &self,
+        rng: &mut Rng,
+        w: f64,
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let after = self.total + w;
+        let deficits: Vec<f64> = (0..self.len())
+            .map(|i| {
+                let d = self.target[i] * after - self.assigned[i];
+                if allowed(i) && self.target[i] > 0.0 && d > 0.0 {
+                    d
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        rng.weighted(&deficits)
+    }
+
     /// `pick`, except that when nothing allowed is short the item goes to the allowed choice it
     /// overshoots least relative to its target. For the data classes: an absolute comparison sends
     /// the overshoot to rare classes (memcached's worker realised 7.5 % of its accesses in classes
@@ -158,6 +180,44 @@ impl Deficit {
     }
 }
 
+/// The comonotone joint of two distributions over the same ordered bins, row-major (`a`'s bin
+/// times `b.len()` plus `b`'s bin): the k-th quantile of `a` is paired with the k-th quantile of
+/// `b`, so the lowest bins go together and the highest together. Both are normalised first (an
+/// all-zero one is uniform); the joint sums to 1. Used to pair a branch's taken-rate bin with a
+/// transition-rate bin when the profile holds only the two marginals.
+pub fn comonotone_coupling(a: &[f64], b: &[f64]) -> Vec<f64> {
+    let normalise = |v: &[f64]| -> Vec<f64> {
+        let clean: Vec<f64> = v
+            .iter()
+            .map(|x| if x.is_finite() && *x > 0.0 { *x } else { 0.0 })
+            .collect();
+        let sum: f64 = clean.iter().sum();
+        if sum > 0.0 {
+            clean.iter().map(|x| x / sum).collect()
+        } else {
+            vec![1.0 / v.len().max(1) as f64; v.len()]
+        }
+    };
+    let (mut a, mut b) = (normalise(a), normalise(b));
+    let mut joint = vec![0.0; a.len() * b.len()];
+    let (mut i, mut j) = (0, 0);
+    // Northwest corner: move the lesser of the two remainders, then step past the bin it emptied.
+    // The 1e-12 keeps rounding dust from pairing a bin's last crumb with a far bin.
+    while i < a.len() && j < b.len() {
+        let m = a[i].min(b[j]);
+        joint[i * b.len() + j] += m;
+        a[i] -= m;
+        b[j] -= m;
+        if a[i] <= 1e-12 {
+            i += 1;
+        }
+        if b[j] <= 1e-12 {
+            j += 1;
+        }
+    }
+    joint
+}
+
 /// Shifts a distribution over log2 bins by `delta` bins (fractional: mass is split between the two
 /// nearest bins), keeping the total; mass shifted past either end stays in the end bin. Used by the
 /// rate and distance scale knobs: multiplying a rate by 2^k moves it k bins.
@@ -182,6 +242,35 @@ pub fn shift_bins(bins: &[f64], delta: f64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_comonotone_coupling_pairs_quantiles_and_keeps_both_marginals() {
+        let a = [0.5, 0.0, 0.5];
+        let b = [0.25, 0.5, 0.25];
+        let joint = comonotone_coupling(&a, &b);
+        // a's lower half (bin 0) takes b's lowest quarter and half of bin 1; its upper half the rest.
+        let want = [0.25, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25, 0.25];
+        for (got, want) in joint.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{joint:?}");
+        }
+        for i in 0..3 {
+            let row: f64 = joint[i * 3..i * 3 + 3].iter().sum();
+            let col: f64 = (0..3).map(|r| joint[r * 3 + i]).sum();
+            assert!(
+                (row - a[i]).abs() < 1e-12 && (col - b[i]).abs() < 1e-12,
+                "{joint:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn pick_short_declines_when_nothing_allowed_is_short() {
+        let mut d = Deficit::new(&[0.5, 0.5]);
+        let mut rng = Rng::new(1, 1);
+        d.add(0, 1.0);
+        assert_eq!(d.pick_short(&mut rng, 1.0, |i| i == 0), None);
+        assert_eq!(d.pick_short(&mut rng, 1.0, |_| true), Some(1));
+    }
 
     #[test]
     fn weighted_totals_converge() {

@@ -29,9 +29,11 @@
 //!   are drawn at random per branch from just above the lowest (so the pattern repeats within a run)
 //!   and blocks start at different phases, so branches are not synchronised. The counter's low bits
 //!   are also where the next call resumes the ring. *Data-dependent* pattern branches
-//!   (`branches.data_dependent_scale`) test M random bits of a pseudo-random word in the header
-//!   instead, which their chunk steps first (`imul` by an odd constant): no period for a history
-//!   predictor to learn, and independent of the chunk's other branches.
+//!   (`branches.data_dependent_scale`) compare a random dword of a pseudo-random word in the header
+//!   with a threshold instead (rate at the middle of the bin), which their chunk steps first (`imul`
+//!   by an odd constant): no period for a history predictor to learn, and independent of the chunk's
+//!   other branches. A branch's transition bin comes with its taken bin from the comonotone coupling
+//!   of the two histograms (the profile does not record which goes with which).
 //! * **Registers**: reserved r15 (private base), r14 (shared base), r13 (loop count), r12 (chase), r11 (rP),
 //!   r10 (rQ), rbx (branch counter); the other GPRs and xmm0–15 are assigned per operand by sampling the
 //!   RAW/WAR/WAW distance histograms and taking the register whose current distances are closest.
@@ -45,7 +47,7 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Result};
 
-use crate::deficit::Deficit;
+use crate::deficit::{comonotone_coupling, Deficit};
 use crate::isa::{
     flag_use, templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, FLAGS, NREGS, R10, R11,
     R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
@@ -212,6 +214,9 @@ enum Item {
         rep_long_mask: u32,
     },
     Chase,
+    /// A conditional branch on a test of the chunk counter (`mask`: its bits, all clear in the
+    /// minority) or a compare of a random dword (`mask`: the threshold, below in the minority); `jz`:
+    /// the jump is taken in the minority.
     Pattern {
         mask: u32,
         jz: bool,
@@ -1034,6 +1039,14 @@ fn bin_exponent(bin: usize) -> u32 {
     }
 }
 
+/// The threshold of a data-dependent branch of taken-rate bin `t` (`Composer::data_dependent_branch`):
+/// 2^(30.5 − t), so that a uniform dword is below it 2^−(t + 1.5) of the time, the geometric middle
+/// of the bin's (2^−(t + 2), 2^−(t + 1)]. Below 2^31 for every bin, so a positive imm32.
+fn random_threshold(t: usize) -> u32 {
+    let t = t.min(BINS - 2) as i32;
+    (2f64.powf(30.5 - f64::from(t))).round() as u32
+}
+
 /// The lea-expressible window scales: t = src · a′.
 fn window_scale(count: u32) -> u32 {
     [1, 2, 3, 4, 5, 8, 9]
@@ -1100,6 +1113,9 @@ struct Composer<'a> {
     /// branches (`majority_taken`).
     majority: Vec<[f64; 2]>,
     transition: Deficit,
+    /// (taken bin, transition bin) pairs, row-major: the comonotone coupling of the two histograms
+    /// (`pattern`).
+    pairs: Deficit,
     /// Target-change-rate bins of indirect jumps (`plan.indirect_change_bins`).
     indirect: Deficit,
     /// Indirect jump executions per call owed: grows by `plan.indirect_ratio` per planned
@@ -1229,9 +1245,8 @@ impl Composer<'_> {
         self.account((Class::Branch, Opnd::Reg), w);
         // Minority rate `loop_rate`, two direction changes per exit; a rate of 0 is a branch that
         // keeps one direction, bin "never".
-        self.taken.add(rate_bin(loop_rate), w);
+        self.record_bins(rate_bin(loop_rate), rate_bin((2.0 * loop_rate).min(0.5)), w);
         self.count_majority(rate_bin(loop_rate), w, loop_majority_taken);
-        self.transition.add(rate_bin((2.0 * loop_rate).min(0.5)), w);
         self.cond_weight += w;
         self.static_cond += 1;
         let mut bytes = 5u64;
@@ -1612,8 +1627,7 @@ impl Composer<'_> {
             return None;
         }
         let r = candidates[self.draws.branches.below(candidates.len() as u64) as usize];
-        self.taken.add(r.taken_bin, w);
-        self.transition.add(r.transition_bin, w);
+        self.record_bins(r.taken_bin, r.transition_bin, w);
         if self.plan.majority_taken_bins.is_some() {
             // `jz` is taken in the minority (`pattern`).
             self.count_majority(r.taken_bin, w, !r.jz);
@@ -1628,6 +1642,13 @@ impl Composer<'_> {
         Some((item, r))
     }
 
+    /// Records a conditional branch of weight `w` in both rate histograms and in their pairs.
+    fn record_bins(&mut self, taken_bin: usize, transition_bin: usize, w: f64) {
+        self.taken.add(taken_bin, w);
+        self.transition.add(transition_bin, w);
+        self.pairs.add(taken_bin * BINS + transition_bin, w);
+    }
+
     /// One pattern branch: a taken-rate bin and a feasible transition-rate bin, realised as a mask;
     /// with what a later branch may repeat of it (a counter pattern that is not "never").
     fn pattern(&mut self, w: f64, shift: u32) -> (Item, Option<Repeatable>) {
@@ -1636,10 +1657,23 @@ impl Composer<'_> {
             .pick(&mut self.draws.branches, w, |_| true)
             .unwrap_or(0);
         // A transition rate above twice the minority rate is impossible (each minority run has two
-        // edges): only those transition bins are allowed.
+        // edges): only those transition bins are allowed. The profile has the two histograms, not
+        // which transition rate goes with which taken rate; the transition bin comes from the taken
+        // bin's row of their comonotone coupling (`pairs`), so a rarely taken branch also changes
+        // direction rarely and a branch taken often changes often. Drawn from the transition
+        // histogram alone, most of memcached's branches taken 1 time in 16 were paired with its
+        // heaviest transition bin, "never", whose runs of 512 executions outlast a profile's window:
+        // profiled back, such a branch read 0, or one whole run (bin 2 instead of 3).
         let r = self
-            .transition
-            .pick(&mut self.draws.branches, w, |r| r + 1 >= t)
+            .pairs
+            .pick_short(&mut self.draws.branches, w, |i| {
+                i / BINS == t && i % BINS + 1 >= t
+            })
+            .map(|i| i % BINS)
+            .or_else(|| {
+                self.transition
+                    .pick(&mut self.draws.branches, w, |r| r + 1 >= t)
+            })
             .unwrap_or(t.saturating_sub(1));
         if t == BINS - 1 {
             return (self.never_branch(w), None);
@@ -1661,8 +1695,7 @@ impl Composer<'_> {
         } else {
             (m as usize).saturating_sub(1).min(BINS - 1)
         };
-        self.taken.add(bin, w);
-        self.transition.add(realised_r.min(BINS - 1), w);
+        self.record_bins(bin, realised_r.min(BINS - 1), w);
         let low = shift + n;
         let mut mask = 1u32 << low.min(30);
         // The other bits come from just above the lowest one: a bit far up the counter would not
@@ -1714,16 +1747,17 @@ impl Composer<'_> {
         p > 0.0 && self.draws.branches.f64() < p
     }
 
-    /// A data-dependent branch of taken-rate bin `t` (not "never"): `test` of M random bits of the
-    /// body's pseudo-random word (minority rate 2^−M, all clear), which the chunk advances once per
-    /// execution (`Item::RngStep`). Its transition rate is a coin toss's, 2 · 2^−M (1 − 2^−M).
+    /// A data-dependent branch of taken-rate bin `t` (not "never"): `cmp` of a random dword of the
+    /// body's pseudo-random word (which the chunk advances once per execution, `Item::RngStep`)
+    /// with a threshold c, taken when below in the minority: rate c / 2^32, with c at the bin's
+    /// geometric middle, 2^−(t + 1.5). Its transition rate is a coin toss's, 2q(1 − q), the middle
+    /// of the bin below. (A `test` of t + 1 random bits gave 2^−(t + 1), the bin's upper edge: profiled
+    /// back over a window, half of such branches read a rate above it and landed a bin higher.)
     fn data_dependent_branch(&mut self, w: f64, t: usize) -> Item {
-        let m = bin_exponent(t).clamp(1, 31);
-        let q = 0.5f64.powi(m as i32);
-        self.taken.add(t, w);
-        self.transition.add(rate_bin(2.0 * q * (1.0 - q)), w);
-        let mask = self.random_mask(m);
-        // `test` sets ZF when all mask bits are clear, 2^−M of the time: `jz` is taken in the minority.
+        let threshold = random_threshold(t);
+        let q = f64::from(threshold) / 2f64.powi(32);
+        self.record_bins(t, rate_bin(2.0 * q * (1.0 - q)), w);
+        // `jb` (the `jz` flag) is taken in the minority.
         let jz = match self.majority_taken(t, w) {
             Some(majority_taken) => !majority_taken,
             None => self.draws.branches.below(2) == 0,
@@ -1737,7 +1771,7 @@ impl Composer<'_> {
         self.cond_weight += w;
         self.static_cond += 1;
         Item::Pattern {
-            mask,
+            mask: threshold,
             jz,
             source: BranchSource::Random { byte },
         }
@@ -1842,8 +1876,7 @@ impl Composer<'_> {
     /// above about 2^18 stay 0 in a run, and the remaining low bits make the branch flip every few
     /// hundred executions, bins 5–7 instead of 10.)
     fn never_branch(&mut self, w: f64) -> Item {
-        self.taken.add(BINS - 1, w);
-        self.transition.add(BINS - 1, w);
+        self.record_bins(BINS - 1, BINS - 1, w);
         // Bit 30 stays clear, ZF stays set: `jz` is always taken.
         let jz = match self.majority_taken(BINS - 1, w) {
             Some(majority_taken) => majority_taken,
@@ -2800,15 +2833,21 @@ impl Renderer<'_> {
                         BranchSource::Random { byte } => {
                             let o = self.layout.hdr_lo + HDR_RNG + u64::from(*byte);
                             self.prove(Buffer::Priv, o, o + 4)?;
+                            // `mask` is the threshold here (`data_dependent_branch`).
                             self.fixed(
-                                &format!("test dword ptr [r15 + {o}], {mask}"),
+                                &format!("cmp dword ptr [r15 + {o}], {mask:#x}"),
                                 &[R15],
                                 &[],
                                 RANDOM_TEST_BYTES,
                             );
                         }
                     }
-                    let j = if *jz { "jz" } else { "jnz" };
+                    let j = match (source, *jz) {
+                        (BranchSource::Random { .. }, true) => "jb",
+                        (BranchSource::Random { .. }, false) => "jae",
+                        (BranchSource::Counter, true) => "jz",
+                        (BranchSource::Counter, false) => "jnz",
+                    };
                     self.fixed(&format!("{j} 1f\n1:"), &[], &[], 2);
                     // A side exit: the register state is observable here, every load is live.
                     self.deps.carriers = [0; NREGS];
@@ -2975,6 +3014,10 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         taken: Deficit::new(&plan.taken_bins),
         majority: vec![[0.0; 2]; plan.taken_bins.len()],
         transition: Deficit::new(&plan.transition_bins),
+        pairs: Deficit::new(&comonotone_coupling(
+            &plan.taken_bins,
+            &plan.transition_bins,
+        )),
         indirect: Deficit::new(&Dispatch::realisable_bins(&plan.indirect_change_bins)),
         indirect_acc: 0.0,
         dispatch_len: mean_len,

@@ -62,62 +62,60 @@ ditto_body_c0:
 .Lc0_b0_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4096
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4096
+    test bl, 8
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 44
-    test ebx, 4096
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 229
+    mov r8, rcx
+    test bl, 8
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    test bl, 8
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    test bl, 8
+    jnz 1f
+1:
+    mov r8, rbp
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r14 + rbp + 4928], rbp
     jmp 1f
 1:
-    mov rbp, r11
-    test ebx, 4096
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    mov qword ptr [r14 + rbp + 1856], rbp
+    and r8, 448
+    mov dword ptr [r14 + r8 + 832], r8d
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r14 + rbp + 13120], 17
-    mov rbp, rcx
-    mov rcx, rbp
+    mov r9, r11
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, r9d
-    and r9, 448
-    mov dword ptr [r14 + r9 + 832], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 576], ebp
-    mov dword ptr [r14 + r9 + 896], 30
-    mov rbp, rbp
+    mov dword ptr [r14 + 448], r9d
+    mov dword ptr [r14 + r8 + 896], 211
+    and r9, 8128
+    mov dword ptr [r14 + r9 + 13120], 172
     add r11, 64
     inc rbx
     dec r13
@@ -133,19 +131,19 @@ ditto_body_c0:
 .Lc0_b1_c0:
     jmp 1f
 1:
-    test ebp, ebp
-    mov ebp, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 192]
+    test r9d, r9d
+    mov r9d, dword ptr [r14 + 0]
+    mov r8, qword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    popcnt r9, r9
+    mov r8, r8
+    popcnt r8, r8
     mov dword ptr [r15 + 0], 162
-    movsxd rsi, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 448]
     movsxd rdi, dword ptr [r15 + 320]
     shl rdi, 27
     inc rbx
@@ -160,11 +158,11 @@ ditto_body_c0:
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d125_j]
+    lea rcx, [rip + .Lc0_d124_j]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d125_j_t
-.Lc0_d125_j:
-    movzx esi, dl
+    jmp .Lc0_d124_j_t
+.Lc0_d124_j:
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     xor dword ptr [r15 + 0], ecx
     test ebx, 1073741824
@@ -188,15 +186,15 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d148_j]
+    lea rcx, [rip + .Lc0_d147_j]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d148_j_t
-.Lc0_d148_j:
+    jmp .Lc0_d147_j_t
+.Lc0_d147_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 2128156], 8192
-    jz 1f
+    cmp dword ptr [r15 + 2128156], 0x5a82799a
+    jb 1f
 1:
     mov rdi, rcx
     mov ecx, dword ptr [r14 + 512]
@@ -213,19 +211,19 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b4_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov byte ptr [r15 + 0], dil
+    movzx esi, cl
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r9
+    mov rdx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 4928]
-    mov qword ptr [r14 + 320], rdx
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 4928]
+    mov qword ptr [r14 + 320], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -240,22 +238,22 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    movzx eax, cl
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 77
+    mov eax, 77
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
+    mov r9d, edi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx edi, bpl
-    mov ebp, edi
+    movzx edi, r9b
+    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
@@ -279,7 +277,7 @@ ditto_body_c0:
 1:
     mov qword ptr [r15 + 320], rdx
     mov edx, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 512]
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
@@ -298,10 +296,10 @@ ditto_body_c0:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1344], r9
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1344], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -316,19 +314,19 @@ ditto_body_c0:
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov rbp, r10
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 2880]
-    mov ebp, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r14 + 384]
+    mov r8, r10
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 2880]
+    mov r8d, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r14 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov eax, r9d
-    mov qword ptr [r15 + 512], rax
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
+    mov rbp, r11
+    mov esi, ebp
+    mov qword ptr [r15 + 512], rsi
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -343,15 +341,15 @@ ditto_body_c0:
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov rbp, r10
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    imul rbp, rsi
-    mov esi, ebp
+    mov r9, r10
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    imul r9, r8
+    mov r8d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 704], sil
+    mov byte ptr [r15 + 704], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     pcmpeqb xmm3, xmmword ptr [r15 + 576]
     add r11, 64
@@ -374,47 +372,47 @@ ditto_body_c0:
     xor eax, eax
     test dword ptr [r15 + 2128155], 35143684
     setz al
-    lea rcx, [rip + .Lc0_d293_s]
+    lea rcx, [rip + .Lc0_d292_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d293_s_t
+    jmp .Lc0_d292_s_t
     .p2align 3
-.Lc0_d293_s:
+.Lc0_d292_s:
     .p2align 3
-    jmp .Lc0_d293_j
+    jmp .Lc0_d292_j
     .p2align 3
-    jmp .Lc0_d293_j
-.Lc0_d293_j:
-    lea rcx, [rip + .Lc0_d302_j]
+    jmp .Lc0_d292_j
+.Lc0_d292_j:
+    lea rcx, [rip + .Lc0_d301_j]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d302_j_t
-.Lc0_d302_j:
-    lea r8, [r10 + r10*1]
+    jmp .Lc0_d301_j_t
+.Lc0_d301_j:
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 13184]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 13184]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, r8d
-    mov r9, rsi
+    mov r9d, r9d
+    mov r9, r9
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9d, esi
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rsi
-    mov esi, 105
+    mov r9, r9
+    mov r9d, 105
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, r9b
+    movzx esi, r9b
     test ebx, 1073741824
     jz 1f
 1:
@@ -425,9 +423,9 @@ ditto_body_c0:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 13120], r9b
+    mov byte ptr [r15 + rbp + 13120], sil
     and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 4928]
+    mov rsi, qword ptr [r15 + r9 + 4928]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -436,126 +434,125 @@ ditto_body_c0:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
+    mov rax, rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d348_j]
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    lea rcx, [rip + .Lc0_d350_j]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d348_j_t
-.Lc0_d348_j:
-    lea r9, [r10 + r10*1]
+    jmp .Lc0_d350_j_t
+.Lc0_d350_j:
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 13184], r9
-    mov eax, 20
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 128
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    test ebx, 116736
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, al
-    mov rax, rdx
-    lea rbp, [r11 + r11*2]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 13120]
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 384]
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 13120]
-    test ebx, 1073741824
-    jz 1f
+    mov edi, dword ptr [r14 + rbp + 13120]
+    jmp 1f
 1:
-    mov rdi, qword ptr [r14 + 384]
-    mov r8d, 87
-    lock xadd qword ptr [r15 + 512], rdi
+    cmp dword ptr [r15 + 2128155], 0xb504f33
+    jae 1f
+1:
+    mov edi, 215
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 13184], r9b
-    movzx r9d, byte ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r14 + 320]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 4928]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + rbp + 13248]
-    mov rbp, r10
+    movzx edx, dil
+    movzx edi, byte ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 704], rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, ebp
+    mov edx, edi
+    mov byte ptr [r15 + rbp + 13184], dl
+    lock xadd qword ptr [r15 + 320], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d404_j]
+    lea rcx, [rip + .Lc0_d403_j]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d404_j_t
-.Lc0_d404_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 1920], 154
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 13120], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ebp
+    jmp .Lc0_d403_j_t
+.Lc0_d403_j:
+    mov rcx, rcx
+    mov rbp, r11
+    mov dword ptr [r15 + 704], ebp
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r14 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + rbp + 1856]
-    mov ebp, 161
-    mov rbp, rbp
+    and rbp, 2097088
+    movsxd rdi, dword ptr [r15 + rbp + 22144]
+    mov byte ptr [r15 + 384], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rsi
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 219
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov ebp, 19
+    movsxd rsi, dword ptr [r15 + 768]
+    lea r8, [r10*4]
+    mov eax, r8d
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 13184]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + r8 + 13312]
+    mov dword ptr [r15 + 512], 152
+    mov rsi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rax
+    mov eax, 251
     jmp 1f
 1:
     test ebx, 47104
@@ -563,85 +560,85 @@ ditto_body_c0:
 1:
     jmp 1f
 1:
-    mov dword ptr [r14 + 768], 251
-    movsxd r9, dword ptr [r14 + 768]
+    mov dword ptr [r15 + r8 + 13248], 25
+    movsxd rcx, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    xchg qword ptr [r15 + 384], r9
-    movzx eax, byte ptr [r15 + 640]
+    mov rbp, r10
+    mov rdi, rbp
+    mov esi, dword ptr [r14 + r8 + 13120]
+    and rbp, 448
+    xchg qword ptr [r15 + rbp + 2368], rsi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    lea rcx, [rip + .Lc0_d455_j]
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    lea rcx, [rip + .Lc0_d459_j]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d455_j_t
-.Lc0_d455_j:
-    movzx ecx, cl
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 24
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 16384
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 704], r8b
-    mov r8, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, r8b
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 13120], r8
-    mov r8, r11
+    jmp .Lc0_d459_j_t
+.Lc0_d459_j:
     mov rbp, r11
-    mov ecx, 156
-    and rbp, 2097088
-    mov dword ptr [r15 + rbp + 22144], 49
+    mov r9, r11
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 1856]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 13120]
+    mov rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1856]
+    mov rbp, r8
     jmp 1f
 1:
-    mov dword ptr [r14 + 640], ecx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 186
-    lock add qword ptr [r15 + 384], rdi
+    mov edx, dword ptr [r14 + 768]
+    movzx r9d, dl
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, dl
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 2128156], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 152
+    test bl, 32
+    jnz 1f
+1:
+    mov r9d, 121
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    lock add qword ptr [r15 + 576], r9
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 21312], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 176
+    mov byte ptr [r14 + 768], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -784,202 +781,200 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    lea rcx, [rip + .Lc1_d32_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d35_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d32_j_t
-.Lc1_d32_j:
+    jmp .Lc1_d35_j_t
+.Lc1_d35_j:
+    imul rcx, qword ptr [r14 + 1088]
+    mov r8d, 165
     jmp 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, 165
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov r9d, ecx
-    and rbp, 960
-    lock add qword ptr [r15 + rbp + 2496], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx esi, bpl
-    add qword ptr [r15 + 128], rbp
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3584]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 1152]
-    mov qword ptr [r14 + 64], rcx
-    mov ecx, 168
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3520], r9d
-    and r9, 960
-    mov byte ptr [r14 + r9 + 1472], r9b
-    mov dword ptr [r15 + 448], ecx
-    shl rsi, 20
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
-    imul rsi, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    mov rdi, rsi
+    mov ecx, r8d
     nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 1408], 73
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 448]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rax
+    add qword ptr [r14 + 384], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 512]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 262080
+    lock add qword ptr [r15 + rbp + 24192], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r14 + 960]
+    sub rcx, rsi
+    mov dword ptr [r14 + 1024], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
     lea rcx, [rip + .Lc1_d88_j]
     add rcx, qword ptr [r15 + 10780960]
     jmp .Lc1_d88_j_t
 .Lc1_d88_j:
-    mov esi, 152
-    mov edi, esi
-    mov esi, 67
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 152
+    inc dword ptr [r14 + 832]
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, al
+    mov rax, rsi
+    mov esi, dword ptr [r15 + 640]
+    add rax, 87
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, dil
+    mov qword ptr [r14 + 896], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rcx, [rsi + rax*2 + 114]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov r9d, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 96
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r14 + 1152]
+    and r9d, dword ptr [r14 + 320]
+    or r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdx
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 960
-    inc dword ptr [r14 + r8 + 2496]
-    lock or dword ptr [r15 + 960], 114
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 640]
-    mov rsi, qword ptr [r14 + 1024]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, rdi
-    movsxd r8, dword ptr [r14 + 128]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 84
-    mov ecx, dword ptr [r14 + 832]
-    or ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov esi, edi
-    add r11, 64
-    add r10, r11
+    mov eax, dword ptr [r15 + 768]
+    add rax, rax
+    mov rbp, qword ptr [r15 + 704]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d149_j]
+    lea rcx, [rip + .Lc1_d139_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d149_j_t
-.Lc1_d149_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 10780955], 538969352
-    jz 1f
-1:
+    jmp .Lc1_d139_j_t
+.Lc1_d139_j:
     jmp 1f
 1:
-    shl rax, 3
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 128], esi
-    test dword ptr [r15 + 10780956], 69230600
+    shr r9d, 16
+    test ebx, 992
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    and eax, dword ptr [r14 + 768]
-    movzx esi, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + 512]
-    mov ecx, 51
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 3
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rsi, [rax + rax*2 + 23]
     jmp 1f
 1:
-    cmp rsi, rsi
-    test dword ptr [r15 + 10780956], 134267392
-    jnz 1f
+    jmp 1f
 1:
-    mov rdx, rcx
-    movzx ecx, byte ptr [r14 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r9d
     neg rcx
-    mov dword ptr [r14 + 448], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 1088]
-    mov byte ptr [r15 + 576], sil
+    movzx edi, cl
+    cmp rdi, rdi
+    add rdi, qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, dl
+    mov edx, edx
+    mov edx, 143
+    test ebx, 130432
+    jnz 1f
+1:
+    mov rdi, rcx
+    imul rdi, qword ptr [r15 + 128]
+    mov rcx, rdi
+    lea rdi, [rcx + rcx*2 + 100]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r14 + 1216]
+    mov byte ptr [r15 + 704], r8b
+    mov byte ptr [r15 + 320], cl
+    test bl, 144
+    jnz 1f
+1:
+    mov edi, dword ptr [r14 + 64]
+    mov qword ptr [r14 + 768], rdi
     jmp 1f
 1:
     inc rbx
@@ -989,144 +984,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d201_j]
+    lea rcx, [rip + .Lc1_d198_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d201_j_t
-.Lc1_d201_j:
-    jmp 1f
-1:
-    mov rcx, rax
-    movsxd rbp, dword ptr [r15 + 1216]
-    mov eax, ebp
+    jmp .Lc1_d198_j_t
+.Lc1_d198_j:
+    mov rdi, rax
+    mov ecx, edi
+    mov rdi, rcx
+    mov edi, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    lea r9, [rsi + rsi*2 + 71]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 141
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rax, rsi
-    mov eax, eax
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rbp, rbp
+    test ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    test eax, eax
-    mov r9, rax
-    mov r9, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 10780956], 117440530
-    jz 1f
+    mov rbp, rbp
+    jmp 1f
 1:
-    mov r9, r9
-    lock or dword ptr [r15 + 0], 110
-    movzx r9d, r9b
+    sub rbp, rdi
+    mov rbp, r10
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    lock or dword ptr [r15 + 960], 89
+    jmp 1f
+1:
+    and rbp, 960
+    mov qword ptr [r14 + rbp + 1472], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp r9, r9
-    mov esi, r9d
-    mov esi, esi
-    test ebx, 1073741824
+    add rdi, qword ptr [r14 + 704]
+    mov r9d, edi
+    lock add qword ptr [r15 + 1088], r9
+    jmp 1f
+1:
+    test ebx, 288
     jnz 1f
 1:
-    lock add qword ptr [r15 + 0], r9
-    mov r9, r10
-    movzx eax, byte ptr [r14 + 512]
-    and r9, 960
-    add rax, qword ptr [r14 + r9 + 2496]
-    xor dword ptr [r15 + 576], eax
-    test ebx, 1073741824
-    jnz 1f
+    imul rbp, qword ptr [r15 + 512]
+    lea rsi, [rbp + rbp*2 + 20]
+    add rsi, qword ptr [r14 + 576]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov esi, 34
-    mov qword ptr [r15 + 1152], rsi
-    imul rsi, qword ptr [r15 + 704]
+    mov edi, ebp
+    movsxd r9, dword ptr [r14 + 1024]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d261_j]
+    lea rcx, [rip + .Lc1_d256_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d261_j_t
-.Lc1_d261_j:
-    mov dword ptr [r15 + 384], 231
-    movzx ecx, byte ptr [r15 + 896]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d256_j_t
+.Lc1_d256_j:
+    mov dword ptr [r14 + 512], 231
+    mov ecx, 169
+    add rcx, rcx
     test ecx, ecx
-    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 832], rcx
+    mov edi, ecx
+    mov dword ptr [r14 + 128], 226
+    mov ecx, edi
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    mov dword ptr [r15 + 0], 80
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [rcx + rcx*2 + 114]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r14 + 64]
+    mov esi, edi
+    lea rsi, [rsi + rsi*2 + 31]
+    test esi, esi
+    mov byte ptr [r14 + 320], dil
     test ebx, 688
     jz 1f
 1:
-    mov esi, 41
-    mov dword ptr [r15 + 128], esi
-    mov rsi, r8
-    mov byte ptr [r14 + 320], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, sil
-    mov edi, r8d
-    add rdi, rdi
-    movsxd rdi, dword ptr [r15 + 448]
-    test edi, edi
+    mov ecx, esi
+    mov esi, 13
+    add rsi, rsi
+    add rsi, 19
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rsi, rdi
-    mov esi, esi
-    and rbp, 8388544
-    add rsi, qword ptr [r14 + rbp + 2383552]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], esi
+    mov r8, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r14 + 640], edi
-    mov edi, 219
-    movsxd rdi, dword ptr [r15 + 64]
-    add rdi, 46
-    test ebx, 11776
-    jnz 1f
+    xor dword ptr [r14 + 64], esi
+    movzx edi, sil
+    and r8, 960
+    lock or dword ptr [r15 + r8 + 2496], 97
+    mov dword ptr [r15 + 640], r8d
+    test ebx, 12032
+    jz 1f
 1:
-    mov esi, 243
     neg rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 2383488], edi
+    mov dword ptr [r15 + 448], 91
+    mov byte ptr [r15 + 448], dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -1136,131 +1123,132 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d323_j]
+    lea rcx, [rip + .Lc1_d314_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d323_j_t
-.Lc1_d323_j:
-    movzx esi, al
-    movsxd rcx, dword ptr [r14 + 128]
-    mov rsi, rcx
-    movzx eax, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, sil
-    imul rdx, qword ptr [r15 + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, al
-    mov dword ptr [r15 + 64], 54
-    movzx eax, byte ptr [r14 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dl
-    add qword ptr [r15 + 128], rcx
-    add rcx, 24
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 1024]
-    mov rsi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 10780956], 1476399105
-    jz 1f
-1:
+    jmp .Lc1_d314_j_t
+.Lc1_d314_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    movzx eax, al
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 960
+    inc dword ptr [r15 + r8 + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r8d, 28
+    and r8d, dword ptr [r14 + 64]
+    and r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r8
     test eax, eax
-    jmp 1f
+    mov byte ptr [r14 + 896], r8b
+    movzx eax, r8b
+    mov rbp, r10
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
+    movsxd r8, dword ptr [r15 + 576]
+    and rbp, 2097088
+    movzx ecx, byte ptr [r15 + rbp + 286336]
+    mov ebp, 182
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 36
+    jmp 1f
+1:
+    add qword ptr [r14 + 1152], r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 832], cl
-    mov byte ptr [r15 + 64], cl
-    shr esi, 19
-    test dword ptr [r15 + 10780956], 75497624
-    jz 1f
+    movzx ecx, al
+    jmp 1f
 1:
-    mov ecx, 154
-    mov esi, 25
-    mov byte ptr [r14 + 0], sil
+    mov byte ptr [r15 + 384], cl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d376_j]
+    lea rcx, [rip + .Lc1_d369_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d376_j_t
-.Lc1_d376_j:
+    jmp .Lc1_d369_j_t
+.Lc1_d369_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r14 + 64]
+    mov r9d, dword ptr [r14 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    and r9d, dword ptr [r15 + 384]
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 320], 249
+    movzx eax, byte ptr [r14 + 64]
+    shl rax, 9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1152], ecx
+    mov ecx, eax
     movzx ecx, cl
-    add rcx, rcx
-    mov rcx, qword ptr [r15 + 960]
-    and ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 1280], rcx
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rcx, rsi
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, r10
-    mov rsi, qword ptr [r14 + 768]
-    and rbp, 2097088
-    mov dword ptr [r15 + rbp + 286336], 4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 1152], sil
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 576]
-    shl rsi, 23
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rsi
-    mov ebp, esi
-    mov dword ptr [r14 + 0], 124
-    mov dword ptr [r15 + 1088], 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 320], 201
-    inc esi
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r14 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3520], 187
+    add rax, rcx
+    movsxd r9, dword ptr [r15 + 512]
+    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    lock add qword ptr [r15 + 448], rsi
+    inc r9d
     jmp 1f
 1:
     add r11, 64
@@ -1269,120 +1257,117 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rcx, [rip + .Lc1_d432_j]
+    lea rcx, [rip + .Lc1_d424_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d432_j_t
-.Lc1_d432_j:
-    mov rsi, rcx
-    mov esi, dword ptr [r15 + 0]
-    neg rsi
-    mov rbp, qword ptr [r15 + 0]
+    jmp .Lc1_d424_j_t
+.Lc1_d424_j:
+    mov r9d, r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 113
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [rsi + rsi*2 + 38]
-    add rbp, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rsi
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
+    neg r9
+    imul r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, esi
+    lea rax, [rcx + rcx*2 + 51]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7424
+    test ebx, 464
     jnz 1f
 1:
-    mov rsi, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 64], esi
-    mov r8, r10
-    mov esi, r8d
-    and r8, 4032
-    movzx ebp, byte ptr [r14 + r8 + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rcx, rsi
-    mov dword ptr [r14 + 0], 210
-    mov rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 1024], rcx
-    add r8, 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 1152]
-    lea rbp, [rcx + rcx*2 + 50]
-    inc ebp
-    imul rbp, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 384], 173
+    mov rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 1088]
+    mov rax, qword ptr [r14 + 576]
+    inc eax
+    mov r9d, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, 67
+    mov rdi, qword ptr [r15 + 960]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 704]
-    add r11, 64
-    add r10, r11
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edx, dword ptr [r14 + 640]
+    mov dword ptr [r14 + 128], 97
+    add qword ptr [r15 + 576], rdi
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 15 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 10780976]
-    lea rcx, [rbx + 15]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 10780976], rcx
-    mov r13d, 15
+    mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
-    inc r8d
-    mov r8, qword ptr [r14 + 0]
-    shl r8, 14
-    mov ebp, r8d
-    mov rbp, rbp
+    inc edx
+    mov rdx, qword ptr [r14 + 0]
+    shl rdx, 14
+    mov eax, edx
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], r8b
+    mov byte ptr [r14 + 448], dl
     jmp 1f
 1:
-    shr r8d, 11
+    shr edx, 11
     jmp 1f
 1:
-    neg r8
+    neg rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 320]
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    imul ebp, r8d, 63
-    cmp rbp, rbp
+    imul eax, edx, 63
+    cmp rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
-    mov eax, 55
+    mov ebp, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
     dec r13
@@ -1410,146 +1395,135 @@ ditto_body_c1:
     jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d538_j]
+    lea rcx, [rip + .Lc1_d527_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d538_j_t
-.Lc1_d538_j:
-    mov dword ptr [r14 + 704], ecx
-    mov rcx, rcx
-    mov ecx, ecx
+    jmp .Lc1_d527_j_t
+.Lc1_d527_j:
+    mov dword ptr [r15 + 320], 180
+    jmp 1f
+1:
+    mov rax, rcx
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 104
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 140
+    mov ecx, 13
+    mov r9, rcx
+    jmp 1f
+1:
     mov r9, r10
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    inc dword ptr [r15 + 448]
+    mov qword ptr [r14 + 384], rcx
     and r9, 960
-    add rax, qword ptr [r15 + r9 + 1472]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
-    test eax, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 158
+    movzx ecx, byte ptr [r14 + r9 + 1472]
+    sub rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 1280], r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
+    imul r9, qword ptr [r15 + 320]
+    mov dword ptr [r14 + 960], r9d
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    shl r9, 17
-    mov r9d, 13
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r14 + 512]
-    mov qword ptr [r15 + 768], r9
+    movzx ecx, r9b
+    and r9, 8388544
+    mov qword ptr [r15 + r9 + 2383488], r9
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 150
-    or r9d, r9d
-    movsxd r9, dword ptr [r15 + 384]
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r14 + 704]
-    inc dword ptr [r15 + 320]
-    jmp 1f
-1:
-    imul rax, qword ptr [r15 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc r9d
-    movzx r9d, r9b
-    mov qword ptr [r15 + 1280], r9
-    or qword ptr [r14 + 128], 4
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    lea rcx, [rip + .Lc1_d602_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d588_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d602_j_t
-.Lc1_d602_j:
-    lea rcx, [rip + .Lc1_d606_j]
+    jmp .Lc1_d588_j_t
+.Lc1_d588_j:
+    lea rcx, [rip + .Lc1_d592_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d606_j_t
-.Lc1_d606_j:
-    lea r9, [r10 + r10*2]
-    and r9, 960
-    and ecx, dword ptr [r15 + r9 + 1472]
+    jmp .Lc1_d592_j_t
+.Lc1_d592_j:
+    mov rax, qword ptr [r15 + 1344]
+    mov ecx, dword ptr [r14 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 48
-    jnz 1f
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r10
-    mov eax, ebp
-    and rbp, 8128
-    add qword ptr [r15 + rbp + 7616], rbp
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    and ecx, dword ptr [r15 + r9 + 1536]
-    mov dword ptr [r14 + 1152], 175
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [rbp + rbp*2 + 79]
-    xor ecx, ebp
-    add rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rdx + rdx*2 + 1]
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1472]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov rcx, rbp
-    mov ecx, dword ptr [r15 + r9 + 1600]
+    mov eax, 81
+    add rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 1344]
-    movzx edx, bpl
-    popcnt rbp, rdx
+    movsxd rcx, dword ptr [r15 + 1152]
+    mov r8, r10
+    mov ebp, dword ptr [r14 + 704]
+    and r8, 4032
+    imul rbp, qword ptr [r14 + r8 + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    mov r8d, ecx
+    neg r8
+    test ebx, 122688
+    jnz 1f
+1:
+    movzx ebp, cl
+    popcnt rax, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -1559,66 +1533,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d661_j]
+    lea rcx, [rip + .Lc1_d642_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d661_j_t
-.Lc1_d661_j:
-    mov rdx, rax
-    mov rbp, rdx
-    movzx edx, bpl
-    mov edx, edx
+    jmp .Lc1_d642_j_t
+.Lc1_d642_j:
+    lea rbp, [r10 + r10*1]
+    mov rcx, rbp
+    and rbp, 960
+    movsxd rcx, dword ptr [r14 + rbp + 1536]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edx
-    jmp 1f
-1:
-    mov ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, rdx
-    movsxd rbp, dword ptr [r15 + 1408]
-    test dword ptr [r15 + 10780956], 16826432
-    jnz 1f
-1:
-    xor dword ptr [r15 + 704], ebp
-    imul rdx, qword ptr [r15 + 64]
-    mov dword ptr [r14 + 768], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r14 + 960]
-    and rbp, rbp
-    mov r9, rbp
-    test bl, 80
+    mov eax, eax
+    mov dword ptr [r15 + 1088], eax
+    mov r9, r10
+    sub rcx, r9
+    test bl, 72
     jnz 1f
 1:
-    mov dword ptr [r15 + 896], r9d
-    mov rdx, qword ptr [r14 + 0]
-    lock xadd qword ptr [r15 + 320], rdx
+    and r9, 8128
+    xor dword ptr [r14 + r9 + 7616], r9d
+    mov dword ptr [r15 + 1024], ecx
+    mov r9d, ecx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movzx ecx, byte ptr [r14 + 768]
+    mov eax, dword ptr [r15 + rbp + 1472]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 1024]
-    mov byte ptr [r14 + 832], dl
     lea rdi, [r15 + 10772736]
     mov ecx, 190
     rep stosb
+    jmp 1f
+1:
+    mov rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdi
+    jmp 1f
+1:
+    movzx r9d, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, al
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -1626,57 +1603,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d717_j]
+    lea rcx, [rip + .Lc1_d700_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d717_j_t
-.Lc1_d717_j:
-    mov edx, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rdi, rcx
-    test ebx, 48128
-    jz 1f
-1:
-    neg rax
-    mov ecx, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
-    test dword ptr [r15 + 10780956], 1082262529
-    jz 1f
-1:
-    neg rdi
-    mov edi, edi
-    add rdi, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 104448
-    jnz 1f
-1:
-    add rcx, 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r14 + 896]
-    mov dword ptr [r14 + 128], ecx
-    test ebx, 128704
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r14 + 768]
-    shr edi, 23
+    jmp .Lc1_d700_j_t
+.Lc1_d700_j:
+    mov edi, 186
+    xchg qword ptr [r15 + 1152], rdi
+    mov rcx, rdi
     mov r8, r10
-    mov eax, 98
-    test dword ptr [r15 + 10780955], 164368
-    jnz 1f
-1:
-    and r8, 262080
-    inc dword ptr [r14 + r8 + 24192]
-    add rdx, qword ptr [r14 + 1088]
-    inc edx
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 1073741824
+    mov eax, r8d
+    test ebx, 3008
     jz 1f
 1:
-    xchg qword ptr [r15 + 512], rax
-    mov ecx, eax
-    mov eax, ecx
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1472], r8
+    mov r8d, 242
+    neg r8
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    add rdi, 97
+    movzx eax, byte ptr [r14 + 704]
+    mov edi, 89
+    mov dword ptr [r15 + 896], 174
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3520], 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r14 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 768]
+    mov r9, r10
+    mov edi, r9d
+    mov edi, edi
+    and r9, 8388544
+    mov edi, dword ptr [r15 + r9 + 2383488]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    movzx r8d, al
+    add r8, qword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1691,59 +1663,56 @@ ditto_body_c1:
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d772_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d754_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d772_j_t
-.Lc1_d772_j:
-    lea rcx, [rip + .Lc1_d776_j]
+    jmp .Lc1_d754_j_t
+.Lc1_d754_j:
+    lea rcx, [rip + .Lc1_d758_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d776_j_t
-.Lc1_d776_j:
+    jmp .Lc1_d758_j_t
+.Lc1_d758_j:
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 26112
+    test bl, 102
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 27
+    test bl, 46
+    jnz 1f
+1:
     mov eax, eax
-    test ebx, 11776
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r14 + 832]
-    test ebx, 15104
-    jz 1f
+    mov esi, 233
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    xor dword ptr [r15 + 896], eax
-    movzx eax, al
-    movzx eax, al
+    add rax, qword ptr [r14 + 832]
     mov rbp, r10
-    test bl, 20
+    mov byte ptr [r14 + 768], bpl
+    mov byte ptr [r14 + 960], sil
+    test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 2097088
-    add rax, qword ptr [r15 + rbp + 286336]
-    mov ebp, 53
-    mov dword ptr [r15 + 768], ebp
-    mov byte ptr [r14 + 1152], bpl
-    test ebx, 23040
-    jnz 1f
+    mov r8, r10
+    add rsi, qword ptr [r15 + rbp + 286336]
+    and r8, 960
+    mov dword ptr [r14 + r8 + 2496], r8d
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    mov byte ptr [r14 + 960], al
-    mov qword ptr [r14 + 0], rbp
-    add rbp, 58
+    add rax, 71
+    xor dword ptr [r15 + 896], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1764,57 +1733,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 10780956], 268439622
     setz al
-    lea rcx, [rip + .Lc1_d832_s]
+    lea rcx, [rip + .Lc1_d808_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d832_s_t
+    jmp .Lc1_d808_s_t
     .p2align 3
-.Lc1_d832_s:
+.Lc1_d808_s:
     .p2align 3
-    jmp .Lc1_d832_j
+    jmp .Lc1_d808_j
     .p2align 3
-    jmp .Lc1_d832_j
-.Lc1_d832_j:
-    mov dword ptr [r14 + 1088], 218
-    movzx ebp, cl
-    mov rbp, rbp
-    test ebx, 12288
-    jnz 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, sil
+    jmp .Lc1_d808_j
+.Lc1_d808_j:
     jmp 1f
 1:
-    inc ebp
+    mov byte ptr [r15 + 832], cl
+    movzx ecx, cl
+    test bl, 24
+    jnz 1f
+1:
+    mov dword ptr [r14 + 512], ecx
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 384]
+    mov rcx, r9
+    movzx r9d, cl
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    imul rax, qword ptr [r14 + 1152]
+    inc eax
+    test bl, 36
+    jnz 1f
+1:
+    mov rbp, r10
+    mov eax, ebp
+    and rbp, 4032
+    mov rcx, qword ptr [r14 + rbp + 3520]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    cmp rax, rax
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rsi, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov byte ptr [r14 + 0], r8b
-    and r8, 960
-    mov byte ptr [r14 + r8 + 1472], r8b
-    mov rbp, r10
-    lock or dword ptr [r15 + 1024], 49
-    test dword ptr [r15 + 10780956], 8397060
     jnz 1f
 1:
-    mov esi, r8d
-    and rbp, 4032
-    add rsi, qword ptr [r14 + rbp + 3520]
+    mov ecx, r9d
+    lock or dword ptr [r15 + 1024], 3
     add r11, 64
     add r10, r11
     inc rbx
@@ -1826,67 +1797,65 @@ ditto_body_c1:
     mov qword ptr [r15 + 10780952], rax
     mov eax, dword ptr [r15 + 10780956]
     and eax, 15
-    lea rcx, [rip + .Lc1_d883_s]
+    lea rcx, [rip + .Lc1_d860_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d883_s_t
+    jmp .Lc1_d860_s_t
     .p2align 3
-.Lc1_d883_s:
+.Lc1_d860_s:
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
+    jmp .Lc1_d860_j
     .p2align 3
-    jmp .Lc1_d883_j
-.Lc1_d883_j:
-    mov ecx, 88
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc1_d860_j
+.Lc1_d860_j:
+    movzx ecx, al
+    jmp 1f
 1:
-    add rax, rcx
-    mov eax, eax
-    test ebx, 46592
+    mov qword ptr [r14 + 896], rax
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov eax, 61
+    test bl, 172
+    jnz 1f
 1:
+    mov ecx, 41
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test bl, 72
-    jnz 1f
-1:
-    mov dword ptr [r14 + 768], 248
+    movsxd rax, dword ptr [r15 + 1088]
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1902,67 +1871,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d933_j]
+    lea rcx, [rip + .Lc1_d909_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d933_j_t
-.Lc1_d933_j:
+    jmp .Lc1_d909_j_t
+.Lc1_d909_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, 142
     mov rcx, rcx
     mov ecx, ecx
-    test ebx, 23296
-    jz 1f
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
     mov eax, 143
     jmp 1f
 1:
-    movzx eax, cl
-    test dword ptr [r15 + 10780956], 16910352
-    jnz 1f
-1:
-    mov r8d, 59
-    neg r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, 59
+    neg r9
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 10780955], 16914448
-    jz 1f
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc eax
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add r9, 99
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    or qword ptr [r14 + 1216], 73
+    sub rax, r9
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r14 + 1216], 108
-    movzx r8d, al
-    mov r8, r8
-    test ebx, 11776
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 384]
-    sub rax, r8
-    shl rax, 20
-    test bl, 90
-    jnz 1f
-1:
+    shl r9, 3
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
     mov ecx, 2
     rep movsb
     .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r14 + 1088], rax
-    test ebx, 1073741824
+    mov qword ptr [r14 + 1088], r9
+    test bl, 36
     jnz 1f
 1:
-    inc eax
+    inc r9d
     jmp 1f
 1:
-    or qword ptr [r14 + 0], 91
+    or qword ptr [r14 + 0], 106
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -1975,13 +1941,13 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d992_j]
+    lea rcx, [rip + .Lc1_d966_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d992_j_t
-.Lc1_d992_j:
-    imul rax, qword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 0]
+    jmp .Lc1_d966_j_t
+.Lc1_d966_j:
+    imul r9, qword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r9
+    and r9d, dword ptr [r15 + 0]
     test ebx, 26368
     jz 1f
 1:
@@ -2042,68 +2008,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1020_j]
+    lea rcx, [rip + .Lc1_d994_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1020_j_t
-.Lc1_d1020_j:
-    lea rcx, [rip + .Lc1_d1024_j]
+    jmp .Lc1_d994_j_t
+.Lc1_d994_j:
+    lea rcx, [rip + .Lc1_d998_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1024_j_t
-.Lc1_d1024_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d998_j_t
+.Lc1_d998_j:
+    mov eax, 20
+    jmp 1f
+1:
+    mov dword ptr [r14 + 512], 167
+    mov rbp, r10
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 94
+    and rbp, 8388544
+    mov dword ptr [r15 + rbp + 2383488], ebp
+    movzx eax, bpl
+    inc dword ptr [r15 + 64]
+    test ebx, 1696
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1152
+    mov edi, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rax
     jmp 1f
 1:
-    mov ecx, edx
-    test ebx, 12032
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r9, r10
-    cmp r9, r9
+    cmp rax, rax
+    shr eax, 30
     test bl, 192
     jnz 1f
 1:
-    jmp 1f
-1:
-    and r9, 960
-    mov dword ptr [r14 + r9 + 1472], r9d
-    mov qword ptr [r14 + 64], rdx
+    mov rbp, qword ptr [r15 + 0]
+    add rbp, rbp
+    mov rsi, rbp
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 128]
-    and ecx, dword ptr [r14 + 0]
-    sub rcx, r9
-    mov r9, r10
-    test dword ptr [r15 + 10780956], 164034
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov edi, 140
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7616]
-    test ebx, 1073741824
-    jnz 1f
+    sub rdi, rax
+    add rdi, qword ptr [r15 + 128]
+    and edi, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    inc dword ptr [r15 + 1280]
+    mov qword ptr [r15 + 1088], rdi
+    mov rsi, qword ptr [r14 + 1024]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2113,64 +2079,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1078_j]
+    lea rcx, [rip + .Lc1_d1052_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1078_j_t
-.Lc1_d1078_j:
-    add rax, rax
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 640]
+    jmp .Lc1_d1052_j_t
+.Lc1_d1052_j:
+    lea rsi, [rax + rax*2 + 110]
+    mov ecx, esi
+    mov esi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, cl
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r14 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [rcx + rcx*2 + 35]
-    mov r9d, dword ptr [r14 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, rsi
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    add rsi, rsi
     nop
-    jmp 1f
-1:
-    test dword ptr [r15 + 10780955], 6332424
-    jz 1f
-1:
-    mov rax, r9
-    movzx r9d, al
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul rsi, qword ptr [r15 + 832]
+    add rsi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, rax
-    mov r9, r9
-    mov rax, r9
-    mov ecx, 42
+    mov qword ptr [r14 + 768], rsi
+    mov r8, r10
+    mov rsi, r8
+    mov rdi, qword ptr [r14 + 640]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 7616], r8d
+    mov r8, rsi
+    mov r8d, 253
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, r9
-    mov r9, r9
-    jmp 1f
-1:
-    test ebx, 1440
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov qword ptr [r14 + 576], rbp
-    mov qword ptr [r14 + 640], r9
-    and rbp, 8128
-    lock or dword ptr [r15 + rbp + 15808], 94
-    test ebx, 163840
-    jnz 1f
-1:
-    imul rcx, qword ptr [r15 + 128]
-    mov rax, rcx
-    movzx ecx, byte ptr [r14 + 704]
+    lock or dword ptr [r15 + 512], 29
+    mov qword ptr [r15 + 64], r8
+    mov rdi, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -2180,69 +2143,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1135_j]
+    lea rcx, [rip + .Lc1_d1106_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1135_j_t
-.Lc1_d1135_j:
-    or qword ptr [r15 + 0], 59
-    cmp rax, rax
-    movzx eax, cl
-    mov eax, 223
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d1106_j_t
+.Lc1_d1106_j:
+    sub rdi, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
-    test dword ptr [r15 + 10780956], 268452353
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, rdi
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    mov ecx, ecx
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r14 + 576]
-    mov dword ptr [r14 + 640], edx
-    mov edx, ecx
-    test ebx, 576
-    jnz 1f
-1:
-    mov ecx, edx
-    movzx eax, cl
     mov r8, r10
-    mov rcx, r8
-    test dword ptr [r15 + 10780956], 4261896
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rdi
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 15808], r8
+    mov rdi, qword ptr [r14 + 704]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov rdx, rdx
+    mov r8, r10
+    sub rsi, r8
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov edi, edx
     and r8, 2097088
-    mov dword ptr [r14 + r8 + 286336], r8d
-    or qword ptr [r15 + 128], 68
-    sub rdx, rcx
-    test dword ptr [r15 + 10780956], 1082396672
+    mov edx, dword ptr [r14 + r8 + 286336]
+    jmp 1f
+1:
+    test ebx, 323584
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 448]
+    or qword ptr [r14 + 576], 119
+    mov rcx, qword ptr [r15 + 320]
+    mov rdi, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rax
-    mov eax, r8d
+    mov r8d, esi
+    mov edx, r8d
+    mov dword ptr [r15 + 1344], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 159
+    test ebx, 372736
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    movzx ecx, dl
+    or qword ptr [r14 + 896], 85
     add r11, 64
     add r10, r11
     inc rbx
@@ -2252,132 +2213,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1194_j]
+    lea rcx, [rip + .Lc1_d1164_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1194_j_t
-.Lc1_d1194_j:
-    lea rcx, [rax + rax*2 + 120]
-    or qword ptr [r14 + 448], 84
-    mov rax, rax
-    movzx eax, al
+    jmp .Lc1_d1164_j_t
+.Lc1_d1164_j:
+    imul rdx, qword ptr [r14 + 512]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r14 + 128]
+    mov edi, 241
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1248
+    jnz 1f
+1:
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [rax + rax*2 + 26]
+    test ebx, 1696
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, 81
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, r8d
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 1152]
+    add rcx, 69
+    and r8, 960
+    mov rdx, qword ptr [r15 + r8 + 1472]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     neg rax
-    test ebx, 1248
-    jnz 1f
+    or qword ptr [r14 + 448], 104
+    movzx eax, dl
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov rbp, r10
-    test ebx, 434176
-    jnz 1f
-1:
-    movzx eax, cl
-    movsxd rdi, dword ptr [r15 + 384]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1472], rbp
-    test ebx, 1248
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, ebp
-    mov eax, dword ptr [r15 + 576]
-    mov ecx, 208
-    test dword ptr [r15 + 10780955], 18465
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 1344]
-    add rbp, 38
-    add rbp, 79
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 128], rax
-    mov byte ptr [r14 + 896], al
-    mov byte ptr [r15 + 1088], al
+    mov r9, r10
+    mov byte ptr [r14 + 640], r9b
+    and r9, 960
+    mov qword ptr [r15 + r9 + 2496], r9
+    add rdx, qword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d1247_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1215_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1247_j_t
-.Lc1_d1247_j:
-    movsxd rcx, dword ptr [r14 + 512]
-    movsxd rsi, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov qword ptr [r14 + 640], rbp
-    test ebx, 495616
-    jz 1f
+    jmp .Lc1_d1215_j_t
+.Lc1_d1215_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 47
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov ebp, 27
-    mov ebp, dword ptr [r15 + 768]
-    add rbp, rbp
-    mov ecx, dword ptr [r15 + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    add rcx, rdx
+    mov edx, 102
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 960]
+    mov qword ptr [r15 + 64], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, al
+    and rdx, rdx
+    mov edx, 138
+    mov edx, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rax, qword ptr [r15 + 128]
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 61
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdx, 29
+    test edx, edx
+    mov byte ptr [r15 + 1408], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rbp
-    mov esi, 25
-    and rsi, rsi
-    mov byte ptr [r15 + 0], sil
+    mov eax, 147
+    movsxd rsi, dword ptr [r14 + 64]
+    mov r8d, 208
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov ecx, 54
-    lock add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    movzx ebp, byte ptr [r14 + r9 + 2496]
-    test ebx, 1073741824
-    jz 1f
+    movzx edx, al
+    mov dword ptr [r15 + 384], 91
+    jmp 1f
 1:
-    mov dword ptr [r14 + 960], ecx
-    shr esi, 25
-    vpaddd ymm0, ymm12, ymm9
-    mov dword ptr [r15 + 320], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rbp, 17
-    add rbp, qword ptr [r14 + 64]
-    imul rbp, qword ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2385,66 +2339,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1306_j]
+    lea rcx, [rip + .Lc1_d1270_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1306_j_t
-.Lc1_d1306_j:
-    mov rbp, rax
-    add rbp, qword ptr [r15 + 448]
-    mov rax, rbp
-    add rax, qword ptr [r14 + 384]
+    jmp .Lc1_d1270_j_t
+.Lc1_d1270_j:
+    cmp rax, rax
+    mov qword ptr [r14 + 704], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 125
     test ebx, 1073741824
     jz 1f
 1:
-    and rcx, rbp
-    mov qword ptr [r15 + 1024], rcx
-    mov rbp, r10
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8388544
-    mov dword ptr [r15 + rbp + 2383488], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ecx
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 59
-    mov eax, 202
     mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 182
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx r9d, cl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    lea rbp, [rcx + rcx*2 + 98]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    and rax, rax
+    mov eax, 102
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    test dword ptr [r15 + 10780955], 3229696
+    mov r9, rax
+    movzx r9d, byte ptr [r15 + 256]
+    mov rax, r9
+    mov r9, qword ptr [r15 + 640]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov edi, dword ptr [r14 + 1152]
-    mov edx, 88
-    mov byte ptr [r14 + 768], dl
-    test ebx, 1073741824
+    mov ecx, 214
+    jmp 1f
+1:
+    mov rbp, r9
+    mov dword ptr [r14 + 1024], 127
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    lea r9, [rcx + rcx*2 + 64]
+    mov eax, dword ptr [r14 + 1088]
+    mov ecx, dword ptr [r14 + 448]
+    mov edi, 5
+    test bl, 192
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 57
-    add rbp, rdi
+    mov ebp, r9d
+    or ebp, ebp
+    add rbp, rbp
     inc ebp
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2452,70 +2406,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1362_j]
+    lea rcx, [rip + .Lc1_d1326_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1362_j_t
-.Lc1_d1362_j:
-    movsxd rbp, dword ptr [r15 + 640]
-    mov ecx, 233
+    jmp .Lc1_d1326_j_t
+.Lc1_d1326_j:
+    mov byte ptr [r14 + 576], al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    neg rbp
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    add qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov ebp, 101
     test ebx, 1073741824
     jz 1f
 1:
+    test ebp, ebp
+    imul rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, 21
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov esi, 242
+    mov rsi, qword ptr [r15 + 768]
+    mov rbp, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test eax, eax
+    mov byte ptr [r14 + 256], al
+    and rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    cmp rax, rax
+    inc dword ptr [r14 + 0]
+    mov rsi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rcx, [rax + rax*2 + 40]
+    mov dword ptr [r15 + 192], ecx
+    mov byte ptr [r15 + 256], sil
     neg rax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 14080
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    or qword ptr [r15 + 0], 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 320], cl
-    mov rcx, rax
-    mov rax, rcx
+    or qword ptr [r15 + 64], 11
+    mov eax, ecx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 512], al
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    test ecx, ecx
-    add qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    and rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rcx, rcx
-    test ecx, ecx
-    mov rcx, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 1088]
-    and ecx, dword ptr [r15 + 832]
-    mov dword ptr [r14 + 0], ecx
-    mov ecx, 56
-    test dword ptr [r15 + 10780956], 134744193
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 0]
-    mov esi, ecx
-    mov dword ptr [r14 + 512], 115
     neg rsi
-    test ebx, 1632
-    jnz 1f
-1:
-    neg rcx
-    inc dword ptr [r15 + 64]
-    movzx ecx, sil
+    neg rsi
+    movzx esi, sil
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2526,69 +2480,65 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 10780955], 277004288
     setz al
-    lea rcx, [rip + .Lc1_d1421_s]
+    lea rcx, [rip + .Lc1_d1386_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1421_s_t
+    jmp .Lc1_d1386_s_t
     .p2align 3
-.Lc1_d1421_s:
+.Lc1_d1386_s:
     .p2align 3
-    jmp .Lc1_d1421_j
+    jmp .Lc1_d1386_j
     .p2align 3
-    jmp .Lc1_d1421_j
-.Lc1_d1421_j:
-    jmp 1f
-1:
-    movzx r9d, al
-    neg r9
-    movsxd rax, dword ptr [r15 + 512]
+    jmp .Lc1_d1386_j
+.Lc1_d1386_j:
+    mov rcx, qword ptr [r15 + 704]
+    movzx esi, cl
+    movzx esi, sil
     test ebx, 480
     jnz 1f
 1:
-    movzx esi, al
+    movzx eax, byte ptr [r14 + 448]
+    add rax, rax
+    neg rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r14 + 64]
+    mov r9, r10
+    mov esi, 18
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    lock add qword ptr [r15 + r9 + 3520], r9
+    and rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r14 + 192]
+    add rcx, qword ptr [r15 + 832]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 0
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 1152]
     or esi, esi
-    jmp 1f
-1:
-    test ebx, 1824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 99
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    and r9, r8
-    and r8, 960
-    mov r9, qword ptr [r14 + r8 + 1472]
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 448], 169
-    jmp 1f
-1:
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, r8
-    jmp 1f
-1:
-    add r8, qword ptr [r14 + 1216]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock add qword ptr [r15 + 64], rsi
-    mov rsi, r9
-    mov esi, 39
     add r11, 64
     add r10, r11
     inc rbx
@@ -2598,66 +2548,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1479_j]
+    lea rcx, [rip + .Lc1_d1441_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1479_j_t
-.Lc1_d1479_j:
-    add qword ptr [r15 + 896], rax
-    mov ecx, 53
-    lea rsi, [rcx + rcx*2 + 95]
-    xchg qword ptr [r15 + 448], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov r9, r9
-    mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d1441_j_t
+.Lc1_d1441_j:
+    shr esi, 19
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 140
     test ebx, 1073741824
     jnz 1f
 1:
-    shr esi, 16
-    and esi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
+    or eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rsi + rsi*2 + 8]
     test ebx, 1073741824
     jz 1f
 1:
-    shr r9d, 28
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rsi
     jmp 1f
 1:
-    mov r9, r10
-    or qword ptr [r15 + 704], 86
-    mov ecx, dword ptr [r14 + 128]
-    test ebx, 384
-    jnz 1f
-1:
-    and r9, 4032
-    mov rsi, qword ptr [r14 + r9 + 3520]
-    and esi, dword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 768]
-    test dword ptr [r15 + 10780955], 570556608
-    jz 1f
-1:
-    movzx ecx, sil
-    or ecx, ecx
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    mov r9d, ecx
-    jmp 1f
-1:
+    or qword ptr [r15 + 256], 62
     test ebx, 1073741824
     jz 1f
 1:
+    neg rsi
+    shr esi, 28
+    mov esi, esi
+    test bl, 192
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 136
+    mov r8, r10
     .byte 0x0f, 0x1f, 0x00
-    mov esi, dword ptr [r14 + 576]
+    and ecx, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    and r8, 960
+    xor dword ptr [r14 + r8 + 1472], r8d
+    mov r8d, 218
+    neg r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 512], rcx
+    add qword ptr [r14 + 64], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 576]
+    movzx r8d, byte ptr [r14 + 192]
     jmp 1f
 1:
     add r11, 64
@@ -2666,66 +2615,65 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1538_j]
+    lea rcx, [rip + .Lc1_d1496_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1538_j_t
-.Lc1_d1538_j:
-    mov rsi, qword ptr [r15 + 576]
-    lea rcx, [rsi + rsi*2 + 72]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d1496_j_t
+.Lc1_d1496_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    sub rsi, rax
-    test ebx, 13824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    add rax, rsi
+    lea r8, [rcx + rcx*2 + 89]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r8d, r8d
+    test ebx, 864
+    jnz 1f
 1:
-    mov dword ptr [r14 + 64], 179
-    lea rdi, [r15 + 10772736]
-    mov ecx, 189
-    rep stosb
-    imul rcx, qword ptr [r15 + 1152]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 147
+    mov ecx, dword ptr [r15 + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdi
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], edi
+    shr r8d, 22
+    and r8d, dword ptr [r14 + 1088]
+    and r8d, dword ptr [r14 + 896]
+    mov dword ptr [r14 + 384], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], cl
+    add rcx, r8
+    neg rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ecx
+    sub r8, rcx
+    lock or dword ptr [r15 + 640], 91
+    mov byte ptr [r14 + 448], cl
+    test ebx, 359424
+    jz 1f
+1:
+    imul rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], ecx
+    movsxd rcx, dword ptr [r15 + 768]
     mov edi, ecx
     test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 512]
-    mov esi, ecx
-    mov ecx, 112
-    test dword ptr [r15 + 10780956], 268435507
-    jz 1f
-1:
-    inc dword ptr [r14 + 704]
-    movzx edi, byte ptr [r14 + 0]
-    movzx eax, dil
-    mov rdi, rax
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 120
-    mov rcx, qword ptr [r15 + 256]
-    and ecx, dword ptr [r14 + 128]
+    mov r8, rdi
+    mov rdi, r8
+    mov edi, 164
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2733,70 +2681,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1593_j]
+    lea rcx, [rip + .Lc1_d1553_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1593_j_t
-.Lc1_d1593_j:
-    mov dword ptr [r15 + 960], 192
-    lea rsi, [rax + rax*2 + 10]
-    mov rsi, qword ptr [r15 + 448]
-    test esi, esi
-    test dword ptr [r15 + 10780956], 1073877504
+    jmp .Lc1_d1553_j_t
+.Lc1_d1553_j:
+    mov r8d, 125
+    movzx ecx, r8b
+    lea r8, [rcx + rcx*2 + 28]
+    mov r8d, r8d
+    mov dword ptr [r15 + 192], 219
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movzx eax, cl
+    mov dword ptr [r14 + 704], eax
+    mov rax, r8
+    add rax, 114
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 960]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r14 + 128]
-    shr edi, 27
+    or eax, edi
+    add rax, 108
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 84
+    jmp 1f
+1:
+    add rdi, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 160
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 256], 32
-    mov esi, edi
-    jmp 1f
-1:
-    mov edi, 228
-    test ebx, 1824
-    jnz 1f
-1:
-    add rcx, 11
-    or ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 215
+    test edi, edi
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, cl
-    test dword ptr [r15 + 10780955], 306708512
-    jz 1f
-1:
-    mov ebp, ecx
-    mov rbp, rbp
-    movzx ecx, bpl
-    movsxd rbp, dword ptr [r15 + 640]
+    mov edi, ecx
+    mov rdi, qword ptr [r14 + 576]
+    mov byte ptr [r14 + 128], dil
+    shl rdi, 20
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 79
-    or qword ptr [r14 + 192], 108
-    mov ecx, 107
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 64], ecx
-    jmp 1f
-1:
+    or qword ptr [r15 + 256], 108
+    mov eax, 107
+    mov eax, eax
+    lock or dword ptr [r15 + 512], 120
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2804,63 +2753,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1650_j]
+    lea rcx, [rip + .Lc1_d1611_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1650_j_t
-.Lc1_d1650_j:
-    lea rcx, [rip + .Lc1_d1654_j]
+    jmp .Lc1_d1611_j_t
+.Lc1_d1611_j:
+    lea rcx, [rip + .Lc1_d1615_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1654_j_t
-.Lc1_d1654_j:
-    mov dword ptr [r14 + 1088], 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rax, 25
-    add rax, 48
-    test eax, eax
-    test ebx, 1248
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 768]
-    mov edx, 153
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, cl
-    mov eax, dword ptr [r14 + 192]
-    test dword ptr [r15 + 10780956], 1347215872
-    jnz 1f
-1:
-    imul rcx, qword ptr [r15 + 1024]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r10
+    jmp .Lc1_d1615_j_t
+.Lc1_d1615_j:
+    mov rax, qword ptr [r14 + 448]
+    movzx ecx, al
     jmp 1f
 1:
-    test dword ptr [r15 + 10780956], 606210
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov edi, 201
+    shl rdi, 12
+    lea rdi, [rdi + rdi*2 + 62]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r14 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 960
-    movsxd rax, dword ptr [r14 + r8 + 1472]
-    lea rdx, [rax + rax*2 + 20]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 167
-    sub r9, rax
-    mov rcx, qword ptr [r14 + 512]
-    test dword ptr [r15 + 10780955], 1409302560
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dl
-    inc eax
-    add r11, 64
-    add r10, r11
+    and rcx, rcx
+    sub rcx, r8
+    movsxd rcx, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    inc ecx
+    movzx ecx, byte ptr [r14 + 128]
+    lea rax, [rcx + rcx*2 + 92]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 256]
+    mov edi, 149
+    test ebx, 1073741824
+    jz 1f
+1:
+    test edi, edi
+    add rcx, 110
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 192]
+    movzx r8d, al
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2870,60 +2822,63 @@ ditto_body_c1:
     mov qword ptr [r15 + 10780952], rax
     mov eax, dword ptr [r15 + 10780956]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1704_s]
+    lea rcx, [rip + .Lc1_d1667_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1704_s_t
+    jmp .Lc1_d1667_s_t
     .p2align 3
-.Lc1_d1704_s:
+.Lc1_d1667_s:
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1667_j
     .p2align 3
-    jmp .Lc1_d1704_j
-.Lc1_d1704_j:
+    jmp .Lc1_d1667_j
+.Lc1_d1667_j:
     mov r8, r10
-    mov edx, r8d
-    movzx edx, byte ptr [r15 + 64]
-    and r8, 2097088
-    movsxd r9, dword ptr [r15 + r8 + 286336]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, edx
-    mov dword ptr [r14 + 576], 155
-    shl rax, 13
+    mov edi, r8d
+    movzx edi, byte ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 122
-    mov r9d, dword ptr [r15 + 320]
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1472]
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 1024], 155
+    shl rdi, 13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 122
+    mov ebp, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2933,208 +2888,208 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1748_j]
+    lea rcx, [rip + .Lc1_d1713_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1748_j_t
-.Lc1_d1748_j:
-    movzx r9d, al
-    mov dword ptr [r15 + 0], r9d
-    mov rax, rax
-    movzx r9d, al
-    test ebx, 1696
-    jnz 1f
-1:
-    movzx edx, al
-    movzx edx, dl
-    mov ecx, 117
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdx, [r9 + r9*2 + 32]
-    lea r9, [rdx + rdx*2 + 94]
+    jmp .Lc1_d1713_j_t
+.Lc1_d1713_j:
+    movzx ebp, byte ptr [r15 + 768]
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 227
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 1152], ecx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    and ecx, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    mov qword ptr [r14 + 704], r9
-    mov qword ptr [r15 + 832], rcx
-    xor dword ptr [r15 + 384], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r14 + 448]
     movzx eax, cl
-    neg rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r9
-    popcnt r9, rax
-    sub r9, rcx
+    lea rax, [rax + rax*2 + 69]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + 1280], r9
-    mov ecx, 183
-    jmp 1f
+    mov rbp, r10
+    movzx edi, byte ptr [r14 + 512]
+    and rbp, 2097088
+    mov byte ptr [r15 + rbp + 286336], bpl
+    movzx ebp, al
+    xor dword ptr [r14 + 1280], ebp
+    test ebx, 372736
+    jz 1f
 1:
-    test dword ptr [r15 + 10780955], 4457216
-    jnz 1f
-1:
-    movzx eax, r9b
-    mov r9d, eax
-    mov byte ptr [r14 + 0], r9b
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c14:
-    lea rcx, [rip + .Lc1_d1802_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1802_j_t
-.Lc1_d1802_j:
-    mov rax, rcx
-    mov r9d, dword ptr [r15 + 512]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 214
-    movzx r8d, byte ptr [r14 + 256]
-    lea rax, [r8 + r8*2 + 54]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    mov dword ptr [r14 + 448], 67
-    jmp 1f
-1:
-    test eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 234
-    movzx r8d, al
+    sub rax, rdi
+    movzx eax, al
+    mov edi, 170
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 189
+    rep stosb
+    lea rdi, [rdi + rcx*2 + 66]
+    movzx edi, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 2383488], r8d
-    mov r8, qword ptr [r14 + 64]
-    mov eax, dword ptr [r14 + 128]
+    mov ebp, 205
+    and ebp, dword ptr [r15 + 320]
+    neg rbp
+    popcnt rdx, rbp
     test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 192], eax
-    shr r9d, 12
-    shr r9d, 23
-    mov r9, r10
-    test r9d, r9d
-    test ebx, 438272
     jz 1f
 1:
-    and r9, 960
-    mov byte ptr [r15 + r9 + 2496], r9b
-    mov dword ptr [r15 + 1152], 82
-    and rax, r9
+    mov ecx, ebp
+    movzx edi, cl
+    sub rdi, rdx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov edx, ecx
+    imul rdx, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
-.Lc1_b7_c15:
+.Lc1_b7_c14:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1862_j]
+    lea rcx, [rip + .Lc1_d1770_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1862_j_t
-.Lc1_d1862_j:
-    movsxd r9, dword ptr [r14 + 896]
-    mov rcx, r9
-    jmp 1f
-1:
-    mov r9, qword ptr [r14 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    mov eax, dword ptr [r14 + 576]
+    jmp .Lc1_d1770_j_t
+.Lc1_d1770_j:
+    shr edx, 30
+    and edx, dword ptr [r15 + 0]
+    movzx edi, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    neg rcx
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 108
+    test edx, edi
+    mov rcx, qword ptr [r14 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r9, qword ptr [r15 + 0]
-    inc r9d
+    .byte 0x66, 0x90
+    mov rax, qword ptr [r14 + 704]
     jmp 1f
 1:
-    test dword ptr [r15 + 10780955], 135004225
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 8
-    jmp 1f
-1:
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    mov edi, 177
+    and rdi, rcx
+    mov ecx, dword ptr [r14 + 576]
+    mov rdi, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rax, [rcx + rcx*2 + 115]
+    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov rdi, qword ptr [r14 + 64]
+    test edi, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 512], 94
+    test ebx, 54784
+    jz 1f
+1:
+    lock or dword ptr [r15 + 384], 91
+    shr edi, 20
     mov rdi, rdi
-    movsxd rdi, dword ptr [r14 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 101
+    movzx ecx, dil
+    mov edi, 51
+    mov edi, 74
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c15:
+    lea rcx, [rip + .Lc1_d1822_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1822_j_t
+.Lc1_d1822_j:
+    mov ecx, dword ptr [r14 + 256]
+    mov dword ptr [r14 + 1088], ecx
     jmp 1f
 1:
-    mov r9d, 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc edi
+    jmp 1f
+1:
+    inc edi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rcx, 28
-    add rcx, 30
-    cmp rcx, rcx
+    mov ecx, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 506624
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rdi, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8388544
+    mov esi, dword ptr [r15 + r9 + 2383488]
+    add rsi, 25
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, r9
+    mov edi, 14
+    neg rdi
+    mov dword ptr [r15 + 192], 68
+    test ebx, 372736
+    jz 1f
+1:
+    or qword ptr [r15 + 448], 51
+    jmp 1f
+1:
+    mov esi, edi
+    movsxd r9, dword ptr [r14 + 64]
+    test ebx, 23296
+    jz 1f
+1:
+    mov edi, 251
+    shl rdi, 19
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 2496]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -3254,7 +3209,7 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    addsd xmm9, qword ptr [r15 + 0]
+    addsd xmm9, qword ptr [r14 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -3273,47 +3228,41 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 4309104]
-    lea rcx, [rbx + 3]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 4309104], rcx
-    mov r13d, 3
+    mov r13d, 4
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 121
-    jmp 1f
-1:
-    test ebx, 22464
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, 104
+    cmp dword ptr [r15 + 4309084], 0x16a09e6
+    jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov edx, 46
-    addsd xmm4, qword ptr [r14 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mulsd xmm9, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 832], 225
-    or qword ptr [r14 + 0], 114
-    mulsd xmm4, qword ptr [r15 + 128]
+    addsd xmm9, qword ptr [r14 + 896]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 832], 197
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3328,24 +3277,24 @@ ditto_body_c2:
 .Lc2_b2_c0:
     jmp 1f
 1:
-    xor dword ptr [r15 + 960], ecx
-    mov r9, rcx
+    xor dword ptr [r14 + 960], ecx
+    mov rdi, rcx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    mov r9, rcx
-    cvtsi2sd xmm4, r9d
-    pxor xmm4, xmm9
+    mov rcx, rcx
+    mov rcx, rdi
+    cvtsi2sd xmm9, ecx
+    pxor xmm9, xmm15
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov byte ptr [r15 + 64], sil
-    mov rsi, r9
+    mov rbp, rcx
+    mov byte ptr [r14 + 64], bpl
+    mov rbp, rcx
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3380,6 +3329,10 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
+    lea rcx, [rip + .Lc2_d125_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d125_j_t
+.Lc2_d125_j:
     lea rcx, [rip + .Lc2_d129_j]
     add rcx, qword ptr [r15 + 4309088]
     jmp .Lc2_d129_j_t
@@ -3388,149 +3341,143 @@ ditto_body_c2:
     add rcx, qword ptr [r15 + 4309088]
     jmp .Lc2_d133_j_t
 .Lc2_d133_j:
-    lea rcx, [rip + .Lc2_d137_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d137_j_t
-.Lc2_d137_j:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    maxsd xmm4, xmm4
-    pmovmskb ebp, xmm4
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 221
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    movzx esi, cl
+    mov r9d, 28
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ebp, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov edx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm0, xmm9
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rdx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 111
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    movq xmm5, rbp
-    pcmpeqb xmm5, xmm8
+    movq xmm0, rsi
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 199
-    mov eax, eax
+    mov rsi, rdx
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, esi
+    mov ebp, 245
+    maxsd xmm0, xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pmovmskb edx, xmm0
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
     lea rcx, [rip + .Lc2_d192_j]
     add rcx, qword ptr [r15 + 4309088]
     jmp .Lc2_d192_j_t
 .Lc2_d192_j:
-    or qword ptr [r14 + 896], 16
-    maxsd xmm5, xmm5
+    pmovmskb edx, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 136
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 32768
-    jz 1f
+    cmp dword ptr [r15 + 4309084], 0x5a82799a
+    jb 1f
 1:
-    mov eax, 212
-    pcmpeqb xmm9, xmm5
+    paddd xmm13, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb eax, xmm5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    paddd xmm5, xmm9
-    pcmpeqb xmm5, xmm9
-    mov r8d, eax
+    mov ecx, edx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rdx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    por xmm9, xmm5
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 32
-    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm13, xmm14
+    mov r9d, edx
+    por xmm13, xmm13
+    pcmpeqb xmm13, xmm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    addsd xmm13, xmm13
+    jmp 1f
+1:
+    mov r8d, 74
+    mov rdi, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 186
+    jmp 1f
+1:
+    maxsd xmm13, xmm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm13, xmm6
+    mov r8, r9
+    or qword ptr [r14 + 1088], 108
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 896], 4
+    mov dword ptr [r14 + 384], 252
+    movsd qword ptr [r14 + 1216], xmm13
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    addsd xmm5, xmm9
-    mov rdx, rax
-    jmp 1f
-1:
-    mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rdx
-    mov eax, eax
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    pcmpeqb xmm5, xmm14
-    mov r9, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsd xmm5, qword ptr [r14 + 640]
-    mov dword ptr [r14 + 1216], 252
-    mov edx, 172
-    mov dword ptr [r14 + 832], 198
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    subsd xmm15, xmm5
-    subsd xmm15, xmm15
+    subsd xmm13, xmm13
+    mov rdx, r8
+    movsd xmm13, qword ptr [r14 + 832]
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -3538,73 +3485,73 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d257_j]
+    lea rcx, [rip + .Lc2_d251_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d257_j_t
-.Lc2_d257_j:
+    jmp .Lc2_d251_j_t
+.Lc2_d251_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edx
+    mov ecx, r9d
     jmp 1f
 1:
-    ucomisd xmm2, xmm1
+    ucomisd xmm4, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49152
+    test bl, 96
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 4309084], 138412032
-    jz 1f
+    cmp dword ptr [r15 + 4309084], 0x2d413ccd
+    jb 1f
 1:
-    ucomisd xmm6, xmm3
+    ucomisd xmm6, xmm4
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 640], esi
-    maxsd xmm1, xmm1
+    xor dword ptr [r14 + 832], r8d
+    maxsd xmm8, xmm9
     jmp 1f
 1:
-    mov esi, 145
-    test ebx, 1073741824
-    jnz 1f
+    mov r8d, 145
+    test bl, 96
+    jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r14 + 128], sil
-    mov eax, 51
-    ucomisd xmm1, xmm1
+    mov byte ptr [r14 + 320], r8b
+    mov ebp, 51
+    ucomisd xmm8, xmm8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 576], rax
-    add qword ptr [r14 + 0], rax
-    mov r8d, 241
-    mov r8d, r8d
+    mov qword ptr [r14 + 640], rbp
+    add qword ptr [r14 + 0], rbp
+    mov r9d, 241
+    mov r9d, r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsd qword ptr [r14 + 0], xmm14
-    mov qword ptr [r14 + 1024], r8
-    add qword ptr [r14 + 384], r8
+    movsd qword ptr [r14 + 0], xmm12
+    mov qword ptr [r14 + 1024], r9
+    add qword ptr [r14 + 384], r9
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rcx, [rip + .Lc2_d308_j]
+    lea rcx, [rip + .Lc2_d302_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d308_j_t
-.Lc2_d308_j:
+    jmp .Lc2_d302_j_t
+.Lc2_d302_j:
     mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -3614,14 +3561,14 @@ ditto_body_c2:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 147456
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jz 1f
 1:
     jmp 1f
 1:
-    pshufd xmm14, xmm10, 160
+    pshufd xmm12, xmm12, 160
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -3630,47 +3577,47 @@ ditto_body_c2:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49152
+    test bl, 96
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov dword ptr [r15 + 576], 53
-    xor dword ptr [r14 + 448], ebp
+    mov dword ptr [r14 + 640], 160
+    mov r9, rsi
+    xor dword ptr [r14 + 576], r9d
+    mov dword ptr [r14 + 960], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 960], ebp
+    add qword ptr [r14 + 0], r9
     jmp 1f
 1:
-    por xmm2, xmm4
-    xor dword ptr [r15 + 512], ebp
+    por xmm2, xmm1
+    mov byte ptr [r14 + 0], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mulsd xmm2, qword ptr [r15 + 64]
-    mov byte ptr [r14 + 0], bpl
+    xor dword ptr [r14 + 512], r9d
+    mulsd xmm2, qword ptr [r15 + 320]
     maxsd xmm2, xmm2
-    mov qword ptr [r15 + 832], rbp
+    mov qword ptr [r14 + 896], r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdi, rdi
-    mov qword ptr [r14 + 320], rdi
-    mov edi, edi
+    mov rsi, rsi
+    add qword ptr [r15 + 384], rsi
+    mov esi, esi
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    lea rcx, [rip + .Lc2_d359_j]
+    lea rcx, [rip + .Lc2_d353_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d359_j_t
-.Lc2_d359_j:
-    xor dword ptr [r15 + 128], ecx
+    jmp .Lc2_d353_j_t
+.Lc2_d353_j:
+    xor dword ptr [r15 + 128], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 155
+    mov esi, 155
     test ebx, 1073741824
     jnz 1f
 1:
@@ -3681,118 +3628,123 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 85
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 147456
-    jz 1f
+    test bl, 176
+    jnz 1f
 1:
-    mov edi, 211
+    mov esi, 26
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     inc dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rsi
+    jmp 1f
+1:
+    mov edi, 115
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    xor dword ptr [r14 + rbp + 26944], ebp
+    movzx ebp, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9, rdi
-    jmp 1f
-1:
-    mov r9d, 11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov rdx, r9
-    and r9, 8128
-    xor dword ptr [r14 + r9 + 26944], r9d
-    or qword ptr [r14 + 0], 8
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 1280], 45
-    mov qword ptr [r15 + 320], r9
-    mov qword ptr [r15 + 384], r9
-    movsd xmm4, qword ptr [r14 + 1216]
+    mov dword ptr [r14 + 1280], 45
+    mov qword ptr [r15 + 384], rbp
+    mov qword ptr [r15 + 320], rbp
+    movsd xmm15, qword ptr [r14 + 1216]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rcx, [rip + .Lc2_d410_j]
+    lea rcx, [rip + .Lc2_d404_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d410_j_t
-.Lc2_d410_j:
-    mov qword ptr [r15 + 384], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc2_d404_j_t
+.Lc2_d404_j:
+    mov dword ptr [r14 + 64], 103
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mulsd xmm1, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 128], 239
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r14 + 64], 129
-    mov r8, r11
-    mov dword ptr [r14 + 640], 121
-    and r8, 8128
-    mov qword ptr [r14 + r8 + 26944], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 1088], r8d
-    movsd qword ptr [r15 + 1280], xmm1
-    mov dword ptr [r15 + 64], r8d
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mulsd xmm8, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 576], 61
+    mov dword ptr [r14 + 128], 62
+    mov dword ptr [r14 + 64], ecx
+    mov r9, r11
+    mov dword ptr [r15 + 320], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 35136], 212
+    pcmpeqb xmm12, xmm13
+    mov qword ptr [r14 + 1152], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rcx, [rip + .Lc2_d458_j]
+    lea rcx, [rip + .Lc2_d456_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d458_j_t
-.Lc2_d458_j:
+    jmp .Lc2_d456_j_t
+.Lc2_d456_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, 151
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
@@ -3821,12 +3773,12 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    addsd xmm15, qword ptr [r15 + 832]
+    addsd xmm13, qword ptr [r15 + 896]
     jmp 1f
 1:
     jmp 1f
 1:
-    mulsd xmm15, qword ptr [r15 + 1152]
+    mulsd xmm13, qword ptr [r15 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -3834,104 +3786,105 @@ ditto_body_c2:
 1:
     jmp 1f
 1:
-    mov ecx, 19
-    mov ecx, 1
-    test ebx, 81920
+    mov ebp, 19
+    mov edx, 1
+    test bl, 160
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 24
-    addsd xmm15, qword ptr [r14 + 576]
+    mov edi, 24
+    addsd xmm13, qword ptr [r14 + 640]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 640], cl
-    mov dword ptr [r15 + 320], 28
-    mov dword ptr [r14 + 896], ecx
+    mov byte ptr [r15 + 576], dil
+    mov dword ptr [r14 + 384], 28
+    mov dword ptr [r15 + 832], edi
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mulsd xmm15, xmm15
-    mov dword ptr [r14 + 512], 37
-    maxsd xmm15, xmm15
+    mulsd xmm13, xmm13
+    mov dword ptr [r14 + 640], 37
+    maxsd xmm13, xmm13
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    lea rcx, [rip + .Lc2_d516_j]
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d517_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d516_j_t
-.Lc2_d516_j:
-    movzx ecx, cl
-    mov rcx, rcx
+    jmp .Lc2_d517_j_t
+.Lc2_d517_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 81920
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 160
     jnz 1f
 1:
-    addsd xmm15, xmm15
+    mov eax, 181
+    cvtsi2sd xmm15, eax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 130
-    movzx edx, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
     jmp 1f
 1:
+    mov ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    addsd xmm15, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    por xmm15, xmm15
     test ebx, 1073741824
     jnz 1f
 1:
-    por xmm15, xmm15
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    pxor xmm15, xmm4
     paddd xmm15, xmm15
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 244224
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    cvtsi2sd xmm15, edx
-    jmp 1f
+    cmp dword ptr [r15 + 4309084], 0xb504f3
+    jb 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r14 + 768], rbp
-    movzx ebp, sil
+    addsd xmm15, xmm15
     maxsd xmm15, xmm15
+    or qword ptr [r14 + 0], 40
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r14 + 1088], 40
-    mov dword ptr [r14 + 128], ebp
-    pxor xmm15, xmm3
+    addsd xmm15, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 832], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    add qword ptr [r15 + 128], rsi
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
@@ -3944,7 +3897,7 @@ ditto_body_c2:
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov ecx, 185
+    mov esi, 185
     or qword ptr [r15 + 0], 89
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
@@ -3954,7 +3907,7 @@ ditto_body_c2:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 16320
-    imul rcx, qword ptr [r15 + r9 + 10560]
+    imul rsi, qword ptr [r15 + r9 + 10560]
     jmp 1f
 1:
     add r11, 64
@@ -3981,11 +3934,11 @@ ditto_body_c2:
     jnz 1f
 1:
     mov dword ptr [r15 + 0], ecx
-    mov rbp, r10
+    mov r9, r10
     jmp 1f
 1:
-    and rbp, 960
-    mov byte ptr [r14 + rbp + 1344], bpl
+    and r9, 960
+    mov byte ptr [r14 + r9 + 1344], r9b
     jmp 1f
 1:
     add r11, 64
@@ -4002,10 +3955,10 @@ ditto_body_c2:
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    lea rcx, [rip + .Lc2_d622_j]
+    lea rcx, [rip + .Lc2_d621_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d622_j_t
-.Lc2_d622_j:
+    jmp .Lc2_d621_j_t
+.Lc2_d621_j:
     mov ecx, ecx
     mov rcx, rcx
     test ebx, 1073741824
@@ -4019,7 +3972,7 @@ ditto_body_c2:
 1:
     jmp 1f
 1:
-    cvtsi2sd xmm9, ecx
+    cvtsi2sd xmm2, ecx
     test ebx, 1073741824
     jnz 1f
 1:
@@ -4037,20 +3990,20 @@ ditto_body_c2:
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d647_j]
+    lea rcx, [rip + .Lc2_d646_j]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d647_j_t
-.Lc2_d647_j:
-    lea rbp, [rcx + rcx*2 + 57]
-    cmp rbp, rbp
-    movzx ebp, cl
-    mov ebp, dword ptr [r14 + 128]
-    test ebx, 7936
+    jmp .Lc2_d646_j_t
+.Lc2_d646_j:
+    lea rcx, [rcx + rcx*2 + 57]
+    cmp rcx, rcx
+    movzx ecx, r9b
+    mov ecx, dword ptr [r14 + 128]
+    test bl, 62
     jnz 1f
 1:
-    paddq xmm2, xmmword ptr [r15 + 576]
-    inc ecx
-    movzx ecx, cl
+    paddq xmm15, xmmword ptr [r15 + 576]
+    inc r8d
+    movzx r8d, r8b
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
@@ -4073,8 +4026,8 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    movq qword ptr [r14 + 704], xmm2
-    paddq xmm15, xmmword ptr [r15 + 448]
+    movq qword ptr [r14 + 704], xmm15
+    paddq xmm2, xmmword ptr [r15 + 448]
     mov byte ptr [r14 + 320], al
     inc rbx
     dec r13
@@ -4088,18 +4041,18 @@ ditto_body_c2:
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    movsxd r9, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
     movsxd rcx, dword ptr [r15 + 512]
-    mov rbp, r10
-    test ebp, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 2368], 86
+    mov r9, r10
+    test r9d, r9d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 2368], 86
     test ebx, 1073741824
     jz 1f
 1:
     inc ecx
-    mov ebp, 83
-    lea rax, [rbp + rbp*2 + 7]
+    mov r9d, 83
+    lea rax, [r9 + r9*2 + 7]
     cmp rax, rax
     test ebx, 1073741824
     jnz 1f
@@ -4129,13 +4082,13 @@ ditto_body_c2:
     mov rcx, qword ptr [r14 + 0]
     cmp rcx, rcx
     addsd xmm15, qword ptr [r15 + 0]
-    pmovmskb ebp, xmm15
-    test dword ptr [r15 + 4309084], 68157569
-    jnz 1f
+    pmovmskb r8d, xmm15
+    cmp dword ptr [r15 + 4309083], 0xb504f33
+    jae 1f
 1:
     add rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 320]
-    xchg qword ptr [r15 + 448], rbp
+    movsxd r9, dword ptr [r15 + 320]
+    xchg qword ptr [r15 + 448], r9
     jmp 1f
 1:
     jmp 1f
@@ -4210,123 +4163,123 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d647_j_t:
+.Lc2_d646_j_t:
     jmp rcx
-.Lc1_d992_j_t:
+.Lc1_d966_j_t:
     jmp rcx
-.Lc1_d933_j_t:
+.Lc1_d909_j_t:
     jmp rcx
-.Lc1_d32_j_t:
+.Lc1_d35_j_t:
     jmp rcx
 .Lc1_d88_j_t:
     jmp rcx
-.Lc1_d149_j_t:
+.Lc1_d139_j_t:
     jmp rcx
-.Lc1_d201_j_t:
+.Lc1_d198_j_t:
     jmp rcx
-.Lc1_d261_j_t:
+.Lc1_d256_j_t:
     jmp rcx
-.Lc1_d323_j_t:
+.Lc1_d314_j_t:
     jmp rcx
-.Lc1_d376_j_t:
+.Lc1_d369_j_t:
     jmp rcx
-.Lc1_d432_j_t:
+.Lc1_d424_j_t:
     jmp rcx
 .Lc1_b2_stubs_t:
     jmp rcx
-.Lc1_d772_j_t:
+.Lc1_d754_j_t:
     jmp rcx
-.Lc1_d776_j_t:
+.Lc1_d758_j_t:
     jmp rcx
-.Lc1_d832_s_t:
+.Lc1_d808_s_t:
     jmp rcx
-.Lc1_d883_s_t:
+.Lc1_d860_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d538_j_t:
+.Lc1_d527_j_t:
     jmp rcx
-.Lc1_d602_j_t:
+.Lc1_d588_j_t:
     jmp rcx
-.Lc1_d606_j_t:
+.Lc1_d592_j_t:
     jmp rcx
-.Lc1_d661_j_t:
+.Lc1_d642_j_t:
     jmp rcx
-.Lc1_d717_j_t:
+.Lc1_d700_j_t:
     jmp rcx
-.Lc1_d1020_j_t:
+.Lc1_d994_j_t:
     jmp rcx
-.Lc1_d1024_j_t:
+.Lc1_d998_j_t:
     jmp rcx
-.Lc1_d1078_j_t:
+.Lc1_d1052_j_t:
     jmp rcx
-.Lc1_d1135_j_t:
+.Lc1_d1106_j_t:
     jmp rcx
-.Lc1_d1194_j_t:
+.Lc1_d1164_j_t:
     jmp rcx
-.Lc1_d1247_j_t:
+.Lc1_d1215_j_t:
     jmp rcx
-.Lc1_d1306_j_t:
+.Lc1_d1270_j_t:
     jmp rcx
-.Lc1_d1362_j_t:
+.Lc1_d1326_j_t:
     jmp rcx
-.Lc1_d1421_s_t:
+.Lc1_d1386_s_t:
     jmp rcx
-.Lc1_d1479_j_t:
+.Lc1_d1441_j_t:
     jmp rcx
-.Lc1_d1538_j_t:
+.Lc1_d1496_j_t:
     jmp rcx
-.Lc1_d1593_j_t:
+.Lc1_d1553_j_t:
     jmp rcx
-.Lc1_d1650_j_t:
+.Lc1_d1611_j_t:
     jmp rcx
-.Lc1_d1654_j_t:
+.Lc1_d1615_j_t:
     jmp rcx
-.Lc1_d1704_s_t:
+.Lc1_d1667_s_t:
     jmp rcx
-.Lc1_d1748_j_t:
+.Lc1_d1713_j_t:
     jmp rcx
-.Lc1_d1802_j_t:
+.Lc1_d1770_j_t:
     jmp rcx
-.Lc1_d1862_j_t:
+.Lc1_d1822_j_t:
     jmp rcx
-.Lc2_d622_j_t:
+.Lc2_d621_j_t:
     jmp rcx
-.Lc0_d125_j_t:
+.Lc0_d124_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d148_j_t:
+.Lc0_d147_j_t:
+    jmp rcx
+.Lc2_d125_j_t:
     jmp rcx
 .Lc2_d129_j_t:
     jmp rcx
 .Lc2_d133_j_t:
     jmp rcx
-.Lc2_d137_j_t:
-    jmp rcx
 .Lc2_d192_j_t:
     jmp rcx
-.Lc2_d257_j_t:
+.Lc2_d251_j_t:
     jmp rcx
-.Lc2_d308_j_t:
+.Lc2_d302_j_t:
     jmp rcx
-.Lc2_d359_j_t:
+.Lc2_d353_j_t:
     jmp rcx
-.Lc2_d410_j_t:
+.Lc2_d404_j_t:
     jmp rcx
-.Lc2_d458_j_t:
+.Lc2_d456_j_t:
     jmp rcx
-.Lc2_d516_j_t:
+.Lc2_d517_j_t:
     jmp rcx
-.Lc0_d293_s_t:
+.Lc0_d292_s_t:
     jmp rcx
-.Lc0_d302_j_t:
+.Lc0_d301_j_t:
     jmp rcx
-.Lc0_d348_j_t:
+.Lc0_d350_j_t:
     jmp rcx
-.Lc0_d404_j_t:
+.Lc0_d403_j_t:
     jmp rcx
-.Lc0_d455_j_t:
+.Lc0_d459_j_t:
     jmp rcx
     .text
 

@@ -38,26 +38,19 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 576]
-    vpaddd xmm3, xmm3, xmm5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 256], r9
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 24
+    mov qword ptr [r15 + 128], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm7, xmm7, xmm3
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov dword ptr [r15 + 64], 230
     add r11, 64
-    add r10, r11
-    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -590,51 +583,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d59_j]
+    lea rcx, [rip + .Lc1_d53_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d59_j_t
-.Lc1_d59_j:
-    lea rcx, [rip + .Lc1_d63_j]
+    jmp .Lc1_d53_j_t
+.Lc1_d53_j:
+    lea rcx, [rip + .Lc1_d57_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d63_j_t
-.Lc1_d63_j:
-    lea rcx, [rip + .Lc1_d67_j]
+    jmp .Lc1_d57_j_t
+.Lc1_d57_j:
+    lea rcx, [rip + .Lc1_d61_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d67_j_t
-.Lc1_d67_j:
+    jmp .Lc1_d61_j_t
+.Lc1_d61_j:
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d71_s]
+    lea rcx, [rip + .Lc1_d65_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d71_s_t
+    jmp .Lc1_d65_s_t
     .p2align 3
-.Lc1_d71_s:
+.Lc1_d65_s:
     .p2align 3
-    jmp .Lc1_d71_j
+    jmp .Lc1_d65_j
     .p2align 3
-    jmp .Lc1_d71_j
-.Lc1_d71_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d65_j
+.Lc1_d65_j:
+    lea r8, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 512]
+    and r8, 16320
+    movzx esi, byte ptr [r15 + r8 + 15680]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 448]
+    lea rbp, [r11 + r11*2]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 16320
-    movzx esi, byte ptr [r15 + r8 + 15680]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    movsxd rdx, dword ptr [r15 + r8 + 15744]
+    movzx r8d, byte ptr [r15 + rbp + 3520]
+    mov esi, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
     add r11, 64
@@ -645,105 +636,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d106_j]
+    lea rcx, [rip + .Lc1_d98_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d106_j_t
-.Lc1_d106_j:
+    jmp .Lc1_d98_j_t
+.Lc1_d98_j:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32768
     setz al
-    lea rcx, [rip + .Lc1_d110_s]
+    lea rcx, [rip + .Lc1_d102_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d110_s_t
+    jmp .Lc1_d102_s_t
     .p2align 3
-.Lc1_d110_s:
+.Lc1_d102_s:
     .p2align 3
-    jmp .Lc1_d110_j
+    jmp .Lc1_d102_j
     .p2align 3
-    jmp .Lc1_d110_j
-.Lc1_d110_j:
+    jmp .Lc1_d102_j
+.Lc1_d102_j:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d119_s]
+    lea rcx, [rip + .Lc1_d111_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d119_s_t
+    jmp .Lc1_d111_s_t
     .p2align 3
-.Lc1_d119_s:
+.Lc1_d111_s:
     .p2align 3
-    jmp .Lc1_d119_j
+    jmp .Lc1_d111_j
     .p2align 3
-    jmp .Lc1_d119_j
-.Lc1_d119_j:
-    lea r9, [r11 + r11*2]
-    movsxd rdi, dword ptr [r15 + 640]
+    jmp .Lc1_d111_j
+.Lc1_d111_j:
+    mov r9, r10
     and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 156
+    imul r9, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 512]
+    vpor xmm15, xmm15, xmm11
+    mov esi, eax
+    mov rax, qword ptr [r15 + 64]
+    mov esi, eax
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 15680], 121
-    mov esi, r9d
-    or qword ptr [r15 + r9 + 15808], 96
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    xor dword ptr [r15 + r9 + 15744], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8d, 102
-    mov edx, ecx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, 52
+    movsxd rdx, dword ptr [r15 + 512]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d152_j]
+    lea rcx, [rip + .Lc1_d141_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d152_j_t
-.Lc1_d152_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 122
-    lea r9, [r11 + r11*1]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3776], 100
+    jmp .Lc1_d141_j_t
+.Lc1_d141_j:
+    mov ecx, 101
+    mov dword ptr [r15 + 256], 85
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 448], ebp
+    mov rdi, rcx
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9d, r8d
+    mov dword ptr [r15 + 448], 57
+    mov r9, rcx
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
     and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15744]
-    movzx edi, r8b
-    movsxd rdx, dword ptr [r15 + 64]
-    mov edi, r9d
-    mov ecx, eax
-    mov byte ptr [r15 + r8 + 3712], dl
-    mov dword ptr [r15 + 128], r8d
-    test dword ptr [r15 + 67117724], 136
+    mov dword ptr [r15 + r9 + 15680], r9d
+    mov r9d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 512], r9b
+    test ebx, 1671168
     jz 1f
 1:
-    mov ebp, eax
-    mov dword ptr [r15 + r8 + 3520], eax
-    mov rax, qword ptr [r15 + r8 + 3456]
-    mov byte ptr [r15 + 704], al
-    mov eax, 163
-    mov rsi, rax
-    mov dword ptr [r15 + r8 + 3584], esi
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + r9 + 15680], sil
+    mov edi, ebp
+    mov dword ptr [r15 + 576], edi
+    movzx edi, byte ptr [r15 + rbp + 3456]
+    mov ebp, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 512], dl
     jmp 1f
 1:
-    movzx esi, sil
-    movzx edx, byte ptr [r15 + r8 + 3648]
+    movzx edx, r9b
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov byte ptr [r15 + 192], sil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -751,107 +743,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    movsxd rdx, dword ptr [r15 + 512]
+    mov eax, edx
+    mov qword ptr [r15 + 384], rax
+    add r9, qword ptr [r15 + 448]
+    mov eax, r9d
+    movzx r9d, al
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 576], dl
-    mov qword ptr [r15 + 512], rax
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + 128], r9d
-    mov edi, edx
-    jmp 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3584], r9b
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 3520]
-    test dword ptr [r15 + 67117724], 8388613
+    mov edx, edx
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1408]
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    mov rcx, rdx
-    mov dword ptr [r15 + 64], 96
-    and edx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + r9 + 3456], rdx
-    mov rdx, rdi
+    mov rdx, rax
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov ebp, edi
+    lea r8, [r11 + r11*2]
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    inc dword ptr [r15 + r8 + 3456]
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rax, r9
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov rax, qword ptr [r15 + 320]
+    mov rdx, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9, r10
+    mov dword ptr [r15 + 704], r9d
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 129
+    mov byte ptr [r15 + 128], dl
+    movsxd rdx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, rax
-    mov rax, qword ptr [r15 + 256]
-    mov r9d, eax
+    mov rsi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, 112
+    mov rdi, qword ptr [r15 + r8 + 3520]
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d240_j]
+    lea rcx, [rip + .Lc1_d241_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d240_j_t
-.Lc1_d240_j:
+    jmp .Lc1_d241_j_t
+.Lc1_d241_j:
+    lea r8, [r11 + r11*1]
     mov ecx, 40
-    mov rdi, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 128]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3456]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rsi, rcx
-    mov ecx, esi
-    mov esi, 135
-    movzx ebp, sil
+    mov rbp, rcx
+    mov ecx, ebp
+    mov ebp, 135
+    movzx esi, bpl
     jmp 1f
 1:
-    mov ebp, edi
-    mov edi, 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    mov ebp, 18
+    movzx esi, byte ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 192], r9d
-    mov byte ptr [r15 + 640], cl
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, ecx
-    mov rcx, r9
-    mov r9, r11
-    mov rcx, r9
-    mov r8, r11
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    and r8, 16320
-    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm13
+    mov rbp, r11
+    movzx ecx, bpl
+    mov dword ptr [r15 + 768], ecx
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    and esi, dword ptr [r15 + 576]
+    mov ebp, esi
+    mov rsi, rbp
+    mov rbp, rsi
+    mov rsi, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm14
     jmp 1f
 1:
-    mov r8, r8
-    mov rbp, r11
-    mov r8d, ebp
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 31
-    movzx ebp, r9b
-    mov r9d, dword ptr [r15 + 448]
+    mov rcx, rcx
+    mov edi, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 174
+    movzx edi, bpl
+    mov dword ptr [r15 + 256], edi
     add r11, 64
     inc rbx
     dec r13
@@ -863,101 +864,104 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4096
     setz al
-    lea rcx, [rip + .Lc1_d292_s]
+    lea rcx, [rip + .Lc1_d293_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d292_s_t
+    jmp .Lc1_d293_s_t
     .p2align 3
-.Lc1_d292_s:
+.Lc1_d293_s:
     .p2align 3
-    jmp .Lc1_d292_j
+    jmp .Lc1_d293_j
     .p2align 3
-    jmp .Lc1_d292_j
-.Lc1_d292_j:
-    lea rbp, [r11 + r11*1]
-    mov edx, 65
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
+    jmp .Lc1_d293_j
+.Lc1_d293_j:
+    mov qword ptr [r15 + 320], rax
+    movsxd rdx, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov ecx, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 128]
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 243
     mov r9, r11
+    movzx ecx, r9b
+    mov r8, r11
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, edx
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 896]
-    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r9, rdx
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movsxd rbp, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 64]
     mov edi, 97
+    and eax, dword ptr [r15 + 256]
+    movzx edi, al
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], edx
+    movzx edx, byte ptr [r15 + 448]
     movzx edi, dl
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov byte ptr [r15 + 512], bpl
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 576], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    and r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 768], r8b
-    mov r8, rbp
-    mov ebp, 167
-    mov r8d, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 1090519040
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov edi, 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], edi
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 12800
     jz 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, esi
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 192], r8
-    mov r8, r11
-    mov ebp, 236
+    mov qword ptr [r15 + 384], rdi
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], dil
+    movzx edi, bpl
+    mov ebp, edi
+    mov rdi, qword ptr [r15 + 64]
+    mov ebp, 255
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, r11
+    inc dword ptr [r15 + 128]
+    mov esi, 178
+    mov byte ptr [r15 + 704], sil
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov dword ptr [r15 + 256], ebp
-    mov r8, qword ptr [r15 + 448]
-    movzx edi, r8b
-    mov dword ptr [r15 + 64], edi
-    mov r8, r11
-    mov edi, 242
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], r8
+    mov qword ptr [r15 + r8 + 1344], r8
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], 97
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -969,99 +973,96 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d384_s]
+    lea rcx, [rip + .Lc1_d386_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d384_s_t
+    jmp .Lc1_d386_s_t
     .p2align 3
-.Lc1_d384_s:
+.Lc1_d386_s:
     .p2align 3
-    jmp .Lc1_d384_j
+    jmp .Lc1_d386_j
     .p2align 3
-    jmp .Lc1_d384_j
-.Lc1_d384_j:
-    mov ecx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov qword ptr [r15 + 512], rdx
-    movzx edx, byte ptr [r15 + 128]
+    jmp .Lc1_d386_j
+.Lc1_d386_j:
+    mov dword ptr [r15 + 576], ebp
+    vmovdqu xmmword ptr [r15 + 384], xmm11
+    mov qword ptr [r15 + 512], rax
     mov eax, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
+    mov ebp, eax
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    movzx r9d, byte ptr [r15 + 768]
+    mov rcx, rax
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 194
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
     mov rbp, r11
     jmp 1f
 1:
-    mov esi, r9d
+    movzx eax, byte ptr [r15 + 256]
     and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 704], 194
-    mov ebp, dword ptr [r15 + 448]
-    mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    mov rdx, rdx
-    and r8, 4032
-    vmovdqu xmm3, xmmword ptr [r15 + r8 + 3392]
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov rbp, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    add rdi, qword ptr [r15 + 576]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 128]
+    mov rdx, rax
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rax, qword ptr [r15 + rbp + 3456]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 256]
+    add rdx, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, rdi
-    movzx edi, byte ptr [r15 + 512]
-    mov rbp, r11
+    mov edi, dword ptr [r15 + 448]
+    mov esi, 251
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], r8b
+    mov r8, qword ptr [r15 + 384]
+    mov esi, 183
+    mov ecx, 119
+    mov esi, 101
+    mov ecx, esi
+    mov r9, r11
+    jmp 1f
+1:
+    mov esi, 187
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 320]
+    add rdi, qword ptr [r15 + 512]
     .byte 0x66, 0x90
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 182
-    jmp 1f
-1:
-    mov ebp, 119
-    movsxd rcx, dword ptr [r15 + 256]
-    mov ebp, 25
-    mov rsi, qword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ebp
-    mov ebp, 188
+    mov dword ptr [r15 + 192], 75
+    xor dword ptr [r15 + 640], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -1071,149 +1072,156 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d470_j_t
 .Lc1_d470_j:
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, r11
-    mov rcx, rbp
-    mov esi, ecx
-    and rbp, 8128
-    mov r8, r11
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, rcx
+    mov rcx, rdi
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 148
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 24
-    movzx ecx, dl
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 704], r8b
-    movzx r8d, r8b
-    mov dword ptr [r15 + 512], 39
-    mov qword ptr [r15 + 128], rdx
-    nop
-    movsxd rbp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], ebp
-    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 64]
+    mov esi, 142
+    movzx edi, sil
+    jmp 1f
+1:
+    mov edi, r9d
+    mov qword ptr [r15 + 512], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rcx
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rsi
+    mov r9, r11
+    movzx ecx, r9b
+    and r9, 1984
     mov rbp, r11
-    mov ecx, ebp
-    movzx r8d, byte ptr [r15 + 256]
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm3
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov dword ptr [r15 + 256], 187
+    mov rbp, rdi
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 768], edi
+    mov dword ptr [r15 + 320], ecx
+    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d517_j]
+    lea rcx, [rip + .Lc1_d521_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d517_j_t
-.Lc1_d517_j:
+    jmp .Lc1_d521_j_t
+.Lc1_d521_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, r8d
+    mov edi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], eax
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 384]
+    add r8, qword ptr [r15 + 256]
     movzx eax, byte ptr [r15 + 448]
-    mov r8d, 45
-    vpaddd xmm3, xmm3, xmm3
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 640], 207
+    mov ebp, 88
+    vpaddd xmm3, xmm3, xmm10
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    jmp 1f
+1:
+    movzx r8d, dil
+    movzx edi, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
     mov r9, r11
+    mov edx, 159
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov dword ptr [r15 + 256], eax
-    mov qword ptr [r15 + 64], rax
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx esi, bpl
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 3456]
-    mov r9d, 140
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
+    mov edi, 2
+    mov dword ptr [r15 + 0], 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 146
+    mov r9d, edx
+    mov edx, r9d
+    jmp 1f
+1:
+    mov rdx, rdi
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 234
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 192]
+    mov r8, r11
+    mov rdx, r8
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    movzx r8d, dl
+    movsxd rdx, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], dl
+    add r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 36
+    mov qword ptr [r15 + 384], rdi
+    mov rdi, qword ptr [r15 + 256]
+    mov esi, edi
+    movzx edi, byte ptr [r15 + 64]
     mov rbp, r11
-    mov dword ptr [r15 + 640], 57
-    mov dword ptr [r15 + 128], 1
-    mov r8d, 67
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rbp
+    mov edx, 155
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 64]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 255
-    mov byte ptr [r15 + 576], r9b
-    mov r9d, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov rbp, r11
-    mov r8d, ebp
-    mov qword ptr [r15 + 512], r8
-    mov r8d, r9d
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rdi
-    mov edi, dword ptr [r15 + 192]
-    mov edx, 126
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -1225,141 +1233,151 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d609_s]
+    lea rcx, [rip + .Lc1_d615_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d609_s_t
+    jmp .Lc1_d615_s_t
     .p2align 3
-.Lc1_d609_s:
+.Lc1_d615_s:
     .p2align 3
-    jmp .Lc1_d609_j
+    jmp .Lc1_d615_j
     .p2align 3
-    jmp .Lc1_d609_j
-.Lc1_d609_j:
-    mov rbp, r11
+    jmp .Lc1_d615_j
+.Lc1_d615_j:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], al
+    nop
     mov r8, r11
-    jmp 1f
-1:
-    mov esi, 139
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 240
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    test dword ptr [r15 + 67117724], 1610612740
+    movzx eax, r8b
+    movzx edx, al
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 96
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 192], cl
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    nop
-    movsxd r8, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 448], r8b
-    mov byte ptr [r15 + 512], sil
-    mov r8, r11
-    mov byte ptr [r15 + 256], r8b
-    mov ecx, 35
-    mov qword ptr [r15 + 64], rcx
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 768]
+    mov eax, 124
+    mov qword ptr [r15 + 384], rax
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, 185
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov rsi, rdx
+    mov eax, eax
+    movsxd rdx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 192], 131
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
+    mov qword ptr [r15 + 576], rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 33
-    mov r9, r11
+    mov edx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 448]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    and edx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx ecx, bpl
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov rax, rdx
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 512]
     mov r8, r11
-    mov dword ptr [r15 + 576], r8d
-    mov dword ptr [r15 + 64], 171
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 67
-    mov r8d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 192], r8b
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + rbp + 1344], dil
+    and rbp, 1984
+    mov r9, r11
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d690_j]
+    lea rcx, [rip + .Lc1_d700_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d690_j_t
-.Lc1_d690_j:
-    mov ecx, 163
-    mov dword ptr [r15 + 448], 140
-    mov rcx, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 640]
+    jmp .Lc1_d700_j_t
+.Lc1_d700_j:
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 128]
+    mov esi, r9d
+    mov dword ptr [r15 + 0], 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, ecx
+    test ebx, 6656
+    jz 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 704], xmm3
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 448]
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rsi, rdi
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 113
-    mov qword ptr [r15 + 384], r9
-    movzx r9d, al
+    mov rdi, rbp
+    movsxd rdx, dword ptr [r15 + 256]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, r9d
-    movzx ebp, dil
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    and esi, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, r8d
+    mov ebp, 111
+    mov qword ptr [r15 + 192], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -1371,416 +1389,427 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d736_s]
+    lea rcx, [rip + .Lc1_d749_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d736_s_t
+    jmp .Lc1_d749_s_t
     .p2align 3
-.Lc1_d736_s:
+.Lc1_d749_s:
     .p2align 3
-    jmp .Lc1_d736_j
+    jmp .Lc1_d749_j
     .p2align 3
-    jmp .Lc1_d736_j
-.Lc1_d736_j:
-    mov rcx, r9
-    mov r9, r11
-    add rcx, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 192], 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d749_j
+.Lc1_d749_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 247
+    mov ebp, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 135
     jmp 1f
 1:
-    mov r9d, 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 128], 60
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 704]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 768]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov edx, dword ptr [r15 + 512]
-    movzx r9d, dl
-    movzx edx, r9b
-    mov r9d, 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    movzx edi, cl
+    mov ecx, 7
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 45
-    movzx esi, cl
-    mov ecx, 238
+    inc dword ptr [r15 + 0]
+    movzx ebp, al
+    mov eax, 201
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movzx r9d, cl
-    mov qword ptr [r15 + 768], r9
-    and ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    mov ecx, 170
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 192], xmm3
-    mov byte ptr [r15 + 256], r9b
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, r11
     mov r8, r11
-    movzx esi, byte ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 128]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ebp
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movzx r8d, al
+    mov byte ptr [r15 + 64], r8b
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    and r8d, dword ptr [r15 + 128]
+    mov eax, 242
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, byte ptr [r15 + 640]
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 320], dl
+    mov dword ptr [r15 + 576], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d825_j]
+    lea rcx, [rip + .Lc1_d834_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d825_j_t
-.Lc1_d825_j:
-    mov ecx, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8d, ebp
+    jmp .Lc1_d834_j_t
+.Lc1_d834_j:
     mov rbp, r11
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    vpxor xmm3, xmm3, xmm2
-    mov ebp, ecx
-    mov dword ptr [r15 + 384], 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4099
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm13, xmmword ptr [r15 + 512]
-    mov rbp, r11
-    mov ecx, 185
+    mov dword ptr [r15 + 128], ebp
+    inc dword ptr [r15 + 384]
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 640], cl
-    mov dword ptr [r15 + 256], ebp
-    and ebp, dword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], eax
+    mov dword ptr [r15 + 704], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 24
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rax, rcx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 113
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 512], al
+    vpxor xmm3, xmm3, xmm15
+    mov eax, 95
+    mov rbp, r11
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 448], eax
+    mov rcx, rax
+    mov eax, 81
+    vmovdqu xmmword ptr [r15 + 320], xmm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov rax, rbp
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4112
+    mov r9, r11
+    mov rax, r9
+    vpor xmm3, xmm3, xmm3
+    mov dword ptr [r15 + 0], 64
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 64]
+    mov ecx, 36
+    test ebx, 5632
     jz 1f
 1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 448]
-    mov edi, edx
     mov r9, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 38
+    mov byte ptr [r15 + 384], r9b
     and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    mov r9d, ebp
-    mov ebp, 80
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 832], 27
+    mov r9, qword ptr [r15 + 768]
+    mov rsi, r9
+    mov r9d, 69
+    mov edx, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 68
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    add rsi, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 128]
+    mov eax, 240
+    mov edi, eax
+    mov rax, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d912_j]
+    lea rcx, [rip + .Lc1_d926_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d912_j_t
-.Lc1_d912_j:
-    movzx ecx, al
-    mov dword ptr [r15 + 320], 203
-    mov r8, r11
+    jmp .Lc1_d926_j_t
+.Lc1_d926_j:
     jmp 1f
 1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov eax, 113
     jmp 1f
 1:
-    mov eax, 243
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 0], eax
+    mov rdx, rsi
+    mov dword ptr [r15 + 576], edx
+    movzx edx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 448]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    and edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1536
+    jz 1f
+1:
+    movzx edx, dil
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    mov r9, r11
+    movzx edi, r9b
     mov r8, rdi
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], r8d
+    and r9, 448
+    and esi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 512]
+    mov edi, 212
+    mov r8, rdi
     jmp 1f
 1:
-    mov rbp, r11
-    mov edi, ebp
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    movzx ebp, dil
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 128]
-    mov rdx, rcx
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 85
+    mov r8d, edx
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, byte ptr [r15 + 192]
+    mov edx, 148
+    mov ebp, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d957_j]
+    lea rcx, [rip + .Lc1_d976_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d957_j_t
-.Lc1_d957_j:
+    jmp .Lc1_d976_j_t
+.Lc1_d976_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edx
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov edx, ecx
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 512]
-    and r9, 16320
-    mov edx, dword ptr [r15 + r9 + 15680]
-    mov r9, r11
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 192]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    movsxd rcx, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 192], ymm3
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dl
-    mov rdx, qword ptr [r15 + 128]
-    mov rcx, rdx
+    movzx edx, bpl
+    inc dword ptr [r15 + 512]
+    mov rbp, rbp
     jmp 1f
 1:
-    mov edx, edi
-    movzx edi, dl
+    mov ebp, ecx
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov edi, 104
-    mov edx, edi
-    mov qword ptr [r15 + 64], rdx
-    movsxd rdx, dword ptr [r15 + 128]
+    mov ecx, 2
+    mov ebp, ecx
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 704]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 448]
     mov r9, r11
-    mov rsi, r9
-    mov rdi, rsi
-    mov byte ptr [r15 + 448], dil
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 640]
+    mov rdx, r9
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov esi, edx
-    mov edx, esi
-    mov rsi, rdx
-    mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 384], edi
-    mov edi, 10
-    movsxd r9, dword ptr [r15 + 128]
-    mov edi, 39
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx edi, cl
+    mov r9d, eax
+    mov dword ptr [r15 + 128], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, 191
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov edx, 211
+    mov byte ptr [r15 + 256], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 704], dil
-    mov dword ptr [r15 + 512], esi
-    mov esi, dword ptr [r15 + 448]
-    mov edi, esi
-    mov rsi, rdi
-    mov edi, esi
-    mov rbp, r11
+    mov r9d, 2
+    mov edx, 211
+    mov qword ptr [r15 + 512], rdx
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 192]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, r11
     mov r8, r11
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 768]
+    and r9, 8128
+    add rsi, qword ptr [r15 + r9 + 7488]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 128]
+    mov ebp, eax
+    mov rax, rbp
+    mov ebp, eax
+    mov eax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    lea rcx, [rip + .Lc1_d1055_j]
+    lea rcx, [rip + .Lc1_d1075_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1055_j_t
-.Lc1_d1055_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1075_j_t
+.Lc1_d1075_j:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], cl
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
+    mov dword ptr [r15 + 576], 103
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movzx r8d, cl
-    mov ecx, 194
-    mov r8, r11
-    mov r9, r11
-    movzx ecx, r9b
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov r9, r8
-    test ebx, 2048
-    jnz 1f
+    movzx ebp, cl
+    mov ecx, 236
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    test ebx, 2560
+    jz 1f
 1:
-    mov r8d, ecx
+    mov ecx, ebp
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], 176
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r9
-    mov r9, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm5
+    movzx ecx, byte ptr [r15 + 640]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov rsi, rbp
+    and rbp, 4032
+    and esi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 228
-    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 228
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    vmovdqu xmm3, xmmword ptr [r15 + 512]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -1792,250 +1821,249 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d1103_s]
+    lea rcx, [rip + .Lc1_d1123_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1103_s_t
+    jmp .Lc1_d1123_s_t
     .p2align 3
-.Lc1_d1103_s:
+.Lc1_d1123_s:
     .p2align 3
-    jmp .Lc1_d1103_j
+    jmp .Lc1_d1123_j
     .p2align 3
-    jmp .Lc1_d1103_j
-.Lc1_d1103_j:
-    mov ecx, eax
-    mov eax, ecx
-    mov byte ptr [r15 + 0], al
+    jmp .Lc1_d1123_j
+.Lc1_d1123_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov rdi, rax
+    mov eax, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, dword ptr [r15 + 448]
-    movzx r8d, cl
-    mov rcx, r8
-    movsxd r8, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 128], r8
+    mov rax, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdi, r9
+    mov byte ptr [r15 + 128], dil
+    mov edi, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, eax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 192]
+    movzx edi, al
+    mov r9, r11
+    mov r8, r11
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    mov r9d, ecx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    vmovq qword ptr [r15 + 320], xmm2
+    mov r8, r11
     mov ecx, r8d
-    movzx r8d, cl
-    mov rbp, r11
-    mov rcx, rbp
-    mov edi, ecx
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], al
+    movzx eax, cl
+    mov ecx, eax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
+    mov dword ptr [r15 + 0], 140
+    jmp 1f
+1:
+    mov eax, 17
+    mov dword ptr [r15 + 0], 73
+    mov eax, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
+    vmovq xmm15, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    vmovdqu ymmword ptr [r15 + 768], ymm15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 12
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    vmovdqu xmmword ptr [r15 + 256], xmm15
+    mov r8, qword ptr [r15 + 512]
+    mov eax, 141
+    mov esi, eax
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rdx
-    mov rdx, qword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 448]
-    mov esi, ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 59
-    or qword ptr [r15 + 64], 47
-    vmovdqu xmm3, xmmword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 64]
+    mov ebp, esi
     mov r9, r11
-    mov rax, r9
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov esi, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 448]
+    mov rdi, rcx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 320]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1191_j]
+    lea rcx, [rip + .Lc1_d1213_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1191_j_t
-.Lc1_d1191_j:
-    mov r9, r11
-    mov ecx, r9d
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, rdi
+    jmp .Lc1_d1213_j_t
+.Lc1_d1213_j:
+    mov rcx, rdi
+    mov edi, 91
+    movzx ecx, byte ptr [r15 + 384]
+    mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 215
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 75
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], 203
-    mov dword ptr [r15 + 256], 5
-    mov edi, 116
-    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, rdi
-    vmovdqu xmmword ptr [r15 + 448], xmm9
-    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r8
+    and r8, 4032
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 3392], 115
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 168
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 576], r9
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    movsxd r8, dword ptr [r15 + 192]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 384]
+    mov r9, r9
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    mov ebp, 203
-    mov edx, 194
-    movzx ebp, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], r8b
+    mov r8d, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov edx, ebp
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 157
-    vpaddd xmm3, xmm3, xmm3
+    and r8d, dword ptr [r15 + 0]
+    vpaddd xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, dl
-    mov edx, ebp
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 537919488
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov r9d, dword ptr [r15 + 320]
+    test ebx, 237568
     jz 1f
 1:
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov esi, edx
-    and rbp, 1984
-    mov r8, r11
-    vmovdqu xmm13, xmmword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 61
-    movzx r8d, byte ptr [r15 + 576]
-    mov edx, 89
-    mov rbp, qword ptr [r15 + 640]
-    mov rdx, rbp
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 256]
+    mov r9, r11
+    mov r8d, 234
+    mov rbp, r8
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 64], 121
+    and r9, 8128
+    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm15
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, r8d
+    mov dword ptr [r15 + 64], 90
+    mov r8d, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 4032
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], 168
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1281_j]
+    lea rcx, [rip + .Lc1_d1301_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1281_j_t
-.Lc1_d1281_j:
-    mov r8, r11
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 105
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 0], al
+    jmp .Lc1_d1301_j_t
+.Lc1_d1301_j:
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 105
+    mov rdx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 223
-    mov rbp, r11
-    vpcmpeqb xmm7, xmm7, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    and ecx, dword ptr [r15 + 512]
+    vpcmpeqb xmm0, xmm0, xmm13
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 448]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 231
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, 128
-    mov qword ptr [r15 + 512], rdi
-    mov edi, 31
-    mov ecx, 118
-    movzx edi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 704], edi
+    mov esi, 28
+    movsxd r9, dword ptr [r15 + 384]
+    mov esi, 128
+    mov rbp, r11
+    mov esi, 156
+    movzx edi, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -2047,232 +2075,230 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d1327_s]
+    lea rcx, [rip + .Lc1_d1347_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1327_s_t
+    jmp .Lc1_d1347_s_t
     .p2align 3
-.Lc1_d1327_s:
+.Lc1_d1347_s:
     .p2align 3
-    jmp .Lc1_d1327_j
+    jmp .Lc1_d1347_j
     .p2align 3
-    jmp .Lc1_d1327_j
-.Lc1_d1327_j:
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 768]
+    jmp .Lc1_d1347_j
+.Lc1_d1347_j:
     mov rbp, r11
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
+    movsxd rdx, dword ptr [r15 + 576]
     and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 95
-    mov ebp, 70
-    mov edx, ebp
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov ecx, edx
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r11
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    movzx esi, cl
-    mov dword ptr [r15 + 384], esi
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov ebp, 172
+    movzx ecx, bpl
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], 12
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx r8d, cl
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov rcx, rdx
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm0
     nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    mov dword ptr [r15 + 192], 183
+    mov ebp, eax
     jmp 1f
 1:
-    movzx edx, cl
-    mov ecx, edx
-    mov edx, 183
-    mov rcx, rdx
-    mov rdx, qword ptr [r15 + 256]
-    xor dword ptr [r15 + 576], edx
-    movzx edx, byte ptr [r15 + 640]
-    mov ecx, edx
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rdx, rdx
-    mov byte ptr [r15 + 0], dl
-    mov edx, ecx
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov ecx, edx
+    mov ebp, 75
+    mov byte ptr [r15 + 256], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov ecx, eax
+    mov eax, ecx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm0, xmm0, xmm6
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 128], 214
-    mov r8, qword ptr [r15 + 320]
-    mov ecx, 167
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 34
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    movzx eax, dil
-    movzx edi, al
+    mov rbp, rcx
+    mov qword ptr [r15 + 320], rbp
+    movzx ebp, cl
+    movzx ecx, bpl
     jmp 1f
 1:
     mov rbp, r11
-    mov rax, rbp
-    and rbp, 8128
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 7488]
-    mov rbp, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, 167
+    mov byte ptr [r15 + 64], cl
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    vmovdqu xmmword ptr [r15 + 128], xmm5
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 640]
+    mov r9, r11
     .byte 0x0f, 0x1f, 0x00
-    movsxd r8, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 192], r8
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    vmovdqu xmmword ptr [r15 + 448], xmm7
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1426_j]
+    lea rcx, [rip + .Lc1_d1445_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1426_j_t
-.Lc1_d1426_j:
+    jmp .Lc1_d1445_j_t
+.Lc1_d1445_j:
+    mov ecx, dword ptr [r15 + 128]
+    movzx r9d, cl
     jmp 1f
 1:
-    mov ecx, ebp
-    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov esi, ecx
+    mov ecx, 56
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r11
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov r9d, 182
+    movzx r9d, sil
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    movzx esi, byte ptr [r15 + 192]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 47
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 704], rcx
+    mov ecx, esi
+    mov esi, ecx
+    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov dword ptr [r15 + 320], 74
-    mov dword ptr [r15 + 192], 10
-    movzx ecx, r9b
-    jmp 1f
-1:
+    mov qword ptr [r15 + 768], rcx
+    mov qword ptr [r15 + 64], rcx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 248
+    mov byte ptr [r15 + 448], cl
+    mov rcx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    movzx r9d, cl
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov ecx, r9d
-    mov r9, rcx
-    mov ecx, 220
+    vmovdqu ymmword ptr [r15 + 448], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpmovmskb r9d, xmm0
     jmp 1f
 1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 241
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov rcx, r9
+    mov r9d, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 246
-    mov r9d, 163
+    movzx r9d, byte ptr [r15 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ecx
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 320]
+    mov r8d, 245
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 64]
     mov r9, r11
-    vpmovmskb ecx, xmm7
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], r8d
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 512], r8d
-    vpmovmskb r8d, xmm3
-    vmovdqu xmmword ptr [r15 + 448], xmm7
-    mov r8d, 251
-    jmp 1f
-1:
+    mov edx, 66
     mov r8, r11
-    movzx r9d, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 768]
+    and r9, 448
+    add rdi, qword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    mov edx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov rbp, r11
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
-    mov qword ptr [r15 + 64], r9
-    mov r9d, r9d
-    mov r9d, r9d
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, edi
+    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -2284,51 +2310,52 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d1527_s]
+    lea rcx, [rip + .Lc1_d1545_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1527_s_t
+    jmp .Lc1_d1545_s_t
     .p2align 3
-.Lc1_d1527_s:
+.Lc1_d1545_s:
     .p2align 3
-    jmp .Lc1_d1527_j
+    jmp .Lc1_d1545_j
     .p2align 3
-    jmp .Lc1_d1527_j
-.Lc1_d1527_j:
-    mov ecx, r9d
-    mov r9d, 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 320]
-    movzx edi, al
-    mov eax, edi
-    vmovq qword ptr [r15 + 448], xmm8
-    mov eax, dword ptr [r15 + 576]
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    test dword ptr [r15 + 67117724], 1048578
-    jz 1f
+    jmp .Lc1_d1545_j
+.Lc1_d1545_j:
+    movzx ecx, dil
+    mov byte ptr [r15 + 128], cl
+    mov ecx, eax
+    mov dword ptr [r15 + 640], ecx
+    add qword ptr [r15 + 256], rax
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 512]
+    movzx eax, dil
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx ecx, cl
+    mov ecx, 17
+    mov ebp, ecx
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
     jmp 1f
 1:
-    movzx edi, dil
-    mov r9, r11
-    add rax, qword ptr [r15 + 256]
+    movzx ebp, dil
     jmp 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, 228
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
-    movzx r9d, cl
-    mov ecx, r9d
-    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rax
+    mov ecx, ecx
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov rsi, rcx
+    and r8, 4032
+    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm7
     add r11, 64
     inc rbx
     dec r13
@@ -2337,46 +2364,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1574_j]
+    lea rcx, [rip + .Lc1_d1593_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1574_j_t
-.Lc1_d1574_j:
+    jmp .Lc1_d1593_j_t
+.Lc1_d1593_j:
+    mov byte ptr [r15 + 448], sil
+    mov esi, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 231
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rax
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rsi, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
     mov r9, r11
-    jmp 1f
-1:
+    mov rbp, r11
+    mov rax, rbp
+    mov dword ptr [r15 + 128], 157
     and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov qword ptr [r15 + 128], rbp
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 768], ymm0
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], 162
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov ebp, 158
-    mov qword ptr [r15 + 384], rbp
-    movsxd rbp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -2384,148 +2412,148 @@ ditto_body_c1:
 .Lc1_b1_c34:
     jmp 1f
 1:
-    mov r9d, 118
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov esi, 118
+    and rbp, 16320
+    mov r9, qword ptr [r15 + rbp + 15680]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 237
-    movzx ebp, sil
+    mov ebp, 96
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 105
+    mov esi, 230
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], sil
-    mov dword ptr [r15 + 448], r9d
-    mov r9, r11
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 1984
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 1344], 106
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 106
-    mov dword ptr [r15 + 512], esi
-    movzx esi, sil
-    mov esi, 7
+    mov edx, dword ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    movzx r8d, sil
+    mov esi, 164
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 192], r9d
-    mov esi, dword ptr [r15 + 384]
-    movzx ebp, sil
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], 120
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    movzx r9d, r8b
-    movzx r8d, r9b
-    movzx r9d, r8b
+    mov dword ptr [r15 + 576], 155
+    mov dword ptr [r15 + 512], ebp
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 79
+    mov byte ptr [r15 + 320], dl
+    movzx edx, dl
+    movzx edx, dl
+    movzx edx, dl
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], sil
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    lea rcx, [rip + .Lc1_d1659_j]
+    lea rcx, [rip + .Lc1_d1679_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1659_j_t
-.Lc1_d1659_j:
-    mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, 255
+    jmp .Lc1_d1679_j_t
+.Lc1_d1679_j:
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rbp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, 255
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 47
+    mov ecx, 47
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 68
-    mov qword ptr [r15 + 0], r8
-    mov r8, rcx
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 68
+    vpmovmskb ebp, xmm1
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 576], 51
-    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rbp
+    and ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rcx
+    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 192], 176
+    mov dword ptr [r15 + 448], 113
+    jmp 1f
+1:
+    movzx ebp, cl
+    movzx ecx, bpl
     mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rcx
-    vmovq xmm13, r8
+    mov rbp, r11
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8, r11
-    movzx ecx, r8b
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 115
-    mov r8, r11
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 60
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 64]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov r8, r11
-    mov byte ptr [r15 + 512], r8b
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 256]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    movzx ecx, r8b
-    movsxd r8, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 448], 81
-    movsxd rax, dword ptr [r15 + 192]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx edi, bpl
+    mov qword ptr [r15 + 64], rdi
     mov rbp, r11
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    vmovdqu xmm9, xmmword ptr [r15 + 640]
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 128], 81
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rbp
+    vmovdqu xmmword ptr [r15 + 384], xmm13
+    movsxd rbp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rbp
+    mov byte ptr [r15 + 704], r8b
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -2539,330 +2567,323 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1749_s]
+    lea rcx, [rip + .Lc1_d1769_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1749_s_t
+    jmp .Lc1_d1769_s_t
     .p2align 3
-.Lc1_d1749_s:
+.Lc1_d1769_s:
     .p2align 3
-    jmp .Lc1_d1749_j
+    jmp .Lc1_d1769_j
     .p2align 3
-    jmp .Lc1_d1749_j
-.Lc1_d1749_j:
-    mov ecx, dword ptr [r15 + 64]
-    mov r8d, ecx
-    mov r8, r11
+    jmp .Lc1_d1769_j
+.Lc1_d1769_j:
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, qword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 768], dl
-    movzx edx, cl
-    movzx ecx, dl
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
+    mov ecx, 254
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov rcx, qword ptr [r15 + 64]
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, 88
-    movzx eax, byte ptr [r15 + 448]
-    mov r8, rax
-    mov rax, r8
-    movzx r8d, al
-    mov r8, r11
-    mov rbp, r11
+    mov ecx, 88
+    vmovdqu ymmword ptr [r15 + 64], ymm7
     jmp 1f
 1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov ebp, 15
+    movzx ecx, al
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 576], al
+    jmp 1f
+1:
+    and rbp, 8128
+    add rsi, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 192], al
+    mov rax, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d1791_j]
+    lea rcx, [rip + .Lc1_d1812_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1791_j_t
-.Lc1_d1791_j:
-    mov ecx, r8d
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 136
-    mov dword ptr [r15 + 0], ebp
+    jmp .Lc1_d1812_j_t
+.Lc1_d1812_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 123
-    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 164
+    mov ebp, 136
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 157
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 640]
+    mov edx, r9d
+    mov r9, rdx
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov dword ptr [r15 + 512], 121
+    mov rbp, rdx
+    movzx edx, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 704]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    movzx ebp, r8b
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], r8d
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 256], dil
-    mov dword ptr [r15 + 128], 230
+    mov byte ptr [r15 + 128], bpl
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov rbp, rdi
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 5
+    mov r8d, edx
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 384], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov edi, ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edi, bpl
-    mov dword ptr [r15 + 192], 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 84
+    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 165
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, rdi
+    movzx r8d, r8b
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r8, r11
-    mov rdi, r8
-    mov byte ptr [r15 + 640], dil
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 704]
-    vpcmpeqb xmm14, xmm14, xmm0
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 212
-    mov dword ptr [r15 + 64], 107
-    mov byte ptr [r15 + 256], dil
+    mov r9, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 192]
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 85
-    movsxd rbp, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov rsi, rdi
+    mov edi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], dil
+    mov dword ptr [r15 + 384], 150
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 228
+    mov r9, r11
+    mov edi, 13
+    mov rbp, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 212
+    movzx r9d, byte ptr [r15 + 512]
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d1884_j]
+    lea rcx, [rip + .Lc1_d1898_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1884_j_t
-.Lc1_d1884_j:
-    mov rbp, r11
-    mov ecx, ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov dword ptr [r15 + 512], edi
+    jmp .Lc1_d1898_j_t
+.Lc1_d1898_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 115
-    movzx ecx, bpl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1536
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 27
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 128]
+    mov r9, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 126
+    mov r8d, dword ptr [r15 + 64]
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 320], dl
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 126
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 66
-    mov rcx, qword ptr [r15 + 768]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 448], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    mov r9d, esi
-    movzx esi, byte ptr [r15 + 128]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 512], 110
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov ebp, dword ptr [r15 + 576]
+    mov r9d, r8d
+    mov r8, r9
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 141
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, rsi
-    mov dword ptr [r15 + 320], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    mov rdi, rbp
-    mov ebp, edi
+    mov dword ptr [r15 + 0], 202
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    mov rcx, qword ptr [r15 + 448]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, edi
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rbp, rdi
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + 192], rcx
-    mov dword ptr [r15 + 384], 6
-    mov rcx, qword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 122
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 320], 243
+    mov rdx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], edx
+    mov rdx, rax
     mov r8, r11
-    mov r9, r11
-    mov edi, r9d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 46
-    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r8
+    mov eax, r9d
     and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov r8d, edi
+    mov qword ptr [r15 + r8 + 832], r8
+    mov qword ptr [r15 + 128], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d1977_j]
+    lea rcx, [rip + .Lc1_d1991_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1977_j_t
-.Lc1_d1977_j:
-    movzx ecx, byte ptr [r15 + 512]
+    jmp .Lc1_d1991_j_t
+.Lc1_d1991_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov r9d, 123
-    mov r8, qword ptr [r15 + 704]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov edi, edi
-    mov dword ptr [r15 + 0], 209
+    mov r9d, 225
     mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    test ebx, 1024
-    jnz 1f
+    vmovdqu xmmword ptr [r15 + 192], xmm1
+    jmp 1f
 1:
-    mov dword ptr [r15 + 256], 72
-    mov ebp, dword ptr [r15 + 384]
-    movzx edi, bpl
-    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov qword ptr [r15 + 448], r9
+    test ebx, 4608
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 97
+    mov r9, r11
+    mov edx, dword ptr [r15 + 320]
+    movzx ecx, dl
+    movzx edx, byte ptr [r15 + 768]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 512]
+    mov rdi, rsi
+    movsxd rsi, dword ptr [r15 + 128]
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 448]
     mov r8, r11
+    mov rax, qword ptr [r15 + 64]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     jmp 1f
 1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    mov rbp, rdi
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx r8d, dil
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    mov r9d, 231
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ebp, 134
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2024_j]
+    lea rcx, [rip + .Lc1_d2038_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2024_j_t
-.Lc1_d2024_j:
+    jmp .Lc1_d2038_j_t
+.Lc1_d2038_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov ebp, 65
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r9d, r8d
+    movzx ebp, r8b
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -2879,26 +2900,26 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8d, 88
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8d, 221
+    mov r8, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9, r11
     mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    vmovdqu xmm5, xmmword ptr [r15 + 768]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8d, ebp
-    mov rbp, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, ebp
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm8
+    mov r8, r11
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 64]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 384]
+    mov edi, edx
+    mov edx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -2907,99 +2928,94 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb eax, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov rcx, rsi
-    test dword ptr [r15 + 67117724], 536870914
-    jz 1f
-1:
-    mov rsi, rdi
-    movsxd rdi, dword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov byte ptr [r15 + 640], dil
+    movzx edi, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 576], 37
+    mov r9, r11
+    mov eax, dword ptr [r15 + 512]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 146
+    movzx ecx, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea rcx, [rip + .Lc1_d2117_j]
+    lea rcx, [rip + .Lc1_d2126_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2117_j_t
-.Lc1_d2117_j:
-    movsxd rcx, dword ptr [r15 + 128]
+    jmp .Lc1_d2126_j_t
+.Lc1_d2126_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edx, ecx
     mov r8, r11
-    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 512]
-    mov ebp, 119
-    movzx r9d, bpl
-    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8d, 214
+    movzx r8d, r8b
+    mov r8, r8
     test ebx, 1536
-    jz 1f
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 704]
-    mov rbp, r9
-    movsxd r9, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], dl
-    mov rdx, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 256]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 64]
+    mov rcx, rdx
+    and r8, 16320
+    mov rdx, qword ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
+    mov r8, qword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 448]
+    imul rdi, qword ptr [r15 + 768]
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 167
+    mov edi, ecx
     and r9, 448
-    xor dword ptr [r15 + r9 + 832], r9d
-    movsxd r9, dword ptr [r15 + 64]
-    mov r9, r11
-    mov dword ptr [r15 + 64], 190
-    mov edi, dword ptr [r15 + 256]
-    mov eax, r8d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + r9 + 832], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -3011,93 +3027,91 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d2164_s]
+    lea rcx, [rip + .Lc1_d2173_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2164_s_t
+    jmp .Lc1_d2173_s_t
     .p2align 3
-.Lc1_d2164_s:
+.Lc1_d2173_s:
     .p2align 3
-    jmp .Lc1_d2164_j
+    jmp .Lc1_d2173_j
     .p2align 3
-    jmp .Lc1_d2164_j
-.Lc1_d2164_j:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
+    jmp .Lc1_d2173_j
+.Lc1_d2173_j:
     mov r9, r11
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 512], r9
+    mov rax, qword ptr [r15 + 320]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 181
-    mov qword ptr [r15 + 384], r8
-    mov r8, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 576]
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    mov r9d, 17
-    mov r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 512], 230
-    mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov byte ptr [r15 + 448], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 3584
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 192]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 640], cl
+    mov ecx, 17
+    mov dword ptr [r15 + 128], 204
+    mov r9, r11
+    mov dword ptr [r15 + 576], 58
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    movsxd rax, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rbp, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 81
-    mov dword ptr [r15 + 384], 228
-    test ebx, 1024
-    jnz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov qword ptr [r15 + 512], r9
-    mov dword ptr [r15 + 128], r9d
     movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 169
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 320], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    mov rsi, rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 81
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 228
+    mov qword ptr [r15 + 128], r9
+    mov qword ptr [r15 + 256], r9
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 169
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov byte ptr [r15 + 192], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 246
-    vpcmpeqb xmm5, xmm5, xmm4
-    mov dword ptr [r15 + 64], 59
+    mov r9, rbp
+    and ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 246
+    vmovdqu xmmword ptr [r15 + 704], xmm4
+    mov r9, qword ptr [r15 + r8 + 896]
     add r11, 64
     inc rbx
     dec r13
@@ -3109,151 +3123,151 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16
     setz al
-    lea rcx, [rip + .Lc1_d2248_s]
+    lea rcx, [rip + .Lc1_d2255_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2248_s_t
+    jmp .Lc1_d2255_s_t
     .p2align 3
-.Lc1_d2248_s:
+.Lc1_d2255_s:
     .p2align 3
-    jmp .Lc1_d2248_j
+    jmp .Lc1_d2255_j
     .p2align 3
-    jmp .Lc1_d2248_j
-.Lc1_d2248_j:
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d2255_j
+.Lc1_d2255_j:
     mov r8, r11
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
+    mov r8d, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 256]
-    and r8, 1984
-    mov rbp, r11
-    mov rax, qword ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117724], 65544
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rax
+    movzx eax, byte ptr [r15 + 512]
+    test ebx, 6656
     jz 1f
 1:
+    mov r9, r11
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    mov eax, 169
-    mov dword ptr [r15 + 448], 91
-    movzx eax, byte ptr [r15 + 704]
-    mov ebp, 175
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 84
+    mov r9d, 92
+    mov r9, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 768]
+    mov edi, 69
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    jmp 1f
-1:
-    mov rdx, r8
-    mov r8, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 64
-    mov r8, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, eax
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r8 + 1344]
-    movzx r8d, dl
-    mov edx, r8d
-    movzx r8d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov edx, edi
-    mov edi, 95
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 384]
-    mov edx, 1
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r9, r11
-    mov dword ptr [r15 + 128], 14
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 85
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 7
+    jmp 1f
+1:
+    mov r9d, eax
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov rdx, r9
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dl
+    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov esi, eax
+    mov byte ptr [r15 + 320], sil
+    jmp 1f
+1:
+    mov eax, 132
+    mov esi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov eax, 153
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 11
+    mov rbp, rdx
+    vmovq qword ptr [r15 + 192], xmm1
+    mov dword ptr [r15 + 576], 62
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2335_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2345_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2335_j_t
-.Lc1_d2335_j:
-    mov ecx, r9d
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], r9b
+    jmp .Lc1_d2345_j_t
+.Lc1_d2345_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    mov ecx, 66
-    movzx ecx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov eax, 253
+    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r11
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 448]
+    mov esi, 66
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 46
+    mov dword ptr [r15 + 384], eax
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    test ebx, 1024
-    jnz 1f
+    movzx eax, cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 102
-    mov r9, qword ptr [r15 + 448]
-    mov esi, 219
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], sil
     mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 138
-    and r8, 4032
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 107
+    movzx ecx, byte ptr [r15 + 128]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, r9b
-    mov qword ptr [r15 + 256], rbp
-    movzx ebp, r9b
-    movzx r9d, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -3262,101 +3276,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2381_j]
+    lea rcx, [rip + .Lc1_d2388_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2381_j_t
-.Lc1_d2381_j:
+    jmp .Lc1_d2388_j_t
+.Lc1_d2388_j:
+    mov ecx, 144
+    mov ecx, 245
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 768], al
     mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r11
-    mov ecx, 190
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rax
+    mov r9, r11
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    mov ebp, 188
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    movzx edi, r9b
     jmp 1f
 1:
-    mov ebp, ecx
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 149
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], r9b
+    jmp 1f
+1:
+    mov r9d, eax
     nop
     jmp 1f
 1:
-    mov ebp, 228
-    movzx ebp, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 704], dl
-    mov rdx, rcx
-    movzx ecx, dl
-    mov dword ptr [r15 + 64], 60
+    mov eax, 228
+    mov r9, rax
+    mov rax, r9
+    mov r9, qword ptr [r15 + 384]
+    mov rax, r9
+    mov byte ptr [r15 + 192], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov ecx, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 192]
-    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 106
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 188
-    mov rdi, rdi
-    mov edi, 139
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 10
-    movsxd rdi, dword ptr [r15 + 448]
+    mov eax, 126
+    mov rax, rax
+    mov eax, 142
+    mov rax, qword ptr [r15 + 192]
+    mov edx, 139
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 64], dl
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 8
-    mov byte ptr [r15 + 128], dil
-    movzx edi, dil
-    mov edi, edi
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 256]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], edi
-    mov rdi, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 576], al
     mov r8, r11
-    mov r9d, 189
+    mov rax, qword ptr [r15 + 512]
+    mov r9, r11
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    movzx r9d, r8b
+    mov r8d, r9d
+    mov r9, r11
+    mov byte ptr [r15 + 512], r9b
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], edi
+    mov edi, 109
     jmp 1f
 1:
-    and r8, 16320
-    mov rax, qword ptr [r15 + r8 + 15680]
-    mov r8, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -3364,153 +3377,153 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    lea rcx, [rip + .Lc1_d2471_j]
+    lea rcx, [rip + .Lc1_d2477_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2471_j_t
-.Lc1_d2471_j:
-    mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, eax
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 128]
-    mov rax, rsi
-    mov esi, 144
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov r8, rsi
+    jmp .Lc1_d2477_j_t
+.Lc1_d2477_j:
+    mov rcx, r9
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, dword ptr [r15 + 320]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 233
-    jmp 1f
-1:
-    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov ecx, 144
+    mov ecx, 22
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov ebp, r9d
+    mov dword ptr [r15 + 128], 71
+    mov r9d, ecx
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 192]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], r9d
-    vmovdqu ymmword ptr [r15 + 640], ymm0
-    mov r9, r9
-    mov r9, qword ptr [r15 + 512]
-    mov r8d, r9d
-    mov r9d, esi
-    movsxd rsi, dword ptr [r15 + 256]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, r8d
+    mov r8, rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], edi
+    movzx edi, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov rsi, r8
-    mov dword ptr [r15 + 192], 189
-    mov qword ptr [r15 + 64], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r8
-    mov r8, r11
-    mov dword ptr [r15 + 448], r8d
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 113
+    mov rcx, rdi
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 71
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, 115
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 110
-    mov ebp, 251
-    movzx ebp, byte ptr [r15 + 704]
-    mov rbp, r11
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov rbp, r11
+    mov rcx, rbp
+    movzx ecx, cl
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov dword ptr [r15 + 512], r9d
-    movzx r9d, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 81
+    mov esi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 768], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    movzx edx, byte ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 122
+    movzx edi, byte ptr [r15 + 448]
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    lea rcx, [rip + .Lc1_d2563_j]
+    lea rcx, [rip + .Lc1_d2571_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2563_j_t
-.Lc1_d2563_j:
-    mov r9, r11
-    mov dword ptr [r15 + 768], 107
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 79
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, 219
-    movzx ecx, byte ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 128]
-    lea rbp, [r11 + r11*1]
+    jmp .Lc1_d2571_j_t
+.Lc1_d2571_j:
+    mov ecx, 80
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 71
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1408]
-    vpmovmskb r8d, xmm12
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     movzx r8d, dil
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov dword ptr [r15 + 320], 9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 36
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, r8d
-    mov r8d, edi
-    add rdx, qword ptr [r15 + 0]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov dword ptr [r15 + 384], 153
-    movzx ebp, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 64]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 512], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 63
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov r8d, eax
+    mov r8, r11
+    mov dword ptr [r15 + 256], 187
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], 187
+    add rdi, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 128]
+    vpmovmskb ecx, xmm3
+    mov edx, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 640], ymm15
     add r11, 64
     inc rbx
     dec r13
@@ -3522,110 +3535,112 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d2609_s]
+    lea rcx, [rip + .Lc1_d2615_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2609_s_t
+    jmp .Lc1_d2615_s_t
     .p2align 3
-.Lc1_d2609_s:
+.Lc1_d2615_s:
     .p2align 3
-    jmp .Lc1_d2609_j
+    jmp .Lc1_d2615_j
     .p2align 3
-    jmp .Lc1_d2609_j
-.Lc1_d2609_j:
+    jmp .Lc1_d2615_j
+.Lc1_d2615_j:
+    movsxd rcx, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov eax, 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movzx eax, al
-    mov rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], al
-    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r9, r11
+    movzx ecx, r9b
+    mov rcx, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 64]
     mov rbp, r11
-    and ecx, dword ptr [r15 + 192]
-    mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 320], al
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov eax, eax
+    and r9, 8128
+    or qword ptr [r15 + r9 + 7488], 49
+    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 448], xmm0
+    movzx esi, byte ptr [r15 + 704]
+    mov r8d, 11
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ebp, r9b
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov byte ptr [r15 + 128], cl
-    vpxor xmm11, xmm11, xmm7
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, r11
-    mov eax, 255
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, ecx
+    mov ebp, 185
     jmp 1f
 1:
-    mov ecx, eax
+    vpxor xmm10, xmm10, xmm2
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 194
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, r9d
+    mov dword ptr [r15 + 320], ebp
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
+    movsxd r9, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 768], r9b
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 128], 222
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    mov edx, r9d
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 512], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov byte ptr [r15 + 704], cl
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r9d
+    mov r9, r11
+    mov byte ptr [r15 + 384], r9b
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 192]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movzx r9d, dl
     add r11, 64
     inc rbx
     dec r13
@@ -3637,46 +3652,43 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d2705_s]
+    lea rcx, [rip + .Lc1_d2712_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2705_s_t
+    jmp .Lc1_d2712_s_t
     .p2align 3
-.Lc1_d2705_s:
+.Lc1_d2712_s:
     .p2align 3
-    jmp .Lc1_d2705_j
+    jmp .Lc1_d2712_j
     .p2align 3
-    jmp .Lc1_d2705_j
-.Lc1_d2705_j:
-    mov r9, r11
+    jmp .Lc1_d2712_j
+.Lc1_d2712_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 37
-    mov r9, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], r9
-    mov r9d, dword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 448]
-    mov eax, 155
-    mov eax, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r9, r9
-    lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov edi, 122
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 111
-    mov byte ptr [r15 + r9 + 7552], cl
-    mov dword ptr [r15 + 0], edx
-    mov r9, r11
+    mov dword ptr [r15 + 192], 37
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r8, r11
+    mov rbp, r11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, 160
+    mov eax, dword ptr [r15 + 576]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r11
+    mov edi, 56
+    movsxd rdi, dword ptr [r15 + 64]
     and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r9 + 1344], 176
+    mov byte ptr [r15 + 256], al
+    mov eax, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -3684,153 +3696,157 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, edi
+    movzx edi, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r9b
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 111
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 171
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov ebp, 252
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], al
+    mov rax, rsi
+    movsxd rsi, dword ptr [r15 + 512]
+    mov eax, 165
+    mov eax, 85
+    mov eax, dword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 120
-    mov edx, 252
-    movzx edx, dl
-    vpor xmm11, xmm11, xmm11
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], dl
-    mov rdx, qword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 384]
-    movzx esi, r8b
-    mov r8d, 114
-    mov r8, r8
+    mov edx, 153
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movzx ebp, dl
+    mov edx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea rcx, [rip + .Lc1_d2794_j]
+    lea rcx, [rip + .Lc1_d2800_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2794_j_t
-.Lc1_d2794_j:
-    jmp 1f
-1:
-    mov ecx, r8d
+    jmp .Lc1_d2800_j_t
+.Lc1_d2800_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, cl
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    mov rbp, r11
     mov r8, r11
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8d, 79
+    mov r8, r11
+    mov edi, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 128]
     and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, ecx
+    vmovq qword ptr [r15 + 768], xmm10
+    jmp 1f
+1:
+    movzx ecx, cl
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    vmovdqu xmmword ptr [r15 + 64], xmm10
+    mov dword ptr [r15 + 128], edx
     and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 448], edx
+    movzx edx, byte ptr [r15 + 192]
+    mov r8d, edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    vmovq qword ptr [r15 + 64], xmm8
-    mov rax, rdx
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d2839_j]
+    lea rcx, [rip + .Lc1_d2846_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2839_j_t
-.Lc1_d2839_j:
+    jmp .Lc1_d2846_j_t
+.Lc1_d2846_j:
+    mov rcx, qword ptr [r15 + 64]
     mov r8, r11
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 113
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], 123
-    vmovdqu xmmword ptr [r15 + 768], xmm11
-    mov r8d, esi
-    mov rsi, r8
-    mov byte ptr [r15 + 64], sil
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 192], 168
-    mov dword ptr [r15 + 64], r8d
-    mov byte ptr [r15 + 448], cl
-    mov r8, r11
-    mov rcx, r8
+    mov rdx, r8
+    mov rbp, qword ptr [r15 + 448]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movzx r8d, byte ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 384]
-    mov esi, 85
-    vmovdqu ymmword ptr [r15 + 256], ymm11
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, 124
+    mov dword ptr [r15 + 0], 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov ebp, r8d
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 253
+    mov r8, r11
+    mov byte ptr [r15 + 384], r8b
+    and r8, 4032
+    add rbp, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 131
+    mov r8, r8
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    mov r8d, 105
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -3840,154 +3856,157 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 512]
-    mov rcx, r8
+    add qword ptr [r15 + 0], rbp
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 77
-    mov r8d, 218
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov r8d, 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     .byte 0x0f, 0x1f, 0x00
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 640]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], r9b
+    and r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 512], 138
     test ebx, 1536
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 148
-    mov dword ptr [r15 + 320], 156
-    mov dword ptr [r15 + 384], 215
-    mov r8d, esi
-    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 704], 68
+    mov dword ptr [r15 + 448], 148
+    mov r8, qword ptr [r15 + 192]
+    mov r9d, r8d
     mov r8, r11
+    mov qword ptr [r15 + 256], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r9d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    mov rbp, r11
     and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    movzx r8d, r9b
-    mov qword ptr [r15 + 448], r8
-    movsxd r8, dword ptr [r15 + 256]
-    movzx r9d, r8b
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    movzx r8d, sil
+    mov qword ptr [r15 + 64], r8
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rsi
-    mov esi, r8d
+    mov rsi, r8
+    mov esi, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d2927_j]
+    lea rcx, [rip + .Lc1_d2935_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2927_j_t
-.Lc1_d2927_j:
-    mov dword ptr [r15 + 64], 236
+    jmp .Lc1_d2935_j_t
+.Lc1_d2935_j:
+    mov dword ptr [r15 + 320], esi
+    movzx esi, sil
+    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 576], xmm9
+    imul rcx, qword ptr [r15 + 512]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 512]
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 10
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
     movzx r8d, cl
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 121
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 152
+    mov dword ptr [r15 + 0], 121
     jmp 1f
 1:
-    add qword ptr [r15 + 128], rdi
-    jmp 1f
-1:
-    mov rdi, r8
+    mov qword ptr [r15 + 256], rsi
     mov r8, r11
-    mov rbp, r11
     jmp 1f
 1:
+    movzx esi, byte ptr [r15 + 192]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + 704], edi
-    and edi, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rdi, r8
+    mov dword ptr [r15 + 128], edi
+    mov rdi, qword ptr [r15 + 384]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, rax
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    mov rbp, r11
-    mov qword ptr [r15 + 576], rbp
-    vpmovmskb edi, xmm3
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm14
+    mov rax, r8
+    movzx r8d, dil
+    mov edi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
     mov r8, r11
-    movzx edx, r8b
-    mov eax, edx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 115
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov qword ptr [r15 + 192], rax
+    mov edi, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 128], rdi
+    mov r8, r11
+    add rax, qword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 320]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rcx
-    mov ecx, edi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], dil
-    mov r9, r11
-    movzx edi, r9b
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    movsxd r9, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    movzx esi, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 256]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -3999,210 +4018,209 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d3019_s]
+    lea rcx, [rip + .Lc1_d3030_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3019_s_t
+    jmp .Lc1_d3030_s_t
     .p2align 3
-.Lc1_d3019_s:
+.Lc1_d3030_s:
     .p2align 3
-    jmp .Lc1_d3019_j
+    jmp .Lc1_d3030_j
     .p2align 3
-    jmp .Lc1_d3019_j
-.Lc1_d3019_j:
-    mov rcx, rax
+    jmp .Lc1_d3030_j
+.Lc1_d3030_j:
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 230
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 4032
+    add rax, qword ptr [r15 + r9 + 3392]
+    mov r9, r8
+    mov dword ptr [r15 + 704], 224
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
     mov rbp, r11
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rcx, rcx
     mov r8, r11
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r9
-    movzx r8d, r9b
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 34
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], 44
-    mov ecx, 72
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 192]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    lea rcx, [rip + .Lc1_d3058_j]
+    lea rcx, [rip + .Lc1_d3071_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3058_j_t
-.Lc1_d3058_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
-    movzx r8d, cl
-    mov ecx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    jmp 1f
-1:
-    movzx r8d, cl
-    movzx ecx, r8b
+    jmp .Lc1_d3071_j_t
+.Lc1_d3071_j:
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    jmp 1f
-1:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov ebp, 200
+    movzx ebp, bpl
+    mov byte ptr [r15 + 0], cl
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, r11
+    mov r8, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8d, ebp
+    vmovq qword ptr [r15 + 128], xmm2
+    mov r8d, 184
+    mov r8d, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 576], bpl
     mov rbp, r11
-    mov edi, 60
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 448], rdi
-    mov edi, dword ptr [r15 + 256]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov ebp, 3
-    mov qword ptr [r15 + 704], rcx
+    movzx esi, cl
+    mov ecx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    movzx r8d, dil
-    mov edi, edi
+    movzx ebp, bpl
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov edx, 34
-    movzx ebp, dl
-    mov edx, 252
-    vmovdqu xmmword ptr [r15 + 0], xmm2
+    mov r8d, ecx
+    mov ecx, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 116
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
+    mov edx, ecx
+    mov dword ptr [r15 + 0], edx
+    mov edx, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 132
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 141
-    mov byte ptr [r15 + 128], dl
-    mov dword ptr [r15 + 256], edx
     mov rbp, r11
-    mov edx, 195
+    test ebx, 1536
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rdx
     jmp 1f
 1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 119
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 132
+    mov byte ptr [r15 + 64], dl
+    mov dword ptr [r15 + 192], edx
+    mov edx, 8
+    jmp 1f
+1:
+    mov rbp, r11
     movzx edx, bpl
+    movzx edx, byte ptr [r15 + 320]
     and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
     movsxd rbp, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 192], ymm8
-    mov rax, qword ptr [r15 + 384]
-    mov r9, r11
-    mov edi, 31
+    movsxd rsi, dword ptr [r15 + 640]
+    mov edi, 133
+    mov r8, r11
     jmp 1f
 1:
-    and r9, 448
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 832], r8d
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3151_j]
+    lea rcx, [rip + .Lc1_d3165_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3151_j_t
-.Lc1_d3151_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r8
+    jmp .Lc1_d3165_j_t
+.Lc1_d3165_j:
     mov r8, r11
     jmp 1f
 1:
     and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8d, 159
+    movzx ecx, cl
+    mov ecx, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 100
     mov r8, r8
-    mov r8, qword ptr [r15 + 448]
-    mov r9d, 133
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 256]
-    mov ebp, edx
-    mov dword ptr [r15 + 384], 222
-    movsxd rdx, dword ptr [r15 + 512]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 640]
-    and esi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 253
+    vmovq qword ptr [r15 + 192], xmm0
+    mov r8, r11
+    mov dword ptr [r15 + 512], 219
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rax, r9
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 64]
+    mov ecx, r9d
+    mov r9, qword ptr [r15 + 704]
+    mov rdx, r9
+    mov r9, rax
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -4211,97 +4229,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3204_j]
+    lea rcx, [rip + .Lc1_d3214_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3204_j_t
-.Lc1_d3204_j:
-    mov r9, r11
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 128]
+    jmp .Lc1_d3214_j_t
+.Lc1_d3214_j:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    and r9, 8128
-    lock xadd qword ptr [r15 + r9 + 7488], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 2621440
-    jz 1f
-1:
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 704]
-    xor dword ptr [r15 + 192], esi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 68
     .byte 0x0f, 0x1f, 0x00
-    movsxd r9, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm9, xmm9, xmm12
+    mov qword ptr [r15 + 512], rax
+    vmovq qword ptr [r15 + 192], xmm9
+    mov rax, rax
+    mov rax, rax
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 64]
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
     mov r8, r11
-    mov esi, r8d
+    mov ecx, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 128], rax
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    mov esi, r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 3392], 221
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 448]
-    movzx ebp, r8b
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 448]
-    mov r9, r11
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 384]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 512], rdi
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov dword ptr [r15 + 768], 30
     jmp 1f
 1:
-    mov r9, r8
-    mov dword ptr [r15 + 256], r9d
-    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 256]
+    mov rbp, r11
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov r9d, r8d
-    movzx r8d, dil
+    mov byte ptr [r15 + 384], cl
+    mov rcx, rbp
+    mov dword ptr [r15 + 64], 35
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8d, ecx
+    movzx ecx, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -4310,312 +4334,320 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3292_j]
+    lea rcx, [rip + .Lc1_d3306_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3292_j_t
-.Lc1_d3292_j:
-    mov r8, r11
-    mov edi, eax
-    mov dword ptr [r15 + 384], 15
-    jmp 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
+    jmp .Lc1_d3306_j_t
+.Lc1_d3306_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 512]
-    vpmovmskb ecx, xmm8
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, dil
-    mov byte ptr [r15 + 256], r8b
-    mov r8, rax
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    mov eax, r9d
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 99
-    mov r9, r11
-    mov r8, r9
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 36
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c72:
-    mov r9, r8
-    mov r8, r11
-    jmp 1f
-1:
-    movzx r9d, al
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 832], xmm2
-    mov qword ptr [r15 + 512], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, dil
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], r8d
-    mov r8d, 254
-    mov qword ptr [r15 + 320], r8
-    mov r8, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 28
-    mov rdi, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 704]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov ebp, edx
-    vmovdqu xmm0, xmmword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 448]
-    mov eax, ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c73:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3383_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3383_j_t
-.Lc1_d3383_j:
-    mov r9, r11
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r9, rax
-    jmp 1f
-1:
-    mov r9d, ecx
-    .byte 0x0f, 0x1f, 0x00
-    test dword ptr [r15 + 67117723], 257
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r9d, 8
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    mov r9, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 256]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c74:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3432_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3432_j_t
-.Lc1_d3432_j:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    mov r9, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov dword ptr [r15 + 0], ecx
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 256
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 128]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     jmp 1f
 1:
     mov eax, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], cl
-    mov rcx, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov byte ptr [r15 + 64], al
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 164
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 256]
     mov rbp, r11
-    mov eax, ebp
-    mov dword ptr [r15 + 192], 230
-    mov eax, r9d
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm0
-    mov ebp, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 170
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm0
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 248
+    mov r8d, r9d
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c72:
+    mov rcx, r8
+    jmp 1f
+1:
+    movzx ecx, bpl
+    vmovq qword ptr [r15 + 256], xmm2
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    mov r8d, 131
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 183
+    movzx esi, byte ptr [r15 + 448]
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 512]
+    mov edi, r9d
+    vmovdqu xmmword ptr [r15 + 384], xmm9
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    mov edx, ecx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov qword ptr [r15 + 192], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c73:
+    lea rcx, [rip + .Lc1_d3393_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3393_j_t
+.Lc1_d3393_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 121
+    mov dword ptr [r15 + 0], 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rdx
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 256], cl
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov edx, 245
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 3584
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rsi, dword ptr [r15 + 640]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    mov rbp, rsi
+    mov rsi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
+    mov r8, r11
+    movzx ecx, r8b
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    and ebp, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c74:
+    lea rcx, [rip + .Lc1_d3445_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3445_j_t
+.Lc1_d3445_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 219
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r11
+    test ebx, 4608
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rbp, qword ptr [r15 + 256]
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], dil
+    mov byte ptr [r15 + 64], dil
+    mov rdi, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm3
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r8, r8
     mov r8, r11
-    mov rsi, qword ptr [r15 + 256]
-    mov ecx, esi
-    mov r9, r11
+    mov edi, 137
     and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r8, rsi
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9, r8
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8, rbp
+    mov ebp, 63
+    mov rbp, rbp
+    mov byte ptr [r15 + 576], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edx, 220
+    mov qword ptr [r15 + 64], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 512], 86
-    mov rcx, rsi
-    mov esi, 236
-    mov rcx, rsi
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 168
-    mov dword ptr [r15 + 192], r8d
-    vmovdqu ymmword ptr [r15 + 384], ymm5
+    mov dword ptr [r15 + 64], 86
+    movsxd r8, dword ptr [r15 + 128]
+    mov rdi, rdx
+    mov rbp, r11
+    mov rdx, rbp
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
     jmp 1f
 1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, edi
+    movzx edi, dl
+    mov dword ptr [r15 + 320], 108
+    mov edi, r8d
+    mov r8d, dword ptr [r15 + 192]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9, rcx
-    mov ecx, 164
-    mov byte ptr [r15 + 448], cl
+    mov edx, 55
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 768], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3523_j]
+    lea rcx, [rip + .Lc1_d3539_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3523_j_t
-.Lc1_d3523_j:
-    movzx ecx, al
-    movzx ecx, r9b
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3539_j_t
+.Lc1_d3539_j:
+    mov ecx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    mov r8, r11
+    add rdx, qword ptr [r15 + 320]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rdx
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 227
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm1
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    test dword ptr [r15 + 67117723], 524291
+    movzx r9d, cl
+    test ebx, 466944
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov edx, 217
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 215
     mov rbp, r11
-    mov rdx, rbp
-    mov dword ptr [r15 + 576], 87
-    mov rdx, rcx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 512]
+    movzx eax, cl
+    mov byte ptr [r15 + 128], al
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    mov byte ptr [r15 + 256], dl
+    movsxd rdx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -4624,49 +4656,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 192], 212
-    mov qword ptr [r15 + 64], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx ecx, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    vpshufd xmm11, xmm4, 5
-    mov rax, r8
-    mov byte ptr [r15 + 448], al
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 128], r8b
-    movzx eax, al
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8d, 246
+    mov dword ptr [r15 + 128], ebp
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    movzx ebp, dl
+    movsxd rdx, dword ptr [r15 + 768]
+    mov ebp, 73
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, 191
-    mov r8d, r8d
-    mov r8d, eax
-    vmovq qword ptr [r15 + 384], xmm11
-    mov byte ptr [r15 + 256], al
+    mov qword ptr [r15 + 512], rax
+    vmovq qword ptr [r15 + 256], xmm1
+    mov dword ptr [r15 + 0], 77
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm1, xmm1, 87
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov edx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 704], ymm1
+    mov ebp, ebp
+    mov ebp, ebp
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov r8d, 115
+    and rbp, 8128
     mov r8, r11
-    mov eax, dword ptr [r15 + 320]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    vmovdqu ymmword ptr [r15 + 640], ymm13
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -4678,210 +4708,209 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d3614_s]
+    lea rcx, [rip + .Lc1_d3632_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3614_s_t
+    jmp .Lc1_d3632_s_t
     .p2align 3
-.Lc1_d3614_s:
+.Lc1_d3632_s:
     .p2align 3
-    jmp .Lc1_d3614_j
+    jmp .Lc1_d3632_j
     .p2align 3
-    jmp .Lc1_d3614_j
-.Lc1_d3614_j:
-    mov ecx, eax
-    mov r9, r11
-    mov rcx, r9
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, 85
+    jmp .Lc1_d3632_j
+.Lc1_d3632_j:
+    mov ebp, eax
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 246
+    vpxor xmm5, xmm5, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 384], ymm5
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 64]
     mov rbp, r11
-    mov r8, r11
-    and r9, 448
-    add qword ptr [r15 + r9 + 832], r9
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 448]
-    add rdi, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], r9
-    mov r9, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 3
+    movzx eax, al
+    and rbp, 448
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    xor dword ptr [r15 + 64], eax
+    mov eax, dword ptr [r15 + 448]
+    and r9, 4032
+    add rcx, qword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov qword ptr [r15 + 256], r9
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 512]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3656_j]
+    lea rcx, [rip + .Lc1_d3673_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3656_j_t
-.Lc1_d3656_j:
-    mov r9, r11
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 95
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3673_j_t
+.Lc1_d3673_j:
+    mov rcx, rbp
     jmp 1f
 1:
-    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmm6
+    jmp 1f
+1:
+    movzx edx, cl
+    jmp 1f
+1:
     mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
+    mov rcx, rbp
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8, rcx
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], 60
+    mov rbp, qword ptr [r15 + 640]
     mov r9, r11
-    vpcmpeqb xmm11, xmm11, xmm12
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 384]
+    mov edx, r8d
+    and r9, 8128
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, rcx
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpor xmm11, xmm11, xmm11
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
-    movzx ecx, byte ptr [r15 + 64]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 64], xmm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    mov rbp, r11
-    movzx edx, bpl
-    mov r8d, 154
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov byte ptr [r15 + 0], r9b
+    movzx ebp, dl
+    mov edx, 154
+    mov r8, r11
+    add r9, qword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r8, r11
-    mov edx, r8d
-    mov edx, 224
-    and r8, 8128
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    mov rbp, rdx
+    mov edx, ebp
+    mov ebp, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 218
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 52
-    mov dword ptr [r15 + 512], 192
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, ebp
-    mov rbp, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 218
+    mov dword ptr [r15 + 704], 52
+    mov r8, r11
+    mov dword ptr [r15 + 128], 192
+    mov edx, edx
+    mov dword ptr [r15 + 512], 179
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rsi, r8
+    mov dword ptr [r15 + 256], esi
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     .byte 0x66, 0x90
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 93
-    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 192], 40
+    mov byte ptr [r15 + 384], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    lea rcx, [rip + .Lc1_d3751_j]
+    lea rcx, [rip + .Lc1_d3767_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3751_j_t
-.Lc1_d3751_j:
-    mov rcx, rdi
-    mov edi, dword ptr [r15 + 448]
+    jmp .Lc1_d3767_j_t
+.Lc1_d3767_j:
+    movzx edx, sil
+    movzx esi, dl
+    mov qword ptr [r15 + 192], rsi
+    mov dword ptr [r15 + 768], 245
+    movsxd rdx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    movzx r8d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 256], r8
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dil
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 242
-    mov qword ptr [r15 + 512], rcx
-    and rbp, 448
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    jmp 1f
+    jnz 1f
 1:
     jmp 1f
 1:
     and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], r8
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 201
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    vmovq qword ptr [r15 + 256], xmm1
+    mov r8, r8
+    mov qword ptr [r15 + 384], r8
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 110
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 164
+    movsxd r9, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     add r11, 64
@@ -4889,51 +4918,51 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    mov r8d, 14
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 16
-    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 448]
+    mov r9d, 91
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rsi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov dword ptr [r15 + 384], 123
-    movzx esi, bpl
-    vpaddd xmm11, xmm11, xmm11
-    movsxd rsi, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], 22
-    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm1
+    mov dword ptr [r15 + 192], 123
+    vpaddd xmm1, xmm1, xmm1
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 320], 8
     mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], esi
+    and rbp, 448
     mov r9, r11
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    and r9, 448
-    vmovdqu xmm11, xmmword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov dword ptr [r15 + 64], 22
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 54
+    add rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 640], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -4945,255 +4974,263 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d3841_s]
+    lea rcx, [rip + .Lc1_d3858_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3841_s_t
+    jmp .Lc1_d3858_s_t
     .p2align 3
-.Lc1_d3841_s:
+.Lc1_d3858_s:
     .p2align 3
-    jmp .Lc1_d3841_j
+    jmp .Lc1_d3858_j
     .p2align 3
-    jmp .Lc1_d3841_j
-.Lc1_d3841_j:
-    mov ecx, 76
-    mov rcx, rcx
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 448]
-    mov r8d, 166
-    mov rax, qword ptr [r15 + 128]
-    add rax, qword ptr [r15 + 0]
+    jmp .Lc1_d3858_j
+.Lc1_d3858_j:
+    mov ebp, 76
+    mov rax, rbp
+    mov rbp, rax
+    mov rax, qword ptr [r15 + 256]
+    and eax, dword ptr [r15 + 0]
+    mov ecx, 166
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 102
-    mov r9, r11
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 251
+    mov rdi, qword ptr [r15 + 512]
+    mov ecx, edi
+    add rcx, qword ptr [r15 + 128]
     mov r8, r11
-    movzx eax, r8b
-    mov edx, dword ptr [r15 + 640]
-    movzx esi, dl
+    movsxd rdi, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 704]
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, qword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + r8 + 3392], rbp
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 71
+    mov rbp, r11
+    movzx edx, bpl
+    mov edx, dword ptr [r15 + 128]
+    movzx r9d, dil
+    mov r9, r11
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], edi
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d3884_j]
+    lea rcx, [rip + .Lc1_d3901_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3884_j_t
-.Lc1_d3884_j:
+    jmp .Lc1_d3901_j_t
+.Lc1_d3901_j:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 65
-    jmp 1f
-1:
-    mov ecx, 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, 201
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov r9, rcx
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 384]
+    mov ebp, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rdi
+    movzx edx, byte ptr [r15 + 448]
+    mov rbp, rdx
+    jmp 1f
+1:
+    mov edx, 12
+    mov rdx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], ebp
+    mov ebp, 108
+    mov ebp, 32
     mov rbp, r11
-    mov rdx, rax
-    mov rax, rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movzx ebp, cl
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    mov rcx, rcx
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov rdx, qword ptr [r15 + 768]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], bpl
+    mov rdx, qword ptr [r15 + 576]
+    mov rax, rdx
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    add rdi, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    mov dword ptr [r15 + 384], 155
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ebp, 65
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    movzx edi, al
     nop
+    mov dword ptr [r15 + 0], 239
+    mov dword ptr [r15 + 0], 64
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov edi, 51
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm1, rdi
+    jmp 1f
+1:
+    movzx edi, dil
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 192]
+    mov r9, r11
+    or qword ptr [r15 + 640], 10
+    movzx esi, dil
+    mov edi, dword ptr [r15 + 128]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9d, edx
+    mov edx, 75
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 512]
-    mov r9, r11
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov r8d, 121
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 116
-    mov byte ptr [r15 + 128], al
-    mov eax, 19
-    mov dword ptr [r15 + 256], 94
-    movsxd rax, dword ptr [r15 + 320]
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 16320
-    movzx ebp, byte ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 576]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
+    mov rdx, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], 15
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d3974_j]
+    lea rcx, [rip + .Lc1_d3997_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3974_j_t
-.Lc1_d3974_j:
-    mov ecx, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    movzx ecx, bpl
+    jmp .Lc1_d3997_j_t
+.Lc1_d3997_j:
+    lea rbp, [r11 + r11*1]
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    mov esi, esi
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov rax, qword ptr [r15 + 768]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 4
+    mov r8, qword ptr [r15 + 256]
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 512]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov ecx, eax
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3456], rsi
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 512], rbp
+    movzx esi, byte ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 128]
     mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    mov dword ptr [r15 + 640], 115
-    movzx ecx, cl
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    mov dword ptr [r15 + 384], 195
+    mov r9, r11
+    movzx edi, dl
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 448], 61
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov ecx, r8d
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, sil
+    mov byte ptr [r15 + 0], sil
+    movzx esi, dil
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r8, r11
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], ecx
-    mov byte ptr [r15 + 512], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 212
-    jmp 1f
-1:
+    movzx edi, dl
     jmp 1f
 1:
     mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], sil
+    mov qword ptr [r15 + 64], r8
+    movzx edx, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 448]
     and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8d, esi
-    movzx esi, r8b
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8d, 131
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov byte ptr [r15 + 192], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edx
+    movzx edx, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], sil
-    movsxd rsi, dword ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 768]
-    mov r9, r11
-    mov qword ptr [r15 + 384], r9
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 128]
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm4
+    mov r8, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 128], r8b
+    mov byte ptr [r15 + 256], dl
+    mov r8, r11
+    mov dword ptr [r15 + 512], 103
+    mov qword ptr [r15 + 64], rdi
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -5205,48 +5242,47 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d4067_s]
+    lea rcx, [rip + .Lc1_d4091_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4067_s_t
+    jmp .Lc1_d4091_s_t
     .p2align 3
-.Lc1_d4067_s:
+.Lc1_d4091_s:
     .p2align 3
-    jmp .Lc1_d4067_j
+    jmp .Lc1_d4091_j
     .p2align 3
-    jmp .Lc1_d4067_j
-.Lc1_d4067_j:
-    mov dword ptr [r15 + 192], eax
-    mov qword ptr [r15 + 576], rcx
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, al
-    movzx edx, dl
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    vpcmpeqb xmm11, xmm11, xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 124
-    mov eax, ecx
-    mov rbp, r11
-    movzx ecx, cl
+    jmp .Lc1_d4091_j
+.Lc1_d4091_j:
+    mov rax, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rdx
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
-    mov rbp, r11
+    mov ecx, 100
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov eax, r9d
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 64], rcx
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm1
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov r9, r11
+    mov dword ptr [r15 + 448], r9d
+    movzx ecx, cl
+    mov r8, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r9d, al
+    jmp 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx r8d, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    movzx r9d, cl
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -5255,50 +5291,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4112_j]
+    lea rcx, [rip + .Lc1_d4135_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4112_j_t
-.Lc1_d4112_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 38
-    mov eax, 23
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d4135_j_t
+.Lc1_d4135_j:
+    mov rcx, r8
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
     mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 17301504
-    jnz 1f
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 384], 196
-    movzx eax, byte ptr [r15 + 256]
-    mov ecx, eax
-    mov byte ptr [r15 + 640], cl
-    mov ecx, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 117
-    mov dword ptr [r15 + 512], ecx
+    mov esi, eax
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 0], 199
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, cl
+    and r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    movzx ecx, al
+    mov dword ptr [r15 + 448], 117
+    add rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
     mov r8, r11
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, r11
-    mov rdi, rax
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 121
+    mov eax, r8d
+    mov dword ptr [r15 + 64], 167
+    and r8, 448
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8d, 70
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    and r8d, dword ptr [r15 + 192]
+    mov rbp, rax
     jmp 1f
 1:
     add r11, 64
@@ -5309,97 +5345,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 128], r8
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 512], edi
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov r8d, 51
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 109
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
+    mov qword ptr [r15 + 448], r8
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov qword ptr [r15 + 384], rax
+    mov eax, 51
+    movzx eax, byte ptr [r15 + 320]
+    mov rbp, r8
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 183
-    mov r8d, dword ptr [r15 + 320]
-    mov eax, 79
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], edi
-    mov edi, edi
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 704], r8
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 384]
+    movzx eax, r8b
+    mov r8d, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 576]
     jmp 1f
 1:
+    mov r9, r11
+    mov edi, 45
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov r9d, r8d
+    mov dword ptr [r15 + 768], ebp
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movzx edx, r8b
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4199_j]
+    lea rcx, [rip + .Lc1_d4224_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4199_j_t
-.Lc1_d4199_j:
-    mov r8, r11
+    jmp .Lc1_d4224_j_t
+.Lc1_d4224_j:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov ebp, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 215
-    mov rax, qword ptr [r15 + 320]
     mov r8, r11
-    mov edx, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 448]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 128], 215
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 195
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 512]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 226
-    mov r9d, 238
-    mov r9d, dword ptr [r15 + 576]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov dword ptr [r15 + 256], 215
+    mov ebp, 226
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -5411,336 +5450,341 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 65536
     setz al
-    lea rcx, [rip + .Lc1_d4245_s]
+    lea rcx, [rip + .Lc1_d4270_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4245_s_t
+    jmp .Lc1_d4270_s_t
     .p2align 3
-.Lc1_d4245_s:
+.Lc1_d4270_s:
     .p2align 3
-    jmp .Lc1_d4245_j
+    jmp .Lc1_d4270_j
     .p2align 3
-    jmp .Lc1_d4245_j
-.Lc1_d4245_j:
+    jmp .Lc1_d4270_j
+.Lc1_d4270_j:
+    mov r8, r11
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, ecx
-    mov rbp, r11
-    mov ecx, ebp
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], al
-    movzx eax, al
+    mov r8d, eax
+    mov r8, r11
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 448], cl
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, al
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    mov ebp, ecx
+    movzx eax, byte ptr [r15 + 256]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov ecx, ecx
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 640]
+    mov r8d, ecx
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], ecx
     mov r8, r11
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 192], eax
+    mov byte ptr [r15 + 704], r8b
+    movzx ecx, byte ptr [r15 + 128]
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    movzx eax, al
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 256], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov eax, edx
+    movzx edx, r8b
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], eax
+    mov rax, rdx
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, r8
+    jmp 1f
+1:
+    test ebx, 2560
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rax
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    and edx, dword ptr [r15 + 768]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 245
     jmp 1f
 1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 244
     jmp 1f
 1:
-    movzx eax, sil
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 139264
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], esi
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 124
-    movsxd r9, dword ptr [r15 + 128]
-    mov rsi, r9
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 142
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 245
-    movsxd rdx, dword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 130
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    lea rcx, [rip + .Lc1_d4336_j]
+    lea rcx, [rip + .Lc1_d4360_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4336_j_t
-.Lc1_d4336_j:
+    jmp .Lc1_d4360_j_t
+.Lc1_d4360_j:
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpaddd xmm1, xmm1, xmm1
+    mov byte ptr [r15 + 0], al
+    mov eax, 111
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 72
+    mov eax, 83
+    mov rax, rax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 64], rdx
-    mov edx, 168
     jmp 1f
 1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov rbp, r11
-    and r8, 1984
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx r8d, dl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov ebp, 242
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 576]
-    mov rbp, rcx
-    movzx ecx, bpl
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    mov ecx, r8d
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 640], xmm2
     jmp 1f
 1:
     mov rbp, r11
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 448]
-    and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
+    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 512]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    mov rbp, qword ptr [r15 + 448]
+    movzx ebp, al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    mov rbp, r11
+    inc dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    jmp 1f
-1:
-    mov ecx, 65
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    mov qword ptr [r15 + 704], rdi
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 65
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     and rbp, 4032
     mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 384], edi
-    mov rdi, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 640]
-    mov r9, r11
-    and ecx, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rdi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ebp, 102
+    mov rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], ebp
+    mov byte ptr [r15 + 512], bpl
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 704]
+    and ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    jmp 1f
+1:
     mov r8, r11
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d4431_j]
+    lea rcx, [rip + .Lc1_d4456_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4431_j_t
-.Lc1_d4431_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, ecx
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 768], 129
-    mov r9d, 130
-    mov qword ptr [r15 + 320], r9
-    mov r9, r11
-    mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 384], 98
-    mov r9, r11
-    mov esi, 87
-    jmp 1f
-1:
-    and r9, 16320
-    movzx esi, byte ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + 256], sil
+    jmp .Lc1_d4456_j_t
+.Lc1_d4456_j:
     mov rbp, r11
+    mov r8d, 94
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov byte ptr [r15 + 448], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov edi, 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, r8d
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    mov byte ptr [r15 + 576], cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, r11
+    mov esi, r8d
+    and r8, 8128
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 7488], 87
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4487_j]
+    lea rcx, [rip + .Lc1_d4508_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4487_j_t
-.Lc1_d4487_j:
+    jmp .Lc1_d4508_j_t
+.Lc1_d4508_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 22
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov dword ptr [r15 + 256], 113
-    mov dword ptr [r15 + 512], 22
     jmp 1f
 1:
     mov r8d, 198
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, 198
-    test dword ptr [r15 + 67117723], 590082
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 106
+    mov ecx, 234
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 192]
-    and r8, 1984
-    mov rbp, r11
-    mov qword ptr [r15 + r8 + 1344], rbp
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, dword ptr [r15 + 128]
-    mov r8d, 195
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rdx
-    mov dword ptr [r15 + 448], 143
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 64], 186
+    mov dword ptr [r15 + 640], 103
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], cl
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 384], 186
+    movzx r9d, r8b
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -5748,63 +5792,68 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c98:
-    mov rbp, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 105
-    mov dword ptr [r15 + 0], 243
+    and r8d, dword ptr [r15 + 704]
+    mov r9d, 42
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 161
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 6
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 70
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
+    mov edx, r9d
+    mov dword ptr [r15 + 0], 5
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 220
+    mov r9d, edx
+    mov r9d, 115
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm2
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, r11
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], r9d
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 45
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 704]
-    mov edi, ebp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 87
+    mov rdx, rdx
+    mov r9, r11
+    jmp 1f
+1:
+    mov edx, 26
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 128], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, 132
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 195
     jmp 1f
 1:
     add r11, 64
@@ -5812,109 +5861,109 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d4577_j]
+    lea rcx, [rip + .Lc1_d4607_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4577_j_t
-.Lc1_d4577_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 768], ymm2
+    jmp .Lc1_d4607_j_t
+.Lc1_d4607_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx r9d, cl
-    mov ecx, 34
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 27
-    movzx r9d, byte ptr [r15 + 512]
     mov rbp, r11
-    movzx esi, bpl
+    mov ecx, 227
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, al
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov qword ptr [r15 + 64], rcx
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov dword ptr [r15 + 256], 51
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 16320
     mov r8, r11
-    mov rsi, r8
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, rsi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 163
-    mov r8d, ecx
+    movsxd rdi, dword ptr [r15 + rbp + 15680]
+    mov qword ptr [r15 + 576], rdi
+    mov rdi, rcx
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    mov byte ptr [r15 + 320], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm7, xmm7, xmm12
-    mov esi, 45
     jmp 1f
 1:
-    movzx esi, r9b
+    mov dword ptr [r15 + 0], 215
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
     jmp 1f
 1:
-    movzx esi, r9b
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm12, xmm12, xmm7
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], esi
+    jmp 1f
+1:
+    movzx eax, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 221
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 576], bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 216
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    movzx esi, bpl
-    vmovq xmm11, rsi
-    mov qword ptr [r15 + 384], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 256]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
+    mov byte ptr [r15 + 512], r9b
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 4032
     mov rbp, r11
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 7488]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 3392]
     and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm12
+    mov dword ptr [r15 + 128], edx
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov ebp, 108
-    mov byte ptr [r15 + 64], bpl
-    vmovdqu xmm11, xmmword ptr [r15 + 128]
+    mov r9d, 49
+    mov r9d, 233
+    mov byte ptr [r15 + 640], r9b
+    vmovdqu xmmword ptr [r15 + 384], xmm12
     add r11, 64
     inc rbx
     dec r13
@@ -5926,161 +5975,156 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4096
     setz al
-    lea rcx, [rip + .Lc1_d4672_s]
+    lea rcx, [rip + .Lc1_d4702_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4672_s_t
+    jmp .Lc1_d4702_s_t
     .p2align 3
-.Lc1_d4672_s:
+.Lc1_d4702_s:
     .p2align 3
-    jmp .Lc1_d4672_j
+    jmp .Lc1_d4702_j
     .p2align 3
-    jmp .Lc1_d4672_j
-.Lc1_d4672_j:
-    vmovdqu xmm4, xmmword ptr [r15 + 64]
+    jmp .Lc1_d4702_j
+.Lc1_d4702_j:
+    mov rbp, r11
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm12
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 64
+    mov r9, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    test dword ptr [r15 + 67117724], 4112
-    jz 1f
-1:
-    mov r8, rcx
-    mov dword ptr [r15 + 512], 84
+    mov dword ptr [r15 + 448], 192
     mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 640], rcx
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], ecx
-    mov rcx, rax
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
     and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r9
+    movzx ebp, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    lea rcx, [rip + .Lc1_d4712_j]
+    lea rcx, [rip + .Lc1_d4740_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4712_j_t
-.Lc1_d4712_j:
+    jmp .Lc1_d4740_j_t
+.Lc1_d4740_j:
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9d, 47
+    movzx ecx, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, qword ptr [r15 + 576]
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 133
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    and ecx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovq xmm5, r8
-    mov dword ptr [r15 + 448], 144
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
+    vmovq xmm1, rbp
+    inc dword ptr [r15 + 320]
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    and rbp, 4032
+    and eax, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
     mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], ecx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    movzx esi, byte ptr [r15 + 64]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov byte ptr [r15 + 256], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 91
-    mov edx, 68
-    mov edx, edx
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    movzx ebp, r8b
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], eax
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 128]
-    mov rbp, r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov r9, r11
-    mov ecx, 2
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r9, r11
-    mov byte ptr [r15 + 448], bpl
+    mov eax, 50
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 192], al
     jmp 1f
 1:
     mov rbp, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 73
+    movzx eax, sil
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    movzx r8d, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    mov byte ptr [r15 + 512], bpl
+    movzx ebp, byte ptr [r15 + 256]
+    add rbp, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    mov esi, eax
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 129
+    mov r9d, 26
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 128]
+    mov r9, rbp
+    inc dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 66
     add r11, 64
     inc rbx
     dec r13
@@ -6092,159 +6136,162 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d4810_s]
+    lea rcx, [rip + .Lc1_d4837_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4810_s_t
+    jmp .Lc1_d4837_s_t
     .p2align 3
-.Lc1_d4810_s:
+.Lc1_d4837_s:
     .p2align 3
-    jmp .Lc1_d4810_j
+    jmp .Lc1_d4837_j
     .p2align 3
-    jmp .Lc1_d4810_j
-.Lc1_d4810_j:
+    jmp .Lc1_d4837_j
+.Lc1_d4837_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     .byte 0x66, 0x90
-    mov qword ptr [r15 + 640], rcx
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rax
-    mov ecx, eax
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movzx ebp, al
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rax, rbp
-    mov qword ptr [r15 + 256], rcx
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
+    mov qword ptr [r15 + 320], rcx
+    mov r8, r11
+    movzx eax, r8b
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov r8d, eax
+    mov r8, r11
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov eax, ebp
-    mov dword ptr [r15 + 128], 103
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov ebp, 209
+    mov eax, ecx
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 92
+    mov rax, qword ptr [r15 + 448]
+    mov r8d, eax
+    mov dword ptr [r15 + 128], r8d
+    movzx r8d, byte ptr [r15 + 768]
+    mov eax, 99
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 64
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    movzx ecx, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx esi, cl
     mov r8, r11
-    mov r9, r11
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    test dword ptr [r15 + 67117724], 50331650
+    mov ecx, 234
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    test ebx, 10752
     jz 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 192], 117
-    mov r8, qword ptr [r15 + 512]
-    mov r9d, 159
-    mov r9, qword ptr [r15 + 320]
-    and r9d, dword ptr [r15 + 448]
-    mov rdi, r9
-    mov r9d, edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r8d
+    mov r8, rdi
+    movsxd rdi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov r8d, 179
+    and r8d, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 239
     mov r8, r11
+    movzx edi, byte ptr [r15 + 512]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 144
+    mov byte ptr [r15 + 64], al
+    mov eax, 40
     jmp 1f
 1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
+    mov byte ptr [r15 + 576], r8b
+    mov r8, r11
+    mov eax, r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 76
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d4904_j]
+    lea rcx, [rip + .Lc1_d4933_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4904_j_t
-.Lc1_d4904_j:
-    mov ecx, 50
+    jmp .Lc1_d4933_j_t
+.Lc1_d4933_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], r8
+    mov r8d, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 201
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 128]
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1344], xmm4
-    mov dword ptr [r15 + 768], 94
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 384], r8d
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 0
     jmp 1f
 1:
-    mov r8d, eax
-    mov r8d, 25
-    movsxd r8, dword ptr [r15 + 576]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 448]
-    mov edx, 197
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, r11
-    movzx edx, bpl
-    add rdx, qword ptr [r15 + 512]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], 135
-    mov rbp, r8
-    mov r8d, 13
+    movzx eax, byte ptr [r15 + 640]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    mov esi, edx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    add rcx, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov r8d, 68
+    mov r8, r11
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    movsxd r8, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 128]
+    mov rdi, r9
+    mov r9d, 129
     add r11, 64
     inc rbx
     dec r13
@@ -6253,49 +6300,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4950_j]
+    lea rcx, [rip + .Lc1_d4978_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4950_j_t
-.Lc1_d4950_j:
-    mov rbp, r11
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov rbp, rcx
+    jmp .Lc1_d4978_j_t
+.Lc1_d4978_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 231
-    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
     mov rbp, r11
-    mov byte ptr [r15 + 192], cl
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ecx
-    mov dword ptr [r15 + 320], 147
-    mov ecx, 70
+    mov byte ptr [r15 + 448], bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 128], 99
     mov qword ptr [r15 + 512], rcx
-    test dword ptr [r15 + 67117723], 2105344
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 640]
-    movzx esi, cl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, rsi
+    add rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 212
-    mov byte ptr [r15 + 448], sil
+    mov edi, 30
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    and ecx, dword ptr [r15 + 704]
+    movzx ebp, cl
+    mov rbp, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rdi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 65
+    mov rbp, rcx
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 141
+    mov byte ptr [r15 + 768], dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 212
+    mov edi, 219
     add r11, 64
     inc rbx
     dec r13
@@ -6304,256 +6351,257 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], ebp
-    movzx ebp, bpl
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, cl
+    movzx ecx, cl
     mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
+    movzx ecx, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 4032
+    add rdi, qword ptr [r15 + rbp + 3392]
+    vpcmpeqb xmm3, xmm3, xmm11
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + 256]
+    inc dword ptr [r15 + 0]
+    mov rsi, rcx
     jmp 1f
 1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ebp
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    movzx esi, al
-    mov eax, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 232
-    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov edi, eax
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 64]
-    mov edx, 30
     mov r8, r11
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 128], rdi
+    jmp 1f
+1:
+    mov r8d, edi
+    mov dword ptr [r15 + 320], 44
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov ebp, 153
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5041_j]
+    lea rcx, [rip + .Lc1_d5066_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5041_j_t
-.Lc1_d5041_j:
-    mov rbp, r11
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    jmp .Lc1_d5066_j_t
+.Lc1_d5066_j:
+    mov ecx, 172
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov ecx, 145
-    movzx ecx, byte ptr [r15 + 256]
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    mov dword ptr [r15 + 0], 55
-    mov dword ptr [r15 + 0], 13
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 161
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 8225
+    mov esi, 56
+    mov rbp, r11
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9, r11
+    mov ebp, 107
+    test ebx, 3584
     jz 1f
 1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov rax, rbp
-    mov ebp, ebp
-    mov qword ptr [r15 + 320], rbp
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 384]
-    mov edx, 33
-    movzx edx, dil
-    mov dword ptr [r15 + 512], edx
-    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + 384], 141
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 123
+    movsxd r9, dword ptr [r15 + 640]
+    mov edx, r9d
+    mov dword ptr [r15 + 256], 255
+    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    movzx r9d, dl
+    movzx r9d, byte ptr [r15 + 512]
+    mov rax, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5082_j]
+    lea rcx, [rip + .Lc1_d5111_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5082_j_t
-.Lc1_d5082_j:
+    jmp .Lc1_d5111_j_t
+.Lc1_d5111_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 8
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, ecx
-    mov dword ptr [r15 + 0], edi
-    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    mov rdi, rdx
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 320], cl
-    mov ecx, 125
+    mov rcx, rax
+    mov dword ptr [r15 + 768], eax
+    mov eax, dword ptr [r15 + 192]
+    mov ecx, 139
     mov ecx, ecx
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 64], 203
+    mov byte ptr [r15 + 384], cl
+    add r8, qword ptr [r15 + 448]
     mov rbp, r11
-    mov dword ptr [r15 + 448], 28
-    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 249
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 512]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + rbp + 832], 6
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], cl
+    mov r9, r11
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r9, 16320
+    movzx ebp, byte ptr [r15 + r9 + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 170
-    mov r8, rdx
-    mov dword ptr [r15 + 256], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov ebp, 19
+    mov r9d, 67
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 14
+    vpaddd xmm3, xmm3, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 512], r9d
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    mov ebp, 106
+    mov dword ptr [r15 + 64], ebp
+    movzx ebp, r9b
+    mov dword ptr [r15 + 384], 163
+    mov ebp, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 320]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    add qword ptr [r15 + r8 + 3392], r8
-    mov r8d, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 128]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], 216
+    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov ebp, 116
-    mov ebp, 209
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 128]
-    mov r9, rsi
-    mov r9, r11
-    mov dword ptr [r15 + 768], 216
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov dword ptr [r15 + 512], 162
-    mov r9, r11
-    mov edx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    mov r9d, eax
+    mov rdx, rbp
+    mov rbp, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 214
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5170_j]
+    lea rcx, [rip + .Lc1_d5200_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5170_j_t
-.Lc1_d5170_j:
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    jmp .Lc1_d5200_j_t
+.Lc1_d5200_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
     add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 124
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r9, r11
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ebp
+    vmovdqu xmm12, xmmword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov eax, dword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 206
-    mov rdi, r9
-    movzx r9d, dil
-    mov rdi, rax
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vpaddd xmm9, xmm9, xmm6
-    mov rbp, rax
+    mov rbp, rcx
     mov rbp, r11
-    mov dword ptr [r15 + 384], 165
-    mov byte ptr [r15 + 256], r9b
-    xor dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 192], 195
+    mov ecx, 28
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    mov rcx, qword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 223
+    movzx r8d, bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 73
+    mov byte ptr [r15 + 128], al
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov ebp, eax
+    imul rcx, qword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    mov ecx, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -6562,103 +6610,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 448]
-    mov r9, rax
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov ebp, 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 212
+    mov rbp, r11
     mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], bpl
-    mov byte ptr [r15 + 320], bpl
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    movzx eax, r9b
-    mov r9d, 50
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, 117
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 192]
     and rbp, 8128
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 7488], r8
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 106
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + 512], esi
+    mov esi, 196
+    mov rbp, r11
+    mov esi, ecx
+    and esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r9d
-    mov byte ptr [r15 + 384], r9b
-    mov r9d, 103
-    jmp 1f
-1:
-    mov r9, rbp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    mov ebp, dword ptr [r15 + 704]
+    mov ecx, 223
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, sil
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx edx, sil
+    mov esi, 1
+    mov esi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    lea rcx, [rip + .Lc1_d5268_j]
+    lea rcx, [rip + .Lc1_d5293_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5268_j_t
-.Lc1_d5268_j:
+    jmp .Lc1_d5293_j_t
+.Lc1_d5293_j:
+    mov r9, r11
     mov rbp, r11
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, cl
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 768]
-    mov ebp, ecx
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movzx r9d, dl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 110
+    mov edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, rbp
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 168
-    vpmovmskb ebp, xmm9
-    mov ebp, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 384]
+    add rbp, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 512]
+    vpmovmskb edi, xmm12
+    movzx edi, byte ptr [r15 + 448]
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, r11
-    mov esi, 152
-    mov rsi, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 128]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov r9d, 10
-    vmovq xmm2, r9
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 448]
+    mov eax, 152
+    mov rax, qword ptr [r15 + 320]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 576], edx
+    mov edx, 10
+    mov edx, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9d, edi
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -6670,49 +6716,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2
     setz al
-    lea rcx, [rip + .Lc1_d5317_s]
+    lea rcx, [rip + .Lc1_d5342_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5317_s_t
+    jmp .Lc1_d5342_s_t
     .p2align 3
-.Lc1_d5317_s:
+.Lc1_d5342_s:
     .p2align 3
-    jmp .Lc1_d5317_j
+    jmp .Lc1_d5342_j
     .p2align 3
-    jmp .Lc1_d5317_j
-.Lc1_d5317_j:
+    jmp .Lc1_d5342_j
+.Lc1_d5342_j:
+    mov r9, r11
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    vmovq xmm2, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8, r11
-    movzx eax, r8b
-    vpcmpeqb xmm2, xmm2, xmm9
-    mov eax, ecx
-    mov rbp, r11
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm2
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 64
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    vmovq xmm13, r9
+    mov dword ptr [r15 + 64], 122
+    vmovdqu ymmword ptr [r15 + 512], ymm13
     .byte 0x66, 0x90
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 576]
-    movzx ebp, bpl
-    mov rbp, r11
-    jmp 1f
+    mov r9d, eax
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    movzx r9d, sil
+    mov rsi, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], 157
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -6720,45 +6768,48 @@ ditto_body_c1:
 .Lc1_b1_c116:
     jmp 1f
 1:
-    mov ebp, 18
-    mov ebp, 173
-    mov ebp, 168
+    mov r9d, 18
+    mov r9d, 173
+    mov r9d, 168
+    movsxd r9, dword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 128]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rcx
     mov r8, r11
-    and ebp, dword ptr [r15 + 320]
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 64]
-    mov r9, r11
-    mov dword ptr [r15 + 448], 40
+    mov dword ptr [r15 + 704], 228
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm9
-    mov dword ptr [r15 + 256], 202
-    mov r8, rsi
-    mov byte ptr [r15 + 64], r8b
-    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ebp
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 220
+    mov rcx, r9
     mov r9, r11
-    mov esi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], esi
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    mov r9d, esi
-    movzx esi, r9b
+    mov byte ptr [r15 + 768], r9b
+    mov byte ptr [r15 + 128], bpl
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 256]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov r9d, ecx
+    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
@@ -6770,110 +6821,106 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d5404_s]
+    lea rcx, [rip + .Lc1_d5432_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5404_s_t
+    jmp .Lc1_d5432_s_t
     .p2align 3
-.Lc1_d5404_s:
+.Lc1_d5432_s:
     .p2align 3
-    jmp .Lc1_d5404_j
+    jmp .Lc1_d5432_j
     .p2align 3
-    jmp .Lc1_d5404_j
-.Lc1_d5404_j:
-    mov qword ptr [r15 + 512], rsi
-    movzx esi, cl
+    jmp .Lc1_d5432_j
+.Lc1_d5432_j:
+    mov rax, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx esi, al
-    mov eax, dword ptr [r15 + 128]
-    movzx ecx, al
-    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 0], eax
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 129
-    mov rax, rsi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8d, 147
+    mov r8d, dword ptr [r15 + 576]
+    mov r9, r11
+    add rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov esi, r9d
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
+    movzx eax, cl
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r9, r11
-    mov dword ptr [r15 + 320], 255
-    movsxd rax, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 704], rsi
-    mov rbp, r11
+    movzx r8d, r9b
+    mov dword ptr [r15 + 128], 23
+    mov r8, rax
     and r9, 8128
-    or qword ptr [r15 + r9 + 7488], 70
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    mov dword ptr [r15 + 256], esi
-    movzx esi, sil
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    imul rax, qword ptr [r15 + 192]
+    mov r9d, 139
+    mov qword ptr [r15 + 512], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    mov rbp, rsi
+    mov ecx, 151
+    mov ecx, 245
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 245
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov esi, 217
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 217
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    add qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu ymmword ptr [r15 + 576], ymm2
-    mov rbp, rsi
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 448], xmm2
+    mov r8d, ecx
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 384]
+    mov rdi, r9
+    movsxd r9, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 64], ymm13
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov esi, 40
-    mov esi, esi
-    mov rbp, r11
-    mov esi, 105
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov dword ptr [r15 + 256], 235
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdx, rsi
-    mov rsi, qword ptr [r15 + 512]
+    mov rcx, rdi
     mov r8, r11
-    mov edi, 36
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, r11
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    add rdi, qword ptr [r15 + 384]
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm13
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r9
+    movzx r9d, byte ptr [r15 + 256]
+    mov edx, 36
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 196
+    movzx esi, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rsi
     add r11, 64
     inc rbx
     dec r13
@@ -6885,55 +6932,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 64
     setz al
-    lea rcx, [rip + .Lc1_d5500_s]
+    lea rcx, [rip + .Lc1_d5525_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5500_s_t
+    jmp .Lc1_d5525_s_t
     .p2align 3
-.Lc1_d5500_s:
+.Lc1_d5525_s:
     .p2align 3
-    jmp .Lc1_d5500_j
+    jmp .Lc1_d5525_j
     .p2align 3
-    jmp .Lc1_d5500_j
-.Lc1_d5500_j:
+    jmp .Lc1_d5525_j
+.Lc1_d5525_j:
+    vpmovmskb esi, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    or qword ptr [r15 + 192], 44
-    jmp 1f
-1:
-    mov eax, 163
-    mov dword ptr [r15 + 0], 62
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 1
+    jmp 1f
+1:
+    movzx eax, cl
+    mov rbp, r11
+    mov eax, 157
+    movsxd rcx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
-    mov edi, 170
-    movzx r9d, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 1310720
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx edi, r9b
-    mov dword ptr [r15 + 640], 106
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 320]
-    vmovdqu xmm11, xmmword ptr [r15 + 384]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm2
-    mov r9d, eax
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 30
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 89
     add r11, 64
     inc rbx
     dec r13
@@ -6942,258 +6988,254 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5546_j]
+    lea rcx, [rip + .Lc1_d5571_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5546_j_t
-.Lc1_d5546_j:
-    mov r8, r11
+    jmp .Lc1_d5571_j_t
+.Lc1_d5571_j:
+    mov qword ptr [r15 + 128], rax
+    mov eax, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov r8, r11
+    movzx ebp, al
+    mov eax, 36
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 557056
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 128]
-    mov rsi, rdx
-    mov edx, dword ptr [r15 + 704]
     mov eax, dword ptr [r15 + 64]
-    movzx ecx, al
-    mov dword ptr [r15 + 320], 162
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    movzx ebp, dil
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, r11
     jmp 1f
 1:
-    movzx eax, r8b
+    and eax, dword ptr [r15 + 256]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], edx
+    movzx r8d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 512], 238
+    mov dword ptr [r15 + 128], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 205
-    mov dword ptr [r15 + 0], 209
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
+    movzx edx, bpl
     movsxd rbp, dword ptr [r15 + 512]
+    mov edx, 210
+    movzx edx, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], ecx
-    vpor xmm11, xmm11, xmm11
-    mov dword ptr [r15 + 576], 24
-    mov ecx, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 64]
-    mov rdi, rax
-    mov rax, rbp
-    mov rbp, qword ptr [r15 + 192]
-    movzx r8d, bpl
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 128], ebp
-    and rbp, 1984
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + rbp + 1408]
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 384]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    vpor xmm9, xmm9, xmm2
+    add rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 123
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov rbp, rsi
+    mov rsi, rbp
+    mov ebp, dword ptr [r15 + 320]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 15680]
+    mov r8, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    lea rcx, [rip + .Lc1_d5631_j]
+    lea rcx, [rip + .Lc1_d5656_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5631_j_t
-.Lc1_d5631_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    movzx ebp, sil
-    mov esi, 216
-    lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    mov dword ptr [r15 + 640], 244
-    mov byte ptr [r15 + 256], cl
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3456]
-    mov esi, 27
+    jmp .Lc1_d5656_j_t
+.Lc1_d5656_j:
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 243
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 21
-    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov dword ptr [r15 + 0], ecx
+    mov r9, r11
+    mov ecx, 41
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], esi
-    vpxor xmm2, xmm2, xmm6
-    mov rdx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], dl
-    mov dword ptr [r15 + 320], 30
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + rbp + 3392], rdx
+    mov byte ptr [r15 + 192], cl
     and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r9 + 832], 26
+    mov r9, r11
+    mov r8, r11
+    mov qword ptr [r15 + 512], r8
+    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    and r9, 4032
+    vmovdqu xmm1, xmmword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], dl
+    mov qword ptr [r15 + 320], r8
+    and ecx, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    mov edi, 31
+    mov edi, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov edx, 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r9
+    mov r9, qword ptr [r15 + 576]
     mov rbp, r11
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + 384]
     and rbp, 8128
-    add rdx, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 64], dl
-    mov rdx, rbp
+    xor dword ptr [r15 + rbp + 7488], ebp
+    mov rbp, r9
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], 237
+    mov ebp, 95
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 80
-    mov dword ptr [r15 + 448], 171
-    mov r8, r9
-    movzx r9d, r8b
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 256], 30
+    mov rbp, r8
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 80
+    mov r9d, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, r8b
     movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 170
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 768]
-    mov rax, rcx
+    mov eax, 170
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    lea rcx, [rip + .Lc1_d5723_j]
+    lea rcx, [rip + .Lc1_d5744_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5723_j_t
-.Lc1_d5723_j:
-    mov r8, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, qword ptr [r15 + 384]
+    jmp .Lc1_d5744_j_t
+.Lc1_d5744_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 106
     jmp 1f
 1:
-    mov ecx, eax
-    movsxd rax, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, r8d
+    mov dword ptr [r15 + 0], eax
+    mov rax, rcx
+    mov eax, eax
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, r8d
     jmp 1f
 1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rax
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 384]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     jmp 1f
 1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 576]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], ecx
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -7205,264 +7247,267 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d5772_s]
+    lea rcx, [rip + .Lc1_d5794_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5772_s_t
+    jmp .Lc1_d5794_s_t
     .p2align 3
-.Lc1_d5772_s:
+.Lc1_d5794_s:
     .p2align 3
-    jmp .Lc1_d5772_j
+    jmp .Lc1_d5794_j
     .p2align 3
-    jmp .Lc1_d5772_j
-.Lc1_d5772_j:
-    lea r9, [r11 + r11*1]
+    jmp .Lc1_d5794_j
+.Lc1_d5794_j:
     jmp 1f
 1:
-    mov eax, eax
-    and r9, 8128
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 7552], 12
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ecx, eax
+    mov dword ptr [r15 + 192], 12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 64], 45
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 256], 37
+    mov r8, r11
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 65568
+    test ebx, 4608
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 128], eax
-    mov qword ptr [r15 + 320], rax
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 154
-    mov dword ptr [r15 + 640], eax
-    vpaddd xmm11, xmm11, xmm11
-    mov dword ptr [r15 + r9 + 7488], 140
-    mov r9, rcx
+    mov rbp, r11
+    mov r9, r11
+    mov qword ptr [r15 + 384], r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 125
+    vpaddd xmm9, xmm9, xmm1
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov dword ptr [r15 + 704], 170
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    and r9d, dword ptr [r15 + 0]
+    mov r8, r11
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    vpshufd xmm9, xmm9, 226
+    mov r9d, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov rax, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 132672
+    test ebx, 352256
     jz 1f
 1:
-    mov byte ptr [r15 + 768], r9b
-    vpshufd xmm4, xmm2, 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    mov rdx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 128], rdx
     mov r9, r11
-    add rcx, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 64]
+    mov edx, eax
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 512]
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, ecx
-    mov r9, r11
-    mov edi, dword ptr [r15 + 448]
-    mov rsi, rdi
-    mov rdi, qword ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    vmovq xmm2, rcx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movzx r9d, byte ptr [r15 + 128]
-    mov edx, 27
-    movsxd rdx, dword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 64]
+    vmovq xmm1, r9
+    and edx, dword ptr [r15 + 256]
+    mov r9d, edx
+    mov edx, 219
+    mov byte ptr [r15 + 576], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    lea rcx, [rip + .Lc1_d5860_j]
+    lea rcx, [rip + .Lc1_d5878_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5860_j_t
-.Lc1_d5860_j:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 320]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov dword ptr [r15 + 0], 215
-    mov qword ptr [r15 + 0], rcx
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edx, 83
-    mov dword ptr [r15 + 384], edx
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    jmp .Lc1_d5878_j_t
+.Lc1_d5878_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 60
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
     mov r9, r11
-    test ebx, 9216
+    mov dword ptr [r15 + 64], 183
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, esi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 215
+    mov r9, rcx
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4608
     jz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 234
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    mov edi, 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], r9
+    mov r9, qword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 576], xmm11
-    mov byte ptr [r15 + 320], dl
-    mov byte ptr [r15 + 256], r9b
+    mov edi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], dil
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
     jmp 1f
 1:
-    mov edx, 116
-    mov edx, edx
-    mov qword ptr [r15 + 448], rdx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edx, dl
-    jmp 1f
-1:
+    movzx edi, r9b
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
+    mov r9, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
+    movzx ebp, dil
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 7
-    mov r9d, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 215
+    mov rdi, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 100
-    mov r9, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    mov ebp, 237
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    movzx esi, dl
+    mov esi, 100
+    movzx esi, byte ptr [r15 + 320]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 768]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, r8d
-    mov r8, r11
+    jmp 1f
+1:
+    and r9, 1984
+    add qword ptr [r15 + r9 + 1344], rbp
+    mov r9d, ebp
     jmp 1f
 1:
     mov r9, r11
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], r9d
+    mov qword ptr [r15 + 384], rsi
+    mov rsi, qword ptr [r15 + 448]
     and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r11
-    mov r9, qword ptr [r15 + 704]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov dword ptr [r15 + 192], ebp
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 128], 63
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + 512], 92
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, rbp
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    lea rcx, [rip + .Lc1_d5951_j]
+    lea rcx, [rip + .Lc1_d5969_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5951_j_t
-.Lc1_d5951_j:
-    mov rcx, r8
-    xor dword ptr [r15 + 64], ecx
-    mov rcx, r9
+    jmp .Lc1_d5969_j_t
+.Lc1_d5969_j:
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 230
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 51
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 200
-    vmovdqu ymmword ptr [r15 + 0], ymm2
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    jmp 1f
+1:
+    mov ebp, 52
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 192], 200
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    test ebx, 1536
     jnz 1f
 1:
-    mov r8, r11
+    mov rbp, rcx
+    mov rbp, r11
+    mov ecx, 242
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r9, r11
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 240
     jmp 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, 242
+    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
     mov r8, r8
-    mov byte ptr [r15 + 192], r8b
+    mov r8, r11
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 768]
-    mov edi, r8d
-    movsxd r8, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], r8b
-    mov r8, r11
-    mov dword ptr [r15 + 320], 249
-    and r8, 448
-    lock or dword ptr [r15 + r8 + 832], 72
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 64], 250
+    mov ecx, ebp
+    mov byte ptr [r15 + 576], cl
+    jmp 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmm1
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -7473,58 +7518,62 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6003_s]
+    lea rcx, [rip + .Lc1_d6023_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6003_s_t
+    jmp .Lc1_d6023_s_t
     .p2align 3
-.Lc1_d6003_s:
+.Lc1_d6023_s:
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
+    jmp .Lc1_d6023_j
     .p2align 3
-    jmp .Lc1_d6003_j
-.Lc1_d6003_j:
-    mov r8, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
+    jmp .Lc1_d6023_j
+.Lc1_d6023_j:
+    movzx eax, al
+    mov rax, qword ptr [r15 + 512]
     jmp 1f
 1:
+    mov r8, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 64]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    movzx r8d, cl
-    mov r8d, r8d
+    xor dword ptr [r15 + 192], ecx
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, eax
+    mov qword ptr [r15 + 64], r8
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 384], 199
+    movzx eax, cl
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
@@ -7533,112 +7582,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8d, ecx
-    movzx ecx, al
     mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
-    movzx eax, cl
-    mov rcx, rax
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov r8, rcx
-    mov dword ptr [r15 + 0], 130
-    mov dword ptr [r15 + 0], 210
+    mov rcx, r8
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov dword ptr [r15 + 0], eax
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, rcx
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edx
+    mov dword ptr [r15 + 320], 190
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov r8, r11
-    mov rcx, rax
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    movzx r8d, al
-    mov dword ptr [r15 + 128], 120
-    mov r8d, dword ptr [r15 + 256]
-    movzx eax, cl
-    add rax, qword ptr [r15 + 640]
-    and eax, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    movzx ecx, r8b
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, r8b
-    mov rcx, rcx
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, 44
-    mov byte ptr [r15 + 384], r8b
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    movzx edx, dl
+    movzx edx, dl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ebp, cl
+    movzx ecx, bpl
+    movzx ebp, cl
+    mov dword ptr [r15 + 448], 35
+    movzx ebp, al
+    mov rax, rax
+    mov dword ptr [r15 + 128], 73
+    mov dword ptr [r15 + 384], ecx
+    mov byte ptr [r15 + 640], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c132:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6092_j]
+    lea rcx, [rip + .Lc1_d6106_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6092_j_t
-.Lc1_d6092_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 196
-    jmp 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 320]
+    jmp .Lc1_d6106_j_t
+.Lc1_d6106_j:
     mov rbp, r11
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 78
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
+    movzx edx, bpl
+    and rbp, 1984
     mov r9, r11
-    test dword ptr [r15 + 67117723], 16777344
+    mov dword ptr [r15 + rbp + 1344], r9d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 211
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 132
+    mov ebp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 49
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 704]
+    mov edx, ebp
+    movzx ebp, byte ptr [r15 + 320]
+    test ebx, 2560
     jnz 1f
 1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm2
+    mov rbp, r11
+    mov edx, ebp
+    movzx edx, dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov eax, 14
-    movzx eax, bpl
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    or qword ptr [r15 + 128], 90
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 0
-    mov r9, r11
-    mov ebp, r9d
-    and ebp, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
+    movsxd rbp, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov rdi, rdx
+    movzx edx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, rax
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -7652,497 +7692,491 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d6145_s]
+    lea rcx, [rip + .Lc1_d6160_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6145_s_t
+    jmp .Lc1_d6160_s_t
     .p2align 3
-.Lc1_d6145_s:
+.Lc1_d6160_s:
     .p2align 3
-    jmp .Lc1_d6145_j
+    jmp .Lc1_d6160_j
     .p2align 3
-    jmp .Lc1_d6145_j
-.Lc1_d6145_j:
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 21
-    vpcmpeqb xmm8, xmm8, xmm15
-    mov ecx, 93
-    mov ecx, dword ptr [r15 + 512]
+    jmp .Lc1_d6160_j
+.Lc1_d6160_j:
+    mov r8, r11
+    and eax, dword ptr [r15 + 128]
+    and r8, 448
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 768]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], edi
     mov r8, r11
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 576], ebp
-    movzx ebp, sil
-    movzx ebp, bpl
+    mov dword ptr [r15 + 320], r8d
+    movzx eax, byte ptr [r15 + 448]
+    movzx edi, bpl
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
+    jmp 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmm5
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    mov rsi, qword ptr [r15 + 256]
-    jmp 1f
-1:
     mov rbp, r11
+    movzx ecx, bpl
+    movzx ecx, al
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    mov ebp, 100
+    jmp 1f
+1:
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 153
-    mov rdi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 76
-    jmp 1f
-1:
-    movzx esi, bpl
-    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov ebp, r8d
+    mov rax, rcx
+    mov ecx, eax
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx edi, bpl
-    movzx edi, dil
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    and edi, dword ptr [r15 + 128]
     mov rbp, qword ptr [r15 + 512]
-    mov edx, 239
-    mov dword ptr [r15 + 192], 185
-    mov byte ptr [r15 + 448], r8b
-    mov r8, r11
+    movzx r8d, bpl
+    mov dword ptr [r15 + 256], 87
+    jmp 1f
+1:
+    vpxor xmm4, xmm4, xmm2
+    mov ebp, 150
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, r8b
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 192], sil
+    mov esi, 176
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
     movzx edx, r8b
     jmp 1f
 1:
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, dl
+    mov r8d, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d6235_j]
+    lea rcx, [rip + .Lc1_d6250_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6235_j_t
-.Lc1_d6235_j:
+    jmp .Lc1_d6250_j_t
+.Lc1_d6250_j:
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
-    vmovdqu xmmword ptr [r15 + 448], xmm8
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, qword ptr [r15 + 64]
-    movzx edx, r9b
-    movzx r9d, cl
-    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, cl
+    movzx ecx, cl
+    add rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rcx
-    mov rcx, r9
-    vpaddd xmm8, xmm8, xmm8
-    mov qword ptr [r15 + 704], r9
-    mov r9, r11
-    mov ecx, 192
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, r8
+    mov r8, r11
+    vpaddd xmm9, xmm9, xmm9
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, 208
+    mov byte ptr [r15 + 128], cl
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], dl
-    mov byte ptr [r15 + 256], cl
+    mov byte ptr [r15 + 768], cl
+    mov byte ptr [r15 + 192], cl
     .byte 0x0f, 0x1f, 0x00
-    mov edx, 185
-    mov qword ptr [r15 + 64], rdx
+    mov ecx, 209
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rbp
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    movzx eax, dl
-    mov dword ptr [r15 + 0], 240
-    mov eax, 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rax
-    mov edx, eax
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx eax, cl
-    and eax, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 768], 144
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117723], 570427456
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 228
+    jmp 1f
+1:
+    mov r8, r11
+    mov rbp, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 256], 175
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 576]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 250
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 242
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rbp, r11
-    nop
-    mov r8, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 512]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov rbp, rdi
+    mov r8, r8
+    mov r8d, 144
+    or qword ptr [r15 + 192], 9
     jmp 1f
 1:
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], eax
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 576], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
+    movzx r8d, bpl
+    vmovdqu ymmword ptr [r15 + 128], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    lea rcx, [rip + .Lc1_d6327_j]
+    lea rcx, [rip + .Lc1_d6340_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6327_j_t
-.Lc1_d6327_j:
+    jmp .Lc1_d6340_j_t
+.Lc1_d6340_j:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
+    movzx ebp, bpl
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 110
+    mov dword ptr [r15 + 0], 75
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, 116
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    vpshufd xmm4, xmm8, 118
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 448]
     mov r8, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9, qword ptr [r15 + 512]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], 86
+    mov ebp, 180
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 16
+    mov dword ptr [r15 + 448], 79
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 140
-    mov byte ptr [r15 + 640], cl
-    mov rcx, qword ptr [r15 + 256]
-    movzx r8d, bpl
-    mov ebp, 236
+    mov byte ptr [r15 + 384], al
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edi, r9b
+    mov r9d, 217
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6374_j]
+    lea rcx, [rip + .Lc1_d6387_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6374_j_t
-.Lc1_d6374_j:
-    mov rbp, r11
+    jmp .Lc1_d6387_j_t
+.Lc1_d6387_j:
     jmp 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], 83
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r8d, 97
-    mov r8, r11
-    mov ebp, 229
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, 28
+    mov ecx, 102
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov ecx, 158
+    mov dword ptr [r15 + 768], ecx
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + 704], rbp
-    mov ebp, ebp
-    mov ebp, 120
-    mov rbp, rbp
+    mov rdi, rcx
+    mov rcx, rdi
     mov rbp, r11
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 64], ebp
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 448]
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    add rsi, qword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 192], r9
+    add rax, qword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], al
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 512], sil
-    mov rsi, r9
+    mov byte ptr [r15 + 384], al
+    mov rax, rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r9d
-    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 256], r8d
+    mov byte ptr [r15 + 192], r8b
     mov dword ptr [r15 + 0], 222
     jmp 1f
 1:
-    mov r9d, eax
-    mov rax, r9
+    mov edi, eax
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 6
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, r8b
+    add rax, qword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, al
-    mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 242
-    movzx ebp, sil
-    movzx eax, byte ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 24
-    jnz 1f
-1:
-    mov esi, esi
-    mov rsi, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, eax
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 64]
     movsxd rax, dword ptr [r15 + 128]
-    mov r9, rax
-    mov eax, dword ptr [r15 + 768]
+    movzx edx, al
+    add rdx, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 576]
+    mov esi, eax
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
-    vpmovmskb edx, xmm4
-    mov dword ptr [r15 + 320], 197
-    mov rdx, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov edi, ebp
+    mov r8, r11
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    and ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d6474_j]
+    lea rcx, [rip + .Lc1_d6482_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6474_j_t
-.Lc1_d6474_j:
-    mov ecx, r9d
-    movzx r9d, byte ptr [r15 + 128]
+    jmp .Lc1_d6482_j_t
+.Lc1_d6482_j:
+    mov ecx, r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov rdx, rcx
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, edx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 155
+    mov byte ptr [r15 + 320], dil
+    jmp 1f
+1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, ecx
-    mov dword ptr [r15 + 512], 130
-    mov r8d, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 640], ymm4
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov edi, edx
-    mov edx, dword ptr [r15 + 320]
-    mov r9d, edx
-    mov byte ptr [r15 + 448], r9b
-    mov r9, r11
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 74
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
+    movsxd rdi, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], edx
+    mov r8, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, edi
+    mov r8, r11
+    mov esi, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    mov edx, dword ptr [r15 + 640]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 232
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov esi, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    mov r8d, 4
+    vmovdqu xmmword ptr [r15 + 0], xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 253
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
     jmp 1f
 1:
-    movzx edx, dl
-    mov edx, 203
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 192]
-    mov edi, edx
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], edx
     test ebx, 2560
     jz 1f
 1:
-    mov edx, edi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 768], ymm4
+    mov byte ptr [r15 + 768], sil
     jmp 1f
 1:
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    movzx r9d, r9b
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 704], 211
-    mov r8d, esi
-    mov r8d, 96
-    movzx r8d, r8b
-    mov byte ptr [r15 + rbp + 3456], r8b
+    movsxd rsi, dword ptr [r15 + 256]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    movsxd r9, dword ptr [r15 + 448]
+    mov eax, r9d
+    mov r9d, eax
+    movzx eax, byte ptr [r15 + 384]
+    mov ecx, 159
+    jmp 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8d, dword ptr [r15 + 128]
+    mov r8, r11
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -8154,160 +8188,163 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d6574_s]
+    lea rcx, [rip + .Lc1_d6583_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6574_s_t
+    jmp .Lc1_d6583_s_t
     .p2align 3
-.Lc1_d6574_s:
+.Lc1_d6583_s:
     .p2align 3
-    jmp .Lc1_d6574_j
+    jmp .Lc1_d6583_j
     .p2align 3
-    jmp .Lc1_d6574_j
-.Lc1_d6574_j:
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    jmp .Lc1_d6583_j
+.Lc1_d6583_j:
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 83
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
+    movzx esi, al
+    jmp 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 576], eax
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov eax, esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 41
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov rcx, rsi
+    jmp 1f
+1:
+    movzx esi, al
     mov r8, r11
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 268435520
-    jnz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, ecx
+    movzx esi, byte ptr [r15 + 64]
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], 41
-    jmp 1f
-1:
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    movsxd r8, dword ptr [r15 + 448]
-    mov eax, r8d
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 576]
-    movzx eax, cl
+    mov rax, qword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    vmovq qword ptr [r15 + 384], xmm9
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    lea rcx, [rip + .Lc1_d6617_j]
+    lea rcx, [rip + .Lc1_d6627_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6617_j_t
-.Lc1_d6617_j:
-    mov r8, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    jmp .Lc1_d6627_j_t
+.Lc1_d6627_j:
+    mov qword ptr [r15 + 640], r8
     mov r8d, eax
     movzx eax, r8b
     mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov byte ptr [r15 + 0], r8b
+    mov rcx, r8
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 192], r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, r8
-    mov r8, r11
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    movzx eax, r8b
-    mov qword ptr [r15 + 640], rax
-    mov eax, 187
+    mov r8, rcx
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
     mov r8, r11
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, dil
+    mov qword ptr [r15 + 512], r8
+    mov r8d, 13
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 33
+    mov r8, r11
+    add rdi, qword ptr [r15 + 320]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 12
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 73
+    mov dword ptr [r15 + r8 + 7488], 73
+    movsxd r8, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 320]
+    mov edi, r8d
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 169
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 128]
     vpmovmskb r8d, xmm9
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 64]
-    and r8, 1984
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, rdx
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 128]
+    and r8, 16320
+    vmovq qword ptr [r15 + r8 + 15680], xmm9
+    movzx r8d, byte ptr [r15 + 512]
     mov r9, r11
-    movzx edx, byte ptr [r15 + 448]
+    mov rbp, r9
+    movzx ebp, byte ptr [r15 + 192]
     and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov r9, rdi
-    mov edi, r9d
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 768], sil
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dl
-    mov rdx, qword ptr [r15 + 256]
-    mov edi, edx
-    mov edi, dword ptr [r15 + r8 + 1408]
-    mov r8, rdi
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 128], 157
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -8319,101 +8356,96 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d6713_s]
+    lea rcx, [rip + .Lc1_d6724_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6713_s_t
+    jmp .Lc1_d6724_s_t
     .p2align 3
-.Lc1_d6713_s:
+.Lc1_d6724_s:
     .p2align 3
-    jmp .Lc1_d6713_j
+    jmp .Lc1_d6724_j
     .p2align 3
-    jmp .Lc1_d6713_j
-.Lc1_d6713_j:
-    movzx ebp, byte ptr [r15 + 128]
+    jmp .Lc1_d6724_j
+.Lc1_d6724_j:
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, cl
+    mov ecx, 243
+    mov dword ptr [r15 + 192], 195
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
     jmp 1f
 1:
-    movzx eax, al
-    mov dword ptr [r15 + 0], 123
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
     mov qword ptr [r15 + 448], rbp
-    mov rbp, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test ebx, 188416
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    movzx eax, cl
-    movzx eax, al
-    mov rbp, r11
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movzx ebp, al
-    mov ebp, 238
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 256], 178
-    movzx ebp, byte ptr [r15 + 384]
+    mov rdx, rcx
+    and r8, 1984
+    mov r9, r11
+    mov byte ptr [r15 + r8 + 1344], r9b
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r8d, r8d
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 576]
+    movzx r9d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ebp
+    mov dword ptr [r15 + 192], 187
+    vmovq qword ptr [r15 + 0], xmm14
+    jmp 1f
+1:
+    mov r8d, 79
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 166
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 196
-    mov ebp, dword ptr [r15 + 320]
-    mov ecx, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 58
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 192]
-    mov r8, r11
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 384], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 14
-    vmovq qword ptr [r15 + 256], xmm9
-    mov qword ptr [r15 + 640], rcx
-    vmovq qword ptr [r15 + 448], xmm9
-    mov r8, r11
+    mov r8, rbp
+    mov qword ptr [r15 + 128], rbp
+    mov r8d, 197
+    mov dword ptr [r15 + 320], ebp
+    vmovdqu xmm1, xmmword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 256]
+    mov r8d, ebp
+    mov dword ptr [r15 + 448], 140
+    vmovq qword ptr [r15 + 512], xmm1
+    mov ebp, 195
+    mov dword ptr [r15 + 64], 206
+    add r8, qword ptr [r15 + 704]
+    movzx ebp, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 199
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 176
-    mov rcx, qword ptr [r15 + 128]
-    movzx r8d, cl
-    vmovdqu ymmword ptr [r15 + 64], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -8424,58 +8456,60 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6804_s]
+    lea rcx, [rip + .Lc1_d6811_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6804_s_t
+    jmp .Lc1_d6811_s_t
     .p2align 3
-.Lc1_d6804_s:
+.Lc1_d6811_s:
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
+    jmp .Lc1_d6811_j
     .p2align 3
-    jmp .Lc1_d6804_j
-.Lc1_d6804_j:
+    jmp .Lc1_d6811_j
+.Lc1_d6811_j:
+    mov r8, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov eax, ecx
-    mov r9, r11
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov rax, rax
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, rax
+    movsxd r8, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -8484,102 +8518,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6845_j]
+    lea rcx, [rip + .Lc1_d6853_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6845_j_t
-.Lc1_d6845_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 384]
+    jmp .Lc1_d6853_j_t
+.Lc1_d6853_j:
     mov rbp, r11
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9, rcx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
-    mov byte ptr [r15 + 128], cl
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 268697600
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 384]
+    movzx edx, cl
     and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 320]
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 169
-    mov dword ptr [r15 + 192], 128
-    mov edx, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 768], rax
+    movzx eax, byte ptr [r15 + 512]
+    and eax, dword ptr [r15 + 128]
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov esi, eax
-    mov eax, esi
-    mov rsi, rax
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov ecx, eax
+    mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov dword ptr [r15 + 320], 169
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], 1
+    jmp 1f
+1:
+    mov edx, ebp
+    mov ebp, ecx
+    mov rcx, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    movzx r9d, dl
-    movzx edx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rax
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8d, 224
+    movzx r8d, al
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 1
-    mov dword ptr [r15 + 0], 146
-    mov r8, r11
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 448]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 540016648
+    mov dword ptr [r15 + 512], 191
+    test ebx, 6656
     jz 1f
 1:
-    mov r9, r11
-    mov r8d, eax
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 227
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 58
     mov eax, eax
-    mov dword ptr [r15 + 256], 115
-    movzx eax, r8b
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 128]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 128], 227
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 64], 154
+    mov qword ptr [r15 + 640], rax
+    mov rbp, r11
+    movzx r8d, bpl
+    mov eax, eax
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -8591,48 +8623,47 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d6936_s]
+    lea rcx, [rip + .Lc1_d6942_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6936_s_t
+    jmp .Lc1_d6942_s_t
     .p2align 3
-.Lc1_d6936_s:
+.Lc1_d6942_s:
     .p2align 3
-    jmp .Lc1_d6936_j
+    jmp .Lc1_d6942_j
     .p2align 3
-    jmp .Lc1_d6936_j
-.Lc1_d6936_j:
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 640]
-    and rbp, 4032
+    jmp .Lc1_d6942_j
+.Lc1_d6942_j:
     mov r8, r11
-    add rax, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 128], al
-    mov eax, esi
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    mov esi, 105
-    movzx esi, bpl
+    mov byte ptr [r15 + 704], al
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rax, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 211
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 16
-    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov ebp, 144
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rsi
-    mov esi, dword ptr [r15 + 448]
-    mov rdi, rsi
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 250
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 512], al
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, eax
+    mov rbp, r11
+    mov eax, 163
+    movzx eax, byte ptr [r15 + 384]
+    mov r9, rax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 88
+    mov rbp, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     inc rbx
     dec r13
@@ -8641,57 +8672,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 143
-    and ebp, dword ptr [r15 + 704]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    vpshufd xmm4, xmm1, 4
+    jmp 1f
+1:
+    mov r9d, 39
+    and r9d, dword ptr [r15 + 768]
+    add r9, qword ptr [r15 + 256]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 192], ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmm1
+    mov rdi, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 247
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rdi
+    vmovdqu ymmword ptr [r15 + 448], ymm4
+    jmp 1f
+1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm11, xmm11, 180
-    test dword ptr [r15 + 67117723], 1074790400
-    jnz 1f
-1:
-    movzx ebp, al
-    inc dword ptr [r15 + 384]
-    vpshufd xmm11, xmm11, 142
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    movzx r9d, al
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    mov rbp, r11
-    mov rax, rbp
-    mov r8, r11
-    mov rax, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + 512], r9
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vpshufd xmm4, xmm4, 35
     add r11, 64
     inc rbx
     dec r13
@@ -8700,212 +8731,213 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7030_j]
+    lea rcx, [rip + .Lc1_d7035_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7030_j_t
-.Lc1_d7030_j:
-    mov r9, r11
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 197
-    mov r9d, eax
-    mov dword ptr [r15 + 0], ecx
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
+    jmp .Lc1_d7035_j_t
+.Lc1_d7035_j:
+    mov r8, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 46
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov dword ptr [r15 + 384], 149
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov ecx, 84
+    mov dword ptr [r15 + 0], 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8, r11
+    mov eax, r8d
+    movzx eax, byte ptr [r15 + 576]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 172
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
     jmp 1f
 1:
-    mov ecx, 20
-    mov rcx, rax
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 128], rax
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 120
-    mov r9, qword ptr [r15 + 192]
+    mov esi, 170
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov edi, ecx
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 87
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    add rax, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 512]
+    movzx edx, r8b
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 256]
+    mov ebp, 231
+    mov dword ptr [r15 + 640], 194
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    lea rcx, [rip + .Lc1_d7073_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7083_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7073_j_t
-.Lc1_d7073_j:
-    movzx ecx, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 64]
-    mov edi, 225
-    mov r9, r11
-    lea r8, [r11 + r11*1]
-    mov edi, ecx
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    mov rdx, rbp
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + 640]
-    vpxor xmm11, xmm11, xmm0
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 141
-    test ebx, 1024
-    jz 1f
-1:
+    jmp .Lc1_d7083_j_t
+.Lc1_d7083_j:
+    lea rbp, [r11 + r11*1]
+    mov rsi, rax
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7552]
+    mov ecx, eax
+    mov eax, 109
+    mov eax, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov rbp, rdi
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    add rbp, qword ptr [r15 + 704]
+    mov rax, rbp
+    mov rbp, r11
+    mov r9, r11
+    mov edi, 180
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r9d
-    mov r9, rbp
-    mov ebp, dword ptr [r15 + 512]
-    mov r9d, ebp
+    mov dword ptr [r15 + r9 + 832], esi
+    vpxor xmm4, xmm4, xmm6
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    mov rbp, rsi
+    mov esi, dword ptr [r15 + 448]
+    add rsi, qword ptr [r15 + 128]
     mov r9, r9
-    movzx r9d, byte ptr [r15 + 448]
-    mov rsi, r9
-    movsxd r9, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r9, qword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov dword ptr [r15 + 64], 16
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 128
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
     mov rsi, rbp
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], eax
+    movsxd rax, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 36
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 238
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 1984
-    mov r9, r11
-    movzx esi, byte ptr [r15 + rbp + 1408]
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov r9d, edi
-    mov rdi, qword ptr [r15 + 768]
-    add qword ptr [r15 + rbp + 1344], rdi
-    mov qword ptr [r15 + 448], rax
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], eax
-    mov qword ptr [r15 + 256], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, ecx
+    vpxor xmm2, xmm2, xmm7
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, esi
-    mov rsi, rbp
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 768]
     mov rbp, r11
-    mov rax, rbp
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov rbp, r9
+    mov qword ptr [r15 + 448], rcx
+    mov ebp, 194
+    movsxd rbp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d7168_j]
+    lea rcx, [rip + .Lc1_d7175_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7168_j_t
-.Lc1_d7168_j:
+    jmp .Lc1_d7175_j_t
+.Lc1_d7175_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, 52
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], dl
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 248
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov ebp, 230
+    mov ebp, ebp
     jmp 1f
 1:
-    mov r9d, 129
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    xor dword ptr [r15 + 0], r9d
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 244
-    movzx r9d, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 512], al
-    mov eax, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, cl
-    movsxd rcx, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 384]
+    and rbp, 16320
+    mov rsi, qword ptr [r15 + rbp + 15680]
+    vpcmpeqb xmm4, xmm4, xmm13
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 222
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 448]
-    mov rbp, r11
+    mov rax, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 640]
+    mov r9d, 249
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 46
     jmp 1f
 1:
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov ebp, 124
-    movzx ebp, cl
-    mov qword ptr [r15 + 128], rbp
+    movzx r8d, cl
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     inc rbx
     dec r13
@@ -8914,104 +8946,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7219_j]
+    lea rcx, [rip + .Lc1_d7225_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7219_j_t
-.Lc1_d7219_j:
-    mov dword ptr [r15 + 448], 26
-    jmp 1f
-1:
+    jmp .Lc1_d7225_j_t
+.Lc1_d7225_j:
+    movzx ecx, al
+    imul rcx, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 9
+    movzx eax, al
+    mov eax, 169
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 141
-    movzx eax, cl
-    mov rcx, qword ptr [r15 + 64]
-    mov rax, rcx
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov dword ptr [r15 + 704], 161
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 134
-    mov rbp, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], rcx
-    or qword ptr [r15 + 512], 116
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 448], rax
     jmp 1f
 1:
     mov r9, r11
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, ebp
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 161
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov eax, ecx
+    mov byte ptr [r15 + 768], cl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 139
+    mov rcx, rax
+    jmp 1f
+1:
+    mov rbp, r11
+    and eax, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 31
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 176
-    movzx ebp, cl
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ecx, 239
-    mov qword ptr [r15 + 0], rcx
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rax
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov dword ptr [r15 + 0], 239
+    movzx r9d, al
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 192]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 256]
     mov eax, r9d
-    mov r9, r11
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
+    movzx eax, bpl
     and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 512]
+    mov eax, 204
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    jmp 1f
+1:
+    mov r8, r9
+    mov qword ptr [r15 + 192], r8
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
 1:
     mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rdi
-    mov edi, ebp
-    mov qword ptr [r15 + 576], rdi
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 134
-    mov rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, rdi
-    mov dword ptr [r15 + 64], ebp
-    movzx ebp, dil
+    movzx esi, r9b
+    mov esi, dword ptr [r15 + 128]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 384], r8
+    mov qword ptr [r15 + 256], rax
+    mov eax, 11
+    mov rax, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -9023,53 +9058,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 524288
     setz al
-    lea rcx, [rip + .Lc1_d7311_s]
+    lea rcx, [rip + .Lc1_d7320_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7311_s_t
+    jmp .Lc1_d7320_s_t
     .p2align 3
-.Lc1_d7311_s:
+.Lc1_d7320_s:
     .p2align 3
-    jmp .Lc1_d7311_j
+    jmp .Lc1_d7320_j
     .p2align 3
-    jmp .Lc1_d7311_j
-.Lc1_d7311_j:
-    mov r8, r11
-    mov eax, ecx
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov rcx, rcx
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8, rcx
-    movzx r8d, al
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 320]
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
+    jmp .Lc1_d7320_j
+.Lc1_d7320_j:
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 256]
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + 192]
+    mov rsi, rax
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117723], 29696
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 753664
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], al
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx eax, cl
-    mov dword ptr [r15 + 0], 149
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    movsxd rcx, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 448]
+    movzx ecx, sil
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 640]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8, r11
+    mov dword ptr [r15 + 448], 127
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov qword ptr [r15 + 640], rax
+    mov dword ptr [r15 + 64], 227
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
     jmp 1f
 1:
     add r11, 64
@@ -9080,95 +9113,96 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 83
-    mov rdx, rax
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 256]
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    mov edx, 118
-    mov edx, 195
+    mov r8, r11
+    vpxor xmm2, xmm2, xmm4
     mov rbp, r11
-    jmp 1f
-1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov rbp, rdi
-    movzx edi, byte ptr [r15 + 448]
-    mov ebp, eax
-    mov byte ptr [r15 + 128], al
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    xor dword ptr [r15 + 384], edx
+    mov r8d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 47
+    mov rbp, qword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov ecx, 126
+    mov ecx, 65
+    movzx edx, r8b
+    mov byte ptr [r15 + 384], r8b
+    mov r8, rbp
+    mov r8, rbp
+    mov ebp, ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 64], cl
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 704]
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    lea rcx, [rip + .Lc1_d7400_j]
+    lea rcx, [rip + .Lc1_d7408_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7400_j_t
-.Lc1_d7400_j:
+    jmp .Lc1_d7408_j_t
+.Lc1_d7408_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    movzx ebp, byte ptr [r15 + 768]
-    mov r9, r11
-    mov rdx, r9
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov ecx, ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    movzx ecx, byte ptr [r15 + 448]
+    mov rdx, rcx
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
+    vmovdqu ymmword ptr [r15 + 512], ymm4
+    mov edi, ecx
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 33
+    mov edi, 191
     jmp 1f
 1:
-    vpxor xmm10, xmm10, xmm15
-    mov ebp, 148
+    vpxor xmm4, xmm4, xmm10
+    mov edx, 247
     jmp 1f
 1:
-    test ebx, 3584
+    test ebx, 1536
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 64], ebp
-    movzx ebp, byte ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8, r11
-    mov byte ptr [r15 + 384], r8b
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov byte ptr [r15 + 512], r9b
-    mov r9, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 512]
-    mov r8, r11
-    mov edx, 34
-    mov qword ptr [r15 + 192], rdx
-    movsxd rdx, dword ptr [r15 + 576]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
-    mov r8, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9, r11
+    mov byte ptr [r15 + 192], dil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edi
+    mov r9, r11
+    mov byte ptr [r15 + 256], r9b
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 576], bpl
+    mov ebp, 161
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rbp
+    vmovdqu ymmword ptr [r15 + 320], ymm2
     add r11, 64
     inc rbx
     dec r13
@@ -9177,53 +9211,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7448_j]
+    lea rcx, [rip + .Lc1_d7456_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7448_j_t
-.Lc1_d7448_j:
-    mov ecx, edx
-    mov r8, r11
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
+    jmp .Lc1_d7456_j_t
+.Lc1_d7456_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 105
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 384], eax
-    mov qword ptr [r15 + 640], r8
-    mov r8, qword ptr [r15 + 448]
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 192]
-    mov esi, eax
-    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     and rbp, 1984
     movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rax
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, dword ptr [r15 + 448]
+    mov ebp, ebp
+    mov qword ptr [r15 + 320], rax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    mov eax, eax
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 384]
+    mov edx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -9232,155 +9268,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], ebp
-    movzx ebp, byte ptr [r15 + 448]
-    mov edi, ebp
-    movzx ebp, al
-    mov dword ptr [r15 + 320], ebp
-    and eax, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    inc dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], eax
-    mov byte ptr [r15 + 512], al
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 64]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    and rbp, 16320
-    mov r9d, dword ptr [r15 + rbp + 15680]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 768]
     mov dword ptr [r15 + 704], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, ecx
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r8d
+    mov qword ptr [r15 + 0], rcx
+    vpshufd xmm14, xmm4, 171
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, bpl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 128]
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, r8d
+    mov qword ptr [r15 + 64], rcx
+    mov r9, r11
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 256]
+    and edi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 192], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d7539_j]
+    lea rcx, [rip + .Lc1_d7549_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7539_j_t
-.Lc1_d7539_j:
+    jmp .Lc1_d7549_j_t
+.Lc1_d7549_j:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 64]
+    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, r8d
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 81
-    mov r9d, 129
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 256]
+    mov r8, r11
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 21
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    mov ebp, dword ptr [r15 + 64]
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rsi
+    mov esi, dword ptr [r15 + 64]
     mov r8, r11
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov rbp, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov byte ptr [r15 + 128], cl
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    mov dword ptr [r15 + 512], 249
+    mov byte ptr [r15 + 320], cl
+    mov ecx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 448]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 576]
+    mov r9d, r8d
+    mov r8d, 134
+    movsxd r8, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdx
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + r9 + 1408], rbp
+    mov ebp, dword ptr [r15 + 512]
+    mov r8d, 244
+    mov r8d, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
+    movzx edx, r8b
+    mov byte ptr [r15 + 64], dl
+    movsxd rdx, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 128]
     movzx r9d, bpl
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 247
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov ebp, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 135
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 62
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, edx
-    mov ebp, 38
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], sil
-    jmp 1f
-1:
+    mov r9d, r9d
+    mov r9d, 35
     mov r9, r11
-    mov r8, r11
-    mov dword ptr [r15 + 320], 12
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r9d, 214
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rdi
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + rbp + 1408], sil
+    mov rsi, qword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, 131
+    mov qword ptr [r15 + 192], rdx
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    and edx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -9392,42 +9434,46 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d7633_s]
+    lea rcx, [rip + .Lc1_d7646_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7633_s_t
+    jmp .Lc1_d7646_s_t
     .p2align 3
-.Lc1_d7633_s:
+.Lc1_d7646_s:
     .p2align 3
-    jmp .Lc1_d7633_j
+    jmp .Lc1_d7646_j
     .p2align 3
-    jmp .Lc1_d7633_j
-.Lc1_d7633_j:
-    mov rbp, r11
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], al
+    jmp .Lc1_d7646_j
+.Lc1_d7646_j:
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rcx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    mov rbp, rcx
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 768]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    lock or dword ptr [r15 + 320], 111
-    movzx ebp, byte ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov rbp, rax
+    mov rbp, r11
+    mov rdi, rax
+    and rbp, 16320
+    movsxd rax, dword ptr [r15 + rbp + 15680]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 768], ymm4
+    mov ecx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 192]
     mov r8, r11
-    mov r9, r11
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 128], ecx
-    mov byte ptr [r15 + 448], bpl
+    mov dword ptr [r15 + 128], r8d
+    and r8, 4032
+    and ebp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     jmp 1f
@@ -9437,63 +9483,63 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c166:
-    lea rcx, [rip + .Lc1_d7673_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7691_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7673_j_t
-.Lc1_d7673_j:
+    jmp .Lc1_d7691_j_t
+.Lc1_d7691_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 153
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 153
-    mov dword ptr [r15 + 512], ecx
-    mov byte ptr [r15 + 576], cl
-    movsxd rbp, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov ecx, 142
+    mov ecx, 144
     movsxd rcx, dword ptr [r15 + 384]
-    mov rsi, rcx
-    mov rbp, r11
-    vpaddd xmm7, xmm7, xmm4
-    mov r8, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movzx r8d, byte ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, r11
+    vmovdqu xmm2, xmmword ptr [r15 + 640]
     jmp 1f
 1:
-    mov rbp, rbp
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 576], esi
     mov rbp, qword ptr [r15 + 448]
-    mov rcx, rbp
-    mov rbp, r11
+    mov r9, r11
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rdx, rsi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
@@ -9502,42 +9548,42 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
+    mov dword ptr [r15 + 0], 16
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, ebp
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 704], edi
+    mov r9, qword ptr [r15 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ebp, edx
-    mov dword ptr [r15 + 128], 47
-    mov ebp, edx
-    and ebp, dword ptr [r15 + 64]
-    mov rdx, rdx
-    mov edx, 174
+    and edi, dword ptr [r15 + 320]
     mov r9, r11
-    mov byte ptr [r15 + 512], r9b
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    mov byte ptr [r15 + 128], bpl
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 128], r9b
+    mov esi, ecx
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
+    mov r9, rdi
+    mov r9d, 129
     mov r9, r11
-    movzx ebp, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 128], r9b
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 192]
     mov r8, r11
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8d, 110
-    vmovdqu xmmword ptr [r15 + 640], xmm14
-    movzx r8d, dl
+    mov rsi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], esi
+    movsxd rsi, dword ptr [r15 + 256]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
+    mov r8d, 233
+    mov r8, qword ptr [r15 + 512]
+    movzx edx, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -9549,104 +9595,101 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d7768_s]
+    lea rcx, [rip + .Lc1_d7783_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7768_s_t
+    jmp .Lc1_d7783_s_t
     .p2align 3
-.Lc1_d7768_s:
+.Lc1_d7783_s:
     .p2align 3
-    jmp .Lc1_d7768_j
+    jmp .Lc1_d7783_j
     .p2align 3
-    jmp .Lc1_d7768_j
-.Lc1_d7768_j:
+    jmp .Lc1_d7783_j
+.Lc1_d7783_j:
+    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 768], xmm2
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 146
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm7, xmm7, xmm4
-    jmp 1f
-1:
+    mov rax, r8
+    mov r8, r11
+    mov rcx, r8
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 320]
+    vpcmpeqb xmm2, xmm2, xmm13
+    mov ebp, 248
     mov rbp, r11
-    vmovdqu xmm4, xmmword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 192]
+    add rax, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 256], xmm2
+    mov edi, r8d
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ecx, 82
-    test dword ptr [r15 + 67117724], 807403520
-    jz 1f
-1:
-    mov rcx, rbp
-    vmovdqu xmmword ptr [r15 + 64], xmm7
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 512]
-    mov eax, esi
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 768], 185
-    mov ebp, ecx
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, rcx
-    movzx ecx, byte ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], r8d
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    movzx ebp, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov esi, r8d
-    mov byte ptr [r15 + 192], sil
-    mov esi, eax
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], 184
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
     mov r9, r11
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 512]
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 138
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 64], dil
+    mov edi, r8d
+    mov dword ptr [r15 + 384], 199
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 576], rdi
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 4
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -9657,60 +9700,60 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d7859_s]
+    lea rcx, [rip + .Lc1_d7872_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7859_s_t
+    jmp .Lc1_d7872_s_t
     .p2align 3
-.Lc1_d7859_s:
+.Lc1_d7872_s:
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
+    jmp .Lc1_d7872_j
     .p2align 3
-    jmp .Lc1_d7859_j
-.Lc1_d7859_j:
-    mov dword ptr [r15 + 192], 137
+    jmp .Lc1_d7872_j
+.Lc1_d7872_j:
+    mov dword ptr [r15 + 128], 137
     mov rbp, r11
-    mov rax, qword ptr [r15 + 640]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, eax
+    mov rcx, rax
+    mov eax, ecx
     jmp 1f
 1:
-    mov ecx, 42
-    movzx ecx, byte ptr [r15 + 128]
-    vmovq xmm11, rax
-    mov eax, eax
-    mov eax, eax
+    mov eax, 184
+    movzx eax, byte ptr [r15 + 448]
+    vmovq xmm1, rcx
+    mov ebp, ecx
+    mov ecx, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -9719,270 +9762,274 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7902_j]
+    lea rcx, [rip + .Lc1_d7915_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7902_j_t
-.Lc1_d7902_j:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
+    jmp .Lc1_d7915_j_t
+.Lc1_d7915_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 44
+    mov eax, ebp
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 704], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov ecx, 11
-    movzx ecx, byte ptr [r15 + 320]
-    mov ebp, eax
-    mov rbp, r11
+    mov dword ptr [r15 + rbp + 1344], ebp
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 448]
+    mov ecx, ebp
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov ecx, 13
+    movzx ecx, byte ptr [r15 + 704]
+    mov ebp, r8d
+    mov dword ptr [r15 + 384], r8d
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, byte ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rcx
     mov r9, r11
-    test dword ptr [r15 + 67117724], 1056
-    jz 1f
-1:
-    mov ebp, ecx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 181
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r8d, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    mov edx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 27
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], eax
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 152
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 2048
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], cl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 81
-    movzx r9d, bpl
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 192], ebp
+    movzx eax, byte ptr [r15 + rbp + 1344]
     mov rbp, r11
-    mov ecx, 95
-    mov dword ptr [r15 + 256], ecx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 37
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 448], r9
+    mov r9, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], 7
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 4032
+    and eax, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 128], rcx
+    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 94
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, dword ptr [r15 + 128]
+    movzx edi, bpl
+    mov dword ptr [r15 + 320], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d7990_j]
+    lea rcx, [rip + .Lc1_d8001_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7990_j_t
-.Lc1_d7990_j:
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, r11
-    mov ecx, r9d
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, r11
+    jmp .Lc1_d8001_j_t
+.Lc1_d8001_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, ecx
-    movzx ecx, dil
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 43
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 88
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8d, 78
+    mov r8, r11
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 183
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm15, xmm11, 219
-    mov r9d, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], edi
-    mov r8, r11
-    mov byte ptr [r15 + 384], r8b
-    mov edi, edi
-    jmp 1f
-1:
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 640]
-    mov edx, r8d
-    mov dword ptr [r15 + 256], edx
-    mov edx, 215
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, 73
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edx, ebp
+    mov ebp, edx
+    mov rbp, r11
+    mov dword ptr [r15 + 384], ebp
+    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 640]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, qword ptr [r15 + 512]
+    mov esi, ebp
+    movzx ebp, sil
+    mov esi, 154
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    mov r8, r11
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    mov r8d, 152
     jmp 1f
 1:
-    mov r8d, edx
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 217
+    mov esi, esi
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov ebp, 152
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov rbp, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm11, xmm11, xmm11
-    mov edi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], dil
-    mov edi, r8d
-    mov rdi, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    test ebx, 5120
-    jnz 1f
-1:
+    vpor xmm2, xmm2, xmm2
+    and rbp, 448
+    and r8d, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 128], r8b
     mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 97
-    mov r8, r11
-    mov dword ptr [r15 + 64], 123
-    vmovdqu ymmword ptr [r15 + 320], ymm11
     jmp 1f
 1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 139
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 448], 192
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], edi
-    vpmovmskb edi, xmm11
-    mov rdi, rdi
-    movzx edi, dil
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 242
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov edi, ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r8
+    mov r8d, dword ptr [r15 + 192]
+    vpmovmskb esi, xmm1
+    mov esi, esi
+    movsxd rsi, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    lea rcx, [rip + .Lc1_d8089_j]
+    lea rcx, [rip + .Lc1_d8102_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8089_j_t
-.Lc1_d8089_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d8102_j_t
+.Lc1_d8102_j:
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    and esi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 65
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 512], cl
+    mov byte ptr [r15 + 128], cl
+    movsxd r9, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 768], ymm1
+    mov rax, rsi
+    movsxd rsi, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 256]
+    movzx edx, bpl
     mov rbp, r11
-    mov r9, r11
+    jmp 1f
+1:
+    vmovq xmm1, rcx
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
-    mov r9, rcx
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], bpl
-    movzx ebp, bpl
-    vmovq xmm15, rbp
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 576], 86
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
+    add qword ptr [r15 + 384], rsi
     jmp 1f
 1:
-    movzx r8d, cl
-    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 512], esi
+    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -9994,163 +10041,164 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8
     setz al
-    lea rcx, [rip + .Lc1_d8133_s]
+    lea rcx, [rip + .Lc1_d8148_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8133_s_t
+    jmp .Lc1_d8148_s_t
     .p2align 3
-.Lc1_d8133_s:
+.Lc1_d8148_s:
     .p2align 3
-    jmp .Lc1_d8133_j
+    jmp .Lc1_d8148_j
     .p2align 3
-    jmp .Lc1_d8133_j
-.Lc1_d8133_j:
+    jmp .Lc1_d8148_j
+.Lc1_d8148_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, ecx
-    movzx eax, al
-    mov eax, dword ptr [r15 + 640]
+    mov ecx, ecx
     movzx ecx, cl
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
-    mov ecx, eax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rbp, r11
-    mov eax, 132
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    mov eax, eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, 90
+    mov qword ptr [r15 + 128], rbp
     mov rbp, rcx
-    mov ebp, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, dword ptr [r15 + 640]
     mov r8, r11
-    mov qword ptr [r15 + 64], r8
+    mov r9, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     jmp 1f
 1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8, rax
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov eax, 20
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, rcx
+    mov ecx, 201
+    and ecx, dword ptr [r15 + 0]
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 188
+    mov dword ptr [r15 + 0], 205
+    mov r9d, 50
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov r9d, 80
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 167
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 133
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8d, 88
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 256]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov edx, 188
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    test dword ptr [r15 + 67117724], 67639296
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 5632
     jz 1f
 1:
-    mov r8d, 50
-    mov r8d, 80
-    movsxd r8, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rdx, rdx
-    mov edx, edx
-    mov dword ptr [r15 + 128], 39
-    mov rdx, qword ptr [r15 + 704]
-    movzx eax, r8b
-    mov r8d, 170
-    mov r8d, ecx
-    mov r8, rsi
+    movzx ecx, r9b
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], r9d
+    and r8, 16320
+    movsxd r9, dword ptr [r15 + r8 + 15680]
+    mov r8, r11
+    and ecx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 768]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 236
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, r9d
+    mov r9d, 215
+    mov r9, r11
+    mov esi, 1
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    lea rcx, [rip + .Lc1_d8224_j]
+    lea rcx, [rip + .Lc1_d8239_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8224_j_t
-.Lc1_d8224_j:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 93
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, rcx
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 154
+    jmp .Lc1_d8239_j_t
+.Lc1_d8239_j:
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 192], rcx
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], r8
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8d, 131
+    mov ecx, 51
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    and esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], 80
     jmp 1f
 1:
-    mov r9d, ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
+    mov rbp, rbp
     mov rbp, r11
     mov dword ptr [r15 + 320], ebp
-    mov r8, r11
     and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 128]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov ebp, r9d
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 5632
+    jz 1f
+1:
+    mov rdi, rsi
+    mov esi, 81
+    mov qword ptr [r15 + 448], rsi
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -10162,102 +10210,99 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d8276_s]
+    lea rcx, [rip + .Lc1_d8292_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8276_s_t
+    jmp .Lc1_d8292_s_t
     .p2align 3
-.Lc1_d8276_s:
+.Lc1_d8292_s:
     .p2align 3
-    jmp .Lc1_d8276_j
+    jmp .Lc1_d8292_j
     .p2align 3
-    jmp .Lc1_d8276_j
-.Lc1_d8276_j:
+    jmp .Lc1_d8292_j
+.Lc1_d8292_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 170
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 170
     inc dword ptr [r15 + 0]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], cl
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 64]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    mov r9, r11
-    vpshufd xmm10, xmm15, 242
-    mov rcx, rax
-    mov rbp, r11
-    mov ecx, 26
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov ecx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], dil
     and rbp, 1984
     mov dword ptr [r15 + rbp + 1344], ebp
-    mov qword ptr [r15 + 576], rcx
+    mov rbp, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 256]
+    movzx eax, cl
+    mov qword ptr [r15 + 128], rax
+    mov r8, r11
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 512]
+    mov rcx, rcx
+    mov r9, r11
+    mov ecx, 9
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
+    add rbp, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov ebp, eax
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 128]
+    mov eax, edi
+    mov rax, rax
+    add rax, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    mov byte ptr [r15 + 64], cl
-    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 320], al
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 0], 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
+    mov ebp, ebp
     jmp 1f
 1:
-    mov ecx, ebp
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 192], 252
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    vpxor xmm15, xmm15, xmm1
-    mov dword ptr [r15 + 256], ecx
-    test ebx, 5120
+    mov r8, r11
+    mov r9, r11
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    test ebx, 2560
     jnz 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 20
-    mov r8, r11
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, cl
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    vmovdqu xmm4, xmmword ptr [r15 + 768]
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, rcx
-    mov r8, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], edi
-    mov edi, ecx
-    mov rcx, rcx
+    mov r9, rbp
+    mov qword ptr [r15 + 384], r9
+    mov r9, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edx, ebp
+    mov rbp, rdx
     jmp 1f
 1:
-    mov ecx, 77
-    mov rcx, qword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 704]
     jmp 1f
 1:
     add r11, 64
@@ -10265,55 +10310,57 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    lea rcx, [rip + .Lc1_d8366_j]
+    lea rcx, [rip + .Lc1_d8380_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8366_j_t
-.Lc1_d8366_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov dword ptr [r15 + 0], 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 188
-    and edx, dword ptr [r15 + 0]
-    mov ecx, ecx
+    jmp .Lc1_d8380_j_t
+.Lc1_d8380_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, r8b
+    movzx r8d, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 149
+    jmp 1f
+1:
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov ebp, 195
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 86
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 85
-    mov rdx, rdx
-    mov qword ptr [r15 + 256], rdx
-    mov dword ptr [r15 + 384], 9
+    and rbp, 1984
+    and edx, dword ptr [r15 + rbp + 1408]
+    mov rcx, rdx
+    add rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 9
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov qword ptr [r15 + 320], rcx
-    vmovdqu xmmword ptr [r15 + 192], xmm10
-    mov r9, r11
-    mov rbp, r11
+    mov r8, r11
+    mov byte ptr [r15 + 192], r8b
+    mov qword ptr [r15 + 512], rcx
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, rcx
-    mov r9d, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 768]
+    or qword ptr [r15 + 320], 122
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rbp
+    mov dword ptr [r15 + 576], 226
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -10324,99 +10371,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov edx, dword ptr [r15 + 448]
-    mov r8, r11
-    vpaddd xmm10, xmm10, xmm10
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx r8d, byte ptr [r15 + 640]
-    mov eax, 40
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 192]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r8
-    mov rbp, rdx
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    vmovq qword ptr [r15 + 128], xmm10
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r9, r8
+    mov dword ptr [r15 + 64], 106
+    mov r8d, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], edx
-    mov edx, ebp
-    mov dword ptr [r15 + 576], 231
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 12
-    jmp 1f
-1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 512]
-    mov eax, ebp
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 320]
+    mov eax, r9d
+    mov dword ptr [r15 + 256], 134
+    vpaddd xmm4, xmm4, xmm4
+    mov r9d, 95
+    mov r9d, r8d
+    mov r9, r11
+    mov rax, r8
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8458_j]
+    lea rcx, [rip + .Lc1_d8472_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8458_j_t
-.Lc1_d8458_j:
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 192]
+    jmp .Lc1_d8472_j_t
+.Lc1_d8472_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 254
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 135268352
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 9
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9, r11
+    test ebx, 6656
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov ebp, 156
+    mov rbp, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 106
-    mov r9, r11
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
-    mov ebp, 97
-    and r9, 4032
-    mov rbp, r11
-    mov byte ptr [r15 + r9 + 3392], dl
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edx, 203
-    movsxd rdx, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], 108
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 142
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 320]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
+    mov edx, ecx
+    mov ecx, 165
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    vmovdqu xmmword ptr [r15 + 128], xmm2
     add r11, 64
     inc rbx
     dec r13
@@ -10425,49 +10476,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8503_j]
+    lea rcx, [rip + .Lc1_d8522_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8503_j_t
-.Lc1_d8503_j:
+    jmp .Lc1_d8522_j_t
+.Lc1_d8522_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 175
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx esi, al
-    mov dword ptr [r15 + 512], esi
-    mov dword ptr [r15 + 320], ecx
-    mov eax, ebp
-    mov rax, qword ptr [r15 + 64]
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    and r8, 16320
-    mov rcx, qword ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx esi, bpl
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    movzx eax, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 256], 175
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rax
+    mov rax, rax
     mov r9, r11
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    and r8d, dword ptr [r15 + 448]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov dword ptr [r15 + 128], eax
+    movzx eax, al
+    mov eax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r9d, ecx
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 192], r9b
     movzx r9d, al
-    mov dword ptr [r15 + rbp + 1408], r9d
+    mov dword ptr [r15 + 64], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -10476,58 +10527,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, r9d
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 220
-    mov dword ptr [r15 + 256], edi
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 576], al
-    mov edi, 81
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8d, eax
     and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3456]
-    add qword ptr [r15 + 640], rax
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm4
+    movzx r9d, sil
+    mov rax, r9
+    mov r9, r11
     jmp 1f
 1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
     jmp 1f
 1:
-    mov edi, r9d
-    mov rdi, rdi
-    mov edi, 100
-    mov r8d, 116
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 16
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], r9b
+    mov dword ptr [r15 + 512], 69
+    mov eax, 40
+    mov eax, r8d
+    mov r8d, 154
+    mov r8, qword ptr [r15 + 256]
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + 128]
+    mov edi, 201
+    mov rbp, r11
+    mov dword ptr [r15 + 704], ebp
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + 192], rdi
-    mov byte ptr [r15 + 448], dil
-    mov edi, edi
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8, r11
-    mov edi, dword ptr [r15 + r9 + 3392]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 128], xmm11
-    movzx edx, dil
-    mov edi, edx
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     add r11, 64
@@ -10541,44 +10591,46 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d8599_s]
+    lea rcx, [rip + .Lc1_d8617_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8599_s_t
+    jmp .Lc1_d8617_s_t
     .p2align 3
-.Lc1_d8599_s:
+.Lc1_d8617_s:
     .p2align 3
-    jmp .Lc1_d8599_j
+    jmp .Lc1_d8617_j
     .p2align 3
-    jmp .Lc1_d8599_j
-.Lc1_d8599_j:
+    jmp .Lc1_d8617_j
+.Lc1_d8617_j:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 118
+    mov edi, 224
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 81
+    mov ecx, dword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 0], al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 186
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
     mov rbp, r11
-    mov dword ptr [r15 + 128], 118
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
-    mov ecx, 35
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 70
-    movsxd rbp, dword ptr [r15 + 192]
     mov r8, r11
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov byte ptr [r15 + 512], r8b
-    mov esi, dword ptr [r15 + 704]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 93
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -10587,51 +10639,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 242
-    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 64], 242
+    mov qword ptr [r15 + 128], rdi
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rsi
-    and rbp, 4032
-    add rsi, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 5
-    jz 1f
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], r8
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 152
-    mov dword ptr [r15 + 256], esi
-    mov rbp, r11
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], edi
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], ebp
-    mov qword ptr [r15 + 448], rsi
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 512]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 512]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], r8d
+    movsxd r8, dword ptr [r15 + 192]
     mov rdx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], dl
-    movsxd rdx, dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], bpl
+    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -10640,47 +10692,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8683_j]
+    lea rcx, [rip + .Lc1_d8702_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8683_j_t
-.Lc1_d8683_j:
+    jmp .Lc1_d8702_j_t
+.Lc1_d8702_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov esi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, eax
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 256]
+    vpcmpeqb xmm4, xmm4, xmm8
+    mov rdx, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rbp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], ecx
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    mov r8, rax
-    xor dword ptr [r15 + 576], r8d
-    movzx r8d, byte ptr [r15 + 640]
-    mov r9, r11
-    mov qword ptr [r15 + 128], rax
     mov rbp, r11
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], ecx
-    add r8, qword ptr [r15 + 512]
-    mov rbp, r8
-    mov ebp, r9d
-    mov ebp, 110
-    mov byte ptr [r15 + 256], bpl
-    movzx ebp, byte ptr [r15 + 320]
+    mov r8, rdx
+    and rbp, 16320
+    add rsi, qword ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rdx
+    mov r8, r11
+    add rax, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 640]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, rbp
+    mov r8d, r8d
+    mov r8, r11
+    mov r9d, 160
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], esi
     add r11, 64
     inc rbx
     dec r13
@@ -10689,48 +10741,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8728_j]
+    lea rcx, [rip + .Lc1_d8747_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8728_j_t
-.Lc1_d8728_j:
-    mov ecx, ebp
-    vmovq qword ptr [r15 + 512], xmm11
-    mov ecx, 51
-    mov dword ptr [r15 + 0], 246
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 128], xmm11
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
+    jmp .Lc1_d8747_j_t
+.Lc1_d8747_j:
+    jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vmovq qword ptr [r15 + 0], xmm11
+    mov ecx, 129
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 69
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov r9, r11
+    mov r8, r11
+    mov eax, ecx
     and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 448], bpl
+    mov byte ptr [r15 + r9 + 7488], cl
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm7
+    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    mov dword ptr [r15 + 704], edi
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9d, ebp
-    mov dword ptr [r15 + 64], edi
+    mov rcx, qword ptr [r15 + 192]
+    movzx eax, r9b
+    mov dword ptr [r15 + 64], r9d
+    movzx r9d, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -10739,55 +10790,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    mov eax, ecx
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 31
-    mov dword ptr [r15 + 0], 55
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r9
+    mov dword ptr [r15 + 0], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 110
-    mov byte ptr [r15 + 384], al
-    mov eax, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 448]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 524304
-    jnz 1f
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    mov byte ptr [r15 + 576], dl
-    movzx edx, byte ptr [r15 + 192]
-    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 145
-    and eax, dword ptr [r15 + 128]
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov dword ptr [r15 + 0], 224
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 640]
+    and r8d, dword ptr [r15 + 64]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 177
+    mov dword ptr [r15 + 576], 239
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov r9, rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 177
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8d, edx
-    mov r8, r8
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 213
     movsxd rdi, dword ptr [r15 + 256]
-    mov rbp, rdi
+    mov byte ptr [r15 + 192], dil
     add r11, 64
     inc rbx
     dec r13
@@ -10798,110 +10847,116 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d8819_s]
+    lea rcx, [rip + .Lc1_d8835_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8819_s_t
+    jmp .Lc1_d8835_s_t
     .p2align 3
-.Lc1_d8819_s:
+.Lc1_d8835_s:
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
+    jmp .Lc1_d8835_j
     .p2align 3
-    jmp .Lc1_d8819_j
-.Lc1_d8819_j:
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rcx
-    and r9, 448
+    jmp .Lc1_d8835_j
+.Lc1_d8835_j:
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 832], 31
+    mov rdi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rcx
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    vmovdqu xmm15, xmmword ptr [r15 + 640]
-    mov byte ptr [r15 + 256], al
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 1344], 31
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    vmovdqu xmmword ptr [r15 + 128], xmm4
+    mov byte ptr [r15 + 256], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r8
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edi, 112
     mov rbp, r11
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov ebp, 131
-    mov ebp, 169
-    mov ebp, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov ebp, edx
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, 177
+    test ebx, 1536
+    jnz 1f
+1:
+    mov ebp, edi
+    mov rbp, qword ptr [r15 + 704]
+    movzx edi, bpl
+    vmovdqu xmm4, xmmword ptr [r15 + 256]
+    mov edi, 82
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm15, xmm15, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    test dword ptr [r15 + 67117724], 4161
-    jz 1f
-1:
-    movzx ebp, dl
-    vmovdqu xmmword ptr [r15 + 256], xmm15
-    movsxd rbp, dword ptr [r15 + 704]
-    mov edx, dword ptr [r15 + 192]
-    mov edi, edx
-    mov edx, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ebp
-    mov rdi, rdi
-    mov rdi, rdi
-    mov rdi, rbp
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], bpl
     mov rbp, r11
-    mov r9d, ebp
+    mov dword ptr [r15 + 768], ebp
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov rbp, rdx
     jmp 1f
 1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 512]
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov rbp, rdx
     add r11, 64
     inc rbx
     dec r13
@@ -10910,48 +10965,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8906_j]
+    lea rcx, [rip + .Lc1_d8925_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8906_j_t
-.Lc1_d8906_j:
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 128]
+    jmp .Lc1_d8925_j_t
+.Lc1_d8925_j:
     mov rbp, r11
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 768]
-    mov esi, 50
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8, r11
+    mov byte ptr [r15 + 448], al
+    mov eax, dword ptr [r15 + 256]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov ecx, 50
+    mov dword ptr [r15 + 128], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 178
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 256]
-    mov esi, 198
-    mov dword ptr [r15 + 320], esi
-    movzx esi, r9b
-    movsxd rsi, dword ptr [r15 + 448]
-    mov ecx, esi
-    movzx esi, cl
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 576]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 72
+    movsxd r8, dword ptr [r15 + 512]
+    mov edx, 66
+    movzx edx, byte ptr [r15 + 320]
+    movzx eax, dl
+    mov byte ptr [r15 + 64], al
+    mov eax, ecx
+    movzx ecx, al
     add r11, 64
     inc rbx
     dec r13
@@ -10963,53 +11018,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d8951_s]
+    lea rcx, [rip + .Lc1_d8970_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8951_s_t
+    jmp .Lc1_d8970_s_t
     .p2align 3
-.Lc1_d8951_s:
+.Lc1_d8970_s:
     .p2align 3
-    jmp .Lc1_d8951_j
+    jmp .Lc1_d8970_j
     .p2align 3
-    jmp .Lc1_d8951_j
-.Lc1_d8951_j:
-    mov r8, r11
+    jmp .Lc1_d8970_j
+.Lc1_d8970_j:
+    mov rax, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 512]
+    movzx r9d, sil
+    mov byte ptr [r15 + 64], r9b
     jmp 1f
 1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
+    mov rsi, rax
+    mov r9, r11
+    mov esi, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    movzx r8d, al
-    movzx r8d, byte ptr [r15 + 192]
-    movzx edx, al
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov edi, ebp
+    mov esi, ecx
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, al
+    mov dword ptr [r15 + 192], 43
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 320], 219
-    movzx ecx, cl
-    mov ecx, r8d
-    mov r8, r11
-    mov ecx, r8d
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    mov byte ptr [r15 + 128], r8b
-    movzx r8d, dil
-    mov edi, dword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 64]
+    mov eax, esi
+    movzx eax, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx eax, sil
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -11018,215 +11073,219 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r9, rsi
+    mov rsi, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 448]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 232
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 119
+    mov edi, 33
+    mov rbp, r11
     mov r8, r11
-    mov edi, 77
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 15680]
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    vmovq xmm1, rdi
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov edi, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 128]
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    or qword ptr [r15 + 448], 67
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ecx, eax
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 512]
-    movzx ecx, dil
-    movzx edi, byte ptr [r15 + 256]
-    mov rsi, rdi
-    mov rdi, rax
-    mov rdi, rdi
-    mov dword ptr [r15 + 640], 249
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 512]
+    mov r8, rbp
+    mov qword ptr [r15 + 384], r8
+    mov r8, rdi
+    mov r8, r11
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 704]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 53
+    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    mov eax, 55
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    lea rcx, [rip + .Lc1_d9042_j]
+    lea rcx, [rip + .Lc1_d9063_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9042_j_t
-.Lc1_d9042_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 248
-    mov ebp, eax
-    mov eax, eax
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    jmp .Lc1_d9063_j_t
+.Lc1_d9063_j:
+    mov dword ptr [r15 + 256], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 704]
-    mov ebp, eax
-    mov eax, 114
-    movzx eax, al
-    movzx eax, al
-    add rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 86
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r8, r11
-    mov edx, 254
-    mov dword ptr [r15 + 768], 235
-    mov dword ptr [r15 + 64], eax
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
-    mov dword ptr [r15 + 512], eax
+    mov ecx, r8d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 14
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8d, 211
+    mov r8, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 156
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8d, 192
+    mov r8, r11
+    movzx edx, r8b
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 320]
+    movzx esi, dl
+    mov edx, esi
+    mov dword ptr [r15 + 512], 235
+    movzx edx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 448], ecx
+    movsxd rcx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov rdx, rdx
-    movzx edx, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov qword ptr [r15 + 0], r8
+    vmovq xmm2, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
-    movzx r8d, r8b
+    mov esi, 74
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    jmp 1f
+1:
+    mov rdx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 320]
+    and r8, 4032
+    vmovdqu xmm2, xmmword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 60
+    movzx esi, byte ptr [r15 + 192]
+    mov r8d, 49
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, eax
-    mov qword ptr [r15 + 128], r8
+    movsxd r8, dword ptr [r15 + 384]
+    mov esi, r8d
+    mov r8d, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 576]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 512]
+    mov r9, rcx
+    movzx ecx, r8b
     jmp 1f
 1:
-    or qword ptr [r15 + 128], 25
-    mov r8d, 154
-    movzx r8d, byte ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 512]
-    add rax, qword ptr [r15 + 64]
-    mov esi, eax
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rsi
     jmp 1f
 1:
-    vmovdqu xmm10, xmmword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 256]
-    mov r9d, 68
-    mov r9, r11
-    mov edi, 111
-    mov qword ptr [r15 + 192], rdi
-    movzx edi, sil
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 576]
+    mov rbp, r11
+    mov esi, 133
+    mov esi, esi
+    and rbp, 1984
+    add r9, qword ptr [r15 + rbp + 1344]
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    lea rcx, [rip + .Lc1_d9138_j]
+    lea rcx, [rip + .Lc1_d9161_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9138_j_t
-.Lc1_d9138_j:
-    mov dword ptr [r15 + 256], r9d
+    jmp .Lc1_d9161_j_t
+.Lc1_d9161_j:
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm10, xmm10, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 1
+    mov esi, 214
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm4, xmm1, 191
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r9d, 46
-    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 45
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
-    movzx ecx, r9b
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], 59
-    mov r9d, 192
-    mov r9, r11
-    mov dword ptr [r15 + 512], 180
-    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    mov esi, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], cl
+    mov dword ptr [r15 + 192], 209
     mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 79
+    mov r8, r11
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 8128
-    mov r9, r11
-    mov qword ptr [r15 + rbp + 7488], r9
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 59
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 1344], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -11238,172 +11297,173 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d9186_s]
+    lea rcx, [rip + .Lc1_d9207_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9186_s_t
+    jmp .Lc1_d9207_s_t
     .p2align 3
-.Lc1_d9186_s:
+.Lc1_d9207_s:
     .p2align 3
-    jmp .Lc1_d9186_j
+    jmp .Lc1_d9207_j
     .p2align 3
-    jmp .Lc1_d9186_j
-.Lc1_d9186_j:
-    mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8d, 44
+    jmp .Lc1_d9207_j
+.Lc1_d9207_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 64], rcx
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 72
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 448]
+    nop
+    movzx eax, dl
+    movzx edx, al
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov edx, dword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    nop
-    mov r8d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov rcx, rcx
-    nop
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r11
+    mov edx, edx
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov dword ptr [r15 + 192], eax
+    nop
+    movzx eax, al
+    and rbp, 16320
+    movzx r9d, byte ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 320], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, edi
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ebp, 144
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    mov ecx, ebp
+    and ecx, dword ptr [r15 + 128]
+    movzx ebp, dl
+    mov rbp, r11
+    mov edi, 116
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, 215
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 256]
-    vmovdqu xmmword ptr [r15 + 384], xmm10
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r11
+    movzx r9d, r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 80
+    mov dword ptr [r15 + 576], ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 12
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 223
-    mov qword ptr [r15 + 576], rdx
-    movzx edx, dil
-    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r9d
-    mov edi, 215
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 33653248
+    test ebx, 1671168
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 63
-    mov r9, r11
-    mov edi, r9d
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movsxd r9, dword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 128]
     mov rcx, rdi
-    vmovdqu xmmword ptr [r15 + 512], xmm10
-    mov rbp, r11
-    mov edi, 247
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    movzx ebp, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm4
+    and ecx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 384], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    lea rcx, [rip + .Lc1_d9280_j]
+    lea rcx, [rip + .Lc1_d9302_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9280_j_t
-.Lc1_d9280_j:
+    jmp .Lc1_d9302_j_t
+.Lc1_d9302_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, esi
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov esi, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 512]
     mov rbp, r11
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    mov dword ptr [r15 + 256], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 128], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, 18
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    movzx edi, bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edx, bpl
+    mov dword ptr [r15 + 192], edx
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov edx, edi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov eax, 64
-    mov eax, eax
-    mov qword ptr [r15 + 64], rsi
-    movzx esi, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rax, rbp
-    movzx eax, al
+    mov rdi, rcx
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -11412,106 +11472,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9334_j]
+    lea rcx, [rip + .Lc1_d9355_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9334_j_t
-.Lc1_d9334_j:
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov rbp, r11
-    vpcmpeqb xmm10, xmm10, xmm4
-    mov esi, ecx
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, byte ptr [r15 + 256]
-    mov rcx, rbp
-    vpxor xmm10, xmm10, xmm0
-    movzx ecx, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, esi
-    mov esi, dword ptr [r15 + 128]
+    jmp .Lc1_d9355_j_t
+.Lc1_d9355_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    test dword ptr [r15 + 67117723], 4106
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
+    movzx edi, cl
+    mov rdi, rax
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, ecx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 148
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9d, dword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 64]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov r8d, edi
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, byte ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 384], xmm4
+    vpxor xmm2, xmm2, xmm4
+    mov dword ptr [r15 + 64], 148
+    mov r8, r11
+    mov rdi, r8
+    mov qword ptr [r15 + 512], rcx
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    movsxd r8, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9d, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, r9b
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     jmp 1f
 1:
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    movzx ecx, bpl
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edx, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r9d
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 512], dil
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    vpmovmskb esi, xmm4
     and rbp, 1984
     mov eax, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 448]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rdx
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 576], al
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov eax, ecx
+    mov dword ptr [r15 + 192], eax
+    mov eax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r9, r11
+    mov qword ptr [r15 + 256], rax
+    mov eax, dword ptr [r15 + 128]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -11523,160 +11581,167 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d9427_s]
+    lea rcx, [rip + .Lc1_d9447_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9427_s_t
+    jmp .Lc1_d9447_s_t
     .p2align 3
-.Lc1_d9427_s:
+.Lc1_d9447_s:
     .p2align 3
-    jmp .Lc1_d9427_j
+    jmp .Lc1_d9447_j
     .p2align 3
-    jmp .Lc1_d9427_j
-.Lc1_d9427_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov rax, rcx
+    jmp .Lc1_d9447_j
+.Lc1_d9447_j:
     mov rbp, r11
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 192]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov ebp, 197
+    movzx ebp, cl
+    mov rbp, rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], cl
+    mov rbp, r11
+    mov rcx, rbp
+    jmp 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 640], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], al
-    mov r9, r11
-    jmp 1f
-1:
-    mov eax, 226
-    mov rax, rax
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    jmp 1f
-1:
     movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r9, rbp
-    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1344], rax
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 35
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 143
+    movzx ebp, cl
+    vmovq qword ptr [r15 + 768], xmm6
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 210
-    mov r9d, dword ptr [r15 + 192]
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 704]
-    mov esi, eax
+    mov ebp, ecx
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 268435584
+    mov dword ptr [r15 + 128], 241
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    test ebx, 4608
     jz 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    and r8, 448
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov r9d, eax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
+    mov ebp, 51
+    movzx ebp, cl
+    mov rbp, rbp
+    mov dword ptr [r15 + 192], 233
+    mov dword ptr [r15 + 512], edx
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r11
-    mov dword ptr [r15 + 320], 54
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 127
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], 211
+    mov dword ptr [r15 + 320], 120
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d9516_j]
+    lea rcx, [rip + .Lc1_d9538_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9516_j_t
-.Lc1_d9516_j:
-    mov r8, r11
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    mov dword ptr [r15 + 0], 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    jmp .Lc1_d9538_j_t
+.Lc1_d9538_j:
     jmp 1f
 1:
-    movzx esi, cl
-    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 576], ebp
+    mov dword ptr [r15 + 448], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 256]
-    mov rcx, rcx
-    and ecx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], esi
+    mov dword ptr [r15 + 0], 236
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 208
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    inc dword ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r15 + 256]
     mov r8, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 320]
+    mov r9, r11
+    mov esi, 141
+    and esi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rsi
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    inc dword ptr [r15 + 128]
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 118
+    mov dword ptr [r15 + 192], 198
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 118
     add r11, 64
     inc rbx
     dec r13
@@ -11687,51 +11752,53 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d9564_s]
+    lea rcx, [rip + .Lc1_d9589_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9564_s_t
+    jmp .Lc1_d9589_s_t
     .p2align 3
-.Lc1_d9564_s:
+.Lc1_d9589_s:
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
+    jmp .Lc1_d9589_j
     .p2align 3
-    jmp .Lc1_d9564_j
-.Lc1_d9564_j:
+    jmp .Lc1_d9589_j
+.Lc1_d9589_j:
+    mov eax, ebp
+    movzx ebp, byte ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov ecx, ecx
-    mov dword ptr [r15 + 256], 139
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    jmp 1f
-1:
-    mov rbp, rax
-    mov byte ptr [r15 + 64], al
-    mov rax, rax
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rcx
     mov r9, r11
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 116
+    mov r9d, eax
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov r9, rax
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rcx
     and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -11739,123 +11806,120 @@ ditto_body_c1:
 .Lc1_b1_c208:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     mov dword ptr [r15 + 0], ecx
+    mov ecx, 85
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, r9
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov byte ptr [r15 + 704], bpl
-    jmp 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, r9
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 192
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + 320]
+    movzx esi, dil
+    mov edi, r9d
+    mov byte ptr [r15 + 64], dil
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 45
-    movzx ebp, byte ptr [r15 + 64]
+    and r9, 4032
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 448]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8d, esi
-    mov esi, r8d
+    and edi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    movzx r9d, dl
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 512]
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 184
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    mov byte ptr [r15 + 128], dil
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 768]
+    mov edx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rcx, [rip + .Lc1_d9656_j]
+    lea rcx, [rip + .Lc1_d9679_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9656_j_t
-.Lc1_d9656_j:
-    and r8d, dword ptr [r15 + 768]
-    mov rdx, r8
-    mov dword ptr [r15 + 448], edx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 384], r8d
-    mov r8, r8
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    mov r8d, r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    mov r8, r11
-    mov dword ptr [r15 + 320], 143
-    mov qword ptr [r15 + 448], rax
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 1984
+    jmp .Lc1_d9679_j_t
+.Lc1_d9679_j:
     mov rbp, r11
-    inc dword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rbp, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    movzx esi, cl
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 247
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm2
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 576], rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov rsi, rbp
+    mov rbp, r11
+    mov eax, ebp
+    mov dword ptr [r15 + 320], eax
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, rax
+    mov qword ptr [r15 + 128], rbp
+    imul rsi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rsi
     jmp 1f
 1:
     add r11, 64
@@ -11863,54 +11927,54 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
     mov dword ptr [r15 + 0], 111
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 163
+    vmovq xmm1, rax
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 74
     mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 74
     mov ebp, r8d
-    mov ebp, ebp
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 128]
-    mov r8, r11
+    mov r8d, ebp
+    xor dword ptr [r15 + 192], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8d, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
-    mov rbp, rbp
-    mov rbp, rbp
-    mov ebp, 223
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9, r11
-    mov eax, r9d
-    mov eax, dword ptr [r15 + 64]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, r8d
+    mov rax, r8
+    mov rbp, rax
+    mov eax, 223
     mov r8, r11
+    movzx eax, byte ptr [r15 + 448]
+    mov ebp, eax
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rsi
+    mov dword ptr [r15 + 640], 222
+    mov esi, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, 126
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 113
+    mov r8, r11
+    mov eax, 126
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     mov r8d, 177
-    mov dword ptr [r15 + 640], 190
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -11924,33 +11988,33 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32768
     setz al
-    lea rcx, [rip + .Lc1_d9756_s]
+    lea rcx, [rip + .Lc1_d9780_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9756_s_t
+    jmp .Lc1_d9780_s_t
     .p2align 3
-.Lc1_d9756_s:
+.Lc1_d9780_s:
     .p2align 3
-    jmp .Lc1_d9756_j
+    jmp .Lc1_d9780_j
     .p2align 3
-    jmp .Lc1_d9756_j
-.Lc1_d9756_j:
-    mov rbp, r11
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp .Lc1_d9780_j
+.Lc1_d9780_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 64
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 0], 14
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 216
     mov rbp, rcx
     mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
+    mov qword ptr [r15 + 704], rax
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 251
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
+    mov byte ptr [r15 + 256], al
     test ebx, 1073741824
     jz 1f
 1:
@@ -11958,113 +12022,112 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov rax, rbp
-    mov eax, 102
-    mov rax, qword ptr [r15 + 704]
+    mov rcx, rbp
+    mov ecx, 102
+    mov byte ptr [r15 + 64], cl
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rax
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 384]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rcx
+    vmovq qword ptr [r15 + 128], xmm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    lea rcx, [rip + .Lc1_d9798_j]
+    lea rcx, [rip + .Lc1_d9822_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9798_j_t
-.Lc1_d9798_j:
-    mov dword ptr [r15 + 256], 96
+    jmp .Lc1_d9822_j_t
+.Lc1_d9822_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, 79
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov ecx, 90
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 64
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 17
+    mov eax, ecx
+    mov dword ptr [r15 + 0], eax
+    mov eax, ecx
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov dword ptr [r15 + 0], 201
+    vmovdqu xmmword ptr [r15 + 0], xmm1
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 142
     test ebx, 1536
     jnz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 768]
-    mov edx, r9d
+    mov dword ptr [r15 + 512], 79
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 576]
+    mov eax, 46
+    mov dword ptr [r15 + 384], eax
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8, r11
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 192]
-    mov esi, edx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movzx r8d, byte ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 254
+    mov r9, r11
+    mov byte ptr [r15 + 768], al
+    mov eax, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 256]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
+    movzx ebp, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 0], 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 576]
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 128], r8b
-    movzx r8d, r8b
+    mov edx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], cl
+    mov rbp, r11
+    mov dword ptr [r15 + 640], edx
+    mov dword ptr [r15 + 64], 162
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], r8b
+    movsxd r8, dword ptr [r15 + 256]
+    movzx ecx, r8b
+    mov r8, r11
+    mov rdx, r8
+    and r8, 448
+    imul rbp, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 64]
-    mov r9, r11
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, rbp
-    and r9, 448
-    add qword ptr [r15 + r9 + 832], r8
-    movzx r8d, byte ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
@@ -12077,112 +12140,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9889_j]
+    lea rcx, [rip + .Lc1_d9912_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9889_j_t
-.Lc1_d9889_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov edi, 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    jmp .Lc1_d9912_j_t
+.Lc1_d9912_j:
+    mov ecx, 59
+    mov rcx, qword ptr [r15 + 448]
+    mov rax, rax
+    mov qword ptr [r15 + 512], rax
+    vmovq xmm4, rcx
+    movzx ecx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov ecx, 39
-    mov rcx, rax
-    mov qword ptr [r15 + 0], rax
+    movzx eax, al
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 24
+    mov r9, r11
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 192]
+    and r9, 1984
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 1344], 247
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 171
+    mov r9, qword ptr [r15 + rbp + 7488]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 704]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    or qword ptr [r15 + 704], 65
-    vpshufd xmm4, xmm15, 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 233
-    mov byte ptr [r15 + 128], al
+    vpcmpeqb xmm4, xmm4, xmm1
     mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 211
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov rsi, rdi
+    mov ecx, 211
+    mov dword ptr [r15 + 0], 23
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3392], 225
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    jmp 1f
-1:
-    mov rbp, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    add rdi, qword ptr [r15 + rbp + 1344]
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 64]
+    movzx edi, r9b
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], al
-    test ebx, 1024
-    jz 1f
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movzx eax, dil
-    mov dword ptr [r15 + 448], 253
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 512]
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 192], edx
-    add qword ptr [r15 + 320], rdi
-    vmovdqu xmm10, xmmword ptr [r15 + 384]
+    vpaddd xmm4, xmm4, xmm1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov rcx, r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov eax, 185
+    mov rax, qword ptr [r15 + 256]
     jmp 1f
 1:
     mov r8, r11
-    movzx edi, r8b
-    mov edi, 48
-    movzx edi, byte ptr [r15 + 256]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, dword ptr [r15 + 768]
-    mov esi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vmovdqu xmm2, xmmword ptr [r15 + 128]
+    mov rsi, rcx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -12193,56 +12254,55 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d9986_s]
+    lea rcx, [rip + .Lc1_d10007_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9986_s_t
+    jmp .Lc1_d10007_s_t
     .p2align 3
-.Lc1_d9986_s:
+.Lc1_d10007_s:
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
+    jmp .Lc1_d10007_j
     .p2align 3
-    jmp .Lc1_d9986_j
-.Lc1_d9986_j:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov ecx, 206
-    or qword ptr [r15 + 0], 57
-    movzx ecx, al
-    movzx ecx, cl
-    mov r9, r11
-    mov dword ptr [r15 + 0], r9d
-    mov rax, rbp
-    mov eax, dword ptr [r15 + 128]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 122
+    jmp .Lc1_d10007_j
+.Lc1_d10007_j:
+    mov r8, r11
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    mov r8d, 224
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, r11
+    mov esi, 89
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -12254,45 +12314,42 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d10027_s]
+    lea rcx, [rip + .Lc1_d10047_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10027_s_t
+    jmp .Lc1_d10047_s_t
     .p2align 3
-.Lc1_d10027_s:
+.Lc1_d10047_s:
     .p2align 3
-    jmp .Lc1_d10027_j
+    jmp .Lc1_d10047_j
     .p2align 3
-    jmp .Lc1_d10027_j
-.Lc1_d10027_j:
-    mov qword ptr [r15 + 512], r9
-    mov dword ptr [r15 + 192], ecx
-    movsxd r9, dword ptr [r15 + 448]
+    jmp .Lc1_d10047_j
+.Lc1_d10047_j:
+    add rsi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], ecx
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], eax
+    add rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rsi
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
     mov r9, r11
-    test ebx, 2048
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    and r9, 1984
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 640]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 62
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
-    movzx r8d, al
-    movzx eax, r8b
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 3
+    movzx ebp, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 62
+    mov r8, r11
+    and r9, 4032
+    add rcx, qword ptr [r15 + r9 + 3392]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    movzx r9d, r8b
+    movzx r8d, byte ptr [r15 + 704]
     jmp 1f
 1:
     add r11, 64
@@ -12300,103 +12357,105 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 236
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 145
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm2
+    mov dword ptr [r15 + 256], 152
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r11
-    and r8, 16320
-    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm10, r8
+    mov qword ptr [r15 + 448], r8
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, r11
     jmp 1f
 1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 149
+    movzx r8d, byte ptr [r15 + 128]
     mov dword ptr [r15 + 768], r8d
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov r8d, 58
-    movzx r8d, byte ptr [r15 + 256]
-    vpaddd xmm10, xmm10, xmm10
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 128], 150
-    mov rbp, r11
-    mov r9d, 221
-    mov dword ptr [r15 + 448], 214
-    movzx r9d, r8b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov r8, rax
-    mov dword ptr [r15 + 192], 218
+    mov r8d, 1
+    vpaddd xmm4, xmm4, xmm4
+    mov r8d, edx
+    mov dword ptr [r15 + 64], 250
+    movzx r8d, r9b
+    mov r8, r8
+    mov dword ptr [r15 + 512], r8d
+    vmovq xmm4, r9
+    mov dword ptr [r15 + 320], 110
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
-    lea rcx, [rip + .Lc1_d10108_j]
+    lea rcx, [rip + .Lc1_d10128_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10108_j_t
-.Lc1_d10108_j:
+    jmp .Lc1_d10128_j_t
+.Lc1_d10128_j:
+    mov r9, r11
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 640], ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 166
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 384]
     mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, 253
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm4
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, 56
-    mov dword ptr [r15 + 448], ecx
     mov rbp, r11
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    and rbp, 1984
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
-    mov rbp, r11
-    mov rdi, rbp
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov ebp, 30
+    mov ebp, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm2
+    mov rdi, r9
+    mov dword ptr [r15 + 512], ecx
     jmp 1f
 1:
-    movzx r8d, cl
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], r8d
+    mov r9, rcx
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 576], ymm2
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx r9d, dil
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 256], 92
     add r11, 64
     inc rbx
     dec r13
@@ -12405,112 +12464,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 384], 194
+    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
     jmp 1f
 1:
     and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 216
-    test dword ptr [r15 + 67117723], 16
-    jnz 1f
-1:
-    mov r8, r11
-    mov eax, r8d
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    movzx edi, byte ptr [r15 + 320]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 136
     jmp 1f
 1:
-    mov r8, r8
-    vpshufd xmm3, xmm10, 229
-    jmp 1f
-1:
-    mov r8d, eax
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx r8d, al
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov rdi, qword ptr [r15 + 256]
-    mov r8d, 70
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 448], r8b
-    mov r8, qword ptr [r15 + 128]
     and r9, 1984
     mov qword ptr [r15 + r9 + 1344], r9
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov r9, rdi
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov edi, 8
+    vpshufd xmm6, xmm4, 220
+    movzx edi, byte ptr [r15 + 64]
+    mov r9, r11
+    mov ebp, r9d
+    inc dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdx
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov esi, 49
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    lea rcx, [rip + .Lc1_d10205_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10228_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10205_j_t
-.Lc1_d10205_j:
-    mov r8, r11
-    and r8, 8128
-    mov r9, r11
-    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm10
+    jmp .Lc1_d10228_j_t
+.Lc1_d10228_j:
+    mov rcx, rax
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 63
-    mov r9, r8
-    vpor xmm10, xmm10, xmm10
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    mov ecx, ecx
-    add rcx, qword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 448]
     mov rbp, r11
-    mov esi, 199
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], 147
+    movzx edx, r8b
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 232
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    or qword ptr [r15 + 64], 103
+    add r9, qword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], rdx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    mov r9d, ebp
+    mov byte ptr [r15 + 128], bpl
+    mov edx, dword ptr [r15 + 128]
+    vpor xmm2, xmm2, xmm4
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, rsi
-    mov dword ptr [r15 + 768], ebp
-    and esi, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ebp
+    mov ebp, 65
+    vmovdqu ymmword ptr [r15 + 192], ymm2
     movzx ebp, r9b
-    mov ebp, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 192]
+    mov rbp, rbp
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -12519,51 +12579,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10254_j]
+    lea rcx, [rip + .Lc1_d10274_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10254_j_t
-.Lc1_d10254_j:
-    mov rcx, rax
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d10274_j_t
+.Lc1_d10274_j:
+    mov ecx, 138
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 66
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 233
-    mov byte ptr [r15 + 0], al
-    mov rax, rcx
+    mov rbp, r11
     jmp 1f
 1:
-    mov eax, 91
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 268705800
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 256]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov dword ptr [r15 + 384], 112
-    movzx ebp, al
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 65792
-    jz 1f
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], 138
+    mov ecx, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], bpl
+    cmp dword ptr [r15 + 67117723], 0xb504f33
+    jb 1f
 1:
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 192]
     and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 512]
-    mov edi, r8d
-    mov dword ptr [r15 + 64], 203
+    mov dword ptr [r15 + rbp + 832], 138
+    mov ebp, 196
+    mov ebp, ebp
+    mov rbp, r11
     jmp 1f
 1:
-    vpxor xmm3, xmm3, xmm10
-    mov byte ptr [r15 + 448], r8b
+    mov rdi, rsi
+    and rbp, 16320
+    mov rsi, qword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 576], ecx
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 640], edi
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -12571,54 +12627,55 @@ ditto_body_c1:
 .Lc1_b1_c223:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edx
-    mov rdx, rax
-    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
     jmp 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 151
-    mov rdx, qword ptr [r15 + 64]
-    mov eax, edx
-    mov edx, eax
-    movzx eax, byte ptr [r15 + 448]
-    mov rdi, rax
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 128]
-    mov esi, edx
+    mov rcx, rsi
+    mov ecx, ecx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], esi
+    mov dword ptr [r15 + 128], esi
+    mov rsi, rsi
+    mov esi, esi
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 9
-    mov dword ptr [r15 + 512], edx
-    movzx edx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 704], 51
+    vmovq qword ptr [r15 + 448], xmm2
+    mov rsi, qword ptr [r15 + 704]
+    mov r8, r11
+    mov rcx, r8
+    mov dword ptr [r15 + 256], 231
+    and r8, 1984
+    and esi, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rax, rsi
-    mov byte ptr [r15 + 256], al
+    mov r9, r11
+    jmp 1f
+1:
+    mov edx, 85
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 64]
     mov rbp, r11
-    mov rsi, rsi
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    mov ebp, r9d
-    mov ebp, ebp
-    mov rbp, r11
-    mov eax, 127
+    mov ecx, ebp
+    mov eax, 115
     jmp 1f
 1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    vpcmpeqb xmm10, xmm10, xmm14
-    jmp 1f
-1:
-    mov ebp, 60
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    vpcmpeqb xmm2, xmm2, xmm6
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 226
     add r11, 64
     inc rbx
     dec r13
@@ -12630,249 +12687,250 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d10349_s]
+    lea rcx, [rip + .Lc1_d10367_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10349_s_t
+    jmp .Lc1_d10367_s_t
     .p2align 3
-.Lc1_d10349_s:
+.Lc1_d10367_s:
     .p2align 3
-    jmp .Lc1_d10349_j
+    jmp .Lc1_d10367_j
     .p2align 3
-    jmp .Lc1_d10349_j
-.Lc1_d10349_j:
-    mov dword ptr [r15 + 128], 157
+    jmp .Lc1_d10367_j
+.Lc1_d10367_j:
+    mov dword ptr [r15 + 192], 157
+    movzx eax, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 34
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 17
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 21
     mov r9, r11
-    mov dword ptr [r15 + 448], 13
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], 136
-    mov r9d, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 768]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, al
+    mov dword ptr [r15 + 512], 136
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d10385_j]
+    lea rcx, [rip + .Lc1_d10405_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10385_j_t
-.Lc1_d10385_j:
+    jmp .Lc1_d10405_j_t
+.Lc1_d10405_j:
+    mov rcx, rdi
+    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r9d, ecx
-    mov r9, r11
-    mov ecx, ecx
-    mov ecx, ecx
     jmp 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 131
-    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r8d, r8d
+    mov r8, r11
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, rcx
+    mov r8, qword ptr [r15 + 576]
+    mov rcx, rax
+    movzx eax, cl
+    mov ecx, eax
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], r9
+    mov qword ptr [r15 + 192], r8
+    mov qword ptr [r15 + 64], r8
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 64], rdi
-    mov rdi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov byte ptr [r15 + 384], r9b
-    mov r9d, dword ptr [r15 + 512]
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], 212
+    mov ebp, dword ptr [r15 + 128]
+    vpshufd xmm1, xmm2, 15
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c226:
-    mov ecx, ebp
-    mov byte ptr [r15 + 384], cl
-    mov rcx, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
     jmp 1f
 1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 256]
-    mov ebp, 106
+    mov r8d, ebp
+    mov rbp, r11
+    mov r8d, 242
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, 196
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], r8
+    mov r8, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r9d, dil
-    mov r9, r11
-    mov qword ptr [r15 + 640], rdi
-    mov edi, 196
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 222
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 704]
-    mov edx, ebp
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 704]
+    vmovq qword ptr [r15 + 192], xmm2
+    mov rbp, r11
+    movzx edx, bpl
+    mov rdx, qword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx r9d, dil
-    mov r9, r9
-    mov dword ptr [r15 + 448], r9d
-    mov r9, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], edx
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rdx, r9
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], 74
+    movzx ebp, r8b
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 448], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d10480_j]
+    lea rcx, [rip + .Lc1_d10498_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10480_j_t
-.Lc1_d10480_j:
+    jmp .Lc1_d10498_j_t
+.Lc1_d10498_j:
+    mov r8d, esi
+    mov rsi, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 170
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], cl
-    mov qword ptr [r15 + 192], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 34
+    mov qword ptr [r15 + 768], rcx
+    and r8d, dword ptr [r15 + 64]
     mov r9, r11
-    and ecx, dword ptr [r15 + 768]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 320]
-    mov r8, rcx
-    mov dword ptr [r15 + 128], 91
-    mov ecx, 194
-    mov qword ptr [r15 + 64], rcx
-    mov rbp, r11
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 192]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    vmovdqu xmm15, xmmword ptr [r15 + 512]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 192]
+    and r8, 4032
+    add qword ptr [r15 + r8 + 3392], r8
+    mov r8, r11
+    mov rsi, r8
+    mov qword ptr [r15 + 128], rdx
+    movsxd rdx, dword ptr [r15 + 320]
+    and r8, 8128
+    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm1
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c228:
+    mov r8, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r9, r11
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r8, r11
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx eax, bpl
-    movzx ebp, al
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 128]
+    movzx esi, al
+    movzx eax, sil
+    mov byte ptr [r15 + 640], r9b
+    movzx eax, r8b
+    mov eax, dword ptr [r15 + 384]
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, r8d
-    mov r8d, 78
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rax
-    mov r9, r11
-    jmp 1f
-1:
-    mov eax, 129
-    movzx eax, al
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9, rbp
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9d, r8d
+    mov r8d, 78
+    mov r8, r11
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, 129
+    movzx r8d, r9b
+    mov qword ptr [r15 + 64], r9
+    mov r9, r9
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], r8
     add r11, 64
     inc rbx
     dec r13
@@ -12884,273 +12942,276 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d10573_s]
+    lea rcx, [rip + .Lc1_d10592_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10573_s_t
+    jmp .Lc1_d10592_s_t
     .p2align 3
-.Lc1_d10573_s:
+.Lc1_d10592_s:
     .p2align 3
-    jmp .Lc1_d10573_j
+    jmp .Lc1_d10592_j
     .p2align 3
-    jmp .Lc1_d10573_j
-.Lc1_d10573_j:
-    mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    movsxd r9, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d10592_j
+.Lc1_d10592_j:
+    mov dword ptr [r15 + 128], eax
+    movsxd rax, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 640]
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 174
-    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 154
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
-    mov r9, r11
-    mov rax, rcx
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], rcx
-    movzx r9d, cl
-    mov byte ptr [r15 + 256], r9b
+    movzx ecx, cl
+    mov rcx, rbp
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, bpl
+    mov byte ptr [r15 + 192], cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    mov byte ptr [r15 + 128], cl
-    mov r9, r11
+    mov rbp, r11
+    mov byte ptr [r15 + 704], bpl
+    and rbp, 4032
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    lea rcx, [rip + .Lc1_d10615_j]
+    lea rcx, [rip + .Lc1_d10634_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10615_j_t
-.Lc1_d10615_j:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
+    jmp .Lc1_d10634_j_t
+.Lc1_d10634_j:
     jmp 1f
 1:
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8, rsi
+    mov r8d, r8d
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], cl
+    vmovq qword ptr [r15 + 0], xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm1, xmm1, xmm5
     movzx ecx, cl
-    vpxor xmm10, xmm10, xmm15
-    mov rcx, rdx
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 31
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rbp
+    mov r8d, 82
+    mov r8d, 188
+    mov r8, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    mov ebp, 82
-    mov rbp, rcx
-    and ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rdx
-    mov edx, 69
-    mov edx, edx
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 256], xmm1
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
     mov r8, r11
-    movzx ecx, cl
+    mov edx, r8d
+    mov r9, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 768], ebp
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9, qword ptr [r15 + 512]
+    add r9, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], 146
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    jmp 1f
+1:
+    mov rdx, r9
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, 89
+    mov rsi, rdi
+    mov dword ptr [r15 + 384], 162
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    jmp 1f
+1:
+    movzx r9d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 217
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 448], esi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 192]
-    mov edi, 225
-    mov dword ptr [r15 + 576], edi
+    and r9d, dword ptr [r15 + 576]
+    mov rbp, r11
     jmp 1f
 1:
-    mov edi, 196
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 512]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    mov byte ptr [r15 + 64], al
+    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    mov rax, rdi
-    vmovq qword ptr [r15 + 128], xmm3
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movzx r9d, byte ptr [r15 + 448]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 36
+    mov dword ptr [r15 + 512], 225
+    mov ebp, 196
+    mov ebp, 242
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 640], rax
+    mov rax, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10714_j]
+    lea rcx, [rip + .Lc1_d10732_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10714_j_t
-.Lc1_d10714_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 640], r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 0], al
+    jmp .Lc1_d10732_j_t
+.Lc1_d10732_j:
+    mov qword ptr [r15 + 64], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 155
-    mov dword ptr [r15 + 0], 160
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 106
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8, rcx
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 5
+    mov dword ptr [r15 + 0], 155
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 18432
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 64], r8d
+    test ebx, 1536
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    add rax, qword ptr [r15 + 512]
-    mov edx, 59
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov dword ptr [r15 + 384], eax
     mov r8, r11
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, dword ptr [r15 + 128]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 248
-    mov qword ptr [r15 + 256], rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r9d
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 192]
+    mov edx, 218
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx ebp, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 57
+    mov byte ptr [r15 + 704], dl
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov dword ptr [r15 + 128], 114
-    mov rdx, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 185
+    mov edx, dword ptr [r15 + 576]
+    add rdx, qword ptr [r15 + 0]
+    movzx r9d, dl
+    mov edx, 251
+    mov edx, 84
     jmp 1f
 1:
+    mov edx, 56
     jmp 1f
 1:
-    mov r8d, 251
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
     mov edx, 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov esi, 21
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 113
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 768]
-    mov esi, edx
-    vpxor xmm15, xmm15, xmm10
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 512]
-    movzx edx, r8b
-    mov r8d, 59
-    xor dword ptr [r15 + 704], esi
-    movzx esi, r9b
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 128]
     mov rbp, r11
+    mov edx, 99
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 224
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edx, 228
+    movsxd rdx, dword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 512], r8d
+    and r8, 16320
+    imul rdi, qword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 64], rax
+    mov eax, r9d
     jmp 1f
 1:
-    mov ebp, 13
-    mov ebp, 41
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 174
+    mov r9d, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -13161,53 +13222,53 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d10807_s]
+    lea rcx, [rip + .Lc1_d10828_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10807_s_t
+    jmp .Lc1_d10828_s_t
     .p2align 3
-.Lc1_d10807_s:
+.Lc1_d10828_s:
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
+    jmp .Lc1_d10828_j
     .p2align 3
-    jmp .Lc1_d10807_j
-.Lc1_d10807_j:
+    jmp .Lc1_d10828_j
+.Lc1_d10828_j:
     mov r8, r11
-    vpmovmskb eax, xmm10
-    mov rbp, r11
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    mov byte ptr [r15 + 64], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov ecx, 115
+    vpmovmskb eax, xmm1
+    mov r9, r11
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
+    mov eax, 115
     jmp 1f
 1:
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], r8
+    mov rax, rcx
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    mov qword ptr [r15 + 448], r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, rcx
-    mov byte ptr [r15 + 576], bpl
-    mov byte ptr [r15 + 256], r8b
-    movzx r8d, al
-    mov eax, 118
-    mov eax, dword ptr [r15 + 320]
-    movzx ecx, al
+    mov rcx, r8
+    mov byte ptr [r15 + 384], cl
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, cl
+    mov ecx, 73
+    mov r8d, dword ptr [r15 + 512]
+    movzx ecx, r8b
     jmp 1f
 1:
     jmp 1f
@@ -13217,123 +13278,129 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d10850_j]
+    lea rcx, [rip + .Lc1_d10871_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10850_j_t
-.Lc1_d10850_j:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 64]
+    jmp .Lc1_d10871_j_t
+.Lc1_d10871_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 252
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 163
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 128], 71
-    mov ecx, dword ptr [r15 + 640]
-    mov rdi, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    mov rcx, rcx
+    mov ecx, 72
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, edi
-    mov r9, r11
-    mov edi, r9d
-    jmp 1f
-1:
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    mov ecx, ecx
+    mov ecx, ecx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    mov ecx, edi
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    mov edi, 121
-    movzx edi, byte ptr [r15 + 320]
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 127
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    mov edx, r8d
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 230
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    and ebp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 255
-    mov dword ptr [r15 + 0], 109
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov eax, r9d
+    mov r8, rdx
+    mov dword ptr [r15 + 0], 14
+    mov r8d, edx
+    mov dword ptr [r15 + 0], 22
+    mov dword ptr [r15 + 0], 132
     jmp 1f
 1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
-    mov dword ptr [r15 + 128], 55
-    mov r9, rax
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov r9d, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
     jmp 1f
 1:
-    mov r9, r11
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 704]
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 1610645508
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 221184
     jz 1f
 1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov r9, r9
-    mov r9, r9
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov esi, eax
     and rbp, 1984
     mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, r9d
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rax
-    add rax, qword ptr [r15 + 64]
+    mov ebp, edx
+    mov r8, r11
+    mov ebp, 200
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    imul rdx, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 192]
+    movzx r8d, bpl
+    mov rbp, r8
+    mov r8d, dword ptr [r15 + 768]
+    add r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 256]
+    mov edi, edx
+    jmp 1f
+1:
+    mov rdx, rbp
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm1
+    mov rbp, qword ptr [r15 + 448]
+    mov rsi, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -13345,253 +13412,249 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d10953_s]
+    lea rcx, [rip + .Lc1_d10976_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10953_s_t
+    jmp .Lc1_d10976_s_t
     .p2align 3
-.Lc1_d10953_s:
+.Lc1_d10976_s:
     .p2align 3
-    jmp .Lc1_d10953_j
+    jmp .Lc1_d10976_j
     .p2align 3
-    jmp .Lc1_d10953_j
-.Lc1_d10953_j:
-    mov r8, r11
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
+    jmp .Lc1_d10976_j
+.Lc1_d10976_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov ecx, 162
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, r8b
+    mov ecx, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    movzx r8d, byte ptr [r15 + 320]
-    mov ecx, eax
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1090519040
-    jnz 1f
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    movzx ecx, byte ptr [r15 + 576]
+    test ebx, 1536
+    jz 1f
 1:
-    mov eax, 16
-    mov byte ptr [r15 + 64], al
-    vmovdqu xmmword ptr [r15 + 128], xmm6
-    mov r8, r11
-    mov rax, r8
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, 20
+    mov r9, r11
+    mov ecx, 128
+    and r9, 448
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + r9 + 832]
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm8
+    mov rbp, rdx
+    mov edx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rdx
+    mov edx, 101
     jmp 1f
 1:
-    mov ecx, 49
-    mov dword ptr [r15 + 64], eax
-    movzx eax, byte ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 384]
+    mov r9d, 97
+    add r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], r9d
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    mov qword ptr [r15 + 576], rax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 640]
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], eax
-    mov r8, r11
-    mov qword ptr [r15 + 128], r8
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
-    mov r8d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], r8
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r11
     mov r9, r11
-    mov eax, eax
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 256]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, 94
+    mov edx, r9d
     jmp 1f
 1:
-    mov r9d, r8d
-    mov qword ptr [r15 + 128], r8
-    mov r8d, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    movzx r9d, al
+    movzx eax, byte ptr [r15 + 448]
+    mov edx, 134
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 128]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov dword ptr [r15 + 192], 234
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], r8
+    mov r8d, edx
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov qword ptr [r15 + 640], rdi
+    mov dword ptr [r15 + 64], edi
+    mov qword ptr [r15 + 704], r9
+    movsxd rdx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d11040_j]
+    lea rcx, [rip + .Lc1_d11062_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11040_j_t
-.Lc1_d11040_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, r8b
-    mov byte ptr [r15 + 0], r8b
+    jmp .Lc1_d11062_j_t
+.Lc1_d11062_j:
+    mov r9, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 205
-    movzx r9d, r9b
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, cl
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 6
+    mov dword ptr [r15 + 0], 253
+    mov ecx, 132
+    mov rbp, r11
     mov r8, r11
+    movzx ecx, r8b
+    jmp 1f
+1:
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 128], ecx
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], r9d
-    mov r9, qword ptr [r15 + 768]
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 704]
-    add rcx, qword ptr [r15 + 64]
-    mov r8, rcx
-    mov dword ptr [r15 + 384], 9
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 512]
+    movzx r8d, cl
+    mov r8, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 512], cl
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, rbp
+    mov dword ptr [r15 + 64], 28
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 768]
     jmp 1f
 1:
-    and rbp, 8128
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
+    movzx ebp, bpl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    lea rcx, [rip + .Lc1_d11086_j]
+    lea rcx, [rip + .Lc1_d11107_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11086_j_t
-.Lc1_d11086_j:
-    movzx ecx, bpl
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, edi
-    movzx edi, cl
-    mov dword ptr [r15 + 0], edi
+    jmp .Lc1_d11107_j_t
+.Lc1_d11107_j:
+    mov rbp, r11
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm7
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm15, xmm15, xmm15
-    movsxd rbp, dword ptr [r15 + 256]
-    mov rcx, rbp
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 576], bpl
-    mov qword ptr [r15 + 320], rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    mov r8, r11
-    mov byte ptr [r15 + 448], r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 159
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 256]
+    mov r9, r11
+    mov dword ptr [r15 + 192], 31
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    vmovdqu xmmword ptr [r15 + 448], xmm8
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx ebp, cl
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov ecx, esi
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    add r9, qword ptr [r15 + 0]
-    movzx ebp, r9b
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r8d
-    mov qword ptr [r15 + 640], r8
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9d, r8d
-    and r8, 8128
-    mov r9, r11
-    mov byte ptr [r15 + r8 + 7488], r9b
-    movzx r8d, byte ptr [r15 + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movsxd rcx, dword ptr [r15 + 64]
+    xor dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 128], 89
+    mov rbp, r11
     mov esi, ebp
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, rbp
-    mov r9, r11
-    mov dword ptr [r15 + 64], 226
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    movsxd rbp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], bpl
     jmp 1f
 1:
-    movzx edx, bpl
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    movzx ebp, byte ptr [r15 + 256]
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 320]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], ecx
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    add rdx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], sil
+    .byte 0x66, 0x90
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -13603,208 +13666,210 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d11182_s]
+    lea rcx, [rip + .Lc1_d11202_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11182_s_t
+    jmp .Lc1_d11202_s_t
     .p2align 3
-.Lc1_d11182_s:
+.Lc1_d11202_s:
     .p2align 3
-    jmp .Lc1_d11182_j
+    jmp .Lc1_d11202_j
     .p2align 3
-    jmp .Lc1_d11182_j
-.Lc1_d11182_j:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    jmp .Lc1_d11202_j
+.Lc1_d11202_j:
+    movzx eax, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rcx
+    mov ecx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rcx
     mov rcx, rax
-    mov rcx, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 12288
-    jnz 1f
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 1344], r9d
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 192]
+    jmp 1f
 1:
-    mov r8, r11
-    mov byte ptr [r15 + 128], r8b
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 704], eax
-    mov eax, dword ptr [r15 + 64]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    mov dword ptr [r15 + 192], ecx
-    vpor xmm15, xmm15, xmm15
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov rbp, r11
+    mov byte ptr [r15 + 768], cl
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov rdi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d11220_j]
+    lea rcx, [rip + .Lc1_d11241_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11220_j_t
-.Lc1_d11220_j:
-    jmp 1f
-1:
+    jmp .Lc1_d11241_j_t
+.Lc1_d11241_j:
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 115
+    movzx ecx, dil
     mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 172
+    mov dword ptr [r15 + 0], 143
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    jmp 1f
-1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    mov edi, 136
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r8d
-    movzx r8d, byte ptr [r15 + 448]
-    mov rbp, r11
-    mov rcx, rbp
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm2
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, ecx
     mov r8, r11
-    mov r9, r11
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm13
+    mov qword ptr [r15 + 64], rdi
     jmp 1f
 1:
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov r8, r11
+    mov rdi, r8
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    mov eax, edi
+    mov rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 896], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    mov dword ptr [r15 + 256], 70
-    movsxd r9, dword ptr [r15 + 128]
+    movzx r9d, al
+    mov qword ptr [r15 + 256], r9
+    vpcmpeqb xmm8, xmm8, xmm4
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r8
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    vpcmpeqb xmm15, xmm15, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 23
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
-    test ebx, 1536
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov rdx, rbp
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 640], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r8
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 640], r9d
-    mov dword ptr [r15 + 64], 48
+    movzx ebp, byte ptr [r15 + 192]
     mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    mov ecx, 244
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    mov dword ptr [r15 + 320], 247
+    movzx r8d, byte ptr [r15 + 384]
     mov r9, r11
-    movzx edx, byte ptr [r15 + 512]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + 128], rdx
+    and edx, dword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d11313_j]
+    lea rcx, [rip + .Lc1_d11334_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11313_j_t
-.Lc1_d11313_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], 126
-    jmp 1f
-1:
+    jmp .Lc1_d11334_j_t
+.Lc1_d11334_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov edx, 208
+    mov qword ptr [r15 + 64], rdx
     mov r8, r11
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov qword ptr [r15 + 448], r9
-    test ebx, 1073741824
+    and r8, 1984
+    and r9d, dword ptr [r15 + r8 + 1344]
+    test ebx, 352256
     jz 1f
 1:
-    mov r9d, 199
+    mov rdx, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], 196
+    mov rcx, rdx
+    mov dword ptr [r15 + 192], ecx
+    mov rbp, r11
     jmp 1f
 1:
-    mov ecx, 187
-    mov rcx, rcx
+    mov edx, dword ptr [r15 + 64]
     mov r8, r11
-    mov ecx, dword ptr [r15 + 704]
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 196
-    mov r8, rcx
-    movzx r8d, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 205
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8, r9
+    movzx r9d, r8b
+    mov r8d, 236
     add r11, 64
     inc rbx
     dec r13
@@ -13813,53 +13878,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 320]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, qword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 47
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rax, rbp
-    mov dword ptr [r15 + 0], 15
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    movzx r9d, al
-    xor dword ptr [r15 + 192], r9d
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 64]
-    mov eax, eax
-    mov dword ptr [r15 + 448], 21
-    movzx ebp, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 84
+    mov eax, 50
     and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r9d
-    mov dword ptr [r15 + 128], r9d
+    vpor xmm8, xmm8, xmm8
+    vpcmpeqb xmm8, xmm8, xmm0
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rax
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, al
+    mov rax, qword ptr [r15 + 512]
+    mov ebp, eax
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 384]
+    mov ecx, esi
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 183
+    movzx ebp, al
     jmp 1f
 1:
-    mov r9d, 31
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    mov dword ptr [r15 + 64], 199
+    jmp 1f
+1:
+    mov ecx, 95
     add r11, 64
     inc rbx
     dec r13
@@ -13870,170 +13935,177 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d11410_s]
+    lea rcx, [rip + .Lc1_d11432_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11410_s_t
+    jmp .Lc1_d11432_s_t
     .p2align 3
-.Lc1_d11410_s:
+.Lc1_d11432_s:
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
+    jmp .Lc1_d11432_j
     .p2align 3
-    jmp .Lc1_d11410_j
-.Lc1_d11410_j:
-    xor dword ptr [r15 + 64], r9d
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov eax, ebp
+    jmp .Lc1_d11432_j
+.Lc1_d11432_j:
     jmp 1f
 1:
-    and rbp, 448
+    movsxd rax, dword ptr [r15 + 512]
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 64]
+    vpor xmm13, xmm13, xmm0
+    test ebx, 1536
+    jz 1f
+1:
     mov r8, r11
-    mov dword ptr [r15 + rbp + 832], r8d
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r8d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11451_j]
+    lea rcx, [rip + .Lc1_d11472_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11451_j_t
-.Lc1_d11451_j:
-    vpaddd xmm9, xmm9, xmm9
-    mov rax, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 384]
+    jmp .Lc1_d11472_j_t
+.Lc1_d11472_j:
+    mov r8, r11
+    vmovq xmm2, r8
+    mov rax, qword ptr [r15 + 64]
+    and r8, 8128
+    add rcx, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 138
-    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 448], rcx
-    add rcx, qword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edi, r8b
-    test dword ptr [r15 + 67117724], 9441282
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
+    lock xadd qword ptr [r15 + 0], rcx
+    vpaddd xmm2, xmm2, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    test ebx, 10752
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    add r8, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 192]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    vpxor xmm9, xmm9, xmm15
+    mov eax, 184
+    jmp 1f
+1:
+    mov eax, r8d
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    add r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], r8d
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
     mov r8, r11
     jmp 1f
 1:
-    and r8, 8128
-    vmovq qword ptr [r15 + r8 + 7488], xmm9
-    mov r8, r11
-    jmp 1f
-1:
-    vmovq xmm9, rcx
-    mov ecx, dword ptr [r15 + 512]
+    vmovdqu xmm2, xmmword ptr [r15 + 448]
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm9
-    mov r8d, 224
+    add rax, qword ptr [r15 + r8 + 832]
+    and eax, dword ptr [r15 + 384]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 47
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    vpaddd xmm9, xmm9, xmm9
-    mov edx, r8d
+    movzx r8d, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 128
-    movzx r8d, byte ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 167
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r8d, 208
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov edi, 82
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    and rbp, 4032
-    add rsi, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], 152
-    mov rdx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, 118
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    or qword ptr [r15 + 384], 40
-    movzx eax, bpl
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov eax, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    mov ecx, 82
+    jmp 1f
+1:
+    and r9, 4032
+    add rdx, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], 117
+    vmovdqu ymmword ptr [r15 + 576], ymm13
+    mov r9d, dword ptr [r15 + 512]
+    vmovq xmm13, r9
+    movzx r9d, al
+    vmovdqu xmm1, xmmword ptr [r15 + 384]
+    mov r9d, eax
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -14045,252 +14117,258 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d11545_s]
+    lea rcx, [rip + .Lc1_d11570_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11545_s_t
+    jmp .Lc1_d11570_s_t
     .p2align 3
-.Lc1_d11545_s:
+.Lc1_d11570_s:
     .p2align 3
-    jmp .Lc1_d11545_j
+    jmp .Lc1_d11570_j
     .p2align 3
-    jmp .Lc1_d11545_j
-.Lc1_d11545_j:
-    movzx r8d, bpl
-    mov ebp, 60
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
-    vpshufd xmm10, xmm15, 4
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d11570_j
+.Lc1_d11570_j:
+    movzx r9d, dil
+    mov edi, 60
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 268435472
-    jz 1f
+    vpshufd xmm1, xmm2, 8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], dil
+    jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
+    mov edi, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rbp
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 640], rdi
     jmp 1f
 1:
     mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 64], r8d
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], edi
     and rbp, 448
     mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, r8b
-    vmovdqu xmm10, xmmword ptr [r15 + 448]
-    movzx ebp, r8b
-    mov ebp, 62
+    movzx ebp, dil
+    vmovdqu xmmword ptr [r15 + 512], xmm2
+    movzx ebp, dil
+    mov ebp, 128
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 7
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 241
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    test dword ptr [r15 + 67117723], 4210688
+    test ebx, 4608
     jnz 1f
 1:
-    mov rbp, r11
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 1984
+    movsxd rbp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], edi
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 154
-    mov r9d, ebp
-    mov byte ptr [r15 + 256], r9b
-    movsxd r9, dword ptr [r15 + 640]
-    mov rbp, r11
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 704]
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
+    mov rsi, qword ptr [r15 + 768]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
+    vmovq qword ptr [r15 + 320], xmm1
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    and ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 448]
+    mov r9d, 160
+    add qword ptr [r15 + 512], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d11631_j]
+    lea rcx, [rip + .Lc1_d11659_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11631_j_t
-.Lc1_d11631_j:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov eax, 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
+    jmp .Lc1_d11659_j_t
+.Lc1_d11659_j:
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 3392], 106
-    mov dword ptr [r15 + 192], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, cl
-    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, 240
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    inc dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 148
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 233
-    mov eax, eax
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 128]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + rbp + 7488], ebp
+    vmovq xmm8, rcx
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, dword ptr [r15 + 576]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rax
-    mov rax, qword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rdx, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, rbp
+    mov ebp, ecx
+    mov qword ptr [r15 + 256], rbp
+    movzx ebp, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d11675_j]
+    lea rcx, [rip + .Lc1_d11705_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11675_j_t
-.Lc1_d11675_j:
+    jmp .Lc1_d11705_j_t
+.Lc1_d11705_j:
     mov ecx, 180
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm13, rcx
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 231
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 64], 151
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], 53
-    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 151
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 53
     test ebx, 4608
     jnz 1f
 1:
+    mov r8, rbp
+    mov r8, qword ptr [r15 + 448]
+    movzx ebp, r8b
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdi, r8
     mov r8, r11
-    mov rcx, r8
-    mov dword ptr [r15 + 448], 95
-    movzx edx, dl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rsi, r8
-    mov r8, r11
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 64]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
     and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
+    vpmovmskb r8d, xmm13
+    mov r8, qword ptr [r15 + 512]
+    mov esi, esi
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm2
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 384]
-    vpmovmskb esi, xmm15
-    mov rsi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, r8d
     mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edx, r9b
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], r9d
+    and r9d, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 768], r9
+    mov esi, r8d
+    mov r8, r11
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], esi
     mov r9, r11
-    mov ebp, r9d
-    mov rbp, r11
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov ebp, edx
-    and ebp, dword ptr [r15 + 448]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    mov dword ptr [r15 + 704], r9d
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], r9d
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 64]
+    add r9, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -14302,126 +14380,125 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4096
     setz al
-    lea rcx, [rip + .Lc1_d11767_s]
+    lea rcx, [rip + .Lc1_d11796_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11767_s_t
+    jmp .Lc1_d11796_s_t
     .p2align 3
-.Lc1_d11767_s:
+.Lc1_d11796_s:
     .p2align 3
-    jmp .Lc1_d11767_j
+    jmp .Lc1_d11796_j
     .p2align 3
-    jmp .Lc1_d11767_j
-.Lc1_d11767_j:
-    movzx r9d, byte ptr [r15 + 768]
-    mov eax, 17
-    mov rax, qword ptr [r15 + 64]
+    jmp .Lc1_d11796_j
+.Lc1_d11796_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9, r11
     jmp 1f
 1:
-    mov ecx, ecx
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8d, 18
+    mov r8d, eax
+    mov r8, r11
+    mov eax, dword ptr [r15 + 448]
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 576]
+    and r8, 16320
+    mov rcx, qword ptr [r15 + r8 + 15680]
+    mov r8, r11
+    movzx eax, al
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov edi, 132
-    mov edi, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
     and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 576]
+    mov r9d, 132
+    movzx r9d, byte ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 14 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 142
+    or qword ptr [r15 + 320], 18
+    mov eax, 205
     test ebx, 1073741824
     jnz 1f
 1:
-    xor r9d, eax
+    vmovdqu ymmword ptr [r15 + 384], ymm8
     test ebx, 1073741824
     jz 1f
+1:
+    xor ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 142
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx ecx, sil
+    mov rcx, rax
+    test ebx, 424
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 142
-    test dword ptr [r15 + 67117724], 2064
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
+    lea rsi, [rcx + rcx*2 + 127]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    test ebx, 20448
+    mov dword ptr [r15 + 0], 251
+    test ebx, 32568
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9, r10
-    or qword ptr [r15 + 320], 30
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm9, r9
-    movsxd rsi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, esi
-    test ebx, 24384
-    jz 1f
-1:
-    lea r9, [r9 + r9*2 + 2]
-    test ebx, 1073741824
-    jz 1f
-1:
+    vmovq xmm7, rcx
     mov r8, r10
-    mov dword ptr [r15 + 576], 160
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    test ebx, 7670
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm9
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
     test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    test bl, 10
     jnz 1f
 1:
     jmp 1f
@@ -14432,11 +14509,11 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 16 chunk executions per call
+// block 3: 512 bytes, 2 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 16
+    mov r13d, 14
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
@@ -14448,60 +14525,58 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    test bl, 16
-    jz 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rax
-    test ebx, 1073741824
-    jnz 1f
+    mov edx, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
-    test bl, 20
-    jz 1f
-1:
-    mov eax, 2
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 640], cl
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], ebp
+    mov edx, dword ptr [r15 + 256]
+    mov r9d, 72
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 704]
+    mov byte ptr [r15 + r9 + 3392], cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 448], ebp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -14512,66 +14587,67 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d11934_s]
+    lea rcx, [rip + .Lc1_d11960_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11934_s_t
+    jmp .Lc1_d11960_s_t
     .p2align 3
-.Lc1_d11934_s:
+.Lc1_d11960_s:
     .p2align 3
-    jmp .Lc1_d11934_j
+    jmp .Lc1_d11960_j
     .p2align 3
-    jmp .Lc1_d11934_j
-.Lc1_d11934_j:
-    mov byte ptr [r15 + 64], al
+    jmp .Lc1_d11960_j
+.Lc1_d11960_j:
+    mov r9d, 108
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 214
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
+    mov byte ptr [r15 + 448], cl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    test dword ptr [r15 + 67117723], 1619001472
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    test ebx, 28544
     jnz 1f
 1:
-    mov rax, rbp
+    movzx ebp, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 51
+    mov ecx, 88
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov byte ptr [r15 + 64], al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    test bl, 44
+    jz 1f
+1:
+    mov rax, rcx
+    mov r9, r10
+    test bl, 36
+    jz 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    movzx ecx, cl
-    test bl, 8
-    jnz 1f
-1:
-    mov rbp, rax
-    test ebx, 6784
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    test ebx, 14336
-    jz 1f
 1:
     add r11, 64
     add r10, r11
@@ -14590,106 +14666,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 128], 32
+    movzx r9d, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    mov ebp, dword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 75
-    mov eax, eax
-    mov byte ptr [r15 + 192], bpl
-    mov qword ptr [r15 + 320], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm7
     mov r9, r11
-    test dword ptr [r15 + 67117723], 262144
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 336
     jz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    movzx ebp, byte ptr [r15 + 256]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 64], cl
+    mov r8, qword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    mov rbp, r11
-    mov byte ptr [r15 + 128], al
-    mov eax, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 448]
+    mov r9, r11
+    mov eax, eax
+    mov eax, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12039_j]
+    lea rcx, [rip + .Lc1_d12062_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12039_j_t
-.Lc1_d12039_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    movzx r9d, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 320]
+    jmp .Lc1_d12062_j_t
+.Lc1_d12062_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov ecx, 170
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
     mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx eax, r9b
-    mov r9, rbp
-    test dword ptr [r15 + 67117723], 541065216
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    vmovq qword ptr [r15 + 64], xmm9
-    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 576]
+    mov r8, r11
+    test bl, 208
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm7
+    mov dword ptr [r15 + 128], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov r9, r9
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    vmovq qword ptr [r15 + 256], xmm8
     mov rbp, r11
     test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
-    mov dword ptr [r15 + 128], ebp
-    mov r9, rdi
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    mov dword ptr [r15 + 448], edi
-    mov edi, ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov ebp, dword ptr [r15 + 384]
+    mov r9d, r9d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -14697,212 +14771,208 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12089_j]
+    lea rcx, [rip + .Lc1_d12115_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12089_j_t
-.Lc1_d12089_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d12115_j_t
+.Lc1_d12115_j:
     mov rbp, r11
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 320], rax
+    mov r9, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov ebp, dword ptr [r15 + 128]
-    vmovq xmm9, rax
-    mov qword ptr [r15 + 704], rbp
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9984
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 384], 248
-    and r8, 16320
-    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm9
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov eax, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, r9
-    mov byte ptr [r15 + 448], r9b
-    test dword ptr [r15 + 67117724], 16777216
+    vmovq xmm7, r9
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 256], r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r8
-    movzx r8d, byte ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x00
+    mov rbp, rbp
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movzx ebp, r9b
-    mov dword ptr [r15 + 192], 70
-    mov qword ptr [r15 + 448], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 22
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r9, r11
-    test ebx, 1073741824
-    jz 1f
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 64]
-    mov r8d, 218
-    test bl, 96
-    jz 1f
+    mov dword ptr [r15 + 0], 70
+    mov rax, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 46
-    movzx ebp, bpl
-    mov dword ptr [r15 + 128], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 768]
-    mov rcx, rax
-    mov rbp, r11
+    mov r9, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 135
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + 448]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 218
+    mov r8, r11
     mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 64]
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    mov qword ptr [r15 + 704], rbp
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rcx, [rip + .Lc1_d12180_j]
+    lea rcx, [rip + .Lc1_d12200_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12180_j_t
-.Lc1_d12180_j:
+    jmp .Lc1_d12200_j_t
+.Lc1_d12200_j:
+    mov r8, qword ptr [r15 + 512]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 0], 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 242
     mov rbp, r11
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], ebp
-    and rbp, 448
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov ebp, 94
+    mov r8d, 64
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov ecx, eax
+    vpcmpeqb xmm7, xmm7, xmm8
+    mov rbp, r11
+    mov byte ptr [r15 + 64], r8b
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 128]
     mov r8, r11
-    mov qword ptr [r15 + rbp + 832], rbp
-    movsxd r9, dword ptr [r15 + 448]
-    test ebx, 1073741824
+    mov rcx, r9
+    movzx ecx, byte ptr [r15 + 256]
+    test ebx, 24064
     jz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 120
-    movzx r8d, cl
-    mov ecx, ebp
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov ebp, 63
-    add rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmm12
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov rcx, r8
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 48
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, 146
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    mov dword ptr [r15 + 192], 33
+    mov byte ptr [r15 + 768], al
+    mov eax, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 128]
-    movzx r8d, cl
-    mov r8, r11
-    mov dword ptr [r15 + 448], 57
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
+    add r8, qword ptr [r15 + 640]
+    mov r9, rax
+    mov dword ptr [r15 + 128], 57
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    mov qword ptr [r15 + 704], rbp
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 84
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, ecx
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test dword ptr [r15 + 67117724], 134775808
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 640], ymm7
     mov rbp, r11
-    mov byte ptr [r15 + 64], r8b
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    mov qword ptr [r15 + 512], rbp
+    mov byte ptr [r15 + 320], al
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 176
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov ebp, ebp
+    test bl, 144
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
     mov rcx, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov qword ptr [r15 + 512], rcx
+    movzx r9d, r8b
+    mov dword ptr [r15 + 128], ecx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov r9, r11
+    mov qword ptr [r15 + 576], rcx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 212
     add r11, 64
     inc rbx
     dec r13
@@ -14914,54 +14984,56 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d12278_s]
+    lea rcx, [rip + .Lc1_d12300_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12278_s_t
+    jmp .Lc1_d12300_s_t
     .p2align 3
-.Lc1_d12278_s:
+.Lc1_d12300_s:
     .p2align 3
-    jmp .Lc1_d12278_j
+    jmp .Lc1_d12300_j
     .p2align 3
-    jmp .Lc1_d12278_j
-.Lc1_d12278_j:
-    mov r8d, ecx
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 276
-    jz 1f
-1:
-    mov r9, r11
-    movzx eax, cl
-    mov ecx, ecx
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
+    jmp .Lc1_d12300_j
+.Lc1_d12300_j:
+    mov r9d, 92
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 704], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    mov dword ptr [r15 + 320], 131
-    test ebx, 304
-    jz 1f
-1:
-    mov ecx, 57
-    mov ecx, 176
-    movzx ecx, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 272629760
+    movzx eax, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, r9d
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdx, rcx
+    mov r9, r11
+    mov dword ptr [r15 + 0], 51
+    mov rcx, rcx
     mov r8, r11
-    test bl, 48
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 140
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov ecx, ecx
+    mov ecx, 96
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 384]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 54
+    movzx ecx, cl
+    mov ecx, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -14972,69 +15044,81 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12327_s]
+    lea rcx, [rip + .Lc1_d12351_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12327_s_t
+    jmp .Lc1_d12351_s_t
     .p2align 3
-.Lc1_d12327_s:
+.Lc1_d12351_s:
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
+    jmp .Lc1_d12351_j
     .p2align 3
-    jmp .Lc1_d12327_j
-.Lc1_d12327_j:
-    movzx r8d, al
-    movzx r8d, al
-    mov dword ptr [r15 + 512], ecx
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 576], eax
-    mov qword ptr [r15 + 64], rcx
+    jmp .Lc1_d12351_j
+.Lc1_d12351_j:
     mov r8, r11
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm9
+    movzx r9d, cl
+    movzx ecx, r8b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov qword ptr [r15 + 192], rax
+    vmovdqu ymmword ptr [r15 + 320], ymm11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov ecx, 156
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8d, 218
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 384], r8b
-    vmovdqu xmm9, xmmword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 99
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 512], r9
+    mov byte ptr [r15 + 128], r8b
+    vmovdqu xmmword ptr [r15 + 64], xmm4
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 5: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 4
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b5_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b5_stubs_t
+    .p2align 3
+.Lc1_b5_stubs:
+    .p2align 3
     jmp .Lc1_b5_c0
+    .p2align 3
+    jmp .Lc1_b5_c1
+    .p2align 3
+    jmp .Lc1_b5_c2
+    .p2align 3
+    jmp .Lc1_b5_c3
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -15043,55 +15127,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d12379_s]
+    lea rcx, [rip + .Lc1_d12406_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12379_s_t
+    jmp .Lc1_d12406_s_t
     .p2align 3
-.Lc1_d12379_s:
+.Lc1_d12406_s:
     .p2align 3
-    jmp .Lc1_d12379_j
+    jmp .Lc1_d12406_j
     .p2align 3
-    jmp .Lc1_d12379_j
-.Lc1_d12379_j:
+    jmp .Lc1_d12406_j
+.Lc1_d12406_j:
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
     mov r8, r11
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov rbp, r11
     mov eax, ecx
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], edi
+    vpor xmm7, xmm7, xmm7
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 320]
-    mov ebp, 75
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 262208
+    mov rbp, qword ptr [r15 + 64]
+    test bl, 24
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
+    mov r8, r11
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
-    vmovdqu xmm13, xmmword ptr [r15 + 192]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, 255
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 128], ymm5
     add r11, 64
     inc rbx
     dec r13
@@ -15100,178 +15187,189 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, 104
+    mov ecx, dword ptr [r15 + 576]
+    and eax, dword ptr [r15 + 768]
+    mov rbp, r9
+    mov dword ptr [r15 + 512], 19
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 143
-    mov ebp, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 640]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov rax, r8
-    jmp 1f
-1:
-    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    mov rcx, rbp
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 128]
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 6324224
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     mov rbp, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rcx
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 192], rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    add qword ptr [r15 + 384], rcx
-    mov rcx, qword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 512], rbp
+    vpaddd xmm7, xmm7, xmm7
+    mov r8, r10
+    mov dword ptr [r15 + 320], ebp
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov r8, rbp
+    jmp 1f
 1:
-    mov ebp, 127
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, rax
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12475_j]
+    lea rcx, [rip + .Lc1_d12508_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12475_j_t
-.Lc1_d12475_j:
-    mov qword ptr [r15 + 768], rbp
+    jmp .Lc1_d12508_j_t
+.Lc1_d12508_j:
+    movzx eax, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    mov rax, r9
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 192]
+    mov r8d, ebp
     test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 72
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
     jmp 1f
 1:
-    movzx ebp, al
     mov rbp, rax
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 256]
+    mov rcx, r8
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 128]
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm9, xmm13, 84
-    mov qword ptr [r15 + 704], r8
-    and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm9
-    mov r8, r9
-    mov r9d, r9d
-    test ebx, 1073741824
+    test bl, 56
     jz 1f
 1:
-    mov ebp, r9d
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r8d, eax
+    jmp 1f
+1:
+    mov rcx, r9
+    mov qword ptr [r15 + 384], rax
     mov rbp, r11
-    mov rax, qword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 448]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 320]
-    movzx eax, r9b
-    jmp 1f
-1:
+    mov r9, r11
+    mov qword ptr [r15 + 512], r8
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9d, r9d
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    and r8, 1984
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm13
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 168
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    inc dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, r9b
-    mov eax, r9d
-    movzx eax, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 320]
-    mov rbp, r11
-    mov ecx, 86
-    movzx ecx, byte ptr [r15 + 64]
-    test bl, 16
-    jz 1f
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], bpl
-    mov dword ptr [r15 + 576], 207
-    movsxd r8, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    xchg qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + rbp + 7552], r9
+    mov r9, qword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 161
+    movzx edi, byte ptr [r15 + 768]
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 7488], bpl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r11
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov r9d, esi
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 704], bpl
+    xchg qword ptr [r15 + 256], r9
     add r11, 64
     inc rbx
     dec r13
@@ -15285,107 +15383,109 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rbp, r10
-    vpaddd xmm13, xmm13, xmm9
-    and rbp, 4032
-    lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
+    vmovdqu xmm7, xmmword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test bl, 144
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r8d, 12
-    mov ecx, 140
-    mov qword ptr [r15 + 640], rax
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    vpaddd xmm9, xmm9, xmm9
-    and eax, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], r9b
+    and ecx, dword ptr [r15 + 0]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rax
+    mov rbp, rax
+    mov qword ptr [r15 + 0], rax
+    mov eax, ebp
+    mov eax, 12
+    test ebx, 29184
+    jnz 1f
+1:
+    mov ecx, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], cl
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 128], 88
+    mov qword ptr [r15 + 512], rcx
+    and rbp, 1984
+    mov r8, r11
+    mov eax, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], r8b
-    movzx r8d, cl
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + r9 + 7552], ebp
+    mov rbp, r11
+    add r8, qword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 149
+    mov byte ptr [r15 + 64], r8b
+    mov byte ptr [r15 + 640], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, cl
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], ebp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 201
-    movzx ebp, r8b
-    movzx r8d, r8b
-    mov dword ptr [r15 + 704], 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 201
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2080
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
     mov qword ptr [r15 + 0], rax
-    mov rax, rcx
-    test ebx, 1073741824
+    mov rax, rsi
+    movzx esi, cl
+    test ebx, 27648
     jnz 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov r8, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rax
-    mov dword ptr [r15 + 64], 112
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, bpl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, rcx
-    mov qword ptr [r15 + 768], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     mov r8, r11
-    mov eax, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 384]
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 704], rbp
+    mov rax, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 512], 24
+    mov byte ptr [r15 + 128], r8b
+    mov r8, r9
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + rbp + 3392], rsi
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
@@ -15397,109 +15497,108 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12674_s]
+    lea rcx, [rip + .Lc1_d12713_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12674_s_t
+    jmp .Lc1_d12713_s_t
     .p2align 3
-.Lc1_d12674_s:
+.Lc1_d12713_s:
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
+    jmp .Lc1_d12713_j
     .p2align 3
-    jmp .Lc1_d12674_j
-.Lc1_d12674_j:
-    mov r9, r11
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 256]
+    jmp .Lc1_d12713_j
+.Lc1_d12713_j:
+    mov rsi, qword ptr [r15 + 768]
+    mov r8d, eax
+    mov r8, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r9
-    mov qword ptr [r15 + 576], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 448], edi
-    test dword ptr [r15 + 67117723], 163856
-    jz 1f
-1:
-    mov r8, rax
-    mov rax, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 4032
     mov r8, r11
+    mov eax, dword ptr [r15 + r9 + 3392]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], esi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9, r11
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    mov edi, eax
+    mov edi, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov eax, 186
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 142
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov eax, dword ptr [r15 + 320]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 185
+    movsxd r9, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    mov r9d, 194
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 192]
-    mov rbp, r11
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    mov rcx, r9
+    mov ecx, r9d
+    movzx ecx, byte ptr [r15 + 384]
+    mov edi, 182
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    mov ecx, r9d
-    mov ecx, edi
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov qword ptr [r15 + 384], r9
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, 174
+    movzx ecx, byte ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 448]
+    mov r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 190
+    movzx r8d, r9b
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
@@ -15508,56 +15607,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12766_j]
+    lea rcx, [rip + .Lc1_d12804_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12766_j_t
-.Lc1_d12766_j:
-    mov edi, r9d
-    mov r9, rax
-    mov qword ptr [r15 + 512], rdi
-    mov r9d, edi
-    mov r9, r11
+    jmp .Lc1_d12804_j_t
+.Lc1_d12804_j:
+    mov rcx, r9
+    mov r9, qword ptr [r15 + 640]
+    mov ecx, 212
+    mov ecx, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 128], rdi
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117723], 83886080
-    jz 1f
+    mov rbp, r11
+    mov dword ptr [r15 + 448], r9d
+    and rbp, 4032
+    lock add qword ptr [r15 + rbp + 3392], rcx
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, ecx
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rcx
-    mov ecx, 176
-    mov rcx, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1116176
+    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, r8d
+    mov qword ptr [r15 + 64], r8
+    add rcx, qword ptr [r15 + 256]
+    test bl, 48
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov rdi, r9
-    mov r9d, 244
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edi
-    mov eax, ecx
-    mov dword ptr [r15 + 128], edi
-    mov rdi, qword ptr [r15 + 256]
-    mov rbp, r11
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 128]
+    mov esi, r8d
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], ebp
-    mov r9d, r9d
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 212
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rax, rax
-    add rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 52
+    mov rcx, qword ptr [r15 + 512]
+    mov rdx, rsi
     add r11, 64
     inc rbx
     dec r13
@@ -15566,56 +15665,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov dword ptr [r15 + 0], 202
+    test bl, 144
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], cl
     mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    add rbp, qword ptr [r15 + 0]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    mov r9d, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rax
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test bl, 80
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], eax
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    movzx edi, r8b
-    movsxd rdi, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 768]
-    and r9, 8128
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], r8
+    mov edi, eax
     mov r8, r11
-    mov byte ptr [r15 + 576], r9b
+    vpshufd xmm7, xmm14, 104
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov dword ptr [r15 + 768], 135
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    movzx esi, byte ptr [r15 + 704]
+    mov edi, edi
+    mov dword ptr [r15 + 384], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov rax, rsi
+    mov dword ptr [r15 + 64], esi
+    mov qword ptr [r15 + 256], rbp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15623,51 +15718,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12867_j]
+    lea rcx, [rip + .Lc1_d12902_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12867_j_t
-.Lc1_d12867_j:
-    mov ebp, dword ptr [r15 + 192]
-    movzx r9d, cl
-    add r9, qword ptr [r15 + 128]
-    movzx r8d, al
+    jmp .Lc1_d12902_j_t
+.Lc1_d12902_j:
+    movzx ecx, bpl
+    movzx ebp, al
+    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, r8
-    mov rdx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 640], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], bpl
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov edx, edx
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 448]
+    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r11
-    mov ecx, edx
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and ecx, dword ptr [r15 + 512]
+    mov rdx, rcx
+    and rbp, 448
+    add rdx, qword ptr [r15 + rbp + 832]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9, r11
+    mov rax, qword ptr [r15 + 384]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    and r9d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov rbp, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    mov r8, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], dl
+    mov byte ptr [r15 + 128], dl
+    movsxd rdx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -15679,54 +15776,52 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d12914_s]
+    lea rcx, [rip + .Lc1_d12950_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12914_s_t
+    jmp .Lc1_d12950_s_t
     .p2align 3
-.Lc1_d12914_s:
+.Lc1_d12950_s:
     .p2align 3
-    jmp .Lc1_d12914_j
+    jmp .Lc1_d12950_j
     .p2align 3
-    jmp .Lc1_d12914_j
-.Lc1_d12914_j:
+    jmp .Lc1_d12950_j
+.Lc1_d12950_j:
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 64]
     and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 512], ymm7
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, rax
-    movzx eax, cl
-    test dword ptr [r15 + 67117723], 537001984
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    mov dword ptr [r15 + 0], 193
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    add r8, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, rcx
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov rdi, rax
-    mov dword ptr [r15 + 384], 123
-    test bl, 144
-    jnz 1f
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 448], 7
+    mov r8d, 7
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    movzx r8d, al
-    mov eax, 253
+    mov rax, r8
+    mov eax, dword ptr [r15 + 640]
+    movzx ecx, r8b
+    test bl, 48
+    jz 1f
+1:
+    movzx edx, r9b
+    mov dword ptr [r15 + 320], ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -15739,54 +15834,61 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add qword ptr [r15 + 704], rax
-    mov eax, 165
-    mov dword ptr [r15 + 256], 88
-    mov eax, dword ptr [r15 + 192]
+    mov edx, 69
+    movzx edx, cl
+    movsxd rdx, dword ptr [r15 + 640]
     jmp 1f
 1:
+    mov r9d, ecx
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov rdi, rax
-    mov r9, r10
-    mov edi, edi
+    movzx eax, byte ptr [r15 + 384]
     nop
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    test dword ptr [r15 + 67117724], 134217792
-    jnz 1f
-1:
-    mov r8, r10
-    mov eax, 26
-    mov rbp, r10
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    movzx ebp, bpl
-    mov byte ptr [r15 + 128], r8b
-    test dword ptr [r15 + 67117724], 8
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], dl
+    mov edx, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    mov rax, rcx
+    mov qword ptr [r15 + 64], rdx
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 31
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 248
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], eax
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    add qword ptr [r15 + 256], rax
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 768]
     mov qword ptr [r15 + 192], rcx
     add r11, 64
     add r10, r11
@@ -15797,52 +15899,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 211
-    mov edi, 221
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 1069056
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
+    mov edi, r9d
+    mov edi, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 256]
     mov byte ptr [r15 + 448], r9b
-    mov r9, r10
-    mov edx, edi
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
     mov r9, r11
+    mov r8d, 116
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov r9, r11
+    mov edx, 134
+    inc dword ptr [r15 + 512]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 704]
     mov rbp, r11
-    mov eax, 134
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov ebp, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 384], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 64], al
-    mov rax, qword ptr [r15 + 448]
-    movzx r9d, dl
+    mov dword ptr [r15 + 320], 240
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
+    movzx r9d, r9b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -15853,44 +15952,47 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d13060_s]
+    lea rcx, [rip + .Lc1_d13097_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13060_s_t
+    jmp .Lc1_d13097_s_t
     .p2align 3
-.Lc1_d13060_s:
+.Lc1_d13097_s:
     .p2align 3
-    jmp .Lc1_d13060_j
+    jmp .Lc1_d13097_j
     .p2align 3
-    jmp .Lc1_d13060_j
-.Lc1_d13060_j:
-    mov dword ptr [r15 + 64], 209
-    mov byte ptr [r15 + 384], cl
-    mov byte ptr [r15 + 512], al
-    mov byte ptr [r15 + 256], al
+    jmp .Lc1_d13097_j
+.Lc1_d13097_j:
+    mov dword ptr [r15 + 256], 209
+    mov byte ptr [r15 + 320], cl
+    mov byte ptr [r15 + 128], al
+    mov rbp, r10
+    test bl, 80
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 768]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r9, r10
-    movsxd r8, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 640]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 83886080
-    jz 1f
-1:
-    and r8, 16320
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + r8 + 15680]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -15899,75 +16001,74 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
+    movzx ecx, byte ptr [r15 + 64]
+    mov rax, r9
+    add rax, qword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    movzx esi, al
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], eax
-    test bl, 48
-    jz 1f
+    jmp 1f
 1:
-    mov ecx, eax
-    mov rax, rsi
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 704]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 184
-    mov ecx, ebp
     mov rbp, r11
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    mov rbp, rcx
+    mov byte ptr [r15 + rbp + 3392], r8b
     jmp 1f
 1:
+    mov esi, eax
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov rcx, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r8, qword ptr [r15 + 192]
+    and r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 228096
+    jz 1f
+1:
+    vpor xmm7, xmm7, xmm7
+    mov rax, qword ptr [r15 + 256]
+    mov esi, 178
+    mov rbp, r11
     mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 113
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov r8, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 128]
-    mov rcx, r8
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 16320
+    mov ecx, dword ptr [r15 + r8 + 15680]
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -15976,113 +16077,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13161_j]
+    lea rcx, [rip + .Lc1_d13198_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13161_j_t
-.Lc1_d13161_j:
-    vmovq xmm13, r8
+    jmp .Lc1_d13198_j_t
+.Lc1_d13198_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc dword ptr [r15 + 0]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
     jmp 1f
 1:
-    mov edi, 73
-    movsxd rdi, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 18874371
+    test ebx, 26112
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 192]
-    mov edx, edi
+    mov r8d, 54
+    mov r8, r11
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov rax, rdi
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rdx
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov r9d, 72
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov ebp, ebp
-    test dword ptr [r15 + 67117723], 134217984
+    mov rdi, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 128]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 64]
+    mov rcx, rdi
+    movzx ecx, bpl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 164
-    movzx eax, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 768]
+    mov r8d, edi
+    mov qword ptr [r15 + 64], rdi
+    mov r8, r11
+    mov r9, r11
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 213
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    and ecx, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d13208_j]
+    lea rcx, [rip + .Lc1_d13244_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13208_j_t
-.Lc1_d13208_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, al
-    movzx eax, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpxor xmm9, xmm9, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 256]
-    movzx r9d, al
-    mov dword ptr [r15 + 576], 202
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    mov byte ptr [r15 + 320], dil
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    movzx edi, cl
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 64]
+    jmp .Lc1_d13244_j_t
+.Lc1_d13244_j:
     mov r8, r11
+    and r8, 4032
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 704]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1344], xmm7
+    movzx r8d, dl
+    movzx edx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r8d, 115
-    mov r8d, 250
-    jmp 1f
-1:
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rdi
-    mov rbp, r11
+    movzx edx, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 256], r9b
+    mov r9, r8
+    movsxd r8, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    mov rdx, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 128]
+    mov ebp, 9
+    mov ebp, 174
     jmp 1f
 1:
-    movzx edi, r8b
+    test bl, 80
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
+    movzx edi, dl
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 768], xmm7
     add r11, 64
     inc rbx
     dec r13
@@ -16091,177 +16191,172 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1048608
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 640]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     jmp 1f
 1:
-    and rbp, 8128
-    mov r9, r11
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], 168
-    mov rdx, qword ptr [r15 + 320]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 192]
-    mov r8, r11
+    mov dword ptr [r15 + 0], 144
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 704]
-    mov ebp, ebp
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 64], al
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    movzx ebp, dil
+    mov edi, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    test bl, 176
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rbp
-    movsxd rbp, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, edi
+    mov rdi, qword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 254
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    lea rcx, [rip + .Lc1_d13305_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13342_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13305_j_t
-.Lc1_d13305_j:
-    mov dword ptr [r15 + 192], 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edx
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov qword ptr [r15 + 0], rcx
-    add rbp, qword ptr [r15 + 0]
+    jmp .Lc1_d13342_j_t
+.Lc1_d13342_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    mov qword ptr [r15 + 256], rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 113
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 116
+    mov r8d, ecx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov dword ptr [r15 + 0], 75
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 768]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 15
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov ebp, r8d
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 2
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov byte ptr [r15 + 704], al
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 142
-    mov dword ptr [r15 + 512], 173
-    mov dword ptr [r15 + 128], 126
-    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 448], 248
+    mov rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+// block 8: 1024 bytes, 4 chunk(s), 24 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 24]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 20
+    mov r13d, 24
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13359_j]
+    lea rcx, [rip + .Lc1_d13392_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13359_j_t
-.Lc1_d13359_j:
-    mov r9, r10
-    mov rdi, qword ptr [r15 + 576]
-    mov rsi, rcx
+    jmp .Lc1_d13392_j_t
+.Lc1_d13392_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 246
-    movzx r9d, cl
+    mov dword ptr [r15 + 64], 132
+    movsxd r9, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], 83
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, ecx
-    test dword ptr [r15 + 67117723], 8192
+    mov rdi, r9
+    mov rdi, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 320], edi
+    movzx edi, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 768]
+    test bl, 72
     jz 1f
 1:
-    mov r9, rdi
-    mov byte ptr [r15 + 512], sil
-    test dword ptr [r15 + 67117724], 68
-    jnz 1f
-1:
-    movzx edi, cl
-    mov ecx, dword ptr [r15 + 448]
+    and rbp, 16320
+    vmovq qword ptr [r15 + rbp + 15680], xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, r10
+    movzx r9d, byte ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 768]
-    and r9, 16320
-    vmovq qword ptr [r15 + r9 + 15680], xmm9
-    test dword ptr [r15 + 67117723], 1073741828
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], r9d
+    mov ecx, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16271,121 +16366,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    mov rax, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 448]
+    movzx eax, sil
+    mov rsi, qword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    mov ecx, esi
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
-    mov esi, eax
-    test ebx, 114112
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 192]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 320]
-    test ebx, 16384
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 448], 137
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 704], al
-    movzx eax, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], sil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    movzx r8d, r8b
+    movzx edx, byte ptr [r15 + 384]
+    movzx r8d, sil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13461_j]
+    lea rcx, [rip + .Lc1_d13489_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13461_j_t
-.Lc1_d13461_j:
+    jmp .Lc1_d13489_j_t
+.Lc1_d13489_j:
     .byte 0x66, 0x90
-    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 130176
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test bl, 40
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    movsxd rdx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 190
     mov byte ptr [r15 + 256], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, 190
+    mov r8, rcx
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 72
+    mov dword ptr [r15 + 64], 229
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 157
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 13
+    and rbp, 1984
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1048832
-    jnz 1f
+    jz 1f
 1:
     mov r8, r11
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 178
-    test ebx, 1280
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 72
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 320]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
+    mov r9, r11
+    mov qword ptr [r15 + 128], r8
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, edi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 196
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -16395,120 +16486,114 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13513_s]
+    lea rcx, [rip + .Lc1_d13543_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13513_s_t
+    jmp .Lc1_d13543_s_t
     .p2align 3
-.Lc1_d13513_s:
+.Lc1_d13543_s:
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
+    jmp .Lc1_d13543_j
     .p2align 3
-    jmp .Lc1_d13513_j
-.Lc1_d13513_j:
-    imul rdi, qword ptr [r15 + 64]
+    jmp .Lc1_d13543_j
+.Lc1_d13543_j:
+    mov r9d, r9d
+    add r9, qword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov edx, 143
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    test bl, 40
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov byte ptr [r15 + 448], cl
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
+    inc rbx
+    dec r13
+    jnz .Lc1_b8_c0
+.Lc1_b8_done:
+// block 9: 128 bytes, 1 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117808]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 67117808], rcx
+    mov r13d, 8
+    jmp .Lc1_b9_c0
+    .p2align 6
+.Lc1_b9_c0:
+    lea rcx, [rip + .Lc1_d13590_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13590_j_t
+.Lc1_d13590_j:
+    mov r9, r10
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
+    mov rbp, r10
+    mov ecx, r9d
+    test ebx, 30448
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ecx
+    mov byte ptr [r15 + 512], bpl
     test ebx, 1073741824
     jnz 1f
 1:
     add r11, 64
     add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b8_c0
-.Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 7
-    jmp .Lc1_b9_c0
-    .p2align 6
-.Lc1_b9_c0:
-    lea rcx, [rip + .Lc1_d13562_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13562_j_t
-.Lc1_d13562_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, esi
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 108
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    test bl, 96
-    jz 1f
-1:
-    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -16521,51 +16606,52 @@ ditto_body_c1:
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    test dword ptr [r15 + 67117723], 8519680
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 16
+    test ebx, 640
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
-    mov edi, 221
-    mov rdi, r9
-    movzx r9d, r9b
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    mov rcx, rdi
-    mov dword ptr [r15 + 512], edi
-    mov dword ptr [r15 + 128], edi
-    test dword ptr [r15 + 67117723], 44040196
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 153
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], r9
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    vmovq qword ptr [r15 + 64], xmm8
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    mov dword ptr [r15 + 448], ecx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rdi, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov ebp, r8d
+    mov qword ptr [r15 + 64], r8
+    mov r8d, 235
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, bpl
+    movzx ecx, bpl
+    mov dword ptr [r15 + 256], 34
+    vmovdqu ymmword ptr [r15 + 192], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, dword ptr [r15 + 576]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -16574,53 +16660,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13649_j]
+    lea rcx, [rip + .Lc1_d13675_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13649_j_t
-.Lc1_d13649_j:
-    mov r9d, 24
-    vpmovmskb r9d, xmm8
-    movzx r9d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 210
-    mov r8, r11
+    jmp .Lc1_d13675_j_t
+.Lc1_d13675_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov eax, 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], 139
+    mov dword ptr [r15 + 64], 87
+    mov qword ptr [r15 + 128], rax
+    vpcmpeqb xmm4, xmm4, xmm6
+    test ebx, 1073741824
+    jnz 1f
+1:
     .byte 0x0f, 0x1f, 0x00
-    vpcmpeqb xmm8, xmm8, xmm13
+    mov ecx, eax
+    mov eax, 95
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    mov dword ptr [r15 + 256], 18
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, r11
-    movzx ecx, r8b
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 128]
-    test ebx, 1073741824
+    imul r9, qword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 640]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 512]
+    test ebx, 384
     jnz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmm13
-    mov dword ptr [r15 + 704], 50
-    mov r8, r11
-    mov dword ptr [r15 + 448], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov qword ptr [r15 + 512], r8
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
+    mov ebp, edx
+    vpmovmskb edx, xmm3
     add r11, 64
     inc rbx
     dec r13
@@ -16629,105 +16712,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 384], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rcx
-    mov eax, 247
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 1082130433
-    jz 1f
-1:
-    mov rbp, rcx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 243
-    mov r8d, 171
-    mov r8, r11
+    movzx edx, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rdx
+    mov ebp, 247
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
-    movzx r8d, r9b
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 448], 117
+    mov rsi, qword ptr [r15 + 64]
+    mov edi, 242
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
+    movzx edx, bpl
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 768]
+    lock xadd qword ptr [r15 + 512], rdx
+    movzx eax, sil
     and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov ebp, 48
-    mov ebp, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 6
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 704]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8d, 138
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, rcx
-    mov ecx, ecx
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8, rax
+    mov eax, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c3:
-    lea rcx, [rip + .Lc1_d13739_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13766_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13739_j_t
-.Lc1_d13739_j:
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rbp
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
+    jmp .Lc1_d13766_j_t
+.Lc1_d13766_j:
+    mov r8, r11
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8, rcx
+    mov ecx, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
     mov rbp, r11
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 192]
+    mov eax, 179
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, rdi
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r8d, byte ptr [r15 + 768]
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0xb504f33
+    jae 1f
+1:
+    movzx eax, bpl
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, dword ptr [r15 + 128]
     mov r9, r11
-    movsxd r8, dword ptr [r15 + 384]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9, rax
-    mov eax, 224
-    movzx eax, byte ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    movsxd r9, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r8d, cl
-    mov dword ptr [r15 + 448], eax
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov rcx, r8
-    mov r8, rbp
-    movsxd rbp, dword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
@@ -16736,52 +16814,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13792_j]
+    lea rcx, [rip + .Lc1_d13811_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13792_j_t
-.Lc1_d13792_j:
-    mov r8d, 195
-    mov r8, r11
-    mov byte ptr [r15 + 256], cl
+    jmp .Lc1_d13811_j_t
+.Lc1_d13811_j:
+    mov r9d, 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 108544
+    jnz 1f
+1:
+    mov eax, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 192]
+    movzx ecx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 640], r9
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, r9d
     mov r9, r11
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 128]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 2097156
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 139
-    mov dword ptr [r15 + 448], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    lock xadd qword ptr [r15 + 64], rax
-    movzx r8d, cl
+    and r9, 8128
+    mov rbp, r11
+    mov edi, dword ptr [r15 + r9 + 7488]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 133
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], r9d
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, rdi
     add r11, 64
     inc rbx
     dec r13
@@ -16790,107 +16870,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 256], r8d
-    and r9d, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 8320
-    jz 1f
+    mov rax, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    mov rbp, r10
-    mov rdx, rax
-    movzx eax, bpl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    mov ebp, 227
+    mov rdi, rax
+    mov dword ptr [r15 + 0], 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 128], rdi
     test ebx, 2688
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 768]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, r11
+    mov byte ptr [r15 + 512], al
+    and r9, 1984
+    and edi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, al
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
+    mov ecx, 25
+    mov r8, r11
     mov rcx, r9
+    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8, r11
+    mov eax, edi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    test ebx, 640
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], al
+    mov rax, rdi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13888_j]
+    lea rcx, [rip + .Lc1_d13904_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13888_j_t
-.Lc1_d13888_j:
-    mov edx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 157
+    jmp .Lc1_d13904_j_t
+.Lc1_d13904_j:
+    mov dword ptr [r15 + 64], ecx
+    mov edi, 190
+    mov edi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 768]
+    test ebx, 896
+    jz 1f
+1:
+    mov r8d, eax
+    mov dword ptr [r15 + 0], 182
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 640
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 256]
-    mov eax, ebp
+    mov dword ptr [r15 + 0], 2
+    mov qword ptr [r15 + 576], rdi
+    mov edi, 249
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 64]
-    mov esi, 249
-    mov r8, r10
-    test ebx, 256
-    jz 1f
+    mov eax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 448]
+    mov r8, r11
+    mov byte ptr [r15 + 64], dil
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + 512], cl
+    and r8, 448
     mov rbp, r11
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 238
-    test dword ptr [r15 + 67117723], 512
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 448]
+    mov r8d, edi
+    mov rdi, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm4
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -16900,50 +16980,45 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
     nop
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    mov byte ptr [r15 + 64], dl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
+    vmovq qword ptr [r15 + 64], xmm11
+    mov byte ptr [r15 + 512], dil
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 38
+    mov r8d, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    test dword ptr [r15 + 67117723], 2304
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9, r10
-    mov dword ptr [r15 + 704], 124
+    vmovq qword ptr [r15 + 128], xmm1
+    mov ebp, eax
+    movzx eax, dil
+    mov qword ptr [r15 + 192], rdi
     test ebx, 1073741824
     jnz 1f
-1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov qword ptr [r15 + 64], r9
-    test dword ptr [r15 + 67117724], 2099200
-    jnz 1f
-1:
-    mov ecx, r9d
-    movzx ecx, bpl
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
 1:
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 320], 248
-    mov ecx, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 128]
+    and r8, 8128
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 246
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -16954,112 +17029,108 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d13981_s]
+    lea rcx, [rip + .Lc1_d13998_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13981_s_t
+    jmp .Lc1_d13998_s_t
     .p2align 3
-.Lc1_d13981_s:
+.Lc1_d13998_s:
     .p2align 3
-    jmp .Lc1_d13981_j
+    jmp .Lc1_d13998_j
     .p2align 3
-    jmp .Lc1_d13981_j
-.Lc1_d13981_j:
-    mov rbp, r10
-    mov r8, rax
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
+    jmp .Lc1_d13998_j
+.Lc1_d13998_j:
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
+    and eax, dword ptr [r15 + 256]
+    and r9, 4032
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpshufd xmm9, xmm3, 153
-    mov rbp, qword ptr [r15 + 768]
-    mov rcx, rcx
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    mov r8, r11
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + 704]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14028_j]
+    lea rcx, [rip + .Lc1_d14040_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14028_j_t
-.Lc1_d14028_j:
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 576], rsi
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
+    jmp .Lc1_d14040_j_t
+.Lc1_d14040_j:
+    mov byte ptr [r15 + 256], r8b
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    mov eax, 241
+    mov r9d, 171
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov esi, 137
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rcx, rsi
-    test ebx, 640
-    jnz 1f
-1:
-    mov r8, rsi
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 192], r9
+    mov r9, r9
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, ebp
-    mov byte ptr [r15 + 128], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov edi, 114
     mov r8, r11
-    mov byte ptr [r15 + 384], al
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, r8d
+    mov esi, dword ptr [r15 + 384]
+    mov edi, edi
+    vmovdqu ymmword ptr [r15 + 768], ymm8
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r9, r8
+    mov byte ptr [r15 + 128], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    mov byte ptr [r15 + 448], dl
+    mov edx, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17067,55 +17138,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 640], r8b
+    mov byte ptr [r15 + 64], sil
+    vmovdqu xmm7, xmmword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    mov rdx, rax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    movzx eax, dl
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov rbp, r11
+    vmovdqu xmm7, xmmword ptr [r15 + 576]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 640]
+    test ebx, 896
+    jz 1f
+1:
+    mov r8, r11
+    mov edx, 66
+    movzx edx, byte ptr [r15 + 512]
+    and r8, 8128
+    and edx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], edi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 320], dl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 256], xmm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], sil
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], eax
-    vmovq xmm13, rax
-    test ebx, 384
-    jz 1f
-1:
-    mov esi, 66
-    vmovdqu xmmword ptr [r15 + 64], xmm13
-    mov r9, r11
-    mov rdx, rcx
-    mov dword ptr [r15 + 704], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 448], rsi
-    movzx esi, cl
-    mov byte ptr [r15 + 320], bpl
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -17127,51 +17197,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d14128_s]
+    lea rcx, [rip + .Lc1_d14141_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14128_s_t
+    jmp .Lc1_d14141_s_t
     .p2align 3
-.Lc1_d14128_s:
+.Lc1_d14141_s:
     .p2align 3
-    jmp .Lc1_d14128_j
+    jmp .Lc1_d14141_j
     .p2align 3
-    jmp .Lc1_d14128_j
-.Lc1_d14128_j:
-    mov rdx, rax
-    mov qword ptr [r15 + 256], rax
+    jmp .Lc1_d14141_j
+.Lc1_d14141_j:
+    mov rbp, r8
+    mov qword ptr [r15 + 128], rax
     mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rcx
     mov r9, r11
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
     mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117724], 1073741892
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
+    vpxor xmm4, xmm4, xmm0
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r9d
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], eax
+    mov rax, qword ptr [r15 + 384]
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 704], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], eax
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -17180,51 +17252,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
     mov rbp, r11
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 545259520
-    jnz 1f
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 768], ymm7
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx eax, bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 211
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r8
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 448], r8
     mov r8, r11
-    movzx edx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rax
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 256], dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    movzx eax, dl
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 320], al
+    movzx eax, byte ptr [r15 + 128]
+    movzx r9d, cl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov rcx, rbp
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], dil
+    mov rdi, r8
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    mov byte ptr [r15 + 256], cl
     add r11, 64
     inc rbx
     dec r13
@@ -17233,58 +17304,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14220_j]
+    lea rcx, [rip + .Lc1_d14235_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14220_j_t
-.Lc1_d14220_j:
-    mov rbp, r11
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov ebp, 33
-    mov dword ptr [r15 + 128], 54
-    mov byte ptr [r15 + 64], cl
+    jmp .Lc1_d14235_j_t
+.Lc1_d14235_j:
+    jmp 1f
+1:
+    movzx r9d, al
+    mov byte ptr [r15 + 0], dil
+    movzx edi, cl
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, rdi
+    jmp 1f
+1:
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 159
+    add r8, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32769
-    jnz 1f
-1:
-    mov rdi, rbp
-    add rdi, qword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
+    mov dword ptr [r15 + 64], eax
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdi
-    jmp 1f
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, r9b
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 640], ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx r9d, r9b
-    mov byte ptr [r15 + 448], dil
+    movzx ecx, r8b
+    mov r8d, 57
+    mov r8, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -17293,114 +17366,111 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14269_j]
+    lea rcx, [rip + .Lc1_d14286_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14269_j_t
-.Lc1_d14269_j:
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 768]
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    vpmovmskb r9d, xmm7
+    jmp .Lc1_d14286_j_t
+.Lc1_d14286_j:
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, r10
+    mov edi, 92
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, r11
+    mov eax, dword ptr [r15 + 64]
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dl
-    mov dword ptr [r15 + 0], 236
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    and ebp, dword ptr [r15 + 128]
-    mov edi, 86
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 25
-    mov qword ptr [r15 + 448], rbp
-    movsxd rbp, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 209780736
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 200
+    test ebx, 384
     jz 1f
 1:
-    mov rdi, rdi
-    vmovq qword ptr [r15 + 512], xmm13
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 192]
+    vpmovmskb eax, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r8
+    mov qword ptr [r15 + 704], rax
     mov r9, r11
-    test ebx, 1073741824
-    jz 1f
+    mov edi, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 256]
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 384], 10
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, sil
-    mov dword ptr [r15 + 128], edx
-    mov rdx, r9
-    mov qword ptr [r15 + 192], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, edx
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 119
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 768], rdi
     mov r8, r11
-    mov rsi, rbp
-    mov esi, dword ptr [r15 + 512]
-    and r8, 8128
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 537919488
-    jz 1f
-1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 384], rsi
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 2688
-    jz 1f
+    mov eax, 56
+    mov eax, 219
+    and r8, 4032
+    add qword ptr [r15 + r8 + 3392], r9
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 194
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 223
-    mov eax, dword ptr [r15 + 448]
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 256]
+    movzx ecx, cl
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9d, ebp
+    movzx ebp, r8b
+    mov ebp, 160
+    test ebx, 108544
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], r9d
+    mov r9, r11
+    mov rcx, rdi
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 192], 122
+    mov eax, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -17412,55 +17482,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d14368_s]
+    lea rcx, [rip + .Lc1_d14382_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14368_s_t
+    jmp .Lc1_d14382_s_t
     .p2align 3
-.Lc1_d14368_s:
+.Lc1_d14382_s:
     .p2align 3
-    jmp .Lc1_d14368_j
+    jmp .Lc1_d14382_j
     .p2align 3
-    jmp .Lc1_d14368_j
-.Lc1_d14368_j:
-    mov rdx, rcx
-    vmovdqu ymmword ptr [r15 + 448], ymm7
-    mov qword ptr [r15 + 640], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 19
-    movzx eax, byte ptr [r15 + 128]
+    jmp .Lc1_d14382_j
+.Lc1_d14382_j:
     mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    movzx edx, byte ptr [r15 + 256]
-    mov r9, r10
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 74
-    mov ebp, edi
+    mov dword ptr [r15 + 192], 173
     mov rbp, r11
+    mov r8, r11
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm4
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    test ebx, 384
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    vmovq qword ptr [r15 + 320], xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm8, r9
-    mov r9, rbp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
+    mov r8, rax
+    mov byte ptr [r15 + 576], al
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r8, rax
+    mov eax, 194
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, r8b
+    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17468,55 +17536,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14417_j]
+    lea rcx, [rip + .Lc1_d14429_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14417_j_t
-.Lc1_d14417_j:
-    mov dword ptr [r15 + 0], 215
-    mov r9d, 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    test ebx, 640
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    and ebp, dword ptr [r15 + 384]
+    jmp .Lc1_d14429_j_t
+.Lc1_d14429_j:
     mov r8, r11
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 640], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm9
-    mov r8d, 245
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 92
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 240
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    mov r8, r11
+    mov eax, 136
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 384
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17524,54 +17588,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 768], r8
+    mov qword ptr [r15 + 0], r8
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 256], r8
     mov r8, r11
-    mov r9, r11
-    mov eax, 112
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 576]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 110
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 128]
-    movzx edx, r8b
-    mov byte ptr [r15 + 192], r9b
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 64
+    movsxd rax, dword ptr [r15 + 448]
+    mov rsi, rcx
+    mov rbp, r11
+    mov esi, r8d
+    mov esi, 7
+    cmp dword ptr [r15 + 67117723], 0xb504f33
+    jae 1f
+1:
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 15680]
+    movzx ebp, sil
+    mov dword ptr [r15 + 128], eax
+    mov eax, 218
+    test ebx, 2688
     jz 1f
 1:
-    mov rax, rdx
-    mov dword ptr [r15 + 64], r9d
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm8
-    mov r9d, 44
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, bpl
+    mov ecx, eax
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], 231
+    movzx esi, cl
+    mov esi, 58
+    movzx esi, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, edx
-    mov r9, r8
-    mov r9d, 190
-    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 512], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rsi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17579,53 +17649,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14513_j]
+    lea rcx, [rip + .Lc1_d14526_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14513_j_t
-.Lc1_d14513_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 79
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
+    jmp .Lc1_d14526_j_t
+.Lc1_d14526_j:
+    mov rbp, r11
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 149
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     mov r9, r11
-    mov dword ptr [r15 + 64], 44
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 86
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov rax, qword ptr [r15 + 640]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8, r9
-    jmp 1f
-1:
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 301989892
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 256], rcx
+    mov dword ptr [r15 + 128], 127
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 384]
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb r9d, xmm13
-    vpshufd xmm13, xmm12, 246
-    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], 203
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpmovmskb eax, xmm14
+    vpshufd xmm14, xmm9, 212
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -17635,51 +17704,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdx
+    mov rax, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm13
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov r8d, ebp
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 256], xmm0
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], r8
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov byte ptr [r15 + 512], dil
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 704], al
-    movzx eax, byte ptr [r15 + 256]
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 448]
-    and edx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 335609984
-    jnz 1f
-1:
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov rbp, r11
+    mov byte ptr [r15 + 640], r8b
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rax
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 8388609
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 34
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -17691,53 +17757,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d14606_s]
+    lea rcx, [rip + .Lc1_d14616_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14606_s_t
+    jmp .Lc1_d14616_s_t
     .p2align 3
-.Lc1_d14606_s:
+.Lc1_d14616_s:
     .p2align 3
-    jmp .Lc1_d14606_j
+    jmp .Lc1_d14616_j
     .p2align 3
-    jmp .Lc1_d14606_j
-.Lc1_d14606_j:
-    mov rbp, r10
-    and rbp, 4032
-    mov r8, r10
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 768], ebp
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    test dword ptr [r15 + 67117723], 65792
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    mov r9d, 7
-    test dword ptr [r15 + 67117724], 16
+    jmp .Lc1_d14616_j
+.Lc1_d14616_j:
+    mov r8d, ecx
+    mov r8, rcx
+    vpmovmskb r8d, xmm4
+    test ebx, 1152
     jz 1f
 1:
-    mov ebp, r8d
-    mov r8, r9
-    test dword ptr [r15 + 67117723], 65536
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    mov rbp, r10
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, edx
-    test dword ptr [r15 + 67117723], 256
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], r8d
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov r8, r11
+    mov eax, 21
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 1664
     jz 1f
 1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 512]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 75
+    mov r8, rax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 128]
+    mov esi, eax
+    movsxd rax, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17745,55 +17818,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14653_j]
+    lea rcx, [rip + .Lc1_d14668_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14653_j_t
-.Lc1_d14653_j:
-    mov dword ptr [r15 + 512], 143
+    jmp .Lc1_d14668_j_t
+.Lc1_d14668_j:
+    movzx ecx, sil
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 254
-    mov eax, eax
-    jmp 1f
-1:
-    vpaddd xmm13, xmm13, xmm13
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
+    movsxd rcx, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, dword ptr [r15 + 320]
-    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    vpaddd xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm13
-    mov ecx, dword ptr [r15 + 576]
-    mov rdx, rax
-    xor dword ptr [r15 + 384], r8d
-    test dword ptr [r15 + 67117723], 2196480
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov rbp, r11
+    xor dword ptr [r15 + 0], ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 384
+    jnz 1f
+1:
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, dword ptr [r15 + 768]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, eax
+    mov ecx, esi
+    mov r9, r10
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + 384], cl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 155
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 22
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ecx
-    movzx ecx, dil
-    test dword ptr [r15 + 67117723], 536871168
-    jz 1f
-1:
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + r8 + 1408], dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -17803,112 +17875,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
+    mov eax, dword ptr [r15 + 384]
     mov ebp, ebp
-    mov ebp, dword ptr [r15 + 64]
+    mov ebp, eax
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 56
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 640]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, rax
+    mov r8d, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 128], xmm4
+    mov ebp, ebp
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 158
+    mov ebp, r8d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 576], cl
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    movsxd rcx, dword ptr [r15 + 512]
     movzx eax, bpl
-    test dword ptr [r15 + 67117723], 67108872
-    jz 1f
-1:
-    mov edi, ecx
-    mov rdi, qword ptr [r15 + 640]
-    mov edx, ecx
-    mov byte ptr [r15 + 704], al
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov rsi, rax
-    mov dword ptr [r15 + 128], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 197
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
-    mov edi, ecx
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], r9d
-    movzx esi, dil
-    mov rbp, r11
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 189
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 94
-    mov rcx, rdi
-    mov dword ptr [r15 + 320], edi
+    movsxd rax, dword ptr [r15 + 320]
+    movzx esi, bpl
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c24:
-    lea rcx, [rip + .Lc1_d14748_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14768_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14748_j_t
-.Lc1_d14748_j:
-    mov rcx, rax
-    mov eax, dword ptr [r15 + 768]
-    mov ecx, ecx
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 256]
+    jmp .Lc1_d14768_j_t
+.Lc1_d14768_j:
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
     jz 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 320], 47
+    mov eax, 162
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 206
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], esi
+    mov rsi, rsi
+    mov esi, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
     mov r9, r11
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], 96
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 206
-    mov r9d, 164
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 231
-    vmovq qword ptr [r15 + 0], xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 255
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmm7, xmmword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    vmovdqu ymmword ptr [r15 + 448], ymm7
+    movsxd rax, dword ptr [r15 + 704]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rsi
-    mov dword ptr [r15 + 192], ebp
-    mov byte ptr [r15 + 128], sil
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov ebp, 7
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 125
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17916,51 +17986,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov qword ptr [r15 + 64], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, eax
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 5
+    and r9, 1984
+    mov r8, r10
+    mov qword ptr [r15 + r9 + 1344], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    movzx ebp, al
-    mov eax, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 16
-    jnz 1f
-1:
-    mov r8, r11
-    mov rdx, rbp
-    movzx edx, byte ptr [r15 + 128]
-    mov rdi, rax
-    and r8, 4032
+    mov r9, qword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 320]
     mov rbp, r11
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    test ebx, 384
-    jnz 1f
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], 28
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rdi, rcx
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], 49
+    mov rdx, qword ptr [r15 + 768]
+    mov r9, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 640]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 66
-    mov dword ptr [r15 + 576], edx
+    mov eax, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17970,58 +18042,59 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14844_s]
+    lea rcx, [rip + .Lc1_d14860_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14844_s_t
+    jmp .Lc1_d14860_s_t
     .p2align 3
-.Lc1_d14844_s:
+.Lc1_d14860_s:
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
+    jmp .Lc1_d14860_j
     .p2align 3
-    jmp .Lc1_d14844_j
-.Lc1_d14844_j:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov rbp, r11
-    movzx eax, dl
+    jmp .Lc1_d14860_j
+.Lc1_d14860_j:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], dl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
-    mov qword ptr [r15 + 320], rdx
-    test dword ptr [r15 + 67117723], 50397184
+    mov rdi, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    mov eax, 125
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 192]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
+    mov dword ptr [r15 + 128], edx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vmovdqu ymmword ptr [r15 + 576], ymm14
+    mov r9, r10
+    mov ecx, 125
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm7
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18032,60 +18105,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d14889_s]
+    lea rcx, [rip + .Lc1_d14906_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14889_s_t
+    jmp .Lc1_d14906_s_t
     .p2align 3
-.Lc1_d14889_s:
+.Lc1_d14906_s:
     .p2align 3
-    jmp .Lc1_d14889_j
+    jmp .Lc1_d14906_j
     .p2align 3
-    jmp .Lc1_d14889_j
-.Lc1_d14889_j:
-    mov ebp, dword ptr [r15 + 128]
-    mov rsi, rcx
+    jmp .Lc1_d14906_j
+.Lc1_d14906_j:
+    mov edx, dword ptr [r15 + 384]
+    mov r9, rcx
     jmp 1f
 1:
-    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r9d
+    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov r9, r10
+    mov r8, rdx
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov rbp, r10
     and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    test dword ptr [r15 + 67117723], 1073873664
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm4
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, rax
-    test dword ptr [r15 + 67117723], 201326592
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 704], ymm7
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, eax
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
+    mov dword ptr [r15 + 320], r9d
+    mov r9, rbp
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 135
-    mov qword ptr [r15 + 512], rcx
+    mov r8, r10
+    mov eax, 135
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -18095,66 +18168,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 512]
+    lea rbp, [r10 + r10*1]
+    mov r8d, eax
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov edx, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 384], ymm4
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 268435456
+    mov r9d, 144
+    mov byte ptr [r15 + 0], dl
+    test ebx, 1408
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r9d, r9d
-    vmovq qword ptr [r15 + 768], xmm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, al
-    movzx edi, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm7
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     jmp 1f
 1:
-    vpaddd xmm8, xmm8, xmm8
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 320], ebp
+    imul r8, qword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov dword ptr [r15 + 256], edi
-    mov dword ptr [r15 + 128], 249
-    mov byte ptr [r15 + 128], r9b
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    mov edi, r9d
+    mov edx, 197
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov r9d, 26
-    mov r9, r11
+    movzx edx, r8b
+    movzx edx, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 576]
-    mov edi, 104
-    mov edi, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov byte ptr [r15 + 64], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, edx
+    vpaddd xmm4, xmm4, xmm4
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 256]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 104
+    mov qword ptr [r15 + 128], rdi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18162,56 +18235,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14994_j]
+    lea rcx, [rip + .Lc1_d15011_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14994_j_t
-.Lc1_d14994_j:
+    jmp .Lc1_d15011_j_t
+.Lc1_d15011_j:
+    add r8, qword ptr [r15 + 768]
     jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    mov r9d, 8
-    test dword ptr [r15 + 67117724], 2621440
-    jnz 1f
-1:
-    mov rax, rax
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 15
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, r10
-    mov dword ptr [r15 + 192], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    xchg qword ptr [r15 + 640], rdi
-    and r8, 4032
-    inc dword ptr [r15 + r8 + 3392]
-    mov r8d, 80
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r9, r11
-    movzx ecx, dil
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dil
-    mov qword ptr [r15 + 256], r8
+    add rax, qword ptr [r15 + 384]
+    mov rbp, r10
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    test ebx, 1664
+    jz 1f
+1:
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    mov eax, 15
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 384], 48
-    mov rbp, r11
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 434176
     jnz 1f
 1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    movzx ebp, r9b
+    mov dword ptr [r15 + 128], 149
+    mov edi, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 512]
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 22
+    mov r8d, 160
+    mov byte ptr [r15 + 448], al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    vpcmpeqb xmm14, xmm14, xmm15
     add r11, 64
     add r10, r11
     inc rbx
@@ -18221,166 +18295,168 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 64], r8d
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 15680]
-    mov rbp, rax
-    movzx ebp, al
-    mov rbp, r11
-    lock or dword ptr [r15 + 128], 43
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 84
-    mov ebp, ebp
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
+    mov rax, rdi
+    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 12582912
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], al
-    mov eax, 99
-    movzx eax, bpl
+    movzx edi, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov eax, 46
-    vmovdqu ymmword ptr [r15 + 512], ymm8
-    jmp 1f
-1:
-    test ebx, 4992
+    mov ebp, edi
+    movzx ebp, dil
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, eax
-    mov r8, r11
-    mov dword ptr [r15 + 448], 125
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 704], 159
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov dword ptr [r15 + 448], 210
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 576]
+    mov esi, 156
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, sil
+    mov dword ptr [r15 + 128], 133
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 124
+    jmp 1f
+1:
+    and rbp, 4032
+    lock or dword ptr [r15 + rbp + 3392], 75
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    mov dword ptr [r15 + 64], 136
+    mov dword ptr [r15 + 192], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    lea rcx, [rip + .Lc1_d15089_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15109_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15089_j_t
-.Lc1_d15089_j:
-    vpcmpeqb xmm8, xmm8, xmm7
+    jmp .Lc1_d15109_j_t
+.Lc1_d15109_j:
+    vpcmpeqb xmm4, xmm4, xmm1
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 640
     jz 1f
 1:
-    mov eax, 135
+    mov eax, ecx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 135
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 222
+    mov dword ptr [r15 + 704], 240
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 221
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 222
-    mov r9d, 102
-    mov r9d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
+    mov ecx, 209
+    vmovq xmm4, r8
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    vpmovmskb r8d, xmm13
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jae 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov r9, r11
+    mov dword ptr [r15 + 512], 231
+    and r9, 16320
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 256], r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, r11
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 512]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 231
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    movzx eax, bpl
-    mov qword ptr [r15 + 256], rbp
-    mov qword ptr [r15 + 768], r8
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15141_j]
+    lea rcx, [rip + .Lc1_d15154_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15141_j_t
-.Lc1_d15141_j:
-    vmovdqu xmmword ptr [r15 + 64], xmm2
-    mov r8, qword ptr [r15 + 64]
-    mov ebp, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 165
-    mov r8, rcx
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r8d
-    movzx esi, byte ptr [r15 + 128]
+    jmp .Lc1_d15154_j_t
+.Lc1_d15154_j:
     mov rbp, r11
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 512]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117724], 16779264
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ecx
+    vmovdqu xmmword ptr [r15 + 0], xmm14
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 320], 53
+    mov eax, dword ptr [r15 + 768]
     and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rax
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ebp, 165
+    test ebx, 640
+    jnz 1f
+1:
+    mov rcx, rbp
+    mov ecx, ebp
+    mov qword ptr [r15 + 64], rax
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 165
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8d, 44
+    mov r8d, edx
     add r11, 64
     inc rbx
     dec r13
@@ -18389,54 +18465,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 704]
+    movzx eax, bpl
+    mov ebp, r8d
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jnz 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 9344
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    test dword ptr [r15 + 67117724], 536873088
+    test ebx, 2082816
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, rax
+    mov dword ptr [r15 + 0], eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, 49
     mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8, r11
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm4
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    movzx eax, cl
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, 8
-    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ecx
-    mov byte ptr [r15 + 128], sil
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 640], r8b
+    mov eax, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 256]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov rbp, r11
+    mov esi, ebp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    mov qword ptr [r15 + 320], rbp
+    mov byte ptr [r15 + 128], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -18448,121 +18534,127 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d15235_s]
+    lea rcx, [rip + .Lc1_d15261_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15235_s_t
+    jmp .Lc1_d15261_s_t
     .p2align 3
-.Lc1_d15235_s:
+.Lc1_d15261_s:
     .p2align 3
-    jmp .Lc1_d15235_j
+    jmp .Lc1_d15261_j
     .p2align 3
-    jmp .Lc1_d15235_j
-.Lc1_d15235_j:
-    mov r8, r11
-    movzx ebp, al
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 233
-    movzx r8d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    mov rdx, r8
-    mov edx, 59
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 109122016
-    jz 1f
-1:
-    mov r8d, r8d
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 256]
+    jmp .Lc1_d15261_j
+.Lc1_d15261_j:
     mov rbp, r11
-    test dword ptr [r15 + 67117723], 1073741825
-    jnz 1f
+    jmp 1f
 1:
-    mov rdx, r8
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm8
-    mov rbp, qword ptr [r15 + 128]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 448]
+    vmovq qword ptr [r15 + 64], xmm14
+    movzx eax, al
+    movzx eax, cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8d, eax
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov edx, 123
+    movzx edx, al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r8, r11
+    test ebx, 1152
+    jnz 1f
+1:
+    mov rbp, rcx
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 768], r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx ecx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, bpl
-    test ebx, 1073741824
-    jnz 1f
+    movzx r8d, al
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 512]
-    mov r8d, 250
-    test dword ptr [r15 + 67117724], 64
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 0], 30
     jmp 1f
 1:
-    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
-1:
-    mov edx, ebp
-    mov edx, 29
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], r8d
-    mov r8, qword ptr [r15 + 320]
-    mov rax, rdx
-    mov dword ptr [r15 + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    movzx eax, bpl
+    mov r8, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + rbp + 1344], bpl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 704], ebp
+    mov rbp, qword ptr [r15 + 448]
+    mov rsi, r8
+    vmovdqu xmmword ptr [r15 + 384], xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 37
-    mov eax, dword ptr [r15 + 384]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9d, 61
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 12
     add r11, 64
     inc rbx
     dec r13
@@ -18573,61 +18665,59 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d15334_s]
+    lea rcx, [rip + .Lc1_d15364_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15334_s_t
+    jmp .Lc1_d15364_s_t
     .p2align 3
-.Lc1_d15334_s:
+.Lc1_d15364_s:
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
+    jmp .Lc1_d15364_j
     .p2align 3
-    jmp .Lc1_d15334_j
-.Lc1_d15334_j:
+    jmp .Lc1_d15364_j
+.Lc1_d15364_j:
+    mov qword ptr [r15 + 64], r8
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov qword ptr [r15 + 512], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    and rbp, 8128
-    mov r8, r11
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    test ebx, 1152
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 768]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18635,111 +18725,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15377_j]
+    lea rcx, [rip + .Lc1_d15405_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15377_j_t
-.Lc1_d15377_j:
-    mov ecx, dword ptr [r15 + 320]
-    mov r8d, r8d
-    mov byte ptr [r15 + 384], al
-    mov rax, qword ptr [r15 + 448]
+    jmp .Lc1_d15405_j_t
+.Lc1_d15405_j:
+    mov ecx, eax
+    mov qword ptr [r15 + 128], rax
+    mov eax, dword ptr [r15 + 448]
+    movzx esi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r9, qword ptr [r15 + 576]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 384]
     mov r8, r11
-    mov dword ptr [r15 + 64], 8
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    mov eax, 74
-    and r8, 4032
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 71
+    mov r8d, dword ptr [r15 + 64]
+    movzx eax, r9b
     mov r9, r11
-    mov dword ptr [r15 + r8 + 3392], 220
-    mov r8, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 4132
+    test ebx, 896
     jz 1f
 1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 128]
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
+    mov rsi, qword ptr [r15 + 512]
+    mov rbp, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 152
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov r8, r9
-    mov byte ptr [r15 + 256], al
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    mov ecx, r9d
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 320]
+    mov esi, ebp
+    mov esi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov dword ptr [r15 + 128], 132
-    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 448], 57
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, 165
     jmp 1f
 1:
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 1572864
-    jz 1f
-1:
-    mov r9d, 111
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    test dword ptr [r15 + 67117723], 32
+    movzx esi, sil
+    test ebx, 896
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    mov rbp, r11
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 20
+    mov dword ptr [r15 + 0], 111
+    mov qword ptr [r15 + 0], rsi
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    movzx r8d, byte ptr [r15 + 64]
-    movzx edi, bpl
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 320]
-    mov rbp, r10
-    test ebx, 1152
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 193
-    mov ebp, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 640]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 384], r9b
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    mov edx, 196
+    and edx, dword ptr [r15 + 64]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 0
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rdx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18747,58 +18836,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15472_j]
+    lea rcx, [rip + .Lc1_d15499_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15472_j_t
-.Lc1_d15472_j:
+    jmp .Lc1_d15499_j_t
+.Lc1_d15499_j:
     jmp 1f
 1:
-    mov edi, ebp
-    mov dword ptr [r15 + 192], 205
-    movsxd rdi, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 150994944
+    mov r9, r11
+    mov edi, ecx
+    mov dword ptr [r15 + 64], 205
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 229
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    test ebx, 640
     jz 1f
 1:
-    movzx eax, cl
-    mov dword ptr [r15 + 256], 229
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 192]
+    movzx eax, r8b
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 149
-    mov rbp, r10
-    mov r9, r10
-    movzx edi, al
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 98
-    mov rdx, rbp
-    mov byte ptr [r15 + 448], r9b
+    mov edi, 98
+    mov rdi, rdx
+    mov byte ptr [r15 + 128], r9b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18809,54 +18897,52 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d15521_s]
+    lea rcx, [rip + .Lc1_d15547_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15521_s_t
+    jmp .Lc1_d15547_s_t
     .p2align 3
-.Lc1_d15521_s:
+.Lc1_d15547_s:
     .p2align 3
-    jmp .Lc1_d15521_j
+    jmp .Lc1_d15547_j
     .p2align 3
-    jmp .Lc1_d15521_j
-.Lc1_d15521_j:
-    mov rbp, r10
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    mov qword ptr [r15 + 512], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 544
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 141
+    jmp .Lc1_d15547_j
+.Lc1_d15547_j:
+    mov r9, r10
+    mov edi, eax
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov edi, 201
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
+    mov rcx, qword ptr [r15 + 384]
+    mov r8d, eax
+    mov rax, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 256], 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 61440
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 160
+    mov dword ptr [r15 + 448], 159
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    mov dword ptr [r15 + 512], 63
+    movsxd rax, dword ptr [r15 + 256]
     mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18866,59 +18952,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], 206
-    mov rax, rcx
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    jmp 1f
-1:
+    mov qword ptr [r15 + 128], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1573152
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, bpl
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, bpl
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 131088
-    jnz 1f
+    jmp 1f
 1:
-    mov edx, edx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    movsxd rbp, dword ptr [r15 + 192]
-    mov eax, 103
-    inc dword ptr [r15 + 128]
+    movzx edx, al
+    mov eax, 72
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov dword ptr [r15 + 0], 79
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r8d
+    mov r9, r11
+    mov edx, 222
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    inc dword ptr [r15 + 64]
     mov r8, r11
-    mov ecx, 87
-    jmp 1f
+    mov byte ptr [r15 + 256], r9b
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rax, qword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 448]
+    mov rdi, rdx
+    movzx edx, byte ptr [r15 + 640]
     mov r9, r11
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    movsxd r9, dword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18926,111 +19012,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15620_j]
+    lea rcx, [rip + .Lc1_d15644_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15620_j_t
-.Lc1_d15620_j:
-    movzx ecx, byte ptr [r15 + 448]
+    jmp .Lc1_d15644_j_t
+.Lc1_d15644_j:
+    mov r9, r11
+    mov rdi, rax
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 538970112
+    test ebx, 896
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    mov rbp, r10
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, dword ptr [r15 + 512]
+    mov eax, 101
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 704]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], dil
+    mov edi, dword ptr [r15 + 128]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq xmm6, rcx
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 64], xmm8
-    movzx r9d, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 1073750016
-    jnz 1f
-1:
-    movzx edx, cl
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 186
-    mov qword ptr [r15 + 192], rdx
-    mov qword ptr [r15 + 768], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov rbp, r10
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 512]
-    test ebx, 256
-    jz 1f
-1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov rbp, rdi
+    mov dword ptr [r15 + 256], 145
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c43:
-    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 512], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
+    movzx r9d, dl
+    vmovq qword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    test ebx, 256
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 65
+    mov qword ptr [r15 + 128], r9
+    mov r9, qword ptr [r15 + 384]
+    vmovq xmm6, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 768], 117
+    movzx edx, r9b
+    vmovq qword ptr [r15 + 576], xmm6
+    mov edx, dword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r9, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 576], cl
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    movzx edi, sil
-    mov r8, r11
-    vmovq qword ptr [r15 + 320], xmm14
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 101
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r11
-    mov byte ptr [r15 + 640], cl
-    mov ecx, dword ptr [r15 + 192]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
+    mov rbp, r11
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dl
+    and rbp, 16320
+    movzx r8d, byte ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -19039,58 +19124,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15715_j]
+    lea rcx, [rip + .Lc1_d15739_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15715_j_t
-.Lc1_d15715_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jz 1f
+    jmp .Lc1_d15739_j_t
+.Lc1_d15739_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov edx, 6
+    mov edx, 156
+    mov rdx, rax
+    test ebx, 27648
+    jnz 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 64], rax
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 53
-    add qword ptr [r15 + 384], rax
-    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    or qword ptr [r15 + 704], 28
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    and r8d, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 128]
+    and eax, dword ptr [r15 + 192]
+    and rbp, 1984
+    add rax, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rcx, r9
-    test dword ptr [r15 + 67117723], 524288
+    add qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 640], eax
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 320]
+    test ebx, 384
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    vpaddd xmm13, xmm13, xmm4
-    mov ecx, 185
+    movsxd rdx, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    vmovdqu ymmword ptr [r15 + 256], ymm2
     add r11, 64
     inc rbx
     dec r13
@@ -19099,59 +19177,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15765_j]
+    lea rcx, [rip + .Lc1_d15785_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15765_j_t
-.Lc1_d15765_j:
-    mov r8, r11
+    jmp .Lc1_d15785_j_t
+.Lc1_d15785_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 177
+    mov rbp, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    .byte 0x0f, 0x1f, 0x00
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 132
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    mov r8, r11
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 138
-    movzx r8d, byte ptr [r15 + 128]
-    mov eax, eax
-    mov eax, 133
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 832], cl
+    movzx r8d, byte ptr [r15 + 512]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov qword ptr [r15 + 64], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 64]
-    movzx r8d, al
     mov r8, r11
-    mov ebp, eax
-    test dword ptr [r15 + 67117724], 49152
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], al
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 384], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 129
+    mov esi, ebp
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -19160,59 +19234,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, eax
+    mov r8d, esi
+    movzx esi, sil
+    test ebx, 384
+    jnz 1f
+1:
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov rax, rcx
+    movzx ecx, r8b
+    mov ecx, eax
+    mov ecx, edi
+    test ebx, 2688
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 768]
     mov r8, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    mov qword ptr [r15 + 320], rcx
-    test dword ptr [r15 + 67117724], 1342177288
+    mov qword ptr [r15 + 64], r9
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 70
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov eax, eax
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    test ebx, 256
-    jz 1f
-1:
+    mov edi, 247
+    mov edi, 76
+    mov qword ptr [r15 + 256], rcx
     movzx ecx, byte ptr [r15 + 128]
-    mov rdi, rax
-    jmp 1f
-1:
-    mov edi, 167
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    mov ebp, r8d
+    mov eax, 82
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 193
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, ecx
-    test dword ptr [r15 + 67117723], 20480
-    jnz 1f
-1:
-    mov r9d, 247
-    movzx r9d, dil
-    movzx edi, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 288
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 576]
-    movzx ecx, dil
-    mov ecx, 84
     add r11, 64
     inc rbx
     dec r13
@@ -19224,56 +19299,61 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d15866_s]
+    lea rcx, [rip + .Lc1_d15885_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15866_s_t
+    jmp .Lc1_d15885_s_t
     .p2align 3
-.Lc1_d15866_s:
+.Lc1_d15885_s:
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15885_j
     .p2align 3
-    jmp .Lc1_d15866_j
-.Lc1_d15866_j:
+    jmp .Lc1_d15885_j
+.Lc1_d15885_j:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], 62
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    mov ecx, r9d
+    test ebx, 188416
+    jz 1f
+1:
+    mov r8d, 169
+    mov dword ptr [r15 + 576], 100
+    mov r8, r11
+    mov rbp, r11
+    mov edx, 96
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
     mov r8d, eax
-    mov dword ptr [r15 + 128], 63
-    mov r8d, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    mov r9d, ecx
-    mov r9, r10
-    mov ecx, 169
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 100
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + 192], r8
-    mov r8, rcx
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    mov rax, r8
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8d, 9
-    test dword ptr [r15 + 67117723], 135168
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 384], xmm13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
+    mov eax, 39
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 169
-    jmp 1f
+    mov qword ptr [r15 + 448], rdx
+    mov rdx, r8
+    mov rdx, r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
+    mov dword ptr [r15 + 192], edx
+    mov dword ptr [r15 + 64], eax
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19281,113 +19361,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 320], 42
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 128], 117
+    mov dword ptr [r15 + 64], 230
+    mov r8d, eax
+    mov r8d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], 177
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    movsxd rbp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 134479872
+    movzx eax, dl
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov r8, r10
-    movzx ecx, cl
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    movzx esi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 250
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + 768]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], esi
+    mov rsi, qword ptr [r15 + 384]
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 704], sil
+    mov esi, dword ptr [r15 + 448]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 155
+    mov dword ptr [r15 + 512], r8d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov dword ptr [r15 + 640], eax
+    movsxd rax, dword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    lea rcx, [rip + .Lc1_d15956_j]
+    lea rcx, [rip + .Lc1_d15980_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15956_j_t
-.Lc1_d15956_j:
+    jmp .Lc1_d15980_j_t
+.Lc1_d15980_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 576]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    movsxd rax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ecx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, eax
-    mov r9d, eax
-    mov r9, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 256]
+    mov r8, r8
     jmp 1f
 1:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 448], cl
-    test ebx, 13952
-    jz 1f
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rsi
+    jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, rcx
-    mov r9, r11
-    mov ecx, ecx
-    mov dword ptr [r15 + 128], 214
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, dword ptr [r15 + 512]
+    mov rcx, rsi
+    mov esi, ecx
+    test ebx, 896
     jz 1f
 1:
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    and r8d, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 192], eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 214
+    mov rbp, qword ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -19396,60 +19476,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16012_j]
+    lea rcx, [rip + .Lc1_d16034_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16012_j_t
-.Lc1_d16012_j:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ebp
+    jmp .Lc1_d16034_j_t
+.Lc1_d16034_j:
+    mov r8, r11
+    mov dword ptr [r15 + 320], eax
+    movsxd rax, dword ptr [r15 + 256]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rax
+    mov eax, 177
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rcx
     mov qword ptr [r15 + 0], rbp
-    mov ebp, 201
-    test dword ptr [r15 + 67117724], 553657344
-    jz 1f
+    mov dword ptr [r15 + 128], 87
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov dword ptr [r15 + 0], 67
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 2363456
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rax
+    mov r9, r11
+    mov eax, 162
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 87
-    mov ecx, r9d
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8d, r9d
+    test ebx, 640
+    jnz 1f
+1:
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 576]
     and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r10
-    test ebx, 384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    mov eax, 90
-    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov dword ptr [r15 + rbp + 7488], 90
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19457,60 +19537,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    popcnt rax, rcx
-    vpor xmm13, xmm13, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
     mov r9, r11
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 64]
+    mov rbp, r11
+    popcnt r8, rax
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov r9, r11
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rax
+    movzx eax, byte ptr [r15 + 128]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov rdi, rax
-    mov qword ptr [r15 + 64], r8
-    mov edi, edi
-    test dword ptr [r15 + 67117724], 268435728
-    jz 1f
-1:
-    vpmovmskb r9d, xmm1
-    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov rdi, r8
+    mov qword ptr [r15 + 448], rax
+    mov edi, r8d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    vpmovmskb ebp, xmm1
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 192]
     mov eax, 87
-    mov rax, qword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -19522,58 +19600,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d16114_s]
+    lea rcx, [rip + .Lc1_d16134_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16114_s_t
+    jmp .Lc1_d16134_s_t
     .p2align 3
-.Lc1_d16114_s:
+.Lc1_d16134_s:
     .p2align 3
-    jmp .Lc1_d16114_j
+    jmp .Lc1_d16134_j
     .p2align 3
-    jmp .Lc1_d16114_j
-.Lc1_d16114_j:
-    mov byte ptr [r15 + 512], al
-    mov dword ptr [r15 + 128], eax
-    mov eax, ecx
-    mov dword ptr [r15 + 256], 99
-    test dword ptr [r15 + 67117724], 32768
+    jmp .Lc1_d16134_j
+.Lc1_d16134_j:
+    mov dword ptr [r15 + 512], 82
+    mov dword ptr [r15 + 64], 18
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    mov r9, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ecx
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 1048576
+    mov rbp, rbp
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 192], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, eax
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    movzx r9d, sil
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 192], 223
-    mov rax, qword ptr [r15 + 576]
+    mov rbp, r11
+    mov ecx, esi
+    mov esi, r9d
     and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rbp, r10
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    test dword ptr [r15 + 67117724], 402653184
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], sil
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 768]
+    mov esi, dword ptr [r15 + rbp + 1344]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19581,116 +19659,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 150
+    mov ecx, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 576]
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 75
-    mov dword ptr [r15 + 384], eax
-    test dword ptr [r15 + 67117723], 150994944
+    mov byte ptr [r15 + r8 + 832], bpl
+    movsxd r8, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r11
+    test ebx, 1152
     jz 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], cl
-    test dword ptr [r15 + 67117723], 16777216
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm4
+    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
-    lea rcx, [rip + .Lc1_d16203_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16227_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16203_j_t
-.Lc1_d16203_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    mov r9, r11
-    mov edx, esi
-    mov edx, dword ptr [r15 + 512]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d16227_j_t
+.Lc1_d16227_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 127
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
-    movzx ecx, r9b
-    mov r9, r10
-    movzx ecx, dl
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 504832
+    jz 1f
+1:
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 896
+    jz 1f
+1:
+    mov edx, eax
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 128], 26
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 320], 18
-    mov eax, 69
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 704], 140
-    mov byte ptr [r15 + 256], cl
-    mov rcx, rcx
+    movzx r8d, dl
+    mov rdx, qword ptr [r15 + 192]
+    mov r8d, r8d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19700,165 +19775,167 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d16261_s]
+    lea rcx, [rip + .Lc1_d16278_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16261_s_t
+    jmp .Lc1_d16278_s_t
     .p2align 3
-.Lc1_d16261_s:
+.Lc1_d16278_s:
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
+    jmp .Lc1_d16278_j
     .p2align 3
-    jmp .Lc1_d16261_j
-.Lc1_d16261_j:
+    jmp .Lc1_d16278_j
+.Lc1_d16278_j:
     mov r8, r10
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    jmp 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    mov r8, r11
-    mov dword ptr [r15 + 768], eax
+    mov r9, r10
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 704], edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
-    test dword ptr [r15 + 67117724], 33793
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], al
-    mov eax, dword ptr [r15 + 384]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r8b
+    movzx r9d, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r8d, 86
-    mov dword ptr [r15 + 0], 16
+    mov edx, 185
+    mov dword ptr [r15 + 64], 85
+    vpaddd xmm4, xmm4, xmm4
+    mov dword ptr [r15 + 512], edx
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    movzx r9d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    mov r8, r11
-    inc dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 576]
-    mov edi, 84
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
+    mov r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rdi
-    mov dword ptr [r15 + 512], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
 1:
     mov byte ptr [r15 + 448], dl
-    vpaddd xmm13, xmm13, xmm1
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    test dword ptr [r15 + 67117723], 16512
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 63
-    mov dword ptr [r15 + 320], edx
-    mov dword ptr [r15 + 256], 29
+    mov edi, 38
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov dword ptr [r15 + 0], 93
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    inc dword ptr [r15 + 256]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r11
+    test ebx, 384
+    jz 1f
+1:
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 120
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 41
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    lea rcx, [rip + .Lc1_d16347_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16369_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16347_j_t
-.Lc1_d16347_j:
+    jmp .Lc1_d16369_j_t
+.Lc1_d16369_j:
     jmp 1f
 1:
-    movzx edx, cl
-    mov edx, 49
+    movzx r8d, r8b
+    mov r8d, 49
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jb 1f
 1:
-    movzx r9d, cl
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 6
-    vpshufd xmm10, xmm13, 151
+    mov dword ptr [r15 + 0], 255
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 256]
     test ebx, 384
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 5
-    mov edx, 70
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9, r10
+    mov dword ptr [r15 + 128], 195
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 128]
+    vpshufd xmm12, xmm0, 57
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9, rcx
-    mov byte ptr [r15 + 448], cl
-    mov rcx, rdx
+    mov rax, qword ptr [r15 + 448]
+    mov ecx, 195
+    movsxd rcx, dword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], edx
-    movsxd rdx, dword ptr [r15 + 640]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 230
+    mov r8, qword ptr [r15 + 192]
+    mov rbp, r10
+    mov rsi, rcx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 320], eax
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19868,54 +19945,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 132
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rbp, r10
+    mov r8, r10
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    movzx edi, al
     mov r9, r11
-    mov rdx, rax
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    movsxd r9, dword ptr [r15 + 448]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx r8d, al
-    mov rax, r9
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
+    mov rax, qword ptr [r15 + 384]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dl
-    mov dword ptr [r15 + 64], 170
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    mov edx, 166
+    mov ebp, 178
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rdi, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    mov rdi, rdi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 512], 130
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], 86
+    movsxd rdi, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, 152
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19926,59 +20005,63 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d16445_s]
+    lea rcx, [rip + .Lc1_d16466_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16445_s_t
+    jmp .Lc1_d16466_s_t
     .p2align 3
-.Lc1_d16445_s:
+.Lc1_d16466_s:
     .p2align 3
-    jmp .Lc1_d16445_j
+    jmp .Lc1_d16466_j
     .p2align 3
-    jmp .Lc1_d16445_j
-.Lc1_d16445_j:
+    jmp .Lc1_d16466_j
+.Lc1_d16466_j:
     mov rbp, r11
-    mov edx, 74
-    mov r8, r11
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov edi, 28
+    mov dword ptr [r15 + 704], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 22
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov ebp, 153
+    movzx ebp, dil
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], ebp
+    vpmovmskb ebp, xmm0
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 570425344
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 22
-    mov dword ptr [r15 + 128], r8d
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, r8
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov byte ptr [r15 + 128], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], bpl
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov ecx, 107
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edx
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9d, 193
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19986,56 +20069,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16494_j]
+    lea rcx, [rip + .Lc1_d16519_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16494_j_t
-.Lc1_d16494_j:
-    mov rcx, rax
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 91
-    mov r9, r11
-    mov qword ptr [r15 + 192], rbp
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    movzx r9d, sil
-    test ebx, 768
-    jz 1f
-1:
-    mov edx, r8d
-    mov r8, rbp
-    mov r8d, 164
-    movzx r8d, sil
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
+    jmp .Lc1_d16519_j_t
+.Lc1_d16519_j:
+    movzx ecx, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 320]
+    mov rax, rcx
+    add rax, qword ptr [r15 + 0]
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edi
+    movzx edi, byte ptr [r15 + 128]
+    mov r9, r10
+    mov r8d, eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], esi
+    add r9, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 448]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov ebp, 99
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov eax, 250
+    mov rax, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20043,57 +20129,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 384]
-    mov r8d, edx
-    mov edx, 39
-    mov byte ptr [r15 + 256], r8b
-    test ebx, 1073741824
+    mov byte ptr [r15 + 576], sil
+    jmp 1f
+1:
+    mov esi, ebp
+    mov rbp, qword ptr [r15 + 320]
+    test ebx, 896
     jz 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    movzx edx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 448]
+    mov rbp, r10
+    popcnt rax, rsi
+    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, dl
-    mov dword ptr [r15 + 0], eax
-    mov eax, 41
-    test dword ptr [r15 + 67117724], 8391424
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 159
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov rax, rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1408
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 7
-    movsxd rax, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 6
-    jnz 1f
-1:
-    popcnt r9, rax
+    movzx eax, al
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    mov r9, r9
-    test dword ptr [r15 + 67117724], 262144
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 185
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    mov rbp, r11
-    movzx esi, al
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 256], esi
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 384
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    movzx ebp, sil
+    mov ebp, 26
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20101,55 +20190,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16592_j]
+    lea rcx, [rip + .Lc1_d16622_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16592_j_t
-.Lc1_d16592_j:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 218
-    movzx ebp, al
-    movzx eax, al
+    jmp .Lc1_d16622_j_t
+.Lc1_d16622_j:
+    movzx ecx, bpl
+    movsxd rbp, dword ptr [r15 + 704]
+    mov ecx, 106
+    mov dword ptr [r15 + 512], ebp
     test ebx, 1073741824
     jz 1f
 1:
     mov r9, r10
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 76
-    movzx ebp, byte ptr [r15 + 256]
+    movzx eax, cl
+    mov eax, 109
+    mov eax, r9d
     and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9, r11
+    mov dword ptr [r15 + r9 + 832], 203
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, rbp
+    mov byte ptr [r15 + 384], al
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r10
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    test dword ptr [r15 + 67117723], 65538
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 768]
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov rbp, rdi
-    mov dword ptr [r15 + 192], r9d
-    mov ebp, ecx
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    mov eax, 46
-    mov byte ptr [r15 + 64], bpl
+    movzx edx, byte ptr [r15 + 64]
+    mov rax, rbp
+    mov dword ptr [r15 + 448], edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -20161,63 +20252,63 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d16642_s]
+    lea rcx, [rip + .Lc1_d16674_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16642_s_t
+    jmp .Lc1_d16674_s_t
     .p2align 3
-.Lc1_d16642_s:
+.Lc1_d16674_s:
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
+    jmp .Lc1_d16674_j
     .p2align 3
-    jmp .Lc1_d16642_j
-.Lc1_d16642_j:
-    mov rdi, rcx
-    mov rbp, r10
-    mov edi, ecx
+    jmp .Lc1_d16674_j
+.Lc1_d16674_j:
+    mov r9, rax
+    mov r9, r10
+    mov edx, ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vmovq xmm10, rax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 215
+    vmovq xmm6, rax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 215
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov ecx, 188
-    test ebx, 1073741824
+    test ebx, 221184
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20291,449 +20382,451 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d11934_s_t:
+.Lc1_d13590_j_t:
     jmp rcx
-.Lc1_d13562_j_t:
+.Lc1_d11960_s_t:
     jmp rcx
-.Lc1_d13359_j_t:
+.Lc1_d13392_j_t:
     jmp rcx
-.Lc1_d13461_j_t:
+.Lc1_d13489_j_t:
     jmp rcx
-.Lc1_d13513_s_t:
+.Lc1_d13543_s_t:
     jmp rcx
-.Lc1_d12674_s_t:
+.Lc1_d12713_s_t:
     jmp rcx
-.Lc1_d12766_j_t:
+.Lc1_d12804_j_t:
     jmp rcx
-.Lc1_d12867_j_t:
+.Lc1_d12902_j_t:
     jmp rcx
-.Lc1_d12914_s_t:
+.Lc1_d12950_s_t:
     jmp rcx
-.Lc1_d12039_j_t:
+.Lc1_d12062_j_t:
     jmp rcx
-.Lc1_d12089_j_t:
+.Lc1_d12115_j_t:
     jmp rcx
-.Lc1_d12180_j_t:
+.Lc1_d12200_j_t:
     jmp rcx
-.Lc1_d12278_s_t:
+.Lc1_d12300_s_t:
     jmp rcx
-.Lc1_d12327_s_t:
+.Lc1_d12351_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d12379_s_t:
+.Lc1_b5_stubs_t:
     jmp rcx
-.Lc1_d12475_j_t:
+.Lc1_d13097_s_t:
     jmp rcx
-.Lc1_d13060_s_t:
+.Lc1_d13198_j_t:
     jmp rcx
-.Lc1_d13161_j_t:
+.Lc1_d13244_j_t:
     jmp rcx
-.Lc1_d13208_j_t:
+.Lc1_d13342_j_t:
     jmp rcx
-.Lc1_d13305_j_t:
+.Lc1_d13675_j_t:
     jmp rcx
-.Lc1_d13649_j_t:
+.Lc1_d13766_j_t:
     jmp rcx
-.Lc1_d13739_j_t:
+.Lc1_d13811_j_t:
     jmp rcx
-.Lc1_d13792_j_t:
+.Lc1_d13904_j_t:
     jmp rcx
-.Lc1_d13888_j_t:
+.Lc1_d13998_s_t:
     jmp rcx
-.Lc1_d13981_s_t:
+.Lc1_d14040_j_t:
     jmp rcx
-.Lc1_d14028_j_t:
+.Lc1_d14141_s_t:
     jmp rcx
-.Lc1_d14128_s_t:
+.Lc1_d14235_j_t:
     jmp rcx
-.Lc1_d14220_j_t:
+.Lc1_d14286_j_t:
     jmp rcx
-.Lc1_d14269_j_t:
+.Lc1_d14382_s_t:
     jmp rcx
-.Lc1_d14368_s_t:
+.Lc1_d14429_j_t:
     jmp rcx
-.Lc1_d14417_j_t:
+.Lc1_d14526_j_t:
     jmp rcx
-.Lc1_d14513_j_t:
+.Lc1_d14616_s_t:
     jmp rcx
-.Lc1_d14606_s_t:
+.Lc1_d14668_j_t:
     jmp rcx
-.Lc1_d14653_j_t:
+.Lc1_d14768_j_t:
     jmp rcx
-.Lc1_d14748_j_t:
+.Lc1_d14860_s_t:
     jmp rcx
-.Lc1_d14844_s_t:
+.Lc1_d14906_s_t:
     jmp rcx
-.Lc1_d14889_s_t:
+.Lc1_d15011_j_t:
     jmp rcx
-.Lc1_d14994_j_t:
+.Lc1_d15109_j_t:
     jmp rcx
-.Lc1_d15089_j_t:
+.Lc1_d15154_j_t:
     jmp rcx
-.Lc1_d15141_j_t:
+.Lc1_d15261_s_t:
     jmp rcx
-.Lc1_d15235_s_t:
+.Lc1_d15364_s_t:
     jmp rcx
-.Lc1_d15334_s_t:
+.Lc1_d15405_j_t:
     jmp rcx
-.Lc1_d15377_j_t:
+.Lc1_d15499_j_t:
     jmp rcx
-.Lc1_d15472_j_t:
+.Lc1_d15547_s_t:
     jmp rcx
-.Lc1_d15521_s_t:
+.Lc1_d15644_j_t:
     jmp rcx
-.Lc1_d15620_j_t:
+.Lc1_d15739_j_t:
     jmp rcx
-.Lc1_d15715_j_t:
+.Lc1_d15785_j_t:
     jmp rcx
-.Lc1_d15765_j_t:
+.Lc1_d15885_s_t:
     jmp rcx
-.Lc1_d15866_s_t:
+.Lc1_d15980_j_t:
     jmp rcx
-.Lc1_d15956_j_t:
+.Lc1_d16034_j_t:
     jmp rcx
-.Lc1_d16012_j_t:
+.Lc1_d16134_s_t:
     jmp rcx
-.Lc1_d16114_s_t:
+.Lc1_d16227_j_t:
     jmp rcx
-.Lc1_d16203_j_t:
+.Lc1_d16278_s_t:
     jmp rcx
-.Lc1_d16261_s_t:
+.Lc1_d16369_j_t:
     jmp rcx
-.Lc1_d16347_j_t:
+.Lc1_d16466_s_t:
     jmp rcx
-.Lc1_d16445_s_t:
+.Lc1_d16519_j_t:
     jmp rcx
-.Lc1_d16494_j_t:
+.Lc1_d16622_j_t:
     jmp rcx
-.Lc1_d16592_j_t:
+.Lc1_d16674_s_t:
     jmp rcx
-.Lc1_d16642_s_t:
+.Lc1_d12406_s_t:
     jmp rcx
-.Lc1_d59_j_t:
+.Lc1_d12508_j_t:
     jmp rcx
-.Lc1_d63_j_t:
+.Lc1_d53_j_t:
     jmp rcx
-.Lc1_d67_j_t:
+.Lc1_d57_j_t:
     jmp rcx
-.Lc1_d71_s_t:
+.Lc1_d61_j_t:
     jmp rcx
-.Lc1_d106_j_t:
+.Lc1_d65_s_t:
     jmp rcx
-.Lc1_d110_s_t:
+.Lc1_d98_j_t:
     jmp rcx
-.Lc1_d119_s_t:
+.Lc1_d102_s_t:
     jmp rcx
-.Lc1_d152_j_t:
+.Lc1_d111_s_t:
     jmp rcx
-.Lc1_d240_j_t:
+.Lc1_d141_j_t:
     jmp rcx
-.Lc1_d292_s_t:
+.Lc1_d241_j_t:
     jmp rcx
-.Lc1_d384_s_t:
+.Lc1_d293_s_t:
+    jmp rcx
+.Lc1_d386_s_t:
     jmp rcx
 .Lc1_d470_j_t:
     jmp rcx
-.Lc1_d517_j_t:
+.Lc1_d521_j_t:
     jmp rcx
-.Lc1_d609_s_t:
+.Lc1_d615_s_t:
     jmp rcx
-.Lc1_d690_j_t:
+.Lc1_d700_j_t:
     jmp rcx
-.Lc1_d736_s_t:
+.Lc1_d749_s_t:
     jmp rcx
-.Lc1_d825_j_t:
+.Lc1_d834_j_t:
     jmp rcx
-.Lc1_d912_j_t:
+.Lc1_d926_j_t:
     jmp rcx
-.Lc1_d957_j_t:
+.Lc1_d976_j_t:
     jmp rcx
-.Lc1_d1055_j_t:
+.Lc1_d1075_j_t:
     jmp rcx
-.Lc1_d1103_s_t:
+.Lc1_d1123_s_t:
     jmp rcx
-.Lc1_d1191_j_t:
+.Lc1_d1213_j_t:
     jmp rcx
-.Lc1_d1281_j_t:
+.Lc1_d1301_j_t:
     jmp rcx
-.Lc1_d1327_s_t:
+.Lc1_d1347_s_t:
     jmp rcx
-.Lc1_d1426_j_t:
+.Lc1_d1445_j_t:
     jmp rcx
-.Lc1_d1527_s_t:
+.Lc1_d1545_s_t:
     jmp rcx
-.Lc1_d1574_j_t:
+.Lc1_d1593_j_t:
     jmp rcx
-.Lc1_d1659_j_t:
+.Lc1_d1679_j_t:
     jmp rcx
-.Lc1_d1749_s_t:
+.Lc1_d1769_s_t:
     jmp rcx
-.Lc1_d1791_j_t:
+.Lc1_d1812_j_t:
     jmp rcx
-.Lc1_d1884_j_t:
+.Lc1_d1898_j_t:
     jmp rcx
-.Lc1_d1977_j_t:
+.Lc1_d1991_j_t:
     jmp rcx
-.Lc1_d2024_j_t:
+.Lc1_d2038_j_t:
     jmp rcx
-.Lc1_d2117_j_t:
+.Lc1_d2126_j_t:
     jmp rcx
-.Lc1_d2164_s_t:
+.Lc1_d2173_s_t:
     jmp rcx
-.Lc1_d2248_s_t:
+.Lc1_d2255_s_t:
     jmp rcx
-.Lc1_d2335_j_t:
+.Lc1_d2345_j_t:
     jmp rcx
-.Lc1_d2381_j_t:
+.Lc1_d2388_j_t:
     jmp rcx
-.Lc1_d2471_j_t:
+.Lc1_d2477_j_t:
     jmp rcx
-.Lc1_d2563_j_t:
+.Lc1_d2571_j_t:
     jmp rcx
-.Lc1_d2609_s_t:
+.Lc1_d2615_s_t:
     jmp rcx
-.Lc1_d2705_s_t:
+.Lc1_d2712_s_t:
     jmp rcx
-.Lc1_d2794_j_t:
+.Lc1_d2800_j_t:
     jmp rcx
-.Lc1_d2839_j_t:
+.Lc1_d2846_j_t:
     jmp rcx
-.Lc1_d2927_j_t:
+.Lc1_d2935_j_t:
     jmp rcx
-.Lc1_d3019_s_t:
+.Lc1_d3030_s_t:
     jmp rcx
-.Lc1_d3058_j_t:
+.Lc1_d3071_j_t:
     jmp rcx
-.Lc1_d3151_j_t:
+.Lc1_d3165_j_t:
     jmp rcx
-.Lc1_d3204_j_t:
+.Lc1_d3214_j_t:
     jmp rcx
-.Lc1_d3292_j_t:
+.Lc1_d3306_j_t:
     jmp rcx
-.Lc1_d3383_j_t:
+.Lc1_d3393_j_t:
     jmp rcx
-.Lc1_d3432_j_t:
+.Lc1_d3445_j_t:
     jmp rcx
-.Lc1_d3523_j_t:
+.Lc1_d3539_j_t:
     jmp rcx
-.Lc1_d3614_s_t:
+.Lc1_d3632_s_t:
     jmp rcx
-.Lc1_d3656_j_t:
+.Lc1_d3673_j_t:
     jmp rcx
-.Lc1_d3751_j_t:
+.Lc1_d3767_j_t:
     jmp rcx
-.Lc1_d3841_s_t:
+.Lc1_d3858_s_t:
     jmp rcx
-.Lc1_d3884_j_t:
+.Lc1_d3901_j_t:
     jmp rcx
-.Lc1_d3974_j_t:
+.Lc1_d3997_j_t:
     jmp rcx
-.Lc1_d4067_s_t:
+.Lc1_d4091_s_t:
     jmp rcx
-.Lc1_d4112_j_t:
+.Lc1_d4135_j_t:
     jmp rcx
-.Lc1_d4199_j_t:
+.Lc1_d4224_j_t:
     jmp rcx
-.Lc1_d4245_s_t:
+.Lc1_d4270_s_t:
     jmp rcx
-.Lc1_d4336_j_t:
+.Lc1_d4360_j_t:
     jmp rcx
-.Lc1_d4431_j_t:
+.Lc1_d4456_j_t:
     jmp rcx
-.Lc1_d4487_j_t:
+.Lc1_d4508_j_t:
     jmp rcx
-.Lc1_d4577_j_t:
+.Lc1_d4607_j_t:
     jmp rcx
-.Lc1_d4672_s_t:
+.Lc1_d4702_s_t:
     jmp rcx
-.Lc1_d4712_j_t:
+.Lc1_d4740_j_t:
     jmp rcx
-.Lc1_d4810_s_t:
+.Lc1_d4837_s_t:
     jmp rcx
-.Lc1_d4904_j_t:
+.Lc1_d4933_j_t:
     jmp rcx
-.Lc1_d4950_j_t:
+.Lc1_d4978_j_t:
     jmp rcx
-.Lc1_d5041_j_t:
+.Lc1_d5066_j_t:
     jmp rcx
-.Lc1_d5082_j_t:
+.Lc1_d5111_j_t:
     jmp rcx
-.Lc1_d5170_j_t:
+.Lc1_d5200_j_t:
     jmp rcx
-.Lc1_d5268_j_t:
+.Lc1_d5293_j_t:
     jmp rcx
-.Lc1_d5317_s_t:
+.Lc1_d5342_s_t:
     jmp rcx
-.Lc1_d5404_s_t:
+.Lc1_d5432_s_t:
     jmp rcx
-.Lc1_d5500_s_t:
+.Lc1_d5525_s_t:
     jmp rcx
-.Lc1_d5546_j_t:
+.Lc1_d5571_j_t:
     jmp rcx
-.Lc1_d5631_j_t:
+.Lc1_d5656_j_t:
     jmp rcx
-.Lc1_d5723_j_t:
+.Lc1_d5744_j_t:
     jmp rcx
-.Lc1_d5772_s_t:
+.Lc1_d5794_s_t:
     jmp rcx
-.Lc1_d5860_j_t:
+.Lc1_d5878_j_t:
     jmp rcx
-.Lc1_d5951_j_t:
+.Lc1_d5969_j_t:
     jmp rcx
-.Lc1_d6003_s_t:
+.Lc1_d6023_s_t:
     jmp rcx
-.Lc1_d6092_j_t:
+.Lc1_d6106_j_t:
     jmp rcx
-.Lc1_d6145_s_t:
+.Lc1_d6160_s_t:
     jmp rcx
-.Lc1_d6235_j_t:
+.Lc1_d6250_j_t:
     jmp rcx
-.Lc1_d6327_j_t:
+.Lc1_d6340_j_t:
     jmp rcx
-.Lc1_d6374_j_t:
+.Lc1_d6387_j_t:
     jmp rcx
-.Lc1_d6474_j_t:
+.Lc1_d6482_j_t:
     jmp rcx
-.Lc1_d6574_s_t:
+.Lc1_d6583_s_t:
     jmp rcx
-.Lc1_d6617_j_t:
+.Lc1_d6627_j_t:
     jmp rcx
-.Lc1_d6713_s_t:
+.Lc1_d6724_s_t:
     jmp rcx
-.Lc1_d6804_s_t:
+.Lc1_d6811_s_t:
     jmp rcx
-.Lc1_d6845_j_t:
+.Lc1_d6853_j_t:
     jmp rcx
-.Lc1_d6936_s_t:
+.Lc1_d6942_s_t:
     jmp rcx
-.Lc1_d7030_j_t:
+.Lc1_d7035_j_t:
     jmp rcx
-.Lc1_d7073_j_t:
+.Lc1_d7083_j_t:
     jmp rcx
-.Lc1_d7168_j_t:
+.Lc1_d7175_j_t:
     jmp rcx
-.Lc1_d7219_j_t:
+.Lc1_d7225_j_t:
     jmp rcx
-.Lc1_d7311_s_t:
+.Lc1_d7320_s_t:
     jmp rcx
-.Lc1_d7400_j_t:
+.Lc1_d7408_j_t:
     jmp rcx
-.Lc1_d7448_j_t:
+.Lc1_d7456_j_t:
     jmp rcx
-.Lc1_d7539_j_t:
+.Lc1_d7549_j_t:
     jmp rcx
-.Lc1_d7633_s_t:
+.Lc1_d7646_s_t:
     jmp rcx
-.Lc1_d7673_j_t:
+.Lc1_d7691_j_t:
     jmp rcx
-.Lc1_d7768_s_t:
+.Lc1_d7783_s_t:
     jmp rcx
-.Lc1_d7859_s_t:
+.Lc1_d7872_s_t:
     jmp rcx
-.Lc1_d7902_j_t:
+.Lc1_d7915_j_t:
     jmp rcx
-.Lc1_d7990_j_t:
+.Lc1_d8001_j_t:
     jmp rcx
-.Lc1_d8089_j_t:
+.Lc1_d8102_j_t:
     jmp rcx
-.Lc1_d8133_s_t:
+.Lc1_d8148_s_t:
     jmp rcx
-.Lc1_d8224_j_t:
+.Lc1_d8239_j_t:
     jmp rcx
-.Lc1_d8276_s_t:
+.Lc1_d8292_s_t:
     jmp rcx
-.Lc1_d8366_j_t:
+.Lc1_d8380_j_t:
     jmp rcx
-.Lc1_d8458_j_t:
+.Lc1_d8472_j_t:
     jmp rcx
-.Lc1_d8503_j_t:
+.Lc1_d8522_j_t:
     jmp rcx
-.Lc1_d8599_s_t:
+.Lc1_d8617_s_t:
     jmp rcx
-.Lc1_d8683_j_t:
+.Lc1_d8702_j_t:
     jmp rcx
-.Lc1_d8728_j_t:
+.Lc1_d8747_j_t:
     jmp rcx
-.Lc1_d8819_s_t:
+.Lc1_d8835_s_t:
     jmp rcx
-.Lc1_d8906_j_t:
+.Lc1_d8925_j_t:
     jmp rcx
-.Lc1_d8951_s_t:
+.Lc1_d8970_s_t:
     jmp rcx
-.Lc1_d9042_j_t:
+.Lc1_d9063_j_t:
     jmp rcx
-.Lc1_d9138_j_t:
+.Lc1_d9161_j_t:
     jmp rcx
-.Lc1_d9186_s_t:
+.Lc1_d9207_s_t:
     jmp rcx
-.Lc1_d9280_j_t:
+.Lc1_d9302_j_t:
     jmp rcx
-.Lc1_d9334_j_t:
+.Lc1_d9355_j_t:
     jmp rcx
-.Lc1_d9427_s_t:
+.Lc1_d9447_s_t:
     jmp rcx
-.Lc1_d9516_j_t:
+.Lc1_d9538_j_t:
     jmp rcx
-.Lc1_d9564_s_t:
+.Lc1_d9589_s_t:
     jmp rcx
-.Lc1_d9656_j_t:
+.Lc1_d9679_j_t:
     jmp rcx
-.Lc1_d9756_s_t:
+.Lc1_d9780_s_t:
     jmp rcx
-.Lc1_d9798_j_t:
+.Lc1_d9822_j_t:
     jmp rcx
-.Lc1_d9889_j_t:
+.Lc1_d9912_j_t:
     jmp rcx
-.Lc1_d9986_s_t:
+.Lc1_d10007_s_t:
     jmp rcx
-.Lc1_d10027_s_t:
+.Lc1_d10047_s_t:
     jmp rcx
-.Lc1_d10108_j_t:
+.Lc1_d10128_j_t:
     jmp rcx
-.Lc1_d10205_j_t:
+.Lc1_d10228_j_t:
     jmp rcx
-.Lc1_d10254_j_t:
+.Lc1_d10274_j_t:
     jmp rcx
-.Lc1_d10349_s_t:
+.Lc1_d10367_s_t:
     jmp rcx
-.Lc1_d10385_j_t:
+.Lc1_d10405_j_t:
     jmp rcx
-.Lc1_d10480_j_t:
+.Lc1_d10498_j_t:
     jmp rcx
-.Lc1_d10573_s_t:
+.Lc1_d10592_s_t:
     jmp rcx
-.Lc1_d10615_j_t:
+.Lc1_d10634_j_t:
     jmp rcx
-.Lc1_d10714_j_t:
+.Lc1_d10732_j_t:
     jmp rcx
-.Lc1_d10807_s_t:
+.Lc1_d10828_s_t:
     jmp rcx
-.Lc1_d10850_j_t:
+.Lc1_d10871_j_t:
     jmp rcx
-.Lc1_d10953_s_t:
+.Lc1_d10976_s_t:
     jmp rcx
-.Lc1_d11040_j_t:
+.Lc1_d11062_j_t:
     jmp rcx
-.Lc1_d11086_j_t:
+.Lc1_d11107_j_t:
     jmp rcx
-.Lc1_d11182_s_t:
+.Lc1_d11202_s_t:
     jmp rcx
-.Lc1_d11220_j_t:
+.Lc1_d11241_j_t:
     jmp rcx
-.Lc1_d11313_j_t:
+.Lc1_d11334_j_t:
     jmp rcx
-.Lc1_d11410_s_t:
+.Lc1_d11432_s_t:
     jmp rcx
-.Lc1_d11451_j_t:
+.Lc1_d11472_j_t:
     jmp rcx
-.Lc1_d11545_s_t:
+.Lc1_d11570_s_t:
     jmp rcx
-.Lc1_d11631_j_t:
+.Lc1_d11659_j_t:
     jmp rcx
-.Lc1_d11675_j_t:
+.Lc1_d11705_j_t:
     jmp rcx
-.Lc1_d11767_s_t:
+.Lc1_d11796_s_t:
     jmp rcx
     .text
 

@@ -37,63 +37,94 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 8
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b0_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b0_stubs_t
+    .p2align 3
+.Lc1_b0_stubs:
+    .p2align 3
     jmp .Lc1_b0_c0
+    .p2align 3
+    jmp .Lc1_b0_c1
+    .p2align 3
+    jmp .Lc1_b0_c2
+    .p2align 3
+    jmp .Lc1_b0_c3
+    .p2align 3
+    jmp .Lc1_b0_c4
+    .p2align 3
+    jmp .Lc1_b0_c5
+    .p2align 3
+    jmp .Lc1_b0_c6
+    .p2align 3
+    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d35_j]
+    lea rcx, [rip + .Lc1_d37_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d35_j_t
-.Lc1_d35_j:
-    inc dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1304446976
+    jmp .Lc1_d37_j_t
+.Lc1_d37_j:
+    mov rbp, r10
+    mov byte ptr [r15 + 640], cl
+    and rbp, 448
+    mov qword ptr [r14 + rbp + 960], rax
+    vcvtsi2sd xmm10, xmm10, ecx
+    test ebx, 15824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 56816
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
     mov edx, eax
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67108864
+    test bl, 160
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, 119
+    test ebx, 3872
     jz 1f
 1:
-    mov edi, 87
-    vmovdqu ymm12, ymmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 128
+    sete al
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    test bl, 160
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    sete dl
-    bt rax, rax
-    test dword ptr [r15 + 67117724], 4208128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    vpaddd ymm10, ymm12, ymmword ptr [r15 + 640]
-    mov r8, r10
-    mov qword ptr [r15 + 704], r9
-    test dword ptr [r15 + 67117723], 512
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rbp, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 576], r9b
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3008]
-    mov r8, qword ptr [r15 + 512]
-    test ebx, 1024
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], r9b
+    mov rcx, qword ptr [r15 + 64]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 1536]
+    test bl, 32
     jnz 1f
 1:
-    vpaddd ymm6, ymm10, ymmword ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 448]
-    mov dword ptr [r14 + 448], r8d
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 128]
+    test ebx, 61392
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + r8 + 1472], edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -103,61 +134,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, rax
-    mov dword ptr [r15 + 0], 190
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 827
-    rep movsb
-    mov r9d, ecx
-    test ebx, 31728
+    mov r8d, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdx
+    test ebx, 13808
     jz 1f
 1:
     mov rax, rcx
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
+    xor dword ptr [r15 + 0], ecx
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 64
-    jnz 1f
+    mov byte ptr [r15 + 64], sil
+    mov dword ptr [r15 + 64], 70
+    movzx ebp, byte ptr [r15 + 704]
+    bt rdx, rdx
+    movzx ecx, bpl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 704]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 960]
-    test bl, 32
-    jnz 1f
+    mov rdi, rcx
+    movzx r9d, cl
+    mov dword ptr [r14 + 0], 127
+    movzx esi, byte ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    bt rsi, r8
-    mov qword ptr [r15 + 448], rsi
-    movzx r9d, byte ptr [r15 + 704]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r14 + 128], r9
-    mov rdx, qword ptr [r15 + 640]
-    and rbp, 4032
-    or qword ptr [r14 + rbp + 3008], 64
-    test bl, 32
-    jnz 1f
-1:
-    mov rsi, rbp
-    sete r9b
+    vmovdqu ymm10, ymmword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 128]
     mov eax, 42
-    test bl, 64
+    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, rax
+    test ebx, 11232
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 768]
-    mov rax, rdx
-    add r11, 64
-    add r10, r11
+    sete dil
+    mov qword ptr [r15 + 512], rdx
+    mov r8, rdi
+    mov qword ptr [r15 + 128], rdi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov rsi, qword ptr [r14 + 448]
+    mov eax, r9d
+    mov r9d, dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -165,58 +190,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d137_j]
+    lea rcx, [rip + .Lc1_d144_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d137_j_t
-.Lc1_d137_j:
-    mov dword ptr [r15 + 0], 117
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    mov edx, ecx
-    mov r9, rcx
-    test bl, 80
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, edx
-    movzx edx, dl
-    test bl, 112
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 512]
-    mov r9, rdx
-    xchg rdi, rdi
-    test dword ptr [r15 + 67117723], 524288
+    jmp .Lc1_d144_j_t
+.Lc1_d144_j:
+    xor dword ptr [r15 + 0], ecx
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, cl
+    test ebx, 416
     jz 1f
 1:
+    mov byte ptr [r15 + 0], r9b
+    mov r8, qword ptr [r15 + 0]
+    mov eax, r8d
+    mov r8, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 0], 186
     mov rbp, r10
-    sete dil
-    movzx eax, byte ptr [r14 + 704]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], 220
+    test bl, 32
+    jnz 1f
+1:
     and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 673235492
-    jnz 1f
-1:
-    mov edx, eax
-    mov rcx, rbp
-    bswap rdx
-    test dword ptr [r15 + 67117723], 73728
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov r9, qword ptr [r14 + 128]
-    test bl, 64
+    mov rax, qword ptr [r15 + rbp + 960]
+    mov rdi, rbp
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1063
+    rep movsb
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 832], 120
-    movsxd r8, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 64], r8b
+    mov r8, qword ptr [r15 + 768]
+    mov eax, edi
+    bswap r8
+    test bl, 32
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 512]
+    test ebx, 288
+    jnz 1f
+1:
+    mov rbp, rsi
+    movzx edx, byte ptr [r15 + 704]
+    mov r8d, dword ptr [r14 + 0]
+    test bl, 32
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    movsxd rbp, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -226,53 +255,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    bt r8, r8
-    add qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 67117724], 1073748146
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, eax
+    mov byte ptr [r15 + 0], dl
+    test ebx, 7088
     jnz 1f
 1:
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, r8d
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12016
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, 244
+    add qword ptr [r15 + 0], rdx
     mov r9, r10
-    test bl, 32
+    test ebx, 800
     jz 1f
 1:
-    and r9, 960
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 1984]
-    or qword ptr [r14 + 0], 45
-    mov dword ptr [r15 + 576], 161
-    test ebx, 7856
-    jnz 1f
+    mov eax, edx
+    and r9, 448
+    inc dword ptr [r15 + r9 + 1472]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov rcx, qword ptr [r15 + 832]
-    movzx eax, byte ptr [r15 + 128]
-    mov r8d, 86
-    mov dword ptr [r15 + 896], 138
-    test ebx, 48880
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    popcnt rsi, r9
-    mov byte ptr [r15 + 640], r9b
-    test bl, 32
-    jnz 1f
-1:
-    mov ecx, esi
+    movsxd rcx, dword ptr [r14 + 0]
+    not qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 128]
     mov rbp, r10
-    mov rax, qword ptr [r15 + 64]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 960], al
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1073741824
+    test ebx, 24416
+    jz 1f
+1:
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 26
+    mov r9, r10
+    bt rdx, rdx
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1984], r9b
+    test ebx, 8032
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 576]
-    mov r8, rbp
-    mov dword ptr [r14 + 768], r9d
+    mov rdi, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 640]
+    test bl, 96
+    jz 1f
+1:
+    mov dword ptr [r15 + 896], 120
+    mov dword ptr [r14 + 768], ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -282,62 +313,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d239_j]
+    lea rcx, [rip + .Lc1_d251_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d239_j_t
-.Lc1_d239_j:
-    movsxd rdx, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r9d, 140
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov edx, dword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    xchg r8, r8
-    test dword ptr [r15 + 67117724], 117443650
-    jz 1f
-1:
-    mov eax, 42
-    movzx edx, r8b
-    movzx r8d, al
-    mov r9d, 89
-    test ebx, 3488
-    jz 1f
-1:
-    mov rdi, r9
-    mov r9d, 54
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    mov ebp, 147
-    mov r8d, dword ptr [r15 + 0]
+    jmp .Lc1_d251_j_t
+.Lc1_d251_j:
+    movsxd r8, dword ptr [r15 + 512]
     movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 6640
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 704]
-    movzx edx, byte ptr [r14 + 0]
-    mov dword ptr [r15 + 576], ecx
-    test dword ptr [r15 + 67117724], 270336
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 800
     jnz 1f
 1:
-    add qword ptr [r15 + 640], rcx
-    sete r8b
-    or qword ptr [r15 + 512], 81
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, sil
+    xchg rdi, rdi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8d, 19
+    movzx eax, dil
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, 138
+    test ebx, 672
+    jz 1f
+1:
+    mov rsi, rcx
+    mov r8d, 250
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 181
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 640]
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r14 + 0]
+    movzx eax, byte ptr [r14 + 0]
+    movsxd rdi, dword ptr [r15 + 704]
+    test ebx, 608
+    jnz 1f
+1:
+    add qword ptr [r15 + 576], rcx
+    sete bpl
+    mov dword ptr [r15 + 448], 158
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -348,53 +379,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 541073536
     setz al
-    lea rcx, [rip + .Lc1_d294_s]
+    lea rcx, [rip + .Lc1_d306_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d294_s_t
+    jmp .Lc1_d306_s_t
     .p2align 3
-.Lc1_d294_s:
+.Lc1_d306_s:
     .p2align 3
-    jmp .Lc1_d294_j
+    jmp .Lc1_d306_j
     .p2align 3
-    jmp .Lc1_d294_j
-.Lc1_d294_j:
-    movsxd rdx, dword ptr [r14 + 896]
-    mov r8, r10
-    mov rdi, rdx
-    test dword ptr [r15 + 67117724], 278938242
+    jmp .Lc1_d306_j
+.Lc1_d306_j:
+    movsxd r9, dword ptr [r15 + 448]
+    or qword ptr [r15 + 768], 43
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 7920
     jnz 1f
 1:
-    and r8, 448
-    xor dword ptr [r15 + r8 + 960], edi
-    mov qword ptr [r15 + 768], r8
-    test ebx, 1024
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov r9, rdi
-    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 536870920
+    mov rcx, rbp
+    mov esi, dword ptr [r15 + 704]
+    xor dword ptr [r15 + 832], ecx
+    test bl, 32
     jz 1f
 1:
-    mov ecx, 226
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 201345794
+    mov qword ptr [r15 + 896], rsi
+    mov rdi, rcx
+    mov r9, r10
+    test ebx, 800
     jz 1f
 1:
-    and r8, 8128
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r14 + r8 + 7104]
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117723], 131072
+    mov edx, 202
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 1472]
+    mov rax, qword ptr [r14 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 59
+    movsxd r8, dword ptr [r15 + 832]
+    mov ecx, 68
     add r11, 64
     add r10, r11
     inc rbx
@@ -404,229 +442,244 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx esi, byte ptr [r15 + 0]
+    movzx edx, al
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    inc dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 224
+    jnz 1f
+1:
+    mov edx, r8d
+    mov dword ptr [r15 + 0], 20
+    mov rsi, qword ptr [r15 + 0]
     mov rbp, r10
-    mov esi, dword ptr [r15 + 128]
-    mov r8d, ebp
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 1984]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 19
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 17326377
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 70
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 10750513
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r14 + 0]
-    mov ebp, esi
-    movzx r9d, al
-    test bl, 32
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + 0]
-    mov byte ptr [r15 + 448], r9b
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 2432
+    lea r9, [r10 + r10*1]
+    test bl, 160
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    mov r9, r10
-    mov rsi, rdx
+    mov eax, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3008], rax
     and r9, 448
-    inc dword ptr [r15 + r9 + 960]
-    add qword ptr [r15 + 576], r9
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8d, r9d
+    mov esi, dword ptr [r14 + 64]
+    mov edi, dword ptr [r15 + 704]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 576]
+    test ebx, 7600
+    jnz 1f
+1:
+    mov rdx, rax
+    and rbp, 960
+    movsxd r8, dword ptr [r15 + rbp + 1984]
+    mov rcx, qword ptr [r15 + 128]
+    test ebx, 16160
+    jnz 1f
+1:
+    mov edi, 56
+    mov qword ptr [r15 + r9 + 960], rcx
+    movzx r9d, byte ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d391_j]
+    lea rcx, [rip + .Lc1_d412_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d391_j_t
-.Lc1_d391_j:
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx edx, al
-    add qword ptr [r15 + 832], rsi
-    mov eax, 98
-    test dword ptr [r15 + 67117724], 9967232
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], 214
-    mov dword ptr [r15 + 0], eax
-    mov rbp, rdx
-    test dword ptr [r15 + 67117723], 4100
-    jz 1f
-1:
-    movzx r9d, bpl
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp .Lc1_d412_j_t
+.Lc1_d412_j:
+    mov dword ptr [r15 + 640], ecx
+    mov dword ptr [r15 + 0], ecx
+    mov edx, dword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    movzx r8d, cl
-    test dword ptr [r15 + 67117723], 268451840
+    test ebx, 16272
     jz 1f
 1:
+    movzx ebp, dl
+    movzx r9d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx edi, r9b
+    test ebx, 3744
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx esi, cl
+    test ebx, 15600
+    jz 1f
+1:
+    cmovne r9, rdi
+    mov edx, dword ptr [r15 + 0]
+    mov edi, 236
+    cmovne rdx, rdx
+    test bl, 32
+    jnz 1f
+1:
+    mov rcx, r9
+    mov esi, edx
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 15776
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 84
+    mov rdi, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 576], edi
+    mov r8, qword ptr [r15 + 128]
+    test bl, 96
+    jz 1f
+1:
+    mov r9d, 128
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx eax, cl
+    mov rdi, rcx
+    movsxd rsi, dword ptr [r14 + 0]
+    movsxd rcx, dword ptr [r15 + 64]
+    test bl, 32
+    jnz 1f
+1:
+    inc dword ptr [r15 + 448]
     mov r9, r10
-    xor dword ptr [r14 + 0], edx
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 512]
-    and r9, 960
-    movzx eax, byte ptr [r15 + r9 + 1984]
-    mov rsi, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 536872448
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    mov ebp, 154
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 640], ebp
-    mov rsi, qword ptr [r15 + 128]
-    test bl, 208
-    jz 1f
-1:
-    cmovne rcx, rsi
-    mov rdx, r9
-    movzx esi, byte ptr [r15 + 448]
+    mov edx, 16
+    and r9, 448
+    mov qword ptr [r15 + r9 + 960], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 97 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 97]
+    lea rcx, [rbx + 100]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 97
+    mov r13d, 100
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm12, xmm12, xmm11
-    movzx esi, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test esi, esi
-    mov dword ptr [r15 + 0], 243
-    test ebx, 3648
+    vpcmpeqb xmm4, xmm4, xmm12
+    movsxd r9, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, ecx
+    mov rcx, rcx
+    test bl, 228
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov ebp, esi
-    mov rdx, qword ptr [r14 + 0]
-    neg rax
-    test bl, 16
-    jnz 1f
-1:
-    mov eax, 131
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 83
+    crc32 rcx, rcx
+    neg rcx
+    test bl, 4
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
     add rbp, 5
-    mov r8d, dword ptr [r15 + 192]
-    crc32 rbp, rax
-    test dword ptr [r15 + 67117724], 278414373
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    movsxd rcx, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    mov edi, dword ptr [r15 + 192]
+    test ebx, 3998
+    jnz 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov ecx, 125
+    test ecx, ecx
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 34]
+    lea rcx, [rbx + 32]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 34
+    mov r13d, 32
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d487_j]
+    lea rcx, [rip + .Lc1_d515_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d487_j_t
-.Lc1_d487_j:
-    movzx edi, cl
-    mov edx, 52
-    xor edi, edx
-    test ebx, 23296
+    jmp .Lc1_d515_j_t
+.Lc1_d515_j:
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, 205
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 364
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov rsi, rdi
-    test dword ptr [r15 + 67117724], 2064
+    popcnt rbp, rcx
+    mov dword ptr [r15 + 0], 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 12
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + 576]
-    mov ecx, 59
-    neg rdx
-    test ebx, 1073741824
+    mov eax, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt rdx, rax
+    test bl, 84
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    mov r9d, 217
-    test bl, 14
+    xchg qword ptr [r15 + 0], rcx
+    cmovne rbp, rdx
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test bl, 24
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 4
+    mov dword ptr [r15 + 0], 217
+    or qword ptr [r15 + 0], 99
+    mov dword ptr [r15 + 0], 146
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 832]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1472], rdx
+    mov r8, rdx
+    test bl, 76
     jnz 1f
 1:
-    and rbp, 4032
-    xchg qword ptr [r15 + rbp + 3008], rax
-    mov r9d, ebp
-    test dword ptr [r15 + 67117723], 8388672
-    jz 1f
-1:
+    mov rbp, r8
+    movsxd rcx, dword ptr [r14 + 64]
     mov r8, r10
-    mov rbp, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], 146
-    and rbp, 960
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1984]
-    or qword ptr [r15 + 128], 2
-    test bl, 8
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 128]
+    test bl, 12
+    jz 1f
 1:
-    popcnt rsi, rbp
-    cmovne rax, rsi
+    mov edx, r8d
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -679,56 +732,64 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 832], rax
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    mov byte ptr [r15 + 832], sil
     mov rbp, r10
-    mov esi, 165
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 88
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 68167682
-    jnz 1f
-1:
-    popcnt r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    mov esi, r9d
-    test ebx, 1024
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 218
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 121896980
+    movsxd rdx, dword ptr [r14 + 0]
+    sete al
+    test ebx, 6976
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 448]
     and rbp, 4032
-    btc dword ptr [r15 + rbp + 3008], 21
-    movzx edi, bpl
-    movsxd rcx, dword ptr [r15 + 896]
-    test ebx, 256
-    jz 1f
+    mov qword ptr [r15 + rbp + 3008], rax
+    mov r8d, 201
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 24512
+    jnz 1f
 1:
-    mov r8, rdi
-    bswap rax
-    mov r9, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 33587200
-    jz 1f
+    mov qword ptr [r15 + 0], r8
+    mov rdx, rdi
+    mov ecx, ebp
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 320
+    jnz 1f
 1:
-    sete dil
-    mov qword ptr [r15 + 576], r9
-    mov byte ptr [r15 + 64], dil
-    movsxd rsi, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test bl, 64
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 128], sil
-    movsxd rbp, dword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov edi, 31
+    test ebx, 28128
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 31
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 55232
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 896]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1063
+    rep movsb
+    mov r8d, dword ptr [r15 + 448]
+    test ebx, 27616
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 896]
+    mov r9, rbp
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 174
     add r11, 64
     add r10, r11
     inc rbx
@@ -738,57 +799,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 640]
-    mov r9d, 221
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 288
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    popcnt rcx, rdx
+    test ebx, 1344
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    popcnt rcx, rdi
-    mov dword ptr [r15 + 0], ebp
-    test dword ptr [r15 + 67117724], 11698248
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, r10
-    test bl, 96
-    jnz 1f
+    movzx esi, cl
+    mov ebp, edx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov edx, r9d
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3008], dl
-    test bl, 64
-    jz 1f
+    mov edx, esi
+    movzx edi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov esi, r9d
-    mov rdi, qword ptr [r14 + 0]
-    mov ebp, 3
-    test ebx, 704
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + 0]
-    mov dword ptr [r15 + 896], 199
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dl
+    movzx eax, byte ptr [r15 + 448]
     mov r8, r10
-    mov ecx, dword ptr [r15 + 448]
-    lea r9, [r10 + r10*1]
-    test bl, 64
+    mov rdi, qword ptr [r15 + 896]
+    mov edx, 3
+    test ebx, 15072
     jnz 1f
 1:
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 1536]
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1984], rbp
-    mov byte ptr [r15 + r9 + 1472], r8b
-    test ebx, 320
+    and r8, 4032
+    mov rcx, qword ptr [r14 + r8 + 3008]
+    mov edi, 90
+    mov byte ptr [r15 + rbp + 33554560], cl
+    test ebx, 576
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rcx, r8
-    movzx esi, dl
+    movsxd rax, dword ptr [r14 + 512]
+    mov esi, dword ptr [r15 + 128]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rdi, qword ptr [r15 + 832]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1984], 114
+    mov qword ptr [r15 + rbp + 33554496], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -801,54 +858,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 69730320
     setz al
-    lea rcx, [rip + .Lc1_d650_s]
+    lea rcx, [rip + .Lc1_d685_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d650_s_t
+    jmp .Lc1_d685_s_t
     .p2align 3
-.Lc1_d650_s:
+.Lc1_d685_s:
     .p2align 3
-    jmp .Lc1_d650_j
+    jmp .Lc1_d685_j
     .p2align 3
-    jmp .Lc1_d650_j
-.Lc1_d650_j:
-    mov rbp, r10
-    mov rsi, rcx
-    movzx edx, byte ptr [r15 + 640]
-    and rbp, 960
-    mov r8, qword ptr [r15 + rbp + 1984]
-    test ebx, 2048
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 0]
+    jmp .Lc1_d685_j
+.Lc1_d685_j:
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2097152
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov rsi, rax
-    test dword ptr [r15 + 67117723], 914620480
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 32768
+    movsxd rax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r8, r10
+    mov esi, dword ptr [r15 + 0]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 960]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx r9d, byte ptr [r15 + 640]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 512]
+    xor dword ptr [r15 + 832], ebp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], al
+    mov edx, dword ptr [r14 + 64]
+    test bl, 192
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1152
+    movsxd r9, dword ptr [r14 + 128]
+    mov ecx, dword ptr [r15 + 768]
+    test ebx, 704
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 64]
-    movzx ecx, byte ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 1450245
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    mov edi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], ecx
+    movzx r8d, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -858,58 +915,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, eax
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 0], edx
-    movsxd r9, dword ptr [r15 + 0]
+    movzx r9d, al
+    mov dword ptr [r15 + 0], eax
+    mov r8, r9
+    mov rbp, r9
     test ebx, 1344
     jnz 1f
 1:
-    bt r9, r9
-    inc dword ptr [r15 + 0]
-    mov rdi, r9
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rbp
+    sete al
     test ebx, 576
     jnz 1f
 1:
-    sete dl
-    bt rdi, rdi
-    movzx esi, dl
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8d, 188
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    mov dword ptr [r15 + 64], r8d
     test bl, 64
     jz 1f
 1:
-    bswap r9
-    mov qword ptr [r15 + 0], rsi
-    movzx r8d, byte ptr [r14 + 128]
-    test dword ptr [r15 + 67117724], 201852998
+    movzx r9d, byte ptr [r14 + 704]
+    xor dword ptr [r15 + 128], ecx
+    movzx ebp, byte ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    lock xadd qword ptr [r15 + 512], rcx
+    bt r9, r9
+    test ebx, 576
     jz 1f
 1:
-    mov rax, r8
+    mov r9d, ecx
+    mov rax, rcx
+    mov rsi, qword ptr [r15 + 896]
+    test ebx, 3520
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8d, esi
     mov rbp, r10
-    mov rdx, rax
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 32832
-    jz 1f
-1:
-    inc dword ptr [r15 + 64]
-    mov r9d, 222
-    mov rsi, qword ptr [r14 + 0]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 268436032
+    inc dword ptr [r15 + 640]
+    test ebx, 704
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 832]
-    mov edx, esi
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rdx
-    test ebx, 6848
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, r10
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 576]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3008]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3008]
+    mov edi, ebp
+    mov r9, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -919,59 +981,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d752_j]
+    lea rcx, [rip + .Lc1_d791_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d752_j_t
-.Lc1_d752_j:
-    mov r8d, ecx
-    movsxd rsi, dword ptr [r14 + 128]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
+    jmp .Lc1_d791_j_t
+.Lc1_d791_j:
     mov rdx, qword ptr [r15 + 0]
-    mov r9d, 81
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67633280
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, esi
-    mov dword ptr [r15 + 0], 162
-    test ebx, 256
+    mov qword ptr [r15 + 0], rcx
+    mov edi, edx
+    mov dword ptr [r15 + 0], edx
+    test ebx, 576
     jz 1f
 1:
-    bt r9, r9
-    mov byte ptr [r15 + 64], r9b
-    mov r8, rcx
-    movsxd rax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov edx, dword ptr [r15 + 896]
-    mov ebp, 164
-    mov byte ptr [r15 + 128], dl
+    mov edi, r9d
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, edi
+    mov dword ptr [r15 + 0], 73
     mov r8, r10
+    test ebx, 704
+    jnz 1f
+1:
+    mov ecx, 163
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3008]
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 448
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    mov eax, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov rcx, rax
+    test bl, 64
+    jnz 1f
+1:
+    mov edx, 164
+    mov byte ptr [r15 + 64], cl
+    bt rdx, rdx
+    test bl, 64
+    jz 1f
+1:
+    movzx edi, dl
+    movsxd r9, dword ptr [r14 + 0]
+    movsxd r8, dword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 64]
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov esi, dword ptr [r15 + 640]
-    and r8, 960
-    movsxd r9, dword ptr [r15 + r8 + 1984]
-    test dword ptr [r15 + 67117724], 180360
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], 193
-    movzx ebp, r9b
-    mov eax, esi
+    mov dword ptr [r14 + 128], 113
+    mov esi, dword ptr [r15 + 128]
+    mov ebp, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -981,54 +1045,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], al
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, al
+    test ebx, 16096
+    jz 1f
+1:
     movzx r8d, dil
+    movzx ecx, dil
+    mov rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    inc dword ptr [r15 + 0]
+    movzx r9d, dl
+    movzx ebp, r8b
+    inc dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r14 + 0]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 117
+    test ebx, 832
+    jz 1f
+1:
+    movzx ebp, r8b
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 448]
+    mov ecx, r9d
     test ebx, 7904
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov esi, edx
-    mov qword ptr [r15 + 0], r9
-    test dword ptr [r15 + 67117723], 524292
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3072], rcx
+    movzx eax, byte ptr [r15 + 512]
+    mov ebp, 250
+    mov edx, 182
+    test ebx, 28128
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 0], 117
-    mov ecx, 9
-    test dword ptr [r15 + 67117723], 1350566673
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 640]
-    mov rbp, r10
-    mov eax, 79
-    mov byte ptr [r15 + 512], bpl
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    and rbp, 960
-    mov r9, r10
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1984]
-    mov edx, dword ptr [r14 + 0]
-    movzx edi, byte ptr [r14 + 0]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 960]
-    test dword ptr [r15 + 67117724], 65536
-    jnz 1f
-1:
-    movzx r8d, r9b
-    movzx ecx, byte ptr [r15 + 832]
-    mov rsi, r8
-    mov rdx, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 270368
+    movsxd rdi, dword ptr [r15 + 640]
+    mov rax, rdx
+    mov r8, qword ptr [r15 + r9 + 3008]
+    test ebx, 448
     jz 1f
 1:
-    movzx edi, sil
-    vmulsd xmm10, xmm10, xmm10
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 576]
+    movzx r9d, r8b
+    mov byte ptr [r15 + 448], r8b
+    xor dword ptr [r15 + 576], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -1038,53 +1106,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d856_j]
+    lea rcx, [rip + .Lc1_d900_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d856_j_t
-.Lc1_d856_j:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, rcx
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 96
+    jmp .Lc1_d900_j_t
+.Lc1_d900_j:
+    movsxd rsi, dword ptr [r14 + 768]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1468006530
+    mov r8d, r9d
+    test ebx, 31200
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx eax, r8b
-    test bl, 64
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 832]
-    mov edi, eax
-    mov dword ptr [r15 + 512], 63
-    test dword ptr [r15 + 67117723], 16416
-    jnz 1f
-1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 704]
+    movzx edi, byte ptr [r15 + 0]
     mov r9, r10
-    mov byte ptr [r15 + 576], sil
-    test dword ptr [r15 + 67117724], 17825920
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 1216
     jnz 1f
 1:
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 1472]
-    mov ecx, dword ptr [r15 + 448]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3008]
+    mov byte ptr [r15 + 576], r9b
+    mov byte ptr [r14 + 0], r8b
+    mov rbp, r10
+    test ebx, 24288
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 960]
+    movzx ecx, byte ptr [r14 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    or qword ptr [r15 + 512], 3
     mov r8, r10
-    mov qword ptr [r15 + 768], rcx
-    test bl, 64
-    jnz 1f
+    movzx r9d, bpl
+    mov qword ptr [r15 + 704], r8
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 960
-    inc dword ptr [r15 + r8 + 1984]
-    movsxd rbp, dword ptr [r15 + 896]
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], r9b
+    mov rdx, qword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1094,56 +1163,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d905_j]
+    lea rcx, [rip + .Lc1_d950_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d905_j_t
-.Lc1_d905_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov rdx, rcx
-    test bl, 224
-    jz 1f
-1:
-    mov rbp, rdx
-    movsxd rdi, dword ptr [r15 + 0]
+    jmp .Lc1_d950_j_t
+.Lc1_d950_j:
+    movsxd rbp, dword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    test ebx, 288
+    mov edx, ebp
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1984
     jnz 1f
 1:
+    mov r9, qword ptr [r15 + 0]
     movzx eax, byte ptr [r15 + 0]
-    mov r9, r10
-    mov dword ptr [r14 + 0], 15
-    movsxd rcx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 1073807395
+    mov dword ptr [r15 + 0], r9d
+    test bl, 192
     jz 1f
+1:
+    or qword ptr [r15 + 0], 38
+    mov ecx, eax
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 55232
+    jnz 1f
+1:
+    mov rax, rcx
+    inc dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 704]
+    mov qword ptr [r14 + 0], rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    mov r9, r10
+    mov rax, qword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 896]
+    test ebx, 16224
+    jnz 1f
 1:
     and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3008]
-    mov edi, r9d
-    mov eax, dword ptr [r14 + 704]
-    mov r8, r10
-    test ebx, 2048
-    jz 1f
-1:
-    mov edx, eax
-    mov dword ptr [r15 + 128], 248
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rdx
-    mov rbp, r10
-    test ebx, 15968
+    mov rdi, qword ptr [r15 + r9 + 3008]
+    movzx ecx, byte ptr [r15 + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 64]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], r9b
-    test ebx, 256
-    jz 1f
-1:
-    inc dword ptr [r15 + 768]
-    mov rsi, qword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r14 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1153,52 +1228,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 109
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 77
-    mov r9d, 185
-    mov ecx, dword ptr [r15 + 512]
-    test bl, 96
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, 242
-    mov edx, dword ptr [r15 + 128]
-    mov r8, r10
-    and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7104], sil
-    mov rcx, qword ptr [r15 + 704]
-    sete dl
-    test dword ptr [r15 + 67117723], 1126729728
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 64], 250
-    mov r9, r10
+    mov dword ptr [r15 + 0], 234
     bt rax, rax
-    test ebx, 118752
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 127968
     jz 1f
 1:
-    mov ecx, eax
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 1472]
-    movzx esi, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 576], 79
+    movzx esi, byte ptr [r15 + 64]
+    sete cl
+    test ebx, 6976
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 768]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov eax, 69
+    and r9, 33554368
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 33554432], r9b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], rsi
+    movsxd r8, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 448]
+    test bl, 64
+    jnz 1f
+1:
+    mov ecx, 126
+    mov r9d, 186
+    mov rdx, qword ptr [r15 + rbp + 1536]
+    test bl, 192
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov rax, qword ptr [r14 + 0]
+    mov esi, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -1208,57 +1286,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1005_j]
+    lea rcx, [rip + .Lc1_d1057_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1005_j_t
-.Lc1_d1005_j:
-    mov rdx, rcx
-    mov dword ptr [r14 + 0], ecx
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
+    jmp .Lc1_d1057_j_t
+.Lc1_d1057_j:
+    vpaddd ymm4, ymm6, ymmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 109
+    mov esi, 45
+    mov edi, 5
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     mov esi, r8d
-    mov dword ptr [r15 + 0], 4
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, ebp
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1472]
-    mov rsi, qword ptr [r14 + 640]
-    test ebx, 5120
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 128], ecx
-    mov r8d, 235
-    test dword ptr [r15 + 67117724], 109084680
-    jnz 1f
-1:
-    mov edx, 76
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 448]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 960]
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 7360
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 1536]
-    mov ecx, 60
-    mov r9d, 93
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
+    mov r9, rcx
+    mov eax, ecx
+    movsxd rbp, dword ptr [r14 + 0]
+    mov rdi, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov rsi, r8
-    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 0], edi
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 448]
+    and r8, 448
+    mov r9, r10
+    movzx ebp, byte ptr [r15 + r8 + 960]
+    test ebx, 704
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 448
+    xor dword ptr [r15 + r9 + 1472], eax
+    mov esi, 93
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov ebp, 204
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1268,58 +1344,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rax
-    mov edx, 13
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 1472]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, esi
-    mov qword ptr [r15 + 0], rsi
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 83
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    cmovne rsi, rdx
-    btc dword ptr [r15 + 64], 5
-    mov rdi, qword ptr [r15 + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, 120
-    mov rcx, qword ptr [r15 + 768]
-    mov r9, r10
     mov r8, r10
-    mov esi, r9d
-    test dword ptr [r15 + 67117723], 279184140
-    jz 1f
-1:
-    and r9, 4032
-    movzx edi, byte ptr [r14 + r9 + 3008]
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 960]
-    movzx edx, byte ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + r8 + 1472]
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 448
+    movsxd rdi, dword ptr [r14 + r9 + 960]
     test bl, 64
     jnz 1f
 1:
-    mov esi, edx
-    mov qword ptr [r15 + 640], rdx
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 11904
+    btc dword ptr [r15 + 0], 30
+    mov eax, edi
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 130720
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 1536]
-    movzx r9d, byte ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 64]
+    mov ecx, 120
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, eax
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 1024]
+    mov qword ptr [r15 + 64], rcx
+    cmovne rcx, r8
+    test ebx, 32544
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov eax, edx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx ecx, byte ptr [r15 + 576]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rcx
+    mov edi, 18
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1329,58 +1403,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1110_j]
+    lea rcx, [rip + .Lc1_d1159_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1110_j_t
-.Lc1_d1110_j:
-    mov edi, 235
-    vmovdqu ymm6, ymmword ptr [r15 + 0]
-    mov edx, 218
-    test ebx, 256
+    jmp .Lc1_d1159_j_t
+.Lc1_d1159_j:
+    mov esi, dword ptr [r14 + 768]
+    or qword ptr [r15 + 0], 117
+    mov edx, 77
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    vcvtsi2sd xmm6, xmm6, edi
+    mov byte ptr [r15 + 0], dl
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, sil
-    test ebx, 640
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, sil
+    test ebx, 30144
     jnz 1f
 1:
-    mov ecx, eax
-    mov byte ptr [r15 + 832], al
-    vmovdqu xmm10, xmmword ptr [r14 + 704]
-    lea r9, [r10 + r10*1]
-    test ebx, 288
-    jnz 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7104], rcx
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 128]
-    mov edi, r8d
-    test dword ptr [r15 + 67117723], 169934976
+    mov r9, r10
+    mov ecx, ebp
+    and r9, 448
+    add qword ptr [r15 + r9 + 1472], rcx
+    movzx eax, byte ptr [r14 + 0]
+    test ebx, 7360
     jz 1f
 1:
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3008]
-    movsxd rax, dword ptr [r15 + r9 + 7168]
-    mov edx, 32
-    test bl, 64
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    mov ecx, 212
-    movzx ebp, dil
-    test bl, 64
+    mov edx, 180
+    mov qword ptr [r15 + 640], rax
+    mov esi, edx
+    test ebx, 1216
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], bpl
-    mov rax, rbp
+    movsxd r9, dword ptr [r15 + 704]
+    movzx ecx, sil
+    mov r8d, 33
+    mov rbp, r10
+    test ebx, 576
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov edx, 208
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7104]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov ecx, dword ptr [r15 + 768]
+    mov rax, r9
     mov esi, 25
     add r11, 64
     add r10, r11
@@ -1391,52 +1466,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
+    or qword ptr [r15 + 512], 123
+    mov ecx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov ebp, r8d
-    test dword ptr [r15 + 67117723], 1119393
-    jnz 1f
-1:
+    movzx esi, byte ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    mov rdi, rdx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], edi
-    mov eax, r8d
-    test ebx, 127968
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    mov r9d, 38
-    mov esi, dword ptr [r15 + 768]
-    test bl, 128
+    xor dword ptr [r15 + 0], esi
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 320
     jz 1f
 1:
-    mov edx, dword ptr [r14 + r8 + 1536]
-    movsxd rax, dword ptr [r15 + 448]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 576]
+    mov rcx, r9
+    mov ebp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1344
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 704]
+    mov esi, eax
+    mov r8d, edx
+    mov rcx, qword ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx ebp, cl
+    movzx r9d, byte ptr [r14 + 0]
+    mov r8d, 80
+    test ebx, 1344
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], r8d
+    movsxd rsi, dword ptr [r15 + 448]
+    popcnt rdx, rdi
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 810550416
+    mov r9, r10
+    test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 896], dil
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dil
-    mov esi, dword ptr [r15 + r8 + 1600]
-    test dword ptr [r15 + 67117723], 262144
-    jnz 1f
-1:
-    mov r9d, dword ptr [r14 + 64]
-    movzx edx, sil
-    popcnt rax, r9
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 1472]
+    and r9, 8128
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 7104], r9d
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -1446,58 +1524,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1212_j]
+    lea rcx, [rip + .Lc1_d1265_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1212_j_t
-.Lc1_d1212_j:
-    mov edi, 150
-    movzx ebp, al
-    mov esi, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1745666048
+    jmp .Lc1_d1265_j_t
+.Lc1_d1265_j:
+    movsxd rsi, dword ptr [r15 + 512]
+    inc dword ptr [r15 + 0]
+    movzx edx, sil
+    mov ebp, 9
+    test ebx, 16160
     jz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    movzx edx, bpl
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test bl, 96
+    mov byte ptr [r15 + 0], bpl
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 122592
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movzx esi, dil
-    test bl, 128
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    mov edx, 178
+    mov eax, 119
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 236
+    movzx ecx, byte ptr [r14 + 384]
+    test ebx, 48064
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, 54
-    test dword ptr [r15 + 67117724], 64
+    movsxd rdx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], ecx
+    movzx eax, dl
+    mov dword ptr [r15 + 448], edx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8d, 176
+    movsxd r9, dword ptr [r15 + 768]
+    movzx ebp, r8b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov rdx, qword ptr [r14 + 64]
+    mov byte ptr [r15 + 64], al
+    test ebx, 5952
     jz 1f
 1:
-    mov edx, 43
-    mov ebp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 704]
-    test bl, 64
-    jnz 1f
-1:
-    mov ecx, 176
-    mov byte ptr [r15 + 64], dil
-    xor dword ptr [r15 + 128], ecx
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    mov rax, r8
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7104]
-    mov byte ptr [r15 + 64], r8b
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 448]
-    mov dword ptr [r14 + 128], r8d
-    lock xadd qword ptr [r15 + 640], rcx
+    mov r9, rdx
+    mov rbp, r10
+    mov byte ptr [r15 + 704], r9b
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1507,53 +1586,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    cmovne rbp, rax
+    mov qword ptr [r15 + 576], rax
+    mov r8, r10
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 960]
+    cmovne rax, r8
+    test ebx, 15200
+    jnz 1f
+1:
+    mov ebp, 48
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 30
+    mov r9, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov edx, r9d
+    mov rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 0], 143
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268587146
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, bpl
-    mov dword ptr [r15 + 0], 243
-    mov r9, r10
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 40
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 5824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    and r9, 33554368
-    mov qword ptr [r14 + r9 + 33554432], r8
-    mov ecx, dword ptr [r15 + 704]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 1
+    mov rdx, rcx
+    movzx r8d, byte ptr [r15 + 64]
+    mov rax, qword ptr [r14 + 64]
+    mov r9d, dword ptr [r15 + 128]
+    test ebx, 832
     jz 1f
 1:
-    and rbp, 448
-    mov qword ptr [r14 + rbp + 960], r8
-    mov eax, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 576]
-    mov r9d, eax
-    test ebx, 608
+    mov qword ptr [r15 + 640], rax
+    mov rbp, r9
+    mov edx, dword ptr [r15 + 640]
+    test ebx, 576
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 640], rdx
-    test bl, 96
-    jz 1f
+    movzx r8d, bpl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov edx, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + 896]
+    test ebx, 6976
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r9d, 68
-    mov ebp, dword ptr [r15 + 832]
-    cmovne rax, r9
-    test ebx, 14816
-    jz 1f
-1:
-    mov r8, rbp
-    mov rdx, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    cmovne rdx, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -1563,69 +1647,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1314_j]
+    lea rcx, [rip + .Lc1_d1372_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1314_j_t
-.Lc1_d1314_j:
-    xor dword ptr [r15 + 576], ecx
-    mov dword ptr [r15 + 768], 75
-    mov esi, 42
-    vaddsd xmm6, xmm6, xmm6
-    test ebx, 800
+    jmp .Lc1_d1372_j_t
+.Lc1_d1372_j:
+    mov r8, r10
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rcx
+    mov rdi, r8
+    mov dword ptr [r15 + 832], 42
+    test ebx, 1600
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    movzx r9d, sil
-    mov rbp, rdi
-    test ebx, 2816
+    mov ebp, 32
+    mov r9, qword ptr [r15 + 768]
+    mov edx, 24
+    test ebx, 704
     jz 1f
 1:
-    mov eax, 133
-    mov qword ptr [r15 + 128], rbp
-    xchg rbp, r9
-    test dword ptr [r15 + 67117724], 268847366
+    mov rdi, r9
+    mov qword ptr [r15 + 128], rdx
+    mov eax, 168
+    test ebx, 31648
     jnz 1f
 1:
-    xor dword ptr [r15 + 768], r9d
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, eax
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
-1:
-    movzx esi, cl
-    mov ebp, 222
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 524544
-    jz 1f
-1:
-    cmovne r9, r8
-    mov qword ptr [r15 + 64], r8
-    movzx edi, byte ptr [r15 + 896]
+    cmovne rdx, rax
+    mov ebp, dword ptr [r15 + 896]
+    mov ecx, edx
     test bl, 64
     jz 1f
 1:
-    mov ebp, 191
-    mov rsi, rdi
-    mov eax, dword ptr [r15 + 704]
-    test bl, 128
+    movzx edi, cl
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 14048
+    jz 1f
+1:
+    mov ebp, 222
+    mov edx, r8d
+    movzx r9d, bpl
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, edi
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r9d
+    movzx edi, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     mov r8, r10
-    mov dword ptr [r14 + 0], 5
+    mov rbp, r10
+    mov edx, dword ptr [r14 + 0]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], 8
     and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 960]
+    add qword ptr [r15 + r8 + 960], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+// block 4: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 16
+    mov r13d, 20
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
@@ -1635,58 +1722,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 70
     setz al
-    lea rcx, [rip + .Lc1_d1372_s]
+    lea rcx, [rip + .Lc1_d1433_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1372_s_t
+    jmp .Lc1_d1433_s_t
     .p2align 3
-.Lc1_d1372_s:
+.Lc1_d1433_s:
     .p2align 3
-    jmp .Lc1_d1372_j
+    jmp .Lc1_d1433_j
     .p2align 3
-    jmp .Lc1_d1372_j
-.Lc1_d1372_j:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8d, ecx
-    test ebx, 512
+    jmp .Lc1_d1433_j
+.Lc1_d1433_j:
+    movsxd rsi, dword ptr [r15 + 832]
+    movzx ebp, cl
+    mov r8, rsi
+    test bl, 32
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 827
-    rep movsb
-    test dword ptr [r15 + 67117723], 71426080
+    mov rcx, r8
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 7864
     jz 1f
 1:
-    popcnt rdx, rdi
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1744
+    mov dword ptr [r15 + 0], 76
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 4040
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 896]
-    test ebx, 1073741824
-    jz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov rbp, r10
-    movzx r8d, dl
-    and rbp, 448
+    vcvtsi2sd xmm4, xmm4, ebp
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 16080
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 896]
+    mov r8, r10
     mov r9, r10
-    movzx ecx, byte ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117724], 201326592
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7104]
+    test ebx, 880
     jz 1f
 1:
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 59
-    movzx esi, byte ptr [r15 + 64]
-    test bl, 24
-    jz 1f
+    popcnt rdx, r8
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3008]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov rdi, rcx
-    mov rbp, qword ptr [r15 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edi
+    mov edi, r9d
+    mov dword ptr [r15 + 64], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1698,53 +1786,59 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 3
-    lea rcx, [rip + .Lc1_d1424_s]
+    lea rcx, [rip + .Lc1_d1486_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1424_s_t
+    jmp .Lc1_d1486_s_t
     .p2align 3
-.Lc1_d1424_s:
+.Lc1_d1486_s:
     .p2align 3
-    jmp .Lc1_d1424_j
+    jmp .Lc1_d1486_j
     .p2align 3
-    jmp .Lc1_d1424_j
+    jmp .Lc1_d1486_j
     .p2align 3
-    jmp .Lc1_d1424_j
+    jmp .Lc1_d1486_j
     .p2align 3
-    jmp .Lc1_d1424_j
-.Lc1_d1424_j:
-    mov r8, qword ptr [r14 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1952
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, r8b
-    test dword ptr [r15 + 67117723], 16
+    jmp .Lc1_d1486_j
+.Lc1_d1486_j:
+    mov rsi, qword ptr [r15 + 64]
+    movzx r8d, cl
+    movzx r9d, sil
+    test ebx, 8080
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 1621099778
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 768]
+    inc dword ptr [r15 + 512]
+    movzx eax, r9b
     mov rbp, r10
-    mov edi, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 81921
-    jnz 1f
+    mov edi, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 1472]
-    vmovdqu xmm12, xmmword ptr [r15 + 64]
-    mov r9d, ecx
-    test dword ptr [r15 + 67117724], 67445057
+    movsxd r8, dword ptr [r15 + rbp + 960]
+    movzx esi, byte ptr [r15 + 64]
+    or qword ptr [r15 + 0], 114
+    test bl, 144
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 640]
+    mov edi, r8d
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rax
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 112
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 768]
+    test ebx, 24536
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1754,55 +1848,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 960
-    movsxd rsi, dword ptr [r15 + r8 + 1984]
-    or qword ptr [r15 + 0], 4
-    vucomisd xmm10, xmm10
-    mov rcx, r8
-    test dword ptr [r15 + 67117723], 266256
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, eax
+    movsxd rdx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 63
+    test bl, 80
     jz 1f
 1:
-    bt rcx, rcx
+    movzx r9d, byte ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 704
-    jz 1f
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov esi, edx
-    mov rax, rbp
-    test ebx, 256
-    jz 1f
-1:
-    vmovdqu ymm12, ymmword ptr [r15 + 0]
-    mov r8d, 39
-    movsxd rcx, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 33556736
+    mov rdi, r9
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 8016
     jnz 1f
 1:
-    bswap r8
-    mov rsi, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
+    inc dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, r10
+    mov eax, 14
+    test bl, 16
+    jz 1f
 1:
-    mov ecx, 24
     mov r9, r10
-    movsxd rdx, dword ptr [r15 + 832]
-    movsxd rdi, dword ptr [r15 + 704]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], 95
     and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 1472]
-    test dword ptr [r15 + 67117724], 16777216
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    bswap rax
+    movsxd rbp, dword ptr [r15 + 576]
+    test bl, 16
+    jnz 1f
+1:
+    mov edx, 95
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8, rdx
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3008]
+    test ebx, 3928
     jz 1f
 1:
-    movzx r8d, sil
-    mov rbp, rdx
-    mov ecx, dword ptr [r15 + 896]
+    movzx r8d, bpl
+    mov rsi, r9
+    mov edx, dword ptr [r14 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1815,59 +1913,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d1521_s]
+    lea rcx, [rip + .Lc1_d1591_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1521_s_t
+    jmp .Lc1_d1591_s_t
     .p2align 3
-.Lc1_d1521_s:
+.Lc1_d1591_s:
     .p2align 3
-    jmp .Lc1_d1521_j
+    jmp .Lc1_d1591_j
     .p2align 3
-    jmp .Lc1_d1521_j
-.Lc1_d1521_j:
-    movzx edi, byte ptr [r15 + 448]
-    movzx edx, cl
-    test ebx, 1504
-    jnz 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
-    mov r9d, edx
-    test dword ptr [r15 + 67117723], 1074266240
+    jmp .Lc1_d1591_j
+.Lc1_d1591_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7104]
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6640
     jz 1f
 1:
-    mov esi, 195
-    mov edi, dword ptr [r15 + 0]
+    movzx r9d, dl
+    movzx r8d, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    vsubsd xmm10, xmm10, xmm10
-    mov dword ptr [r15 + 64], edi
-    test bl, 16
-    jnz 1f
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, r8d
+    movzx ecx, dil
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9, r10
-    mov ecx, edi
-    sete sil
-    test dword ptr [r15 + 67117724], 285212676
-    jnz 1f
-1:
+    movzx edx, byte ptr [r15 + 128]
     and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], sil
-    mov rbp, r10
-    mov qword ptr [r14 + 512], r9
-    test ebx, 512
-    jz 1f
+    mov dword ptr [r15 + r9 + 33554496], edx
+    test ebx, 1528
+    jnz 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    mov edx, ebp
-    test bl, 16
-    jz 1f
+    mov ecx, r9d
+    mov rax, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 826
-    rep movsb
+    vmovdqu ymm4, ymmword ptr [r15 + 448]
+    vmovdqu ymm6, ymmword ptr [r15 + 64]
+    xor dword ptr [r15 + rbp + 7168], eax
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 33554432], r8b
+    mov edi, 212
     add r11, 64
     add r10, r11
     inc rbx
@@ -1885,57 +1981,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 203
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
-    test ebx, 3200
-    jz 1f
-1:
-    mov ebp, 35
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rax
     movsxd rsi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    cmovne rdi, rsi
-    test bl, 144
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov ebp, ecx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov esi, 104
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 5104
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, r10
+    or qword ptr [r15 + 0], 6
+    test ebx, 13296
+    jnz 1f
+1:
+    and rbp, 960
+    mov eax, dword ptr [r14 + rbp + 1984]
+    mov r9d, 14
+    mov esi, dword ptr [r15 + 512]
+    test ebx, 7856
+    jnz 1f
+1:
+    movzx ecx, r9b
+    inc dword ptr [r15 + r8 + 1536]
+    mov edi, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 827
+    mov ecx, 1064
     rep movsb
-    mov qword ptr [r15 + 0], rax
-    mov r8d, dword ptr [r15 + 0]
-    cmovne rax, rsi
-    test ebx, 896
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1063
+    rep movsb
+    movsxd rdx, dword ptr [r15 + 896]
+    test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 70
-    mov byte ptr [r15 + 896], al
-    mov rbp, rax
-    mov r9, r10
-    test ebx, 1536
-    jz 1f
-1:
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1472]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 704]
-    mov r8, r10
-    mov edi, dword ptr [r15 + 64]
-    and r8, 4032
-    mov ecx, dword ptr [r14 + r8 + 3008]
-    test ebx, 6064
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 128]
-    mov esi, eax
-    mov edx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    movzx ebp, dl
-    vpaddd ymm12, ymm10, ymmword ptr [r15 + 640]
-    mov r8d, ebp
+    mov eax, dword ptr [r15 + 768]
+    mov r9d, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1948,56 +2046,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 139264
     setz al
-    lea rcx, [rip + .Lc1_d1632_s]
+    lea rcx, [rip + .Lc1_d1702_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1632_s_t
+    jmp .Lc1_d1702_s_t
     .p2align 3
-.Lc1_d1632_s:
+.Lc1_d1702_s:
     .p2align 3
-    jmp .Lc1_d1632_j
+    jmp .Lc1_d1702_j
     .p2align 3
-    jmp .Lc1_d1632_j
-.Lc1_d1632_j:
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 67117723], 33554432
+    jmp .Lc1_d1702_j
+.Lc1_d1702_j:
+    mov dword ptr [r15 + 448], 227
+    mov byte ptr [r14 + 0], cl
+    mov qword ptr [r14 + 0], rcx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx esi, cl
+    test ebx, 608
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 139
-    mov rbp, r8
-    test dword ptr [r15 + 67117723], 5242880
-    jz 1f
-1:
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    test ebx, 6592
-    jz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movzx eax, dl
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1224745122
-    jz 1f
+    movzx eax, r9b
+    mov r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 896]
-    mov rbp, r10
-    and r8, 448
-    mov edi, dword ptr [r14 + r8 + 1472]
+    movsxd rsi, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    mov dword ptr [r15 + 128], 201
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rax, r8
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dil
-    mov rcx, qword ptr [r15 + 128]
-    test bl, 32
-    jnz 1f
+    mov rbp, rcx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3008], rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov dword ptr [r15 + 832], 175
-    mov esi, 14
-    test ebx, 1280
-    jnz 1f
-1:
-    not qword ptr [r14 + 64]
+    mov esi, 25
+    mov r8, qword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2007,58 +2106,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8, r9
+    mov r8, rax
+    mov rdi, rax
+    movzx edx, r8b
+    mov ecx, edi
+    mov rbp, r10
     test ebx, 1888
     jnz 1f
 1:
-    mov ebp, esi
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3008]
+    mov esi, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 0]
+    mov edx, esi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
     mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test dword ptr [r15 + 67117724], 262144
+    movzx r8d, cl
+    test bl, 160
     jz 1f
 1:
-    mov rax, qword ptr [r14 + 0]
-    mov r9d, dword ptr [r15 + 448]
-    mov ecx, eax
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 1024
+    mov r9d, 176
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, r9
+    mov rsi, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    vmovdqu ymm6, ymmword ptr [r15 + 704]
+    test ebx, 800
     jz 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 1472]
-    mov rbp, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 180396608
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    mov eax, ebp
-    mov edi, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    popcnt r9, rax
-    movzx r8d, byte ptr [r15 + 384]
-    test ebx, 4048
-    jz 1f
-1:
-    mov rsi, r9
-    mov rdx, r9
+    inc dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], edi
+    mov byte ptr [r15 + 448], r8b
     mov rbp, r10
+    mov qword ptr [r15 + 64], rdx
+    test ebx, 5872
+    jz 1f
+1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 827
+    mov ecx, 1064
     rep movsb
-    test ebx, 3328
-    jnz 1f
-1:
-    movzx eax, dil
-    and rbp, 4032
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r14 + rbp + 3008]
-    movzx edx, bpl
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1472]
+    movsxd rdx, dword ptr [r14 + 0]
+    popcnt r9, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2071,58 +2171,61 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073809409
     setz al
-    lea rcx, [rip + .Lc1_d1735_s]
+    lea rcx, [rip + .Lc1_d1808_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1735_s_t
+    jmp .Lc1_d1808_s_t
     .p2align 3
-.Lc1_d1735_s:
+.Lc1_d1808_s:
     .p2align 3
-    jmp .Lc1_d1735_j
+    jmp .Lc1_d1808_j
     .p2align 3
-    jmp .Lc1_d1735_j
-.Lc1_d1735_j:
-    mov edx, dword ptr [r15 + 128]
-    mov edi, ecx
-    movzx esi, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 84940944
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 832]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 1760
-    jnz 1f
-1:
-    movzx edx, r8b
-    and r8, 960
-    movsxd rcx, dword ptr [r15 + r8 + 1984]
-    mov ebp, 182
+    jmp .Lc1_d1808_j
+.Lc1_d1808_j:
     mov r9, r10
-    test ebx, 400
-    jz 1f
-1:
-    mov edi, 194
     and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3008]
-    xchg rbp, rcx
-    test dword ptr [r15 + 67117723], 556019968
+    movsxd rbp, dword ptr [r15 + r9 + 3008]
+    mov edi, 142
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 16176
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r14 + 64]
-    mov r8, rax
-    test dword ptr [r15 + 67117724], 69271552
-    jz 1f
-1:
-    mov edx, r8d
-    mov r9d, dword ptr [r15 + 448]
-    mov ebp, 98
-    test ebx, 1073741824
+    movzx edx, sil
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 3824
     jnz 1f
 1:
-    mov ecx, ebp
-    mov qword ptr [r15 + 704], r9
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 896]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r10
+    mov edx, edi
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 1472]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov esi, eax
+    mov r9d, 89
+    mov r8, r10
+    mov ecx, 254
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    xchg rsi, r9
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7104]
+    test ebx, 352
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 608
+    jnz 1f
+1:
+    mov eax, ecx
+    mov qword ptr [r14 + 576], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2132,61 +2235,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov edi, 54
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    movzx edi, cl
-    mov ebp, r8d
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, rbp
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    mov esi, eax
-    mov dword ptr [r15 + 0], 44
-    mov rax, rsi
-    mov r9, r10
-    test ebx, 2560
-    jz 1f
-1:
-    vsubsd xmm10, xmm10, xmm12
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 960]
-    mov ecx, 53
-    mov r8, qword ptr [r15 + 896]
-    test ebx, 4048
-    jz 1f
-1:
-    vmovdqu ymm6, ymmword ptr [r15 + 768]
-    mov ebp, r9d
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 704]
-    test bl, 64
-    jnz 1f
-1:
-    mov rdi, r8
-    sete bpl
-    mov r8d, edi
     mov rbp, r10
-    mov eax, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 2048
+    movsxd rcx, dword ptr [r14 + 0]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 960]
+    mov edx, 54
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edx
+    movzx esi, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx ebp, sil
+    mov r8d, esi
+    vaddsd xmm4, xmm4, xmm4
+    test bl, 160
+    jz 1f
+1:
+    mov rdx, r8
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 64464
     jnz 1f
 1:
-    mov r9, r10
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], r9b
-    mov qword ptr [r14 + 128], rbp
-    and r9, 4032
-    vmovdqu xmm12, xmmword ptr [r15 + r9 + 3008]
+    mov rsi, rcx
+    mov dword ptr [r15 + 0], 245
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 3568
+    jz 1f
+1:
+    mov eax, 53
+    xor dword ptr [r15 + 0], esi
+    mov r8, qword ptr [r15 + 832]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov ecx, r8d
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3008]
+    mov rax, rbp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    sete cl
+    mov esi, eax
+    inc dword ptr [r15 + 704]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9, qword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 768]
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2196,59 +2302,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1844_j]
+    lea rcx, [rip + .Lc1_d1921_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1844_j_t
-.Lc1_d1844_j:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 67110912
+    jmp .Lc1_d1921_j_t
+.Lc1_d1921_j:
+    vpaddd ymm6, ymm6, ymmword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
+    xor dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], sil
+    test bl, 96
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    movzx r9d, dl
-    cmovne rbp, rdx
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    mov rax, rbp
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 2912
+    mov dword ptr [r15 + 0], 47
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 103
-    mov dword ptr [r15 + 576], ebp
-    mov edx, eax
+    movzx r9d, byte ptr [r15 + 0]
+    cmovne rdi, rdi
+    mov dword ptr [r15 + 0], r9d
+    test bl, 32
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1760
+    jz 1f
+1:
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], eax
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, r9d
+    add qword ptr [r14 + 0], r9
+    mov esi, dword ptr [r14 + 0]
     test bl, 64
-    jz 1f
+    jnz 1f
 1:
-    mov r9d, edx
-    bt rdx, rdx
-    movsxd rsi, dword ptr [r15 + 64]
-    vmovdqu xmm10, xmmword ptr [r14 + 0]
-    test ebx, 59376
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rcx, r9
+    mov rbp, r10
+    mov rdi, rsi
     and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    mov rax, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 407142410
-    jz 1f
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    mov rdx, rbp
+    test ebx, 3424
+    jnz 1f
 1:
-    mov esi, r9d
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 640]
-    movzx edx, byte ptr [r14 + 128]
-    test dword ptr [r15 + 67117723], 147488
-    jz 1f
+    movsxd r9, dword ptr [r15 + 576]
+    mov ecx, edx
+    mov eax, r9d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov rcx, rdx
-    mov edi, dword ptr [r15 + 832]
-    mov qword ptr [r15 + rbp + 1024], rcx
+    mov edi, dword ptr [r15 + 896]
+    mov esi, dword ptr [r15 + r8 + 2048]
+    mov rbp, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2258,55 +2371,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1898_j]
+    lea rcx, [rip + .Lc1_d1981_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1898_j_t
-.Lc1_d1898_j:
-    movzx r8d, cl
-    cmovne rax, rax
-    mov esi, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 537972756
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, sil
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    test ebx, 5568
-    jnz 1f
-1:
-    mov r8d, edi
-    vmovdqu xmm12, xmmword ptr [r14 + rbp + 1536]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rsi, r8
-    test dword ptr [r15 + 67117723], 655361
+    jmp .Lc1_d1981_j_t
+.Lc1_d1981_j:
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 6896
     jz 1f
 1:
     mov rax, qword ptr [r15 + 0]
-    vmulsd xmm12, xmm12, xmm12
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 270546992
-    jz 1f
+    mov rsi, rbp
+    mov ecx, eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    vpaddd ymm6, ymm12, ymmword ptr [r15 + 0]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 960]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 25739400
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, cl
+    mov dword ptr [r15 + 0], r9d
+    lea r8, [r10 + r10*1]
+    test bl, 96
     jz 1f
 1:
     and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7104]
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 30704
+    add qword ptr [r15 + r8 + 7104], r9
+    mov edx, dword ptr [r15 + r8 + 7168]
+    lea rbp, [r10 + r10*2]
+    mov edi, edx
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 1088]
+    xor dword ptr [r15 + rbp + 1024], ebp
+    cmovne rdx, rsi
+    test ebx, 2912
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 576]
-    inc dword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + 576]
+    vmaxsd xmm6, xmm6, xmm4
+    mov r9, qword ptr [r15 + 128]
+    test bl, 32
+    jnz 1f
+1:
+    movzx r8d, r9b
+    inc dword ptr [r14 + 768]
+    mov byte ptr [r14 + 0], r8b
+    test ebx, 31456
+    jnz 1f
+1:
+    movzx edi, r9b
+    mov rsi, qword ptr [r15 + rbp + 960]
+    movzx eax, byte ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2316,63 +2434,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], 22
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, 11
-    test ebx, 47088
-    jz 1f
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, al
+    mov r8, rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 61168
+    jnz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    vucomisd xmm4, xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm10, ymmword ptr [r15 + 896]
-    mov rdx, rbp
-    test dword ptr [r15 + 67117723], 1880631296
-    jz 1f
+    movzx ecx, r9b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov r9, qword ptr [r15 + 576]
-    vpaddd ymm12, ymm10, ymmword ptr [r15 + 640]
-    movzx r8d, r9b
-    mov eax, dword ptr [r14 + 0]
-    mov r8, r10
-    test bl, 160
-    jnz 1f
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 112
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r9d
-    xor dword ptr [r15 + 128], r8d
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1760
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 249
-    mov rbp, r10
-    movzx esi, dl
-    mov rax, rbp
+    mov dword ptr [r15 + 0], 229
+    movzx ecx, dl
+    mov r8d, dword ptr [r15 + 832]
+    mov dword ptr [r14 + 448], ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 8128
-    vmovdqu ymm12, ymmword ptr [r14 + rbp + 7104]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 64], 183
-    test bl, 80
-    jnz 1f
+    vmovdqu ymm4, ymmword ptr [r15 + 576]
+    vaddsd xmm1, xmm1, xmm4
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9, r10
+    mov eax, 151
+    test bl, 32
+    jz 1f
 1:
-    mov rsi, r9
-    cmovne rbp, rbp
-    mov edx, dword ptr [r15 + 448]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 960]
+    mov edx, dword ptr [r15 + 704]
+    mov rcx, r8
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    xchg r8, r8
+    mov rax, rcx
+    mov ebp, r8d
+    mov dword ptr [r14 + 64], eax
+    test bl, 32
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 896]
+    cmovne r8, r8
+    mov r9d, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 26
+    mov r13d, 28
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2382,56 +2506,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d2001_s]
+    lea rcx, [rip + .Lc1_d2094_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2001_s_t
+    jmp .Lc1_d2094_s_t
     .p2align 3
-.Lc1_d2001_s:
+.Lc1_d2094_s:
     .p2align 3
-    jmp .Lc1_d2001_j
+    jmp .Lc1_d2094_j
     .p2align 3
-    jmp .Lc1_d2001_j
-.Lc1_d2001_j:
-    lea rcx, [rip + .Lc1_d2010_j]
+    jmp .Lc1_d2094_j
+.Lc1_d2094_j:
+    lea rcx, [rip + .Lc1_d2103_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2010_j_t
-.Lc1_d2010_j:
-    mov rbp, r10
+    jmp .Lc1_d2103_j_t
+.Lc1_d2103_j:
+    lea rbp, [r10 + r10*2]
+    movzx edi, cl
     and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 960]
-    mov esi, dword ptr [r14 + 832]
+    mov r8, qword ptr [r15 + rbp + 1088]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov edx, dword ptr [r14 + rbp + 960]
+    mov esi, dword ptr [r14 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov edi, 233
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + rbp + 1024], dl
+    mov dword ptr [r15 + 896], edi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8d, edi
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r9, r10
-    test ebx, 256
-    jnz 1f
-1:
+    mov eax, dword ptr [r15 + 0]
     and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7104]
-    mov eax, dword ptr [r15 + 640]
-    test ebx, 920
-    jz 1f
-1:
-    inc dword ptr [r14 + 896]
-    mov esi, 202
-    test dword ptr [r15 + 67117724], 138215681
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    test bl, 128
+    xor dword ptr [r15 + r9 + 7104], eax
+    test ebx, 3820
     jnz 1f
 1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    movzx r8d, dil
-    test ebx, 16048
-    jz 1f
-1:
-    mov ecx, edx
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 576]
-    test ebx, 448
-    jnz 1f
-1:
-    add qword ptr [r15 + 640], rcx
+    mov qword ptr [r15 + 384], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2441,60 +2562,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 128]
-    mov rdi, r9
-    add qword ptr [r14 + 0], rcx
-    test ebx, 16272
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 896]
-    movzx edx, r9b
-    mov eax, dword ptr [r15 + 64]
-    test bl, 8
-    jz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 832]
+    movzx edx, byte ptr [r15 + 320]
+    bt rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 8
-    jz 1f
-1:
-    movzx r8d, cl
-    lea rbp, [r10 + r10*4]
-    mov byte ptr [r15 + 832], r8b
-    mov edx, 60
-    test bl, 8
+    test ebx, 16340
     jnz 1f
 1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, dl
+    mov rax, rsi
+    mov r9d, 88
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rdi, r9
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 220
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov edx, ecx
+    movzx edi, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, r10
+    test bl, 8
+    jz 1f
+1:
+    mov qword ptr [r14 + 384], rax
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    mov byte ptr [r15 + 512], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3072], rdx
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + r9 + 3008]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 1216], rdx
-    mov rax, rbp
-    mov ecx, dword ptr [r15 + 640]
-    test bl, 16
+    mov rcx, qword ptr [r15 + rbp + 1024]
+    test ebx, 376
     jz 1f
 1:
-    mov r9, r10
-    mov rsi, qword ptr [r15 + rbp + 1152]
-    movzx r8d, byte ptr [r14 + rbp + 1088]
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], r8
-    mov eax, r9d
-    test ebx, 12268
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r9, r10
-    mov rsi, qword ptr [r15 + rbp + 960]
-    mov edi, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 136
-    jz 1f
-1:
-    and r9, 8128
-    add qword ptr [r15 + r9 + 7104], rdi
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    bt r9, r9
+    movsxd r8, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    mov edx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2509,28 +2625,31 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rsi, qword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 8
+    mov byte ptr [r15 + 0], dil
+    movsxd rsi, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdi
+    test bl, 4
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    sete sil
-    movsxd r9, dword ptr [r15 + 448]
-    cmovne rdx, rsi
-    or qword ptr [r15 + 64], 84
+    movsxd rax, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    mov byte ptr [r15 + 640], al
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 832], 237
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 4
+    mov r13d, 2
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
@@ -2575,59 +2694,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, eax
     mov rdx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 3968
-    jz 1f
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 8128
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
+    mov ecx, esi
+    mov edx, esi
+    movsxd rax, dword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov edx, r9d
+    test ebx, 448
+    jz 1f
+1:
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 0]
     sete cl
-    mov r9d, r8d
-    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1984]
+    mov edx, ebp
     test bl, 64
     jnz 1f
 1:
-    mov edx, r9d
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 832], esi
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 1024]
+    movzx eax, byte ptr [r15 + 512]
     movzx edi, byte ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r14 + 0]
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 4194304
+    movsxd rcx, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx edx, cl
+    mov rsi, qword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rdx
+    test ebx, 1216
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, r9d
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rax
-    test ebx, 704
-    jz 1f
+    mov r8d, dword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + 64]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 832]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd rdi, dword ptr [r14 + 640]
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4128
-    jz 1f
-1:
-    movzx ecx, r8b
-    and r8, 960
-    mov r9, qword ptr [r15 + r8 + 1984]
-    mov ebp, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov esi, dword ptr [r14 + rbp + 3008]
+    movzx r8d, byte ptr [r15 + r9 + 960]
+    mov edi, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2637,109 +2759,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r14 + 64]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
-    test dword ptr [r15 + 67117724], 54561028
-    jnz 1f
+    mov dword ptr [r15 + 0], eax
+    mov r8, rax
+    mov dword ptr [r15 + 0], eax
+    test ebx, 28096
+    jz 1f
 1:
-    mov ecx, 26
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 608
-    jnz 1f
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], ebp
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 138412032
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, r8b
+    test ebx, 64832
+    jz 1f
 1:
-    mov r8, r10
-    mov esi, dword ptr [r15 + 0]
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3008]
     bswap rdi
-    test dword ptr [r15 + 67117724], 8536084
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 6592
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 576]
-    and r9, 960
-    mov ebp, dword ptr [r15 + r9 + 2048]
-    popcnt rdx, r9
-    test dword ptr [r15 + 67117723], 545657860
-    jnz 1f
-1:
-    mov r8, rdx
-    vmovdqu xmm12, xmmword ptr [r15 + r9 + 1984]
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 1048640
+    mov rcx, rsi
+    lea rbp, [r10 + r10*1]
+    mov eax, ecx
+    test ebx, 26560
     jz 1f
 1:
     and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7104]
-    mov dword ptr [r14 + 0], ebp
-    mov ecx, edi
+    mov r8d, dword ptr [r14 + rbp + 7168]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 576]
+    mov r8, r10
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 960]
+    popcnt rax, r8
+    mov ecx, 168
+    test ebx, 576
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov r9, r10
+    mov edi, eax
+    and r9, 4032
+    xor dword ptr [r15 + r9 + 3008], edi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov edx, dword ptr [r15 + 768]
+    mov esi, dword ptr [r15 + rbp + 7104]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2241_j]
+    lea rcx, [rip + .Lc1_d2335_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2241_j_t
-.Lc1_d2241_j:
-    mov r8, r10
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg rcx, rcx
-    test dword ptr [r15 + 67117723], 205537539
-    jz 1f
-1:
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 805437809
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], r9d
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    mov rcx, r9
-    test dword ptr [r15 + 67117724], 524352
+    jmp .Lc1_d2335_j_t
+.Lc1_d2335_j:
+    inc dword ptr [r14 + 512]
+    mov rdx, rcx
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 24288
     jnz 1f
 1:
-    not qword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 64], sil
-    test dword ptr [r15 + 67117724], 811600003
+    vpaddd ymm1, ymm13, ymmword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 320
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 128]
-    mov qword ptr [r14 + 0], r8
-    mov rax, rbp
-    test bl, 128
-    jz 1f
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3008], rdi
+    mov qword ptr [r15 + 576], r8
+    test ebx, 7360
+    jnz 1f
 1:
-    movzx edi, al
+    movzx r9d, byte ptr [r14 + 640]
+    mov edx, dword ptr [r15 + 448]
     mov esi, dword ptr [r15 + 704]
+    test ebx, 1600
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 896], esi
+    mov ecx, dword ptr [r15 + 832]
+    mov rdi, qword ptr [r15 + 64]
+    and r9, 448
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + r9 + 1472]
+    test bl, 64
+    jz 1f
+1:
+    xchg rsi, rsi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], 127
+    movzx ebp, r8b
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, rbp
+    mov ecx, dword ptr [r15 + r9 + 1536]
+    mov edi, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2749,115 +2881,120 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2289_j]
+    lea rcx, [rip + .Lc1_d2389_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2289_j_t
-.Lc1_d2289_j:
-    lea rbp, [r10 + r10*1]
-    vucomisd xmm2, xmm15
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1536]
-    mov esi, dword ptr [r15 + 704]
-    test ebx, 3008
+    jmp .Lc1_d2389_j_t
+.Lc1_d2389_j:
+    mov r8, r10
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 71
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 14272
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 49
-    add qword ptr [r15 + 448], rsi
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 545267712
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx eax, bpl
+    test bl, 192
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rdx, rdi
-    test dword ptr [r15 + 67117724], 4096
+    movzx edi, byte ptr [r15 + 0]
+    or qword ptr [r15 + 0], 109
+    mov dword ptr [r15 + 0], edi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 768]
+    mov rax, r8
+    test ebx, 320
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rdx
-    mov dword ptr [r15 + 0], esi
-    movzx edx, cl
-    test dword ptr [r15 + 67117723], 538970248
+    mov dword ptr [r15 + 64], 0
+    mov edx, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 15808
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 8192
+    mov ecx, dword ptr [r15 + 704]
+    mov rax, rsi
+    mov edi, dword ptr [r15 + 768]
+    test bl, 64
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 576]
-    movzx ecx, byte ptr [r14 + 448]
-    movzx edx, sil
-    test ebx, 1888
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 768]
-    mov r8, qword ptr [r14 + rbp + 1472]
-    mov r9d, 77
+    movzx edx, byte ptr [r15 + 512]
+    mov qword ptr [r14 + 0], rdi
+    movzx r9d, byte ptr [r14 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    lea r9, [r10 + r10*1]
-    and r9, 448
-    mov rdi, qword ptr [r14 + r9 + 1024]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 0], 217
-    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rdx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    vsubsd xmm12, xmm12, xmm9
-    mov r8, r10
-    mov dword ptr [r15 + 0], edx
-    test ebx, 384
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, r8b
+    mov esi, r9d
+    test bl, 192
     jz 1f
+1:
+    movzx edx, dil
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, 41
+    test ebx, 448
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3008]
-    mov rcx, qword ptr [r15 + 640]
-    test ebx, 384
+    mov eax, ebp
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
-    mov edi, 210
-    mov edx, 187
-    movzx esi, dil
-    test ebx, 1073741824
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], r9d
+    lea rbp, [r10 + r10*1]
+    and r9, 448
+    movsxd rdx, dword ptr [r14 + r9 + 960]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov ebp, esi
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 823
-    rep movsb
-    movzx r8d, byte ptr [r15 + 512]
-    test ebx, 608
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7104]
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 896]
+    mov edx, ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rsi, rdx
+    mov dword ptr [r14 + rbp + 7168], 43
+    xor dword ptr [r15 + 832], esi
+    test bl, 192
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 896]
-    mov rbp, r10
-    mov edx, eax
-    and rbp, 960
-    mov r8, qword ptr [r15 + rbp + 1984]
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, rbp
-    movzx ecx, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 64]
-    test bl, 96
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + r9 + 960], sil
-    mov eax, edx
+    mov rax, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], sil
+    mov r8d, 6
     add r11, 64
     add r10, r11
     inc rbx
@@ -2870,54 +3007,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16777220
     setz al
-    lea rcx, [rip + .Lc1_d2392_s]
+    lea rcx, [rip + .Lc1_d2496_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2392_s_t
+    jmp .Lc1_d2496_s_t
     .p2align 3
-.Lc1_d2392_s:
+.Lc1_d2496_s:
     .p2align 3
-    jmp .Lc1_d2392_j
+    jmp .Lc1_d2496_j
     .p2align 3
-    jmp .Lc1_d2392_j
-.Lc1_d2392_j:
+    jmp .Lc1_d2496_j
+.Lc1_d2496_j:
     mov r8, r10
     and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 960]
-    mov edi, r8d
-    xchg rcx, rcx
-    test bl, 128
+    movzx ebp, byte ptr [r15 + r8 + 960]
+    mov esi, r8d
+    xchg rax, rax
+    test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 704]
-    mov byte ptr [r15 + 64], cl
-    test bl, 64
-    jz 1f
+    movzx ecx, byte ptr [r15 + 832]
+    mov byte ptr [r15 + 64], al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 448]
-    test ebx, 704
-    jz 1f
+    inc dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 6592
+    jnz 1f
 1:
-    mov r9d, eax
-    movzx edi, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
+    mov esi, edi
+    movsxd rcx, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     lea r8, [r10 + r10*1]
-    movzx ecx, dil
+    movzx eax, cl
     and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 237
+    mov dword ptr [r15 + r8 + 33554432], 191
     mov byte ptr [r15 + r8 + 33554496], r8b
     test ebx, 320
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 576]
-    test bl, 64
-    jnz 1f
+    mov rsi, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 576]
+    test ebx, 11744
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 896]
     mov rdi, qword ptr [r15 + 512]
     add r11, 64
     add r10, r11
@@ -2925,59 +3062,64 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx ebp, al
-    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    mov esi, 243
-    test ebx, 640
+    mov eax, 189
+    test ebx, 320
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 562040896
+    mov ebp, dword ptr [r15 + 0]
+    movzx esi, al
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 7744
     jnz 1f
 1:
-    mov rdi, rdx
-    mov dword ptr [r15 + 0], 150
-    mov esi, edi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov edi, edx
+    mov rbp, r9
     test bl, 64
     jnz 1f
 1:
-    movzx eax, sil
-    mov ebp, 73
-    vpaddd ymm12, ymm15, ymmword ptr [r15 + 0]
-    test ebx, 2816
-    jnz 1f
-1:
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 640]
-    mov r9d, 158
-    mov qword ptr [r15 + 512], rax
-    test ebx, 608
-    jnz 1f
-1:
-    bt r9, r9
-    mov byte ptr [r15 + 704], r9b
-    movzx edi, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 2656320
-    jnz 1f
-1:
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, ebp
+    mov dword ptr [r15 + 0], 238
     mov r8, r10
-    mov ecx, edi
-    movzx eax, r8b
-    and r8, 4032
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 3008], 169
-    test dword ptr [r15 + 67117723], 67108864
+    test ebx, 28352
     jnz 1f
 1:
-    mov r9d, ebp
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 176
+    mov byte ptr [r14 + 768], r8b
+    vcvtsi2sd xmm1, xmm1, r8d
+    movzx esi, r8b
+    test ebx, 320
+    jz 1f
+1:
+    inc dword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], rsi
+    mov edi, 249
+    movzx ecx, sil
+    test bl, 192
+    jz 1f
+1:
+    mov edx, edi
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1063
+    rep movsb
+    mov rbp, r10
+    mov r9, qword ptr [r15 + 448]
+    mov r8d, 248
+    test ebx, 48832
+    jnz 1f
+1:
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 960]
-    movzx esi, byte ptr [r14 + 768]
+    movsxd rdx, dword ptr [r15 + rbp + 960]
+    movzx r9d, byte ptr [r15 + 704]
+    mov ecx, dword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2987,55 +3129,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2493_j]
+    lea rcx, [rip + .Lc1_d2602_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2493_j_t
-.Lc1_d2493_j:
-    mov qword ptr [r15 + 448], rcx
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1
+    jmp .Lc1_d2602_j_t
+.Lc1_d2602_j:
+    mov qword ptr [r15 + 512], rcx
+    movzx r8d, cl
+    mov rdx, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx r9d, dl
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 5056
     jz 1f
 1:
-    mov esi, 157
-    movzx r8d, bpl
-    movzx eax, sil
-    test dword ptr [r15 + 67117723], 2916368
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, r8d
-    test dword ptr [r15 + 67117724], 25200779
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx esi, r9b
-    mov edx, 107
+    mov rsi, r9
+    mov r8d, 189
+    mov ebp, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rax, rsi
-    mov r8, r10
-    sete dl
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rdx
-    test dword ptr [r15 + 67117724], 16385
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 128]
-    bswap rax
-    mov byte ptr [r14 + 64], r9b
-    mov rbp, r10
-    test ebx, 576
+    mov dword ptr [r15 + 0], r8d
+    mov edi, 49
+    test ebx, 1344
     jz 1f
 1:
-    mov r8, r10
+    mov r9, r10
+    movzx esi, dil
+    mov byte ptr [r15 + 128], r9b
+    test ebx, 5824
+    jnz 1f
+1:
+    and r9, 448
+    mov rbp, r10
+    mov qword ptr [r15 + r9 + 1472], r9
+    mov edx, ebp
     and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7104]
-    mov rsi, qword ptr [r15 + 832]
+    movsxd rsi, dword ptr [r15 + rbp + 7104]
+    test bl, 64
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1064
+    rep movsb
+    bswap r9
+    mov r8, r10
+    test ebx, 26560
+    jz 1f
+1:
     and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], esi
+    mov dword ptr [r15 + r8 + 33554432], ecx
+    mov rdx, qword ptr [r14 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3045,58 +3191,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 211
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, 193
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
+    mov edx, eax
+    movzx ecx, al
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, 218
-    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     inc dword ptr [r15 + 0]
-    test ebx, 9728
-    jz 1f
+    mov dword ptr [r15 + 0], 218
+    mov edx, 207
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov edi, 223
-    mov rbp, r8
-    mov dword ptr [r15 + 0], 1
-    test ebx, 1216
-    jz 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 31
-    xor dword ptr [r15 + 512], eax
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov ecx, edx
-    mov r8d, 229
-    sete dl
-    mov rbp, r10
-    test ebx, 1504
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 79
+    movsxd rdi, dword ptr [r15 + 64]
+    mov eax, 36
+    lea r9, [r10 + r10*1]
+    test bl, 64
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 896]
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 8128
-    inc dword ptr [r15 + rbp + 7104]
-    test ebx, 256
+    inc dword ptr [r15 + 832]
+    xor dword ptr [r15 + 128], r9d
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7104]
+    mov ecx, r9d
+    mov r8, r10
+    test ebx, 16160
     jnz 1f
 1:
-    mov ecx, 201
-    movsxd r9, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 198
-    mov edi, r9d
-    test dword ptr [r15 + 67117724], 8392768
-    jnz 1f
+    mov esi, 119
+    sete dil
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 960]
+    mov edx, 88
+    test ebx, 704
+    jz 1f
 1:
-    xor dword ptr [r15 + 448], edi
-    mov rdx, rdi
-    mov r8d, 64
+    mov ecx, 178
+    mov esi, 201
+    mov edx, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r14 + 640]
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], edx
+    movsxd rax, dword ptr [r15 + r9 + 7168]
+    mov rbp, rdx
+    mov ecx, 164
     add r11, 64
     add r10, r11
     inc rbx
@@ -3109,57 +3253,62 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1080041472
     setz al
-    lea rcx, [rip + .Lc1_d2597_s]
+    lea rcx, [rip + .Lc1_d2708_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2597_s_t
+    jmp .Lc1_d2708_s_t
     .p2align 3
-.Lc1_d2597_s:
+.Lc1_d2708_s:
     .p2align 3
-    jmp .Lc1_d2597_j
+    jmp .Lc1_d2708_j
     .p2align 3
-    jmp .Lc1_d2597_j
-.Lc1_d2597_j:
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, 134
-    mov dword ptr [r15 + 0], esi
-    mov rdi, rdx
-    test dword ptr [r15 + 67117723], 143155267
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 239
-    popcnt rax, rdi
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 448]
-    test ebx, 8096
-    jnz 1f
-1:
-    vmovdqu ymm12, ymmword ptr [r15 + 128]
-    mov byte ptr [r15 + 832], al
-    mov r8, r10
-    mov rsi, rax
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    and r8, 960
-    movzx edx, byte ptr [r15 + r8 + 1984]
-    movsxd rcx, dword ptr [r15 + 576]
-    mov edi, 68
+    jmp .Lc1_d2708_j
+.Lc1_d2708_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], al
+    mov rsi, qword ptr [r15 + 64]
     test bl, 64
     jz 1f
 1:
-    mov eax, ecx
-    mov rsi, rdi
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 64480
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 62400
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    test ebx, 1344
+    jz 1f
+1:
+    mov esi, 239
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 6848
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov edx, ecx
-    mov ebp, 50
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, 216
+    test ebx, 31584
+    jnz 1f
+1:
+    mov r8, r10
+    mov rdx, rsi
+    mov edi, r8d
+    test ebx, 57152
+    jz 1f
+1:
+    and r8, 960
+    inc dword ptr [r15 + r8 + 1984]
+    popcnt r9, r8
+    test ebx, 448
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + rbp + 1024]
+    mov dword ptr [r15 + 640], 203
+    test bl, 192
+    jnz 1f
+1:
+    mov edi, ecx
+    movsxd rax, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3169,55 +3318,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, al
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], esi
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 557852672
-    jnz 1f
-1:
+    lea r9, [r10 + r10*1]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 1024]
+    mov edx, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], edx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 827
-    rep movsb
     test bl, 64
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 768]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 0]
-    mov esi, ebp
-    mov r8, r10
-    mov dword ptr [r14 + 896], 14
-    test dword ptr [r15 + 67117723], 537158275
-    jnz 1f
-1:
-    mov r9, r8
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 960]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 170131512
+    lock xadd qword ptr [r15 + 0], rax
+    movzx r8d, dil
+    mov esi, eax
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 3520
     jz 1f
 1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3008]
-    mov edi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 512], rcx
-    test dword ptr [r15 + 67117724], 8388608
+    xor dword ptr [r15 + 0], esi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+    bswap rax
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r8, r10
+    mov rcx, qword ptr [r14 + 0]
+    mov rbp, r10
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3008]
+    mov edi, r8d
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], edi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 896]
+    mov rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rcx
+    mov rax, rdx
+    test ebx, 24384
     jnz 1f
 1:
-    mov eax, edi
-    xor dword ptr [r15 + 832], ecx
+    mov dword ptr [r14 + r9 + 960], 105
+    mov edi, eax
+    movzx r8d, cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -3227,56 +3377,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2699_j]
+    lea rcx, [rip + .Lc1_d2815_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2699_j_t
-.Lc1_d2699_j:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, ecx
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 26
-    jnz 1f
-1:
+    jmp .Lc1_d2815_j_t
+.Lc1_d2815_j:
+    mov esi, ecx
+    mov dword ptr [r15 + 0], ecx
     movzx ebp, byte ptr [r15 + 0]
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7360
-    jnz 1f
+    test ebx, 1216
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 448], eax
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    not qword ptr [r15 + 512]
-    movzx ebp, cl
-    mov r9, r10
-    mov rdx, qword ptr [r14 + 64]
-    test dword ptr [r15 + 67117724], 1075078208
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rdx
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rbp
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 64]
-    test bl, 64
-    jnz 1f
-1:
-    mov r8, r10
-    mov rcx, rbp
-    lock or dword ptr [r15 + 128], 113
-    and r8, 448
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 1472]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    xor dword ptr [r15 + 0], edx
     test bl, 64
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 896]
-    mov edx, r8d
-    mov dword ptr [r15 + 704], 169
+    movsxd r9, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r9, r10
+    test ebx, 13792
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3008]
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 7360
+    jnz 1f
+1:
+    mov r8d, esi
+    mov dword ptr [r15 + 512], 108
+    movzx edx, byte ptr [r14 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    movsxd rdi, dword ptr [r14 + 0]
+    mov r9, r10
+    mov rbp, rdi
+    test bl, 192
+    jz 1f
+1:
+    vpaddd ymm6, ymm14, ymmword ptr [r15 + 832]
+    and r9, 448
+    xor dword ptr [r15 + r9 + 1472], edi
+    mov r8, qword ptr [r15 + 896]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov ebp, r8d
+    movzx esi, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3286,58 +3438,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, 209
-    mov rbp, r10
-    mov esi, 250
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3008], esi
-    test bl, 160
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], bpl
+    mov r9d, 253
+    test ebx, 320
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], esi
-    popcnt rcx, rsi
-    test ebx, 1024
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r8d, dl
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
+    mov dword ptr [r15 + 0], edi
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    mov eax, 68
-    mov esi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
+    mov rsi, qword ptr [r15 + 0]
+    popcnt rbp, rax
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 14272
+    jnz 1f
 1:
-    mov rbp, r10
-    mov rdi, qword ptr [r14 + 0]
-    mov ecx, ebp
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 1540
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 832]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 827
+    mov ecx, 1063
     rep movsb
-    test ebx, 416
+    mov r8, qword ptr [r15 + 128]
+    mov eax, ecx
+    test bl, 192
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 64]
-    test bl, 224
-    jnz 1f
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], eax
+    mov ebp, 122
+    mov r8d, 129
+    test bl, 64
+    jz 1f
 1:
-    movzx r9d, r8b
-    movzx edi, byte ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 64]
+    movzx ecx, r8b
+    mov rbp, r10
+    movsxd rdi, dword ptr [r14 + 0]
+    and rbp, 448
+    mov r9, r10
+    mov rdx, qword ptr [r14 + rbp + 960]
+    test bl, 64
+    jz 1f
+1:
+    mov eax, 93
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 1472]
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3347,112 +3502,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2804_j]
+    lea rcx, [rip + .Lc1_d2924_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2804_j_t
-.Lc1_d2804_j:
-    mov edx, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    jmp .Lc1_d2924_j_t
+.Lc1_d2924_j:
+    movsxd rdx, dword ptr [r15 + 704]
     movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], edx
+    test bl, 64
     jnz 1f
 1:
     mov esi, dword ptr [r15 + 0]
-    mov r9d, 145
-    mov dword ptr [r15 + 0], esi
-    test ebx, 256
-    jz 1f
+    mov r9d, 245
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 114592
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 168
-    test bl, 64
-    jz 1f
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 15296
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
+    mov esi, 187
+    mov ecx, 168
+    mov edx, esi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 448], r9d
-    test ebx, 1792
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 448], edi
+    test bl, 64
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], edi
+    mov ecx, dword ptr [r15 + 576]
+    test ebx, 320
     jz 1f
 1:
-    mov qword ptr [r15 + 640], r9
-    mov edx, 107
-    movsxd rsi, dword ptr [r14 + 576]
-    test dword ptr [r15 + 67117723], 4259840
-    jnz 1f
+    movzx edx, byte ptr [r15 + 832]
+    movzx r8d, byte ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    test bl, 192
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r10
-    mov rdi, qword ptr [r15 + 448]
-    and r8, 960
-    mov ecx, dword ptr [r14 + r8 + 1984]
     mov r9, r10
-    test ebx, 1344
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3008]
+    mov rcx, rsi
+    movsxd rdi, dword ptr [r15 + 448]
+    and r9, 960
+    movsxd rbp, dword ptr [r15 + r9 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 448], al
-    mov edi, dword ptr [r15 + 640]
-    movzx edx, al
-    test dword ptr [r15 + 67117724], 1275331658
+    mov r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov edx, 228
+    mov ebp, r8d
+    test ebx, 65088
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    vpaddd ymm6, ymm6, ymmword ptr [r15 + 0]
+    test ebx, 31200
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 826
-    rep movsb
-    mov byte ptr [r15 + 512], dl
+    popcnt rdx, rax
+    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 128
+    mov dword ptr [r15 + 0], 196
+    mov rdi, qword ptr [r15 + 128]
+    test ebx, 832
     jz 1f
 1:
     and rbp, 4032
-    xor dword ptr [r15 + rbp + 3072], edx
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
-    and r8, 448
-    xor dword ptr [r15 + r8 + 960], edi
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 134217808
+    mov dword ptr [r15 + rbp + 3072], edi
+    mov rdx, qword ptr [r15 + 448]
+    movzx ecx, bpl
+    mov r8, r10
+    mov byte ptr [r15 + 128], cl
+    test ebx, 29664
     jz 1f
 1:
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rdi
-    movsxd rdx, dword ptr [r15 + rbp + 3008]
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 1472]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rax
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 1024]
+    mov edi, r9d
+    test ebx, 8032
+    jz 1f
 1:
-    mov rsi, rdx
-    mov ecx, edx
-    movzx eax, sil
-    test dword ptr [r15 + 67117724], 1343492225
-    jnz 1f
+    mov rsi, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + rbp + 3008]
+    test bl, 64
+    jz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 1024]
-    mov ebp, 228
+    xor dword ptr [r15 + r9 + 960], eax
+    mov edx, dword ptr [r15 + 512]
+    mov rdi, rax
+    mov rsi, qword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3465,55 +3630,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32772
     setz al
-    lea rcx, [rip + .Lc1_d2904_s]
+    lea rcx, [rip + .Lc1_d3033_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2904_s_t
+    jmp .Lc1_d3033_s_t
     .p2align 3
-.Lc1_d2904_s:
+.Lc1_d3033_s:
     .p2align 3
-    jmp .Lc1_d2904_j
+    jmp .Lc1_d3033_j
     .p2align 3
-    jmp .Lc1_d2904_j
-.Lc1_d2904_j:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 140
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 576
+    jmp .Lc1_d3033_j
+.Lc1_d3033_j:
+    bt rcx, rcx
+    mov edx, dword ptr [r15 + 832]
+    movsxd rdi, dword ptr [r14 + 0]
+    test ebx, 1344
     jz 1f
 1:
-    mov ebp, 160
-    mov dword ptr [r15 + 0], 174
-    movzx edi, bpl
-    test ebx, 256
-    jz 1f
-1:
-    movzx eax, dil
-    movzx ecx, byte ptr [r15 + 0]
-    bt rax, rax
-    test dword ptr [r15 + 67117724], 603981827
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 29
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 262144
+    movsxd r8, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 28480
     jnz 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    movzx edx, sil
+    movzx edi, sil
+    test ebx, 5568
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 250
+    mov ecx, 30
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 0], 234
+    mov dword ptr [r15 + 0], 15
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1600
+    jnz 1f
+1:
+    mov rbp, rdx
     mov r8, r10
-    movsxd rsi, dword ptr [r14 + 0]
-    mov rdi, qword ptr [r15 + 512]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117724], 542638722
+    mov dword ptr [r15 + 0], 193
+    test bl, 192
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 832]
-    mov rcx, rax
-    mov edx, dword ptr [r15 + 768]
-    test bl, 64
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 64], 91
+    mov esi, dword ptr [r15 + 704]
+    test ebx, 30400
     jnz 1f
 1:
     sete bpl
-    mov dword ptr [r15 + 448], 237
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3614,63 +3783,58 @@ ditto_body_c2:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 5 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
     mov rbx, qword ptr [r15 + 9448]
-    lea rcx, [rbx + 5]
+    lea rcx, [rbx + 7]
     mov qword ptr [r15 + 9448], rcx
-    mov r13d, 5
+    mov r13d, 7
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    jmp 1f
-1:
-    mov r8d, edi
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r14 + 384]
+    mov rdi, qword ptr [r15 + 256]
     .byte 0x66, 0x90
-    vcvtsi2sd xmm8, xmm8, ecx
-    test ebx, 1018
+    movsxd rbp, dword ptr [r14 + 0]
+    mov eax, ebp
+    mov ebp, dword ptr [r14 + 0]
+    test ebx, 2042
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r14 + 0]
-    mov rax, qword ptr [r14 + 0]
-    mov esi, edi
-    mov edi, 62
+    mov qword ptr [r14 + 0], rax
+    mov ebp, 234
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 448]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 14 chunk executions per call
+// block 1: 64 bytes, 1 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 9456]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 9456], rcx
-    mov r13d, 14
+    mov r13d, 12
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov r9, qword ptr [r14 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    xchg r9, r9
-    mov qword ptr [r15 + 0], r9
-    mov edx, r9d
+    mov rax, qword ptr [r15 + 9432]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 9432], rax
     inc dword ptr [r15 + 64]
-    test bl, 8
-    jz 1f
+    imul esi, ecx, 54
+    mov rdi, qword ptr [r14 + 0]
+    and esi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    cmp dword ptr [r15 + 9436], 0x5a82799a
+    jb 1f
 1:
-    imul ebp, ecx, 103
-    movzx eax, byte ptr [r14 + 192]
-    mov rcx, rax
-    xor eax, ecx
-    movzx edi, byte ptr [r15 + 320]
-    xor edi, ecx
+    xor edx, esi
+    xchg rsi, rdi
+    mov rbp, rdi
+    movzx r8d, byte ptr [r14 + 192]
+    mov esi, ebp
+    xor eax, esi
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3683,24 +3847,25 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    sub rdi, rbp
-    add rcx, qword ptr [r15 + 0]
-    vpxor xmm15, xmm15, xmm5
-    mov byte ptr [r15 + 0], cl
+    sub rcx, r8
+    lea rdi, [r15 + 1216]
+    lea rsi, [r15 + 5312]
+    mov ecx, 76
+    rep movsb
+    mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    test ecx, ecx
-    mov r8d, ebp
-    mov dword ptr [r14 + 128], r8d
+    mov r9d, esi
+    movzx edx, byte ptr [r14 + 320]
     jmp 1f
 1:
-    lock add qword ptr [r15 + 448], r8
-    movzx ebp, byte ptr [r14 + 0]
+    test bl, 244
+    jz 1f
+1:
+    test edx, edx
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3756,71 +3921,73 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d487_j_t:
+.Lc1_d515_j_t:
     jmp rcx
-.Lc1_d2001_s_t:
+.Lc1_d2094_s_t:
     jmp rcx
-.Lc1_d2010_j_t:
+.Lc1_d2103_j_t:
     jmp rcx
-.Lc1_d1372_s_t:
+.Lc1_d1433_s_t:
     jmp rcx
-.Lc1_d1424_s_t:
+.Lc1_d1486_s_t:
     jmp rcx
-.Lc1_d1521_s_t:
+.Lc1_d1591_s_t:
     jmp rcx
-.Lc1_d1632_s_t:
+.Lc1_d1702_s_t:
     jmp rcx
-.Lc1_d1735_s_t:
+.Lc1_d1808_s_t:
     jmp rcx
-.Lc1_d1844_j_t:
+.Lc1_d1921_j_t:
     jmp rcx
-.Lc1_d1898_j_t:
+.Lc1_d1981_j_t:
     jmp rcx
-.Lc1_d35_j_t:
-    jmp rcx
-.Lc1_d137_j_t:
-    jmp rcx
-.Lc1_d239_j_t:
-    jmp rcx
-.Lc1_d294_s_t:
-    jmp rcx
-.Lc1_d391_j_t:
+.Lc1_b0_stubs_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d650_s_t:
+.Lc1_d37_j_t:
     jmp rcx
-.Lc1_d752_j_t:
+.Lc1_d144_j_t:
     jmp rcx
-.Lc1_d856_j_t:
+.Lc1_d251_j_t:
     jmp rcx
-.Lc1_d905_j_t:
+.Lc1_d306_s_t:
     jmp rcx
-.Lc1_d1005_j_t:
+.Lc1_d412_j_t:
     jmp rcx
-.Lc1_d1110_j_t:
+.Lc1_d685_s_t:
     jmp rcx
-.Lc1_d1212_j_t:
+.Lc1_d791_j_t:
     jmp rcx
-.Lc1_d1314_j_t:
+.Lc1_d900_j_t:
     jmp rcx
-.Lc1_d2241_j_t:
+.Lc1_d950_j_t:
     jmp rcx
-.Lc1_d2289_j_t:
+.Lc1_d1057_j_t:
     jmp rcx
-.Lc1_d2392_s_t:
+.Lc1_d1159_j_t:
     jmp rcx
-.Lc1_d2493_j_t:
+.Lc1_d1265_j_t:
     jmp rcx
-.Lc1_d2597_s_t:
+.Lc1_d1372_j_t:
     jmp rcx
-.Lc1_d2699_j_t:
+.Lc1_d2335_j_t:
     jmp rcx
-.Lc1_d2804_j_t:
+.Lc1_d2389_j_t:
     jmp rcx
-.Lc1_d2904_s_t:
+.Lc1_d2496_s_t:
+    jmp rcx
+.Lc1_d2602_j_t:
+    jmp rcx
+.Lc1_d2708_s_t:
+    jmp rcx
+.Lc1_d2815_j_t:
+    jmp rcx
+.Lc1_d2924_j_t:
+    jmp rcx
+.Lc1_d3033_s_t:
     jmp rcx
     .text
 
