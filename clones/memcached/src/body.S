@@ -740,7 +740,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1878 instructions per call, 8 blocks
+// ---- cluster c1: 1878 instructions per call, 10 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -773,1199 +773,2324 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 10780968]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 10780968], rcx
-    mov r13d, 8
+    mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d35_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d35_j_t
-.Lc1_d35_j:
-    imul rcx, qword ptr [r14 + 1088]
-    mov r8d, 165
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 1408], 73
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + 448]
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rax
-    add qword ptr [r14 + 384], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 512]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 262080
-    lock add qword ptr [r15 + rbp + 24192], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r14 + 960]
-    sub rcx, rsi
-    mov dword ptr [r14 + 1024], ecx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d88_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d88_j_t
-.Lc1_d88_j:
-    mov ecx, 152
-    inc dword ptr [r14 + 832]
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, al
-    mov rax, rsi
-    mov esi, dword ptr [r15 + 640]
-    add rax, 87
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + 896], rsi
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rcx, [rsi + rax*2 + 114]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov r9d, 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 96
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r14 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r14 + 1152]
-    and r9d, dword ptr [r14 + 320]
-    or r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 768]
-    add rax, rax
-    mov rbp, qword ptr [r15 + 704]
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d139_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d139_j_t
-.Lc1_d139_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 16
-    test ebx, 992
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r9d
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, cl
-    cmp rdi, rdi
-    add rdi, qword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dl
-    mov edx, edx
-    mov edx, 143
-    test ebx, 130432
-    jnz 1f
-1:
-    mov rdi, rcx
-    imul rdi, qword ptr [r15 + 128]
-    mov rcx, rdi
-    lea rdi, [rcx + rcx*2 + 100]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r14 + 1216]
-    mov byte ptr [r15 + 704], r8b
-    mov byte ptr [r15 + 320], cl
-    test bl, 144
-    jnz 1f
-1:
-    mov edi, dword ptr [r14 + 64]
-    mov qword ptr [r14 + 768], rdi
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d198_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d198_j_t
-.Lc1_d198_j:
-    mov rdi, rax
-    mov ecx, edi
-    mov rdi, rcx
-    mov edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 141
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rbp, rbp
-    test ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    sub rbp, rdi
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    lock or dword ptr [r15 + 960], 89
-    jmp 1f
-1:
-    and rbp, 960
-    mov qword ptr [r14 + rbp + 1472], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r14 + 704]
-    mov r9d, edi
-    lock add qword ptr [r15 + 1088], r9
-    jmp 1f
-1:
-    test ebx, 288
-    jnz 1f
-1:
-    imul rbp, qword ptr [r15 + 512]
-    lea rsi, [rbp + rbp*2 + 20]
-    add rsi, qword ptr [r14 + 576]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov edi, ebp
-    movsxd r9, dword ptr [r14 + 1024]
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d256_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d256_j_t
-.Lc1_d256_j:
-    mov dword ptr [r14 + 512], 231
-    mov ecx, 169
-    add rcx, rcx
-    test ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 832], rcx
-    mov edi, ecx
-    mov dword ptr [r14 + 128], 226
-    mov ecx, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, edi
-    lea rsi, [rsi + rsi*2 + 31]
-    test esi, esi
-    mov byte ptr [r14 + 320], dil
-    test ebx, 688
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, esi
-    mov esi, 13
-    add rsi, rsi
-    add rsi, 19
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], esi
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r14 + 64], esi
-    movzx edi, sil
-    and r8, 960
-    lock or dword ptr [r15 + r8 + 2496], 97
-    mov dword ptr [r15 + 640], r8d
-    test ebx, 12032
-    jz 1f
-1:
-    neg rsi
-    mov dword ptr [r15 + 448], 91
-    mov byte ptr [r15 + 448], dil
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d314_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d314_j_t
-.Lc1_d314_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    movzx eax, al
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 960
-    inc dword ptr [r15 + r8 + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r8d, 28
-    and r8d, dword ptr [r14 + 64]
-    and r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    test eax, eax
-    mov byte ptr [r14 + 896], r8b
-    movzx eax, r8b
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    movsxd r8, dword ptr [r15 + 576]
-    and rbp, 2097088
-    movzx ecx, byte ptr [r15 + rbp + 286336]
-    mov ebp, 182
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 36
-    jmp 1f
-1:
-    add qword ptr [r14 + 1152], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d369_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d369_j_t
-.Lc1_d369_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rax, qword ptr [r14 + 64]
-    mov r9d, dword ptr [r14 + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    and r9d, dword ptr [r15 + 384]
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 320], 249
-    movzx eax, byte ptr [r14 + 64]
-    shl rax, 9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 1152], ecx
-    mov ecx, eax
-    movzx ecx, cl
-    mov qword ptr [r15 + 1280], rcx
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3520], 187
-    add rax, rcx
-    movsxd r9, dword ptr [r15 + 512]
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    inc r9d
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c7:
-    lea rcx, [rip + .Lc1_d424_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d424_j_t
-.Lc1_d424_j:
-    mov r9d, r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 113
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg r9
-    imul r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rax, [rcx + rcx*2 + 51]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 464
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 384], 173
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 576]
-    inc eax
-    mov r9d, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, 67
-    mov rdi, qword ptr [r15 + 960]
-    jmp 1f
-1:
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r14 + 640]
-    mov dword ptr [r14 + 128], 97
-    add qword ptr [r15 + 576], rdi
+    inc ecx
+    and eax, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 1: 4096 bytes, 16 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 10780976]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 10780976], rcx
-    mov r13d, 16
+    mov r13d, 8
+    mov eax, ebx
+    and eax, 15
+    lea rcx, [rip + .Lc1_b1_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b1_stubs_t
+    .p2align 3
+.Lc1_b1_stubs:
+    .p2align 3
     jmp .Lc1_b1_c0
+    .p2align 3
+    jmp .Lc1_b1_c1
+    .p2align 3
+    jmp .Lc1_b1_c2
+    .p2align 3
+    jmp .Lc1_b1_c3
+    .p2align 3
+    jmp .Lc1_b1_c4
+    .p2align 3
+    jmp .Lc1_b1_c5
+    .p2align 3
+    jmp .Lc1_b1_c6
+    .p2align 3
+    jmp .Lc1_b1_c7
+    .p2align 3
+    jmp .Lc1_b1_c8
+    .p2align 3
+    jmp .Lc1_b1_c9
+    .p2align 3
+    jmp .Lc1_b1_c10
+    .p2align 3
+    jmp .Lc1_b1_c11
+    .p2align 3
+    jmp .Lc1_b1_c12
+    .p2align 3
+    jmp .Lc1_b1_c13
+    .p2align 3
+    jmp .Lc1_b1_c14
+    .p2align 3
+    jmp .Lc1_b1_c15
     .p2align 6
 .Lc1_b1_c0:
-    jmp 1f
-1:
-    inc edx
-    mov rdx, qword ptr [r14 + 0]
-    shl rdx, 14
-    mov eax, edx
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r14 + 448], dl
-    jmp 1f
-1:
-    shr edx, 11
-    jmp 1f
-1:
-    neg rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul eax, edx, 63
-    cmp rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
-    mov ebp, 55
-    mov dword ptr [r15 + 64], 237
-    inc rbx
-    dec r13
-    jnz .Lc1_b1_c0
-.Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 10780984]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 10780984], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b2_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b2_stubs_t
-    .p2align 3
-.Lc1_b2_stubs:
-    .p2align 3
-    jmp .Lc1_b2_c0
-    .p2align 3
-    jmp .Lc1_b2_c1
-    .p2align 3
-    jmp .Lc1_b2_c2
-    .p2align 3
-    jmp .Lc1_b2_c3
-    .p2align 6
-.Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d527_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d527_j_t
-.Lc1_d527_j:
-    mov dword ptr [r15 + 320], 180
-    jmp 1f
-1:
-    mov rax, rcx
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 104
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 140
-    mov ecx, 13
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 448]
-    mov qword ptr [r14 + 384], rcx
-    and r9, 960
-    movzx ecx, byte ptr [r14 + r9 + 1472]
-    sub rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 1280], r9d
-    jmp 1f
-1:
-    imul r9, qword ptr [r15 + 320]
-    mov dword ptr [r14 + 960], r9d
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    and r9, 8388544
-    mov qword ptr [r15 + r9 + 2383488], r9
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d588_j]
+    lea rcx, [rip + .Lc1_d62_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d588_j_t
-.Lc1_d588_j:
-    lea rcx, [rip + .Lc1_d592_j]
+    jmp .Lc1_d62_j_t
+.Lc1_d62_j:
+    lea rcx, [rip + .Lc1_d66_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d592_j_t
-.Lc1_d592_j:
-    mov rax, qword ptr [r15 + 1344]
-    mov ecx, dword ptr [r14 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rdx + rdx*2 + 1]
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1472]
+    jmp .Lc1_d66_j_t
+.Lc1_d66_j:
+    or ecx, ecx
+    add rax, qword ptr [r15 + 960]
+    mov ecx, dword ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 81
-    add rax, rax
+    movzx eax, byte ptr [r14 + 320]
+    test eax, eax
+    lock add qword ptr [r15 + 384], rcx
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov dword ptr [r15 + 1024], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rax + rax*2 + 20]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 1152]
-    mov r8, r10
-    mov ebp, dword ptr [r14 + 704]
-    and r8, 4032
-    imul rbp, qword ptr [r14 + r8 + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     movzx eax, cl
-    mov rax, rax
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 249856
+    jz 1f
+1:
+    or ecx, eax
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov r8d, ecx
-    neg r8
-    test ebx, 122688
-    jnz 1f
+    and rbp, 8388544
+    movzx eax, byte ptr [r15 + rbp + 2383488]
+    mov ebp, eax
+    inc dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx ebp, cl
-    popcnt rax, rbp
+    mov ecx, eax
+    mov r9d, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c2:
+    jz .Lc1_b1_done
+.Lc1_b1_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d642_j]
+    lea rcx, [rip + .Lc1_d117_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d642_j_t
-.Lc1_d642_j:
-    lea rbp, [r10 + r10*1]
-    mov rcx, rbp
-    and rbp, 960
-    movsxd rcx, dword ptr [r14 + rbp + 1536]
+    jmp .Lc1_d117_j_t
+.Lc1_d117_j:
+    mov r9d, 29
+    mov rcx, qword ptr [r14 + 320]
+    mov byte ptr [r14 + 128], cl
+    xor dword ptr [r15 + 768], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
+    mov esi, eax
+    jmp 1f
 1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    and r9, rsi
+    jmp 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + 1088], eax
-    mov r9, r10
-    sub rcx, r9
-    test bl, 72
-    jnz 1f
+    jmp 1f
 1:
-    and r9, 8128
-    xor dword ptr [r14 + r9 + 7616], r9d
-    mov dword ptr [r15 + 1024], ecx
-    mov r9d, ecx
+    mov rbp, r10
+    mov ecx, 6
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    movzx ecx, byte ptr [r14 + 768]
-    mov eax, dword ptr [r15 + rbp + 1472]
+    mov eax, dword ptr [r14 + 512]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 15808], rbp
+    mov rbp, rbp
+    xchg qword ptr [r15 + 448], rax
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r14 + 640]
+    shr r9d, 17
+    mov qword ptr [r15 + 0], r9
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, r9
+    jmp 1f
+1:
+    or ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    or eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    movzx eax, byte ptr [r15 + 640]
+    mov edi, dword ptr [r14 + 576]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c2:
+    lea rcx, [rip + .Lc1_d173_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d173_j_t
+.Lc1_d173_j:
+    jmp 1f
+1:
+    xor edi, ecx
+    mov byte ptr [r15 + 1344], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     lea rdi, [r15 + 10772736]
-    mov ecx, 190
+    mov ecx, 126
     rep stosb
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2528
+    jz 1f
 1:
-    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 182
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    jmp 1f
+    mov rcx, qword ptr [r14 + 384]
+    movzx edi, cl
+    mov dword ptr [r15 + 768], edi
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx r9d, dil
+    and edi, dword ptr [r15 + 512]
+    mov r8, r10
+    xor edi, r8d
+    and r8, 2097088
+    add qword ptr [r14 + r8 + 286336], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], edi
+    shl rcx, 16
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx edi, al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    imul r8, qword ptr [r14 + 704]
+    test ebx, 455680
+    jz 1f
+1:
+    mov rdx, rdi
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 1152]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c3:
+    jz .Lc1_b1_done
+.Lc1_b1_c3:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d700_j]
+    lea rcx, [rip + .Lc1_d233_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d700_j_t
-.Lc1_d700_j:
-    mov edi, 186
-    xchg qword ptr [r15 + 1152], rdi
-    mov rcx, rdi
-    mov r8, r10
-    mov eax, r8d
+    jmp .Lc1_d233_j_t
+.Lc1_d233_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 71
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdx
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, dl
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rdx
+    and eax, dword ptr [r15 + 128]
+    mov rbp, r10
     test ebx, 3008
     jz 1f
 1:
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1472], r8
-    mov r8d, 242
-    neg r8
+    movzx ecx, bpl
+    mov dword ptr [r14 + 128], 164
+    and rbp, 960
+    mov byte ptr [r14 + rbp + 1472], bpl
+    mov dword ptr [r15 + 64], 120
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    add rdi, 97
-    movzx eax, byte ptr [r14 + 704]
-    mov edi, 89
-    mov dword ptr [r15 + 896], 174
-    mov rbp, r10
+    mov rsi, rcx
+    mov qword ptr [r15 + 640], rsi
+    mov ecx, 102
+    test bl, 192
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], sil
+    mov qword ptr [r14 + 0], rsi
+    or ebp, ecx
+    shr ebp, 4
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r14 + 1088]
+    xor edx, ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c4:
+    lea rcx, [rip + .Lc1_d286_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d286_j_t
+.Lc1_d286_j:
+    jmp 1f
+1:
+    mov ecx, ecx
+    or ecx, ecx
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3520], 254
+    movzx edx, cl
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, 94
+    mov r9d, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, 21
+    movzx r9d, r9b
+    and r9, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r14 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx edx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 768]
+    mov edx, 238
+    mov r9d, edx
+    mov dword ptr [r15 + 1152], 188
+    test ebx, 192512
+    jz 1f
+1:
+    test edx, edx
+    mov rcx, rdx
+    mov dword ptr [r15 + 896], 145
+    or ecx, ecx
+    test bl, 192
+    jnz 1f
+1:
     mov r9, r10
-    mov edi, r9d
-    mov edi, edi
-    and r9, 8388544
-    mov edi, dword ptr [r15 + r9 + 2383488]
+    mov eax, 177
+    mov rax, rax
+    and r9, 960
+    lock or dword ptr [r15 + r9 + 2496], 85
+    lea r9, [rcx + rcx*2 + 108]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r14 + 832], rax
+    mov dword ptr [r14 + 512], eax
+    mov rsi, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, eax
+    mov r9, r10
+    cmp r9, r9
+    and r9, 8128
+    mov rax, qword ptr [r14 + r9 + 7616]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c5:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d352_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d352_j_t
+.Lc1_d352_j:
+    mov dword ptr [r15 + 576], eax
+    sub r9, rax
+    xor dword ptr [r14 + 128], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rcx
+    mov qword ptr [r15 + 0], rcx
+    add rax, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, 36
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    inc dword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 12032
+    jz 1f
+1:
+    mov r8d, r9d
+    and r8d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 130
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov qword ptr [r14 + 768], rcx
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 1408], rcx
+    add rcx, 15
+    add rcx, rcx
+    mov edi, ecx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r14 + 704]
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c6:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d410_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d410_j_t
+.Lc1_d410_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edi, 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 72
+    or qword ptr [r15 + 0], 100
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 928
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 52
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 576
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r14 + 960], al
+    mov ecx, eax
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rcx, rcx
+    movzx ecx, cl
+    mov rcx, rcx
+    mov ecx, 140
+    mov qword ptr [r14 + 448], rcx
+    test ebx, 495616
+    jz 1f
+1:
+    movzx edi, cl
+    imul rdi, qword ptr [r15 + 128]
+    movzx ecx, dil
+    movsxd rdi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor edi, ecx
+    mov edi, 72
+    jmp 1f
+1:
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    movzx eax, byte ptr [r14 + 512]
+    mov edx, eax
+    or edx, edx
+    mov eax, dword ptr [r15 + 1088]
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c7:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d468_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d468_j_t
+.Lc1_d468_j:
+    lea rcx, [rip + .Lc1_d472_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d472_j_t
+.Lc1_d472_j:
+    add qword ptr [r14 + 640], rdx
+    mov ecx, 233
+    mov edx, dword ptr [r14 + 704]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov rax, qword ptr [r15 + 320]
-    movzx r8d, al
-    add r8, qword ptr [r15 + 832]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov edi, 71
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 320], rdx
+    movzx ecx, byte ptr [r14 + 384]
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    xor ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 217
+    vpermq ymm7, ymm6, 1
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r14 + 1216], al
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    or ecx, ecx
+    movzx ecx, cl
+    imul rcx, qword ptr [r14 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or eax, ecx
+    add rax, rax
+    mov rax, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c8:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d524_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d524_j_t
+.Lc1_d524_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    neg rax
+    mov eax, 29
+    neg rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov esi, 185
+    mov rsi, rsi
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    sub rsi, rcx
+    movzx esi, sil
+    shl rsi, 5
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 42
+    movsxd rdi, dword ptr [r15 + 1152]
+    jmp 1f
+1:
+    mov ebp, esi
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov esi, dword ptr [r14 + 64]
+    jmp 1f
+1:
+    lea rdx, [rdi + rdi*2 + 44]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 640], 177
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 832]
+    jmp 1f
+1:
+    mov edx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 448], 99
+    mov rsi, rbp
+    movsxd rsi, dword ptr [r14 + 128]
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c9:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d579_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d579_j_t
+.Lc1_d579_j:
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    shl rcx, 10
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    sub rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 107
+    mov eax, 216
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, eax
+    movsxd rcx, dword ptr [r15 + 704]
+    inc ecx
+    shl rcx, 30
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 896], esi
+    and r8, 960
+    inc dword ptr [r14 + r8 + 1472]
+    mov byte ptr [r15 + 320], cl
+    test ebx, 928
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 128]
+    mov edi, ecx
+    movsxd rdi, dword ptr [r15 + 256]
+    cmp rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r14 + 384]
+    mov rax, qword ptr [r14 + 576]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c10:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d635_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d635_j_t
+.Lc1_d635_j:
+    movsxd r8, dword ptr [r15 + 640]
+    mov qword ptr [r14 + 0], r8
+    mov dword ptr [r14 + 0], 3
+    movzx r8d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, r8d
+    add rcx, rcx
+    cmp rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [rcx + rcx*2 + 8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 105
+    sub r8, rcx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov ecx, ecx
+    shl rcx, 19
+    and rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    add r8, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 256]
+    mov r9, rcx
+    sub r9, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, cl
+    neg r8
+    or r8d, r8d
+    or r8d, r8d
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    imul rcx, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c11:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d695_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d695_j_t
+.Lc1_d695_j:
+    mov r9d, eax
+    mov dword ptr [r15 + 384], 81
+    popcnt rax, r9
+    mov r9d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 512]
+    movzx r8d, al
+    jmp 1f
+1:
+    and r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r14 + 64]
+    mov rcx, r9
+    mov r9, rcx
+    imul r9, qword ptr [r15 + 1280]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r8d, ecx
+    neg r8
+    add r8, r8
+    test ebx, 288
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr r9d, 6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r14 + 0], r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r9d, 10
+    mov r9d, dword ptr [r15 + 1088]
+    mov r8, r10
+    mov edx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1472], r8b
+    cmp r9, rdx
+    mov r8, qword ptr [r14 + 960]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c12:
+    lea rcx, [rip + .Lc1_d750_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d750_j_t
+.Lc1_d750_j:
+    mov ecx, 209
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 43
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rcx
+    cmp rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 864
+    jnz 1f
+1:
+    add rcx, qword ptr [r14 + 576]
+    mov r8, r10
+    mov ebp, r8d
+    and rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 2097088
+    mov dword ptr [r15 + r8 + 286336], 67
+    mov qword ptr [r14 + 256], rbp
+    neg rcx
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 0], r8d
+    add rbp, r8
+    shr ebp, 16
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    movzx ecx, r8b
+    movzx r8d, byte ptr [r14 + 192]
+    movsxd rdi, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    lock or dword ptr [r15 + 128], 74
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 96
+    mov edi, 225
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c13:
+    lea rcx, [rip + .Lc1_d808_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d808_j_t
+.Lc1_d808_j:
+    lea rcx, [rip + .Lc1_d812_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d812_j_t
+.Lc1_d812_j:
+    mov r8d, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, r8d
+    mov ecx, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 145
+    movzx edi, byte ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 1024], r8
+    mov r8, r10
+    mov dword ptr [r15 + 256], 230
+    mov ecx, 99
+    test ebx, 29952
+    jz 1f
+1:
+    and r8, 960
+    mov byte ptr [r14 + r8 + 2496], r8b
+    mov r8, r10
+    add rdi, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 704], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8388544
+    mov byte ptr [r14 + r8 + 2383488], r8b
+    and rcx, r8
+    cmp rcx, rcx
+    movsxd r8, dword ptr [r14 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    neg rdi
+    mov rdi, qword ptr [r15 + 192]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c14:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d865_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d865_j_t
+.Lc1_d865_j:
+    add qword ptr [r14 + 192], rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 228
+    test ebx, 249856
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r14 + 128]
+    xor edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edi
+    mov rsi, rcx
+    jmp 1f
+1:
+    test ebx, 1696
+    jnz 1f
+1:
+    movzx esi, cl
+    test esi, esi
+    shl rdi, 11
+    xor edi, ecx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov ecx, esi
+    mov ecx, dword ptr [r15 + 768]
+    mov esi, 158
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 832]
+    add rdi, rdi
+    mov ebp, dword ptr [r15 + 448]
+    test ebx, 1696
+    jnz 1f
+1:
+    jmp 1f
+1:
+    sub rsi, rdi
+    mov rsi, rsi
+    test ebx, 471040
+    jz 1f
+1:
+    mov dword ptr [r14 + 64], ebp
+    movzx ebp, sil
+    mov qword ptr [r15 + 512], rbp
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c15:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d927_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d927_j_t
+.Lc1_d927_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    shr ebp, 19
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rbp
+    lock xadd qword ptr [r15 + 0], rsi
+    mov rbp, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r14 + 896], 16
+    or ecx, esi
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 128]
+    lock or dword ptr [r15 + 640], 112
+    mov rbp, qword ptr [r15 + 256]
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 12
+    and ecx, dword ptr [r14 + 1344]
+    mov r9, r10
+    or qword ptr [r14 + 1088], 118
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rsi, qword ptr [r15 + 448]
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3520]
+    neg rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    sub rax, r9
+    and eax, dword ptr [r15 + 192]
+    mov r9d, 71
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b1_c0
+.Lc1_b1_done:
+// block 2: 256 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780984]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 10780984], rcx
+    mov r13d, 2
+    jmp .Lc1_b2_c0
+    .p2align 6
+.Lc1_b2_c0:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d986_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d986_j_t
+.Lc1_d986_j:
+    lea rcx, [rip + .Lc1_d990_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d990_j_t
+.Lc1_d990_j:
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 27392
+    jz 1f
+1:
+    mov eax, 52
+    inc eax
+    mov eax, 178
+    test bl, 106
+    jnz 1f
+1:
+    mov edx, 213
+    mov qword ptr [r15 + 832], rdx
+    add rcx, qword ptr [r15 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    or qword ptr [r15 + 0], 28
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    test bl, 36
+    jnz 1f
+1:
+    mov edx, ecx
+    inc dword ptr [r14 + 0]
+    neg rdx
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    sub rcx, rdx
+    and ecx, dword ptr [r14 + 0]
+    and ecx, dword ptr [r14 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 2
+    rep movsb
+    mov rdx, rsi
+    imul rdx, qword ptr [r14 + 1216]
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 256 bytes, 1 chunk(s), 1 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 10780992]
-    lea rcx, [rbx + 1]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 10780992], rcx
-    mov r13d, 1
+    mov r13d, 8
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d754_j]
+    lea rcx, [rip + .Lc1_d1048_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d754_j_t
-.Lc1_d754_j:
-    lea rcx, [rip + .Lc1_d758_j]
+    jmp .Lc1_d1048_j_t
+.Lc1_d1048_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 94
+    and r8, 2097088
+    mov dword ptr [r14 + r8 + 286336], r8d
+    mov qword ptr [r14 + 640], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    cmp rsi, rsi
+    test ebx, 96256
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    xor edi, r8d
+    mov qword ptr [r15 + 1408], rdi
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    and r8, 4032
+    movzx esi, byte ptr [r14 + r8 + 3520]
+    and esi, dword ptr [r15 + 384]
+    sub rsi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 140
+    mov edi, 155
+    movzx ebp, byte ptr [r15 + 1024]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rdi
+    inc dword ptr [r14 + 320]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1102_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d758_j_t
-.Lc1_d758_j:
+    jmp .Lc1_d1102_j_t
+.Lc1_d1102_j:
+    lea rsi, [rax + rax*2 + 110]
+    mov ecx, esi
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov r8, r8
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r14 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rsi, qword ptr [r15 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 432
+    jnz 1f
+1:
+    add r8, rax
+    add r8, r8
+    lea rdi, [r15 + 10772736]
+    mov ecx, 126
+    rep stosb
+    test bl, 80
+    jnz 1f
+1:
+    mov qword ptr [r14 + 704], r8
+    add rax, r8
+    mov qword ptr [r14 + 576], rax
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    movzx edi, byte ptr [r15 + 64]
+    and r8, 262080
+    mov dword ptr [r14 + r8 + 24192], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rcx
+    mov esi, 58
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    mov rdi, rsi
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c2:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1160_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1160_j_t
+.Lc1_d1160_j:
+    lea rcx, [rip + .Lc1_d1164_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1164_j_t
+.Lc1_d1164_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    test ebx, 432
+    jnz 1f
+1:
+    neg rcx
+    imul rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    shl rdi, 27
+    and r9, 960
+    mov qword ptr [r14 + r9 + 2496], r9
+    mov r9, qword ptr [r14 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edi
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 1152]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    lock xadd qword ptr [r15 + 768], rdi
+    mov dword ptr [r15 + 64], edi
+    and r9d, dword ptr [r14 + 512]
+    test ebx, 228224
+    jnz 1f
+1:
+    mov rax, rdi
+    mov rcx, rax
+    movzx edi, byte ptr [r15 + 128]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c3:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1216_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1216_j_t
+.Lc1_d1216_j:
+    or qword ptr [r14 + 384], 48
+    jmp 1f
+1:
+    lea rdi, [rcx + rcx*2 + 84]
+    neg rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rcx, qword ptr [r15 + 704]
+    mov eax, ecx
+    add qword ptr [r15 + 896], rax
+    mov qword ptr [r14 + 960], rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 960
+    movzx ecx, byte ptr [r14 + rbp + 1472]
     movzx eax, cl
+    add rax, qword ptr [r15 + 64]
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 221
+    mov edi, dword ptr [r15 + 320]
+    add rdi, 60
+    add rdi, 77
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 1216]
+    mov qword ptr [r15 + 128], rcx
+    mov rax, rcx
+    mov ebp, eax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov byte ptr [r14 + 1088], cl
+    movzx edi, al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c4:
+    lea rcx, [rip + .Lc1_d1266_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1266_j_t
+.Lc1_d1266_j:
+    mov byte ptr [r15 + 640], cl
+    mov qword ptr [r15 + 512], rcx
+    and rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 102
+    test ebx, 912
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + 0], eax
+    add rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, dil
+    mov r8, r8
+    test r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r14 + 448]
+    mov esi, 19
+    movsxd rsi, dword ptr [r14 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov r8d, 25
+    movsxd rdx, dword ptr [r14 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 250
+    lock add qword ptr [r15 + 64], rdi
+    mov dword ptr [r15 + 512], 53
+    mov edi, 181
+    test ebx, 1073741824
+    jz 1f
+1:
+    shl r8, 18
+    or qword ptr [r15 + 128], 101
+    add qword ptr [r15 + 1024], r8
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c5:
+    lea rcx, [rip + .Lc1_d1317_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1317_j_t
+.Lc1_d1317_j:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 8388544
+    mov dword ptr [r14 + r8 + 2383488], r8d
+    mov dword ptr [r15 + 768], 85
+    mov r8, rcx
+    test ebx, 464
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 704]
+    mov rdi, rcx
+    mov ecx, 182
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rdi
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3520], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, r9
+    cmp rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 233
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    add rax, qword ptr [r14 + 832]
-    mov rbp, r10
-    mov byte ptr [r14 + 768], bpl
-    mov byte ptr [r14 + 960], sil
+    mov r8d, 102
+    lea r8, [r8 + r8*2 + 97]
+    or r8d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, r8d
+    jmp 1f
+1:
+    movzx r8d, r9b
+    test bl, 96
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, rbp
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], 128
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c6:
+    lea rcx, [rip + .Lc1_d1372_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1372_j_t
+.Lc1_d1372_j:
+    mov rcx, rcx
+    mov byte ptr [r15 + 1088], cl
+    mov dword ptr [r14 + 64], 199
+    mov ecx, 19
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r14 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 187
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rcx
+    test ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    cmp rcx, rcx
+    mov dword ptr [r14 + 512], 88
+    movzx edi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 114
+    mov dword ptr [r15 + 896], edi
+    test edi, edi
+    add qword ptr [r15 + 448], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 832], 242
+    and ecx, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 640], ecx
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ecx
+    and rdi, rdi
+    and edi, dword ptr [r15 + 448]
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c7:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1427_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1427_j_t
+.Lc1_d1427_j:
+    imul rdi, qword ptr [r14 + 128]
+    mov rbp, r10
+    movzx edx, dil
+    neg rdx
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, dil
+    or eax, eax
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    and rdx, rbp
     and rbp, 2097088
-    mov r8, r10
-    add rsi, qword ptr [r15 + rbp + 286336]
-    and r8, 960
-    mov dword ptr [r14 + r8 + 2496], r8d
+    mov dword ptr [r15 + rbp + 286336], 189
+    movzx ebp, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 512]
+    jmp 1f
+1:
+    mov edi, eax
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    add rax, 71
-    xor dword ptr [r15 + 896], eax
+    add rdx, rbp
+    jmp 1f
+1:
+    add rdx, qword ptr [r14 + 1280]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rdx
+    mov edi, 84
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
+// block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 10781000]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 10781000], rcx
-    mov r13d, 2
+    mov r13d, 1
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    xor eax, eax
-    test dword ptr [r15 + 10780956], 268439622
-    setz al
-    lea rcx, [rip + .Lc1_d808_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d808_s_t
-    .p2align 3
-.Lc1_d808_s:
-    .p2align 3
-    jmp .Lc1_d808_j
-    .p2align 3
-    jmp .Lc1_d808_j
-.Lc1_d808_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 832], cl
-    movzx ecx, cl
-    test bl, 24
-    jnz 1f
-1:
-    mov dword ptr [r14 + 512], ecx
-    mov rax, rcx
+    lea rcx, [rip + .Lc1_d1487_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1487_j_t
+.Lc1_d1487_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    test ecx, ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd r9, dword ptr [r14 + 384]
-    mov rcx, r9
-    movzx r9d, cl
+    inc ecx
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edi, 8
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    imul rax, qword ptr [r14 + 1152]
-    inc eax
-    test bl, 36
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, ebp
-    and rbp, 4032
-    mov rcx, qword ptr [r14 + rbp + 3520]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rdi, rdi
+    lock add qword ptr [r15 + 128], rdi
+    mov r9, r10
+    cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    cmp rax, rax
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    and r9, 960
+    imul rdi, qword ptr [r14 + r9 + 2496]
+    mov r9d, r9d
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 768], rdi
+    and r9, rdi
+    mov qword ptr [r14 + 1152], r9
+    mov dword ptr [r14 + 704], 212
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r9d
-    lock or dword ptr [r15 + 1024], 3
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 768], 49
+    or qword ptr [r14 + 896], 32
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov eax, dword ptr [r15 + 10780956]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d860_s]
+    jnz .Lc1_b4_c0
+.Lc1_b4_done:
+// block 5: 512 bytes, 2 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781008]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10781008], rcx
+    mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc1_b5_stubs]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d860_s_t
+    jmp .Lc1_b5_stubs_t
     .p2align 3
-.Lc1_d860_s:
+.Lc1_b5_stubs:
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_b5_c0
     .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-    .p2align 3
-    jmp .Lc1_d860_j
-.Lc1_d860_j:
-    movzx ecx, al
+    jmp .Lc1_b5_c1
+    .p2align 6
+.Lc1_b5_c0:
+    lea rcx, [rip + .Lc1_d1545_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1545_j_t
+.Lc1_d1545_j:
     jmp 1f
 1:
-    mov qword ptr [r14 + 896], rax
+    shl rax, 25
+    jmp 1f
+1:
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    mov esi, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 130
+    mov eax, 14
+    inc eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 61
-    test bl, 172
-    jnz 1f
+    and r8, 8128
+    mov qword ptr [r14 + r8 + 7616], r8
+    mov r8, r10
+    jmp 1f
 1:
-    mov ecx, 41
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], r8d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 1088]
+    mov rcx, qword ptr [r14 + 128]
+    mov esi, ecx
+    sub rsi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 384], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    imul rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jnz .Lc1_b4_c0
-.Lc1_b4_done:
-// block 5: 256 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 10781008]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 10781008], rcx
-    mov r13d, 2
-    jmp .Lc1_b5_c0
-    .p2align 6
-.Lc1_b5_c0:
+    jz .Lc1_b5_done
+.Lc1_b5_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d909_j]
+    lea rcx, [rip + .Lc1_d1610_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d909_j_t
-.Lc1_d909_j:
+    jmp .Lc1_d1610_j_t
+.Lc1_d1610_j:
+    lea rcx, [rip + .Lc1_d1614_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1614_j_t
+.Lc1_d1614_j:
+    neg rax
+    mov ecx, dword ptr [r14 + 384]
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 142
-    mov rcx, rcx
-    mov ecx, ecx
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    test bl, 12
+    jnz 1f
 1:
-    mov eax, 143
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, cl
+    mov esi, 130
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 59
-    neg r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, esi
+    mov rsi, qword ptr [r14 + 64]
+    mov rax, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx eax, bpl
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1472]
+    movsxd rcx, dword ptr [r14 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rsi, [rbp + rax*2 + 56]
+    xor esi, eax
+    add rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov rcx, rax
+    mov dword ptr [r15 + 128], 163
+    mov r9, r10
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    or qword ptr [r14 + 1216], 73
-    sub rax, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl r9, 3
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 2
-    rep movsb
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r14 + 1088], r9
-    test bl, 36
-    jnz 1f
-1:
-    inc r9d
-    jmp 1f
-1:
-    or qword ptr [r14 + 0], 106
+    and r9, 4032
+    mov esi, dword ptr [r14 + r9 + 3520]
+    movzx r9d, r9b
+    popcnt r9, rsi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 4 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 10781016]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 10781016], rcx
-    mov r13d, 4
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b6_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b6_stubs_t
+    .p2align 3
+.Lc1_b6_stubs:
+    .p2align 3
     jmp .Lc1_b6_c0
+    .p2align 3
+    jmp .Lc1_b6_c1
+    .p2align 3
+    jmp .Lc1_b6_c2
+    .p2align 3
+    jmp .Lc1_b6_c3
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d966_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1679_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d966_j_t
-.Lc1_d966_j:
-    imul r9, qword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r9
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 26368
+    jmp .Lc1_d1679_j_t
+.Lc1_d1679_j:
+    add qword ptr [r15 + 896], rax
+    mov ecx, 165
+    or qword ptr [r15 + 384], 45
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov esi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 1152], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rsi
+    mov ecx, esi
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r14 + 704], rdx
+    movzx ecx, dl
+    test ebx, 5568
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    mov rdx, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 128]
+    mov r8, r10
+    lock add qword ptr [r15 + 128], rdx
+    and r8, 4032
+    movzx edx, byte ptr [r14 + r8 + 3520]
+    test ebx, 7808
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r14 + 0], 88
-    or qword ptr [r14 + 704], 115
+    movsxd rcx, dword ptr [r14 + 320]
+    mov rdi, qword ptr [r14 + 832]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    sub r8, rdx
+    mov dword ptr [r14 + 320], r8d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1734_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1734_j_t
+.Lc1_d1734_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 152
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 67
+    mov edx, ecx
+    inc dword ptr [r15 + 1280]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    add rcx, rdx
+    mov rcx, qword ptr [r14 + 320]
+    jmp 1f
+1:
+    mov rax, rcx
+    test bl, 80
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 832]
+    mov edx, ecx
+    shl rdx, 2
+    movsxd rdx, dword ptr [r15 + 960]
+    test bl, 24
+    jnz 1f
+1:
+    mov rdx, qword ptr [r14 + 512]
+    movzx ecx, al
+    mov qword ptr [r15 + 64], rdx
+    mov eax, dword ptr [r15 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    or eax, ecx
+    and rbp, 2097088
+    mov dword ptr [r14 + rbp + 286336], 19
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c2:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1788_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1788_j_t
+.Lc1_d1788_j:
+    movzx ebp, al
+    movzx ecx, al
+    xor dword ptr [r15 + 128], eax
+    mov rax, rcx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    cmp rcx, rcx
+    mov edx, dword ptr [r14 + 1152]
+    mov dword ptr [r15 + 64], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 1088], rax
+    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    lea rdx, [rcx + rcx*2 + 100]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 118
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 896]
+    jmp 1f
+1:
+    test ebx, 97216
+    jz 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r14 + 512], bpl
+    neg rax
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1472], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 1088]
+    shr edx, 29
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c3:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1843_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d1843_j_t
+.Lc1_d1843_j:
+    jmp 1f
+1:
+    sub rdx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 80896
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov ecx, ecx
+    mov edi, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, ecx
+    mov edx, edx
+    cmp rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock add qword ptr [r15 + 384], rdi
+    mov rdi, rcx
+    lock or dword ptr [r15 + 960], 100
+    movzx ecx, dil
+    test bl, 144
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [rdi + rdi*2 + 25]
+    mov r9d, 231
+    mov byte ptr [r14 + 768], r9b
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r14 + 704]
+    xor dword ptr [r15 + 128], ecx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 1344]
+    mov rcx, r9
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
+// block 7: 256 bytes, 2 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 10781024]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 10781024], rcx
-    mov r13d, 8
+    mov r13d, 1
     mov eax, ebx
-    and eax, 15
+    and eax, 1
     lea rcx, [rip + .Lc1_b7_stubs]
     lea rcx, [rcx + rax*8]
     jmp .Lc1_b7_stubs_t
@@ -1975,101 +3100,35 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 3
     jmp .Lc1_b7_c1
-    .p2align 3
-    jmp .Lc1_b7_c2
-    .p2align 3
-    jmp .Lc1_b7_c3
-    .p2align 3
-    jmp .Lc1_b7_c4
-    .p2align 3
-    jmp .Lc1_b7_c5
-    .p2align 3
-    jmp .Lc1_b7_c6
-    .p2align 3
-    jmp .Lc1_b7_c7
-    .p2align 3
-    jmp .Lc1_b7_c8
-    .p2align 3
-    jmp .Lc1_b7_c9
-    .p2align 3
-    jmp .Lc1_b7_c10
-    .p2align 3
-    jmp .Lc1_b7_c11
-    .p2align 3
-    jmp .Lc1_b7_c12
-    .p2align 3
-    jmp .Lc1_b7_c13
-    .p2align 3
-    jmp .Lc1_b7_c14
-    .p2align 3
-    jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d994_j]
+    lea rcx, [rip + .Lc1_d1910_j]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d994_j_t
-.Lc1_d994_j:
-    lea rcx, [rip + .Lc1_d998_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d998_j_t
-.Lc1_d998_j:
-    mov eax, 20
-    jmp 1f
-1:
-    mov dword ptr [r14 + 512], 167
-    mov rbp, r10
-    jmp 1f
-1:
+    jmp .Lc1_d1910_j_t
+.Lc1_d1910_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 992
     jz 1f
 1:
-    and rbp, 8388544
-    mov dword ptr [r15 + rbp + 2383488], ebp
-    movzx eax, bpl
-    inc dword ptr [r15 + 64]
-    test ebx, 1696
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 197
-    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 704]
+    mov r9, r10
+    mov ecx, eax
+    and r9, 8388544
+    imul rcx, qword ptr [r15 + r9 + 2383488]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rax
-    jmp 1f
-1:
-    cmp rax, rax
-    shr eax, 30
-    test bl, 192
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    add rbp, rbp
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub rdi, rax
-    add rdi, qword ptr [r15 + 128]
-    and edi, dword ptr [r15 + 448]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 1088], rdi
-    mov rsi, qword ptr [r14 + 1024]
+    imul rax, qword ptr [r15 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2079,1021 +3138,2614 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1052_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1052_j_t
-.Lc1_d1052_j:
-    lea rsi, [rax + rax*2 + 110]
-    mov ecx, esi
-    mov esi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, cl
-    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r14 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdi, rsi
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    add rsi, rsi
-    nop
-    imul rsi, qword ptr [r15 + 832]
-    add rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + 768], rsi
-    mov r8, r10
-    mov rsi, r8
-    mov rdi, qword ptr [r14 + 640]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 7616], r8d
-    mov r8, rsi
-    mov r8d, 253
-    test ebx, 1073741824
+    mov esi, 94
+    mov rsi, rax
+    test bl, 180
     jnz 1f
-1:
-    lock or dword ptr [r15 + 512], 29
-    mov qword ptr [r15 + 64], r8
-    mov rdi, r8
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1106_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1106_j_t
-.Lc1_d1106_j:
-    sub rdi, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rdi
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 15808], r8
-    mov rdi, qword ptr [r14 + 704]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov rdx, rdx
-    mov r8, r10
-    sub rsi, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, edx
-    and r8, 2097088
-    mov edx, dword ptr [r14 + r8 + 286336]
-    jmp 1f
-1:
-    test ebx, 323584
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 448]
-    or qword ptr [r14 + 576], 119
-    mov rcx, qword ptr [r15 + 320]
-    mov rdi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    mov edx, r8d
-    mov dword ptr [r15 + 1344], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 159
-    test ebx, 372736
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    movzx ecx, dl
-    or qword ptr [r14 + 896], 85
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1164_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1164_j_t
-.Lc1_d1164_j:
-    imul rdx, qword ptr [r14 + 512]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r14 + 128]
-    mov edi, 241
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1248
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [rax + rax*2 + 26]
-    test ebx, 1696
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, 81
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, r8d
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 1152]
-    add rcx, 69
-    and r8, 960
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    neg rax
-    or qword ptr [r14 + 448], 104
-    movzx eax, dl
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
 1:
     mov r9, r10
-    mov byte ptr [r14 + 640], r9b
+    mov dword ptr [r14 + 64], r9d
+    shr eax, 11
     and r9, 960
-    mov qword ptr [r15 + r9 + 2496], r9
-    add rdx, qword ptr [r15 + 768]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c4:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1215_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1215_j_t
-.Lc1_d1215_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 47
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, rdx
-    mov edx, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 960]
-    mov qword ptr [r15 + 64], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, al
-    and rdx, rdx
-    mov edx, 138
-    mov edx, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rdx, 29
-    test edx, edx
-    mov byte ptr [r15 + 1408], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 147
-    movsxd rsi, dword ptr [r14 + 64]
-    mov r8d, 208
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, al
-    mov dword ptr [r15 + 384], 91
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c5:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1270_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1270_j_t
-.Lc1_d1270_j:
-    cmp rax, rax
-    mov qword ptr [r14 + 704], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 125
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 182
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx r9d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
-    and rax, rax
-    mov eax, 102
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rax
-    movzx r9d, byte ptr [r15 + 256]
-    mov rax, r9
-    mov r9, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 214
-    jmp 1f
-1:
-    mov rbp, r9
-    mov dword ptr [r14 + 1024], 127
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    lea r9, [rcx + rcx*2 + 64]
-    mov eax, dword ptr [r14 + 1088]
-    mov ecx, dword ptr [r14 + 448]
-    mov edi, 5
-    test bl, 192
-    jnz 1f
-1:
-    mov ebp, r9d
-    or ebp, ebp
-    add rbp, rbp
-    inc ebp
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c6:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1326_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1326_j_t
-.Lc1_d1326_j:
-    mov byte ptr [r14 + 576], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov ebp, 101
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebp, ebp
-    imul rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, 21
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov esi, 242
-    mov rsi, qword ptr [r15 + 768]
-    mov rbp, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test eax, eax
-    mov byte ptr [r14 + 256], al
-    and rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    cmp rax, rax
-    inc dword ptr [r14 + 0]
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rcx, [rax + rax*2 + 40]
-    mov dword ptr [r15 + 192], ecx
-    mov byte ptr [r15 + 256], sil
-    neg rax
-    test ebx, 14080
-    jz 1f
-1:
-    or qword ptr [r15 + 64], 11
-    mov eax, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    neg rsi
-    neg rsi
-    movzx esi, sil
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c7:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    xor eax, eax
-    test dword ptr [r15 + 10780955], 277004288
-    setz al
-    lea rcx, [rip + .Lc1_d1386_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1386_s_t
-    .p2align 3
-.Lc1_d1386_s:
-    .p2align 3
-    jmp .Lc1_d1386_j
-    .p2align 3
-    jmp .Lc1_d1386_j
-.Lc1_d1386_j:
-    mov rcx, qword ptr [r15 + 704]
-    movzx esi, cl
-    movzx esi, sil
-    test ebx, 480
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 448]
-    add rax, rax
-    neg rax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movsxd rcx, dword ptr [r14 + 64]
-    mov r9, r10
-    mov esi, 18
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    lock add qword ptr [r15 + r9 + 3520], r9
-    and rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r14 + 192]
-    add rcx, qword ptr [r15 + 832]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 0
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 13
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 1152]
-    or esi, esi
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c8:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1441_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1441_j_t
-.Lc1_d1441_j:
-    shr esi, 19
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rax, [rsi + rsi*2 + 8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rsi
-    jmp 1f
-1:
-    or qword ptr [r15 + 256], 62
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rsi
-    shr esi, 28
-    mov esi, esi
-    test bl, 192
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 136
-    mov r8, r10
-    .byte 0x0f, 0x1f, 0x00
-    and ecx, dword ptr [r15 + 320]
+    inc dword ptr [r14 + r9 + 1472]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    and r8, 960
-    xor dword ptr [r14 + r8 + 1472], r8d
-    mov r8d, 218
-    neg r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 512], rcx
-    add qword ptr [r14 + 64], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 576]
-    movzx r8d, byte ptr [r14 + 192]
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c9:
-    lea rcx, [rip + .Lc1_d1496_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1496_j_t
-.Lc1_d1496_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [rcx + rcx*2 + 89]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or r8d, r8d
-    test ebx, 864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 147
-    mov ecx, dword ptr [r15 + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r8d, 22
-    and r8d, dword ptr [r14 + 1088]
-    and r8d, dword ptr [r14 + 896]
-    mov dword ptr [r14 + 384], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], cl
-    add rcx, r8
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ecx
-    sub r8, rcx
-    lock or dword ptr [r15 + 640], 91
-    mov byte ptr [r14 + 448], cl
-    test ebx, 359424
-    jz 1f
-1:
-    imul rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], ecx
-    movsxd rcx, dword ptr [r15 + 768]
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rdi
-    mov rdi, r8
-    mov edi, 164
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c10:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1553_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1553_j_t
-.Lc1_d1553_j:
-    mov r8d, 125
-    movzx ecx, r8b
-    lea r8, [rcx + rcx*2 + 28]
-    mov r8d, r8d
-    mov dword ptr [r15 + 192], 219
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movzx eax, cl
-    mov dword ptr [r14 + 704], eax
-    mov rax, r8
-    add rax, 114
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 960]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or eax, edi
-    add rax, 108
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 84
-    jmp 1f
-1:
-    add rdi, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test edi, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, ecx
-    mov rdi, qword ptr [r14 + 576]
-    mov byte ptr [r14 + 128], dil
-    shl rdi, 20
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 256], 108
-    mov eax, 107
-    mov eax, eax
-    lock or dword ptr [r15 + 512], 120
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c11:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1611_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1611_j_t
-.Lc1_d1611_j:
-    lea rcx, [rip + .Lc1_d1615_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1615_j_t
-.Lc1_d1615_j:
-    mov rax, qword ptr [r14 + 448]
-    movzx ecx, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 201
-    shl rdi, 12
-    lea rdi, [rdi + rdi*2 + 62]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movsxd rcx, dword ptr [r14 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rcx, rcx
-    sub rcx, r8
-    movsxd rcx, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    inc ecx
-    movzx ecx, byte ptr [r14 + 128]
-    lea rax, [rcx + rcx*2 + 92]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 256]
-    mov edi, 149
-    test ebx, 1073741824
-    jz 1f
-1:
-    test edi, edi
-    add rcx, 110
-    movsxd rcx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 192]
-    movzx r8d, al
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c12:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov eax, dword ptr [r15 + 10780956]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1667_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1667_s_t
-    .p2align 3
-.Lc1_d1667_s:
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-    .p2align 3
-    jmp .Lc1_d1667_j
-.Lc1_d1667_j:
-    mov r8, r10
-    mov edi, r8d
-    movzx edi, byte ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1472]
-    mov r8d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 1024], 155
-    shl rdi, 13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 122
-    mov ebp, dword ptr [r15 + 384]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c13:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1713_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1713_j_t
-.Lc1_d1713_j:
-    movzx ebp, byte ptr [r15 + 768]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 1152], ecx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movzx eax, cl
-    lea rax, [rax + rax*2 + 69]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    movzx edi, byte ptr [r14 + 512]
-    and rbp, 2097088
-    mov byte ptr [r15 + rbp + 286336], bpl
-    movzx ebp, al
-    xor dword ptr [r14 + 1280], ebp
-    test ebx, 372736
-    jz 1f
-1:
-    sub rax, rdi
-    movzx eax, al
-    mov edi, 170
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rdi, [r15 + 10772736]
-    mov ecx, 189
-    rep stosb
-    lea rdi, [rdi + rcx*2 + 66]
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 205
-    and ebp, dword ptr [r15 + 320]
-    neg rbp
-    popcnt rdx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ebp
-    movzx edi, cl
-    sub rdi, rdx
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
-    mov edx, ecx
-    imul rdx, qword ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c14:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1770_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1770_j_t
-.Lc1_d1770_j:
-    shr edx, 30
-    and edx, dword ptr [r15 + 0]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov dword ptr [r15 + 0], 108
-    test edx, edi
-    mov rcx, qword ptr [r14 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    mov rax, qword ptr [r14 + 704]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rdi, rcx
-    mov ecx, dword ptr [r14 + 576]
-    mov rdi, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rax, [rcx + rcx*2 + 115]
-    movzx eax, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    mov rdi, qword ptr [r14 + 64]
-    test edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 512], 94
-    test ebx, 54784
-    jz 1f
-1:
-    lock or dword ptr [r15 + 384], 91
-    shr edi, 20
-    mov rdi, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, dil
-    mov edi, 51
-    mov edi, 74
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c15:
-    lea rcx, [rip + .Lc1_d1822_j]
-    add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1822_j_t
-.Lc1_d1822_j:
-    mov ecx, dword ptr [r14 + 256]
-    mov dword ptr [r14 + 1088], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc edi
-    jmp 1f
-1:
-    inc edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 506624
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rdi, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8388544
-    mov esi, dword ptr [r15 + r9 + 2383488]
-    add rsi, 25
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, r9
-    mov edi, 14
-    neg rdi
-    mov dword ptr [r15 + 192], 68
-    test ebx, 372736
-    jz 1f
-1:
-    or qword ptr [r15 + 448], 51
-    jmp 1f
-1:
-    mov esi, edi
-    movsxd r9, dword ptr [r14 + 64]
-    test ebx, 23296
-    jz 1f
-1:
-    mov edi, 251
-    shl rdi, 19
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 2496]
+    inc esi
+    mov byte ptr [r15 + 1024], al
+    shl rsi, 13
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
+// block 8: 128 bytes, 1 chunk(s), 15 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781032]
+    lea rcx, [rbx + 15]
+    mov qword ptr [r15 + 10781032], rcx
+    mov r13d, 15
+    jmp .Lc1_b8_c0
+    .p2align 6
+.Lc1_b8_c0:
+    jmp 1f
+1:
+    inc esi
+    mov rsi, qword ptr [r14 + 0]
+    shl rsi, 14
+    mov r9d, ecx
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 448], sil
+    jmp 1f
+1:
+    shr ebp, 11
+    jmp 1f
+1:
+    neg rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8d, r9d, 63
+    cmp r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
+    mov ebp, 55
+    mov dword ptr [r15 + 64], 237
+    inc rbx
+    dec r13
+    jnz .Lc1_b8_c0
+.Lc1_b8_done:
+// block 9: 8192 bytes, 64 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781040]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10781040], rcx
+    mov r13d, 1
+    mov eax, ebx
+    and eax, 63
+    lea rcx, [rip + .Lc1_b9_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b9_stubs_t
+    .p2align 3
+.Lc1_b9_stubs:
+    .p2align 3
+    jmp .Lc1_b9_c0
+    .p2align 3
+    jmp .Lc1_b9_c1
+    .p2align 3
+    jmp .Lc1_b9_c2
+    .p2align 3
+    jmp .Lc1_b9_c3
+    .p2align 3
+    jmp .Lc1_b9_c4
+    .p2align 3
+    jmp .Lc1_b9_c5
+    .p2align 3
+    jmp .Lc1_b9_c6
+    .p2align 3
+    jmp .Lc1_b9_c7
+    .p2align 3
+    jmp .Lc1_b9_c8
+    .p2align 3
+    jmp .Lc1_b9_c9
+    .p2align 3
+    jmp .Lc1_b9_c10
+    .p2align 3
+    jmp .Lc1_b9_c11
+    .p2align 3
+    jmp .Lc1_b9_c12
+    .p2align 3
+    jmp .Lc1_b9_c13
+    .p2align 3
+    jmp .Lc1_b9_c14
+    .p2align 3
+    jmp .Lc1_b9_c15
+    .p2align 3
+    jmp .Lc1_b9_c16
+    .p2align 3
+    jmp .Lc1_b9_c17
+    .p2align 3
+    jmp .Lc1_b9_c18
+    .p2align 3
+    jmp .Lc1_b9_c19
+    .p2align 3
+    jmp .Lc1_b9_c20
+    .p2align 3
+    jmp .Lc1_b9_c21
+    .p2align 3
+    jmp .Lc1_b9_c22
+    .p2align 3
+    jmp .Lc1_b9_c23
+    .p2align 3
+    jmp .Lc1_b9_c24
+    .p2align 3
+    jmp .Lc1_b9_c25
+    .p2align 3
+    jmp .Lc1_b9_c26
+    .p2align 3
+    jmp .Lc1_b9_c27
+    .p2align 3
+    jmp .Lc1_b9_c28
+    .p2align 3
+    jmp .Lc1_b9_c29
+    .p2align 3
+    jmp .Lc1_b9_c30
+    .p2align 3
+    jmp .Lc1_b9_c31
+    .p2align 3
+    jmp .Lc1_b9_c32
+    .p2align 3
+    jmp .Lc1_b9_c33
+    .p2align 3
+    jmp .Lc1_b9_c34
+    .p2align 3
+    jmp .Lc1_b9_c35
+    .p2align 3
+    jmp .Lc1_b9_c36
+    .p2align 3
+    jmp .Lc1_b9_c37
+    .p2align 3
+    jmp .Lc1_b9_c38
+    .p2align 3
+    jmp .Lc1_b9_c39
+    .p2align 3
+    jmp .Lc1_b9_c40
+    .p2align 3
+    jmp .Lc1_b9_c41
+    .p2align 3
+    jmp .Lc1_b9_c42
+    .p2align 3
+    jmp .Lc1_b9_c43
+    .p2align 3
+    jmp .Lc1_b9_c44
+    .p2align 3
+    jmp .Lc1_b9_c45
+    .p2align 3
+    jmp .Lc1_b9_c46
+    .p2align 3
+    jmp .Lc1_b9_c47
+    .p2align 3
+    jmp .Lc1_b9_c48
+    .p2align 3
+    jmp .Lc1_b9_c49
+    .p2align 3
+    jmp .Lc1_b9_c50
+    .p2align 3
+    jmp .Lc1_b9_c51
+    .p2align 3
+    jmp .Lc1_b9_c52
+    .p2align 3
+    jmp .Lc1_b9_c53
+    .p2align 3
+    jmp .Lc1_b9_c54
+    .p2align 3
+    jmp .Lc1_b9_c55
+    .p2align 3
+    jmp .Lc1_b9_c56
+    .p2align 3
+    jmp .Lc1_b9_c57
+    .p2align 3
+    jmp .Lc1_b9_c58
+    .p2align 3
+    jmp .Lc1_b9_c59
+    .p2align 3
+    jmp .Lc1_b9_c60
+    .p2align 3
+    jmp .Lc1_b9_c61
+    .p2align 3
+    jmp .Lc1_b9_c62
+    .p2align 3
+    jmp .Lc1_b9_c63
+    .p2align 6
+.Lc1_b9_c0:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    or eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor eax, edx
+    and rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov eax, 200
+    sub rdx, rax
+    mov edx, eax
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    add rdx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, edx
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    test edx, edx
+    and r8, 960
+    mov dword ptr [r14 + r8 + 1472], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, r8b
+    jmp 1f
+1:
+    inc dword ptr [r14 + 128]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c2:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    add rax, 113
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 576], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 118
+    shl rax, 30
+    jmp 1f
+1:
+    mov eax, 171
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov rcx, rax
+    mov rbp, r10
+    lock xadd qword ptr [r15 + 640], rcx
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], 116
+    movzx ebp, al
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c3:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rbp, rbp
+    sub rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 916480
+    jnz 1f
+1:
+    movzx ecx, al
+    mov ecx, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    mov byte ptr [r14 + 704], cl
+    mov byte ptr [r15 + 576], cl
+    or eax, ecx
+    and rax, rcx
+    test ebx, 2075648
+    jnz 1f
+1:
+    xor ecx, eax
+    mov dword ptr [r14 + 768], eax
+    mov rcx, rax
+    mov dword ptr [r14 + 64], 137
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c4:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov ecx, 248
+    lock xadd qword ptr [r15 + 192], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 143
+    mov rax, rcx
+    mov dword ptr [r15 + 640], 54
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c5:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    cmp rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    shr eax, 13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    mov rax, rbp
+    mov r8, r10
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 7616], 233
+    xor dword ptr [r14 + 128], eax
+    shl rax, 27
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c6:
+    mov dword ptr [r15 + 704], eax
+    mov ebp, eax
+    lock add qword ptr [r15 + 576], rax
+    and rbp, rbp
+    test ebx, 2304
+    jnz 1f
+1:
+    mov dword ptr [r14 + 256], 51
+    add r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test r8d, r8d
+    mov edi, 69
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 192], edi
+    inc ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    mov qword ptr [r14 + r8 + 1536], rdi
+    mov dword ptr [r14 + r8 + 1472], 97
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c7:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2224_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2224_j_t
+.Lc1_d2224_j:
+    lea r8, [rax + rax*2 + 67]
+    jmp 1f
+1:
+    add r8, 71
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    cmp rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    and ecx, dword ptr [r14 + r8 + 7616]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c8:
+    mov rsi, rcx
+    add r8, rcx
+    mov dword ptr [r15 + 768], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1472], r9
+    mov dword ptr [r15 + 64], r9d
+    mov rsi, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 576], r9
+    lea rdi, [r9 + r9*2 + 70]
+    mov byte ptr [r15 + 640], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rdi, rsi
+    mov rsi, rdi
+    mov byte ptr [r14 + r9 + 1536], dil
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c9:
+    lea rcx, [rip + .Lc1_d2283_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2283_j_t
+.Lc1_d2283_j:
+    mov edi, 127
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 174
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 256], 63
+    movsxd rbp, dword ptr [r14 + 192]
+    mov rdx, rax
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c10:
+    lea rcx, [rip + .Lc1_d2311_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2311_j_t
+.Lc1_d2311_j:
+    mov rbp, r10
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1472], 94
+    add rbp, 119
+    mov dword ptr [r14 + 640], 151
+    mov ebp, 105
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 44
+    mov rcx, rbp
+    lock add qword ptr [r15 + 576], rbp
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 256], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ecx, ebp
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c11:
+    mov qword ptr [r15 + 640], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r14 + 192], edi
+    xor ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 128]
+    mov dword ptr [r14 + 64], 216
+    mov qword ptr [r15 + 64], rcx
+    shl rcx, 14
+    mov rcx, rcx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c12:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2373_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2373_j_t
+.Lc1_d2373_j:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 960
+    mov dword ptr [r14 + r8 + 1472], 203
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 576]
+    mov rax, r8
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    add rcx, rax
+    movzx ecx, r8b
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c13:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    movzx eax, al
+    movzx eax, al
+    jmp 1f
+1:
+    mov rbp, r10
+    mov ecx, 62
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r14 + rbp + 7616], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    shr ecx, 9
+    mov edi, 129
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 640], rcx
+    movzx ebp, cl
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c14:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2430_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2430_j_t
+.Lc1_d2430_j:
+    mov ebp, dword ptr [r15 + 128]
+    imul rbp, qword ptr [r14 + 704]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 93
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc ecx
+    movzx ecx, byte ptr [r15 + 576]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r8, r10
+    mov eax, ecx
+    and r8, 8128
+    movzx ecx, byte ptr [r14 + r8 + 7616]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c15:
+    mov r9, rcx
+    mov dword ptr [r14 + 256], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 146
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov r8, r9
+    mov r8, r9
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, r9
+    inc eax
+    movzx r9d, byte ptr [r15 + 640]
+    lock or dword ptr [r15 + 192], 48
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    shl r8, 25
+    mov edi, eax
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c16:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2489_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2489_j_t
+.Lc1_d2489_j:
+    mov rdi, rax
+    inc dword ptr [r14 + 576]
+    mov eax, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 128], dil
+    mov edi, 14
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov rax, rdi
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov rdi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edi
+    test eax, eax
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c17:
+    lea rcx, [rip + .Lc1_d2518_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2518_j_t
+.Lc1_d2518_j:
+    mov rbp, r10
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1472], 215
+    mov ebp, 188
+    shr ebp, 12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr edi, 7
+    mov dword ptr [r15 + 704], 84
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 768], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c18:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    neg rbp
+    mov r8d, 112
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg r8
+    add r8, rbp
+    mov r8, rbp
+    shl r8, 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 211
+    xor esi, r8d
+    jmp 1f
+1:
+    mov dword ptr [r14 + 640], 218
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, esi
+    mov r8, rsi
+    mov ebp, 190
+    add r8, rsi
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c19:
+    lea rcx, [rip + .Lc1_d2581_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2581_j_t
+.Lc1_d2581_j:
+    mov rbp, r10
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], 79
+    jmp 1f
+1:
+    mov rbp, rcx
+    test ebx, 2304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rdx, [rbp + rbp*2 + 23]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r14 + r9 + 7616], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r9 + r9*2 + 125]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c20:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor edi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, al
+    and rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov qword ptr [r14 + 704], rdi
+    movzx edi, byte ptr [r15 + 192]
+    mov r9, r10
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r14 + r9 + 7616]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c21:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2642_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2642_j_t
+.Lc1_d2642_j:
+    mov r9, rax
+    mov dword ptr [r15 + 128], eax
+    test ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 30
+    movzx ecx, byte ptr [r15 + 192]
+    cmp r9, r9
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov r9d, eax
+    mov dword ptr [r14 + 64], 242
+    mov eax, ecx
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov edx, 75
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c22:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2669_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2669_j_t
+.Lc1_d2669_j:
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, esi
+    mov rsi, rsi
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov dword ptr [r14 + 64], ecx
+    mov dword ptr [r14 + 768], 159
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    or esi, ecx
+    test ecx, ecx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c23:
+    mov dword ptr [r14 + 192], 22
+    mov r8d, esi
+    and r8d, dword ptr [r15 + 64]
+    mov esi, 158
+    mov rsi, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    mov ecx, r8d
+    mov dword ptr [r15 + 576], 252
+    jmp 1f
+1:
+    movzx r8d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, cl
+    jmp 1f
+1:
+    neg rsi
+    or esi, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, sil
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or esi, r8d
+    mov esi, dword ptr [r14 + 128]
+    jmp 1f
+1:
+    mov r8d, ecx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c24:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2736_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2736_j_t
+.Lc1_d2736_j:
+    or r8d, eax
+    and r8, rax
+    test ecx, ecx
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    xor eax, ecx
+    mov ecx, 187
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ecx
+    mov rcx, rax
+    mov dword ptr [r15 + 192], eax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r14 + 256]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c25:
+    jmp 1f
+1:
+    mov r9, r10
+    mov rdx, rcx
+    movsxd rdx, dword ptr [r14 + 640]
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1472], dl
+    mov ecx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, dl
+    mov dword ptr [r15 + 256], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 181
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    mov rcx, r9
+    jmp 1f
+1:
+    cmp rcx, rcx
+    mov r9, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r14 + 128]
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 64]
+    neg rcx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c26:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2797_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2797_j_t
+.Lc1_d2797_j:
+    mov r9, r10
+    mov rcx, rax
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], 192
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov byte ptr [r14 + 576], r9b
+    or r9d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rcx, qword ptr [r14 + 704]
+    shl rcx, 21
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c27:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 177
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov rcx, rax
+    add rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rax, rcx
+    mov dword ptr [r15 + 448], 107
+    mov rax, rcx
+    mov dword ptr [r14 + 128], ecx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 960
+    lock or dword ptr [r15 + r8 + 1472], 31
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c28:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2856_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2856_j_t
+.Lc1_d2856_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1152
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, edx
+    mov edx, ecx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdx, 16
+    movsxd rdx, dword ptr [r14 + 640]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c29:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2890_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2890_j_t
+.Lc1_d2890_j:
+    movzx edx, byte ptr [r15 + 512]
+    mov ecx, dword ptr [r14 + 64]
+    movzx ebp, al
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    movzx edi, cl
+    and rbp, 960
+    xchg qword ptr [r15 + rbp + 1472], rdi
+    test ebx, 1490944
+    jz 1f
+1:
+    shl rcx, 19
+    jmp 1f
+1:
+    mov rcx, qword ptr [r14 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c30:
+    mov edi, 156
+    mov r9, rdi
+    mov r9, qword ptr [r15 + 448]
+    mov edi, edi
+    lock or dword ptr [r15 + 640], 42
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 576]
+    mov r8d, r9d
+    movzx r8d, byte ptr [r14 + 192]
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, dil
+    movsxd r9, dword ptr [r15 + 256]
+    mov edi, 196
+    movzx edi, r8b
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r8d, r9d
+    shr r8d, 19
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 704]
+    and edi, dword ptr [r14 + 576]
+    jmp 1f
+1:
+    mov r9d, r8d
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c31:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2954_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d2954_j_t
+.Lc1_d2954_j:
+    mov r9d, 25
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r14 + 64]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    inc eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 38
+    jmp 1f
+1:
+    mov r9d, dword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, eax
+    sub r9, rax
+    test ebx, 1702912
+    jnz 1f
+1:
+    movzx eax, r9b
+    mov dword ptr [r15 + 192], 77
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c32:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov esi, 101
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or r9d, esi
+    mov qword ptr [r15 + 512], rax
+    mov r9, qword ptr [r15 + 448]
+    shl r9, 21
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    mov r9d, 24
+    jmp 1f
+1:
+    mov byte ptr [r14 + 768], r9b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c33:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3014_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3014_j_t
+.Lc1_d3014_j:
+    shr r9d, 30
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r14 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    movzx r9d, cl
+    xor r9d, ecx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov rcx, r9
+    mov ecx, 210
+    inc dword ptr [r14 + 192]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c34:
+    mov rdi, rcx
+    mov rdi, qword ptr [r14 + 128]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    inc edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 240
+    mov dword ptr [r15 + 64], edi
+    movzx ecx, dil
+    test ebx, 1280
+    jnz 1f
+1:
+    mov rdi, rdi
+    xor edi, ecx
+    movsxd rdi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 144
+    mov r8, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c35:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3077_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3077_j_t
+.Lc1_d3077_j:
+    movzx r8d, al
+    jmp 1f
+1:
+    shl r8, 4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 183
+    mov dword ptr [r14 + 192], r8d
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    cmp r8, r8
+    lock add qword ptr [r15 + 320], rcx
+    mov qword ptr [r14 + 192], rcx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c36:
+    lea rcx, [rip + .Lc1_d3102_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3102_j_t
+.Lc1_d3102_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    add rcx, rcx
+    mov r9, qword ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov ecx, dword ptr [r14 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov ecx, dword ptr [r14 + 256]
+    movzx r9d, cl
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c37:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    inc eax
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 256]
+    lea r9, [rax + rax*2 + 8]
+    mov r9d, eax
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    movzx ecx, al
+    mov ecx, eax
+    add rcx, 76
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 48
+    movzx eax, cl
+    add rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r9d, eax
+    jmp 1f
+1:
+    mov qword ptr [r14 + 448], rax
+    mov r9d, eax
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c38:
+    lea rcx, [rip + .Lc1_d3162_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3162_j_t
+.Lc1_d3162_j:
+    movzx ecx, r9b
+    or qword ptr [r14 + 768], 70
+    shr ecx, 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2077696
+    jnz 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rdx, [rcx + rcx*2 + 84]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 512], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 247
+    mov r8, r10
+    mov byte ptr [r15 + 576], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    movzx edx, byte ptr [r15 + r8 + 1472]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c39:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rax, 24
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov eax, 226
+    mov qword ptr [r14 + 192], rax
+    add rax, 75
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov eax, eax
+    mov rax, rax
+    or qword ptr [r15 + 64], 81
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c40:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3230_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3230_j_t
+.Lc1_d3230_j:
+    mov r9, r10
+    and ecx, dword ptr [r15 + 256]
+    and r9, 8128
+    movsxd rsi, dword ptr [r14 + r9 + 7616]
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov eax, ecx
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 64], r9b
+    jmp 1f
+1:
+    xor esi, eax
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov esi, 160
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c41:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov rbp, r10
+    mov rax, rax
+    and rbp, 960
+    add rax, qword ptr [r15 + rbp + 1472]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, eax
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdx, [rdx + rdx*2 + 85]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r14 + 256]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov qword ptr [r14 + 448], rdx
+    movzx ebp, dl
+    movzx ebp, byte ptr [r14 + 640]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c42:
+    lea rcx, [rip + .Lc1_d3289_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3289_j_t
+.Lc1_d3289_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 7
+    inc dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 186
+    mov byte ptr [r14 + 640], r8b
+    movzx ebp, byte ptr [r14 + 960]
+    mov r8d, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, rbp
+    mov dword ptr [r15 + 704], ebp
+    and r8d, dword ptr [r15 + 384]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c43:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3319_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3319_j_t
+.Lc1_d3319_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r14 + 512]
+    mov ecx, dword ptr [r14 + 448]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    inc ecx
+    xchg qword ptr [r15 + 576], rcx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c44:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 31
+    mov eax, 180
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 576], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 256], rax
+    jmp 1f
+1:
+    cmp rax, rax
+    mov ecx, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    sub rax, rcx
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c45:
+    lea rcx, [rip + .Lc1_d3376_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3376_j_t
+.Lc1_d3376_j:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r14 + 768], 20
+    jmp 1f
+1:
+    mov dword ptr [r14 + 256], 132
+    test ebx, 1280
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 59
+    shl rcx, 6
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, byte ptr [r14 + 512]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c46:
+    mov edi, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov edi, 230
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], edi
+    xor edi, ebp
+    mov byte ptr [r14 + 320], dil
+    mov dword ptr [r14 + 768], 166
+    lock add qword ptr [r15 + 448], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    mov edi, edi
+    mov edi, 10
+    lea rdi, [rdi + rdi*2 + 98]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c47:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3433_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3433_j_t
+.Lc1_d3433_j:
+    mov rdi, rax
+    test eax, eax
+    inc edi
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov ebp, 169
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r14 + 1024]
+    mov rdi, rax
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov eax, 84
+    or eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ecx
+    mov edi, eax
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c48:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3465_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3465_j_t
+.Lc1_d3465_j:
+    movzx edi, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 704]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov rdx, qword ptr [r14 + 192]
+    movzx esi, dil
+    add rdx, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, al
+    mov eax, esi
+    mov eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rdx
+    add rsi, qword ptr [r14 + 512]
+    movzx edx, al
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c49:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov edi, edx
+    mov rax, rdx
+    lock or dword ptr [r15 + 192], 96
+    mov rdx, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rax
+    inc esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 64]
+    xor eax, esi
+    movsxd rdi, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, 2
+    xor edx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, edx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c50:
+    lea rcx, [rip + .Lc1_d3522_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3522_j_t
+.Lc1_d3522_j:
+    or edx, eax
+    cmp rcx, rcx
+    neg rdx
+    mov rax, rcx
+    add rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rax
+    add rcx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 32
+    test ecx, ecx
+    mov r9, qword ptr [r14 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 234
+    sub rdx, rax
+    mov rdx, rax
+    lock add qword ptr [r15 + 768], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, edx
+    jmp 1f
+1:
+    inc eax
+    cmp rdx, rdx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 192], rax
+    mov rbp, rax
+    mov eax, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
+    mov ebp, 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r8d, byte ptr [r14 + 448]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov dword ptr [r15 + 512], 88
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c52:
+    lea rcx, [rip + .Lc1_d3587_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3587_j_t
+.Lc1_d3587_j:
+    mov rbp, rcx
+    inc ebp
+    mov rcx, rcx
+    neg rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, edi
+    movzx ebp, cl
+    mov rbp, r10
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
+    and rbp, 8128
+    and ecx, dword ptr [r14 + rbp + 7616]
+    shr ebp, 1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    and rbp, rcx
+    mov dword ptr [r14 + 320], ecx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c53:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    add rax, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [rax + rax*2 + 88]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 118
+    or edx, edi
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1472]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov r9d, 128
+    jmp 1f
+1:
+    mov byte ptr [r14 + 384], dl
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c54:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3655_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3655_j_t
+.Lc1_d3655_j:
+    movsxd r9, dword ptr [r14 + 64]
+    jmp 1f
+1:
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rax, r9
+    mov eax, 253
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    movzx r8d, byte ptr [r14 + 576]
+    mov ecx, eax
+    mov ecx, eax
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    lea rax, [r8 + r8*2 + 11]
+    movzx eax, r8b
+    xor eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 832], rcx
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c55:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3687_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3687_j_t
+.Lc1_d3687_j:
+    movzx ecx, byte ptr [r15 + 448]
+    xor ecx, eax
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    lock or dword ptr [r15 + 256], 33
+    mov ebp, dword ptr [r14 + 320]
+    and rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rbp, rbp
+    sub rcx, rbp
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 14
+    mov ecx, dword ptr [r14 + 192]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c56:
+    mov ebp, 185
+    neg rbp
+    jmp 1f
+1:
+    or ebp, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 384], bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    shl rbp, 4
+    test ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 38
+    or ebp, ebp
+    mov byte ptr [r15 + 896], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [rbp + rbp*2 + 126]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 512]
+    mov r8d, ebp
+    neg rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rbp
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    and rbp, r8
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c57:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3750_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3750_j_t
+.Lc1_d3750_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 640], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, 80
+    mov rcx, rbp
+    inc ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, cl
+    test ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov qword ptr [r15 + 64], rbp
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov ebp, 14
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c58:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    movsxd rax, dword ptr [r14 + 448]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r14 + 768], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rbp, 2
+    inc ebp
+    mov dword ptr [r14 + 192], 215
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, rbp
+    test ebx, 640
+    jnz 1f
+1:
+    mov ebp, 188
+    jmp 1f
+1:
+    mov r8, rbp
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov ebp, 196
+    mov esi, 171
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c59:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3812_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3812_j_t
+.Lc1_d3812_j:
+    mov r8d, dword ptr [r15 + 960]
+    mov rcx, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rax, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    cmp rcx, rcx
+    add qword ptr [r14 + 320], r8
+    mov ecx, 175
+    mov r8d, 197
+    test ebx, 2022400
+    jnz 1f
+1:
+    xor dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 1152], 43
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c60:
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], eax
+    mov qword ptr [r15 + 1024], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    movsxd rax, dword ptr [r14 + 448]
+    mov ecx, 91
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    movsxd rax, dword ptr [r14 + r9 + 1472]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c61:
+    lea rcx, [rip + .Lc1_d3866_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3866_j_t
+.Lc1_d3866_j:
+    mov qword ptr [r14 + 320], rcx
+    mov rax, rcx
+    mov qword ptr [r15 + 384], rcx
+    mov eax, 173
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    shr ecx, 12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rcx + rcx*2 + 21]
+    shl rcx, 25
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r14 + 640]
+    mov edi, eax
+    mov eax, 15
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c62:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3899_j]
+    add rcx, qword ptr [r15 + 10780960]
+    jmp .Lc1_d3899_j_t
+.Lc1_d3899_j:
+    lock add qword ptr [r15 + 1088], rax
+    mov dword ptr [r14 + 704], eax
+    movzx edi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, 5
+    lea rcx, [rdi + rdi*2 + 54]
+    xchg qword ptr [r15 + 64], rax
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    movzx eax, dil
+    movzx edi, cl
+    or eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 512]
+    cmp rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c63:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    jmp 1f
+1:
+    mov eax, eax
+    mov eax, eax
+    and eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 832], eax
+    mov ecx, eax
+    jmp 1f
+1:
+    mov rax, rax
+    test ebx, 1785856
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    and eax, dword ptr [r14 + 448]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 12
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    movzx edx, r9b
+    mov edx, 90
+    mov r9d, 65
+    inc rbx
+    dec r13
+    jnz .Lc1_b9_c0
+.Lc1_b9_done:
     mov qword ptr [r15 + 10780928], r11
     mov qword ptr [r15 + 10780936], r10
     mov qword ptr [r15 + 10780944], r12
@@ -3121,21 +5773,25 @@ ditto_body_init_c1:
     mov qword ptr [r8 + 10780928], rax
     movabs rax, 0x0
     mov qword ptr [r8 + 10780968], rax
-    movabs rax, 0x9e3779b91f4a7c15
+    movabs rax, 0x9e3779b91f4a7c10
     mov qword ptr [r8 + 10780976], rax
-    movabs rax, 0x3c6ef3721e94f828
+    movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 10780984], rax
-    movabs rax, 0xdaa66d2c1ddf743f
+    movabs rax, 0xdaa66d2c1ddf7438
     mov qword ptr [r8 + 10780992], rax
     movabs rax, 0x78dde6e51d29f054
     mov qword ptr [r8 + 10781000], rax
-    movabs rax, 0x1715609f1c746c69
+    movabs rax, 0x1715609f1c746c68
     mov qword ptr [r8 + 10781008], rax
-    movabs rax, 0xb54cda581bbee87e
+    movabs rax, 0xb54cda581bbee87c
     mov qword ptr [r8 + 10781016], rax
-    movabs rax, 0x538454121b096490
+    movabs rax, 0x538454121b096492
     mov qword ptr [r8 + 10781024], rax
-    movabs rax, 0xde0f90d6d3a4e4e3
+    movabs rax, 0xf1bbcdcb1a53e0a8
+    mov qword ptr [r8 + 10781032], rax
+    movabs rax, 0x8ff34785199e5c80
+    mov qword ptr [r8 + 10781040], rax
+    movabs rax, 0x72febb414013e873
     mov qword ptr [r8 + 10780952], rax
     mov qword ptr [r8 + 10780960], 0
     lea rdi, [r8 + 56]
@@ -4165,83 +6821,93 @@ ditto_body_init_c2:
     .p2align 9, 0xcc
 .Lc2_d646_j_t:
     jmp rcx
-.Lc1_d966_j_t:
+.Lc1_d986_j_t:
     jmp rcx
-.Lc1_d909_j_t:
+.Lc1_d990_j_t:
     jmp rcx
-.Lc1_d35_j_t:
+.Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d88_j_t:
+.Lc1_d1048_j_t:
     jmp rcx
-.Lc1_d139_j_t:
+.Lc1_d1102_j_t:
     jmp rcx
-.Lc1_d198_j_t:
-    jmp rcx
-.Lc1_d256_j_t:
-    jmp rcx
-.Lc1_d314_j_t:
-    jmp rcx
-.Lc1_d369_j_t:
-    jmp rcx
-.Lc1_d424_j_t:
-    jmp rcx
-.Lc1_b2_stubs_t:
-    jmp rcx
-.Lc1_d754_j_t:
-    jmp rcx
-.Lc1_d758_j_t:
-    jmp rcx
-.Lc1_d808_s_t:
-    jmp rcx
-.Lc1_d860_s_t:
-    jmp rcx
-.Lc1_b7_stubs_t:
-    jmp rcx
-.Lc1_d527_j_t:
-    jmp rcx
-.Lc1_d588_j_t:
-    jmp rcx
-.Lc1_d592_j_t:
-    jmp rcx
-.Lc1_d642_j_t:
-    jmp rcx
-.Lc1_d700_j_t:
-    jmp rcx
-.Lc1_d994_j_t:
-    jmp rcx
-.Lc1_d998_j_t:
-    jmp rcx
-.Lc1_d1052_j_t:
-    jmp rcx
-.Lc1_d1106_j_t:
+.Lc1_d1160_j_t:
     jmp rcx
 .Lc1_d1164_j_t:
     jmp rcx
-.Lc1_d1215_j_t:
+.Lc1_d1216_j_t:
     jmp rcx
-.Lc1_d1270_j_t:
+.Lc1_d1266_j_t:
     jmp rcx
-.Lc1_d1326_j_t:
+.Lc1_d1317_j_t:
     jmp rcx
-.Lc1_d1386_s_t:
+.Lc1_d1372_j_t:
     jmp rcx
-.Lc1_d1441_j_t:
+.Lc1_d1427_j_t:
     jmp rcx
-.Lc1_d1496_j_t:
+.Lc1_d1487_j_t:
     jmp rcx
-.Lc1_d1553_j_t:
+.Lc1_b5_stubs_t:
     jmp rcx
-.Lc1_d1611_j_t:
+.Lc1_b6_stubs_t:
     jmp rcx
-.Lc1_d1615_j_t:
+.Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d1667_s_t:
+.Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d1713_j_t:
+.Lc1_d62_j_t:
     jmp rcx
-.Lc1_d1770_j_t:
+.Lc1_d66_j_t:
     jmp rcx
-.Lc1_d1822_j_t:
+.Lc1_d117_j_t:
+    jmp rcx
+.Lc1_d173_j_t:
+    jmp rcx
+.Lc1_d233_j_t:
+    jmp rcx
+.Lc1_d286_j_t:
+    jmp rcx
+.Lc1_d352_j_t:
+    jmp rcx
+.Lc1_d410_j_t:
+    jmp rcx
+.Lc1_d468_j_t:
+    jmp rcx
+.Lc1_d472_j_t:
+    jmp rcx
+.Lc1_d524_j_t:
+    jmp rcx
+.Lc1_d579_j_t:
+    jmp rcx
+.Lc1_d635_j_t:
+    jmp rcx
+.Lc1_d695_j_t:
+    jmp rcx
+.Lc1_d750_j_t:
+    jmp rcx
+.Lc1_d808_j_t:
+    jmp rcx
+.Lc1_d812_j_t:
+    jmp rcx
+.Lc1_d865_j_t:
+    jmp rcx
+.Lc1_d927_j_t:
+    jmp rcx
+.Lc1_d1545_j_t:
+    jmp rcx
+.Lc1_d1610_j_t:
+    jmp rcx
+.Lc1_d1614_j_t:
+    jmp rcx
+.Lc1_d1679_j_t:
+    jmp rcx
+.Lc1_d1734_j_t:
+    jmp rcx
+.Lc1_d1788_j_t:
+    jmp rcx
+.Lc1_d1843_j_t:
+    jmp rcx
+.Lc1_d1910_j_t:
     jmp rcx
 .Lc2_d621_j_t:
     jmp rcx
@@ -4250,6 +6916,72 @@ ditto_body_init_c2:
 .Lc2_b3_stubs_t:
     jmp rcx
 .Lc0_d147_j_t:
+    jmp rcx
+.Lc1_d2224_j_t:
+    jmp rcx
+.Lc1_d2283_j_t:
+    jmp rcx
+.Lc1_d2311_j_t:
+    jmp rcx
+.Lc1_d2373_j_t:
+    jmp rcx
+.Lc1_d2430_j_t:
+    jmp rcx
+.Lc1_d2489_j_t:
+    jmp rcx
+.Lc1_d2518_j_t:
+    jmp rcx
+.Lc1_d2581_j_t:
+    jmp rcx
+.Lc1_d2642_j_t:
+    jmp rcx
+.Lc1_d2669_j_t:
+    jmp rcx
+.Lc1_d2736_j_t:
+    jmp rcx
+.Lc1_d2797_j_t:
+    jmp rcx
+.Lc1_d2856_j_t:
+    jmp rcx
+.Lc1_d2890_j_t:
+    jmp rcx
+.Lc1_d2954_j_t:
+    jmp rcx
+.Lc1_d3014_j_t:
+    jmp rcx
+.Lc1_d3077_j_t:
+    jmp rcx
+.Lc1_d3102_j_t:
+    jmp rcx
+.Lc1_d3162_j_t:
+    jmp rcx
+.Lc1_d3230_j_t:
+    jmp rcx
+.Lc1_d3289_j_t:
+    jmp rcx
+.Lc1_d3319_j_t:
+    jmp rcx
+.Lc1_d3376_j_t:
+    jmp rcx
+.Lc1_d3433_j_t:
+    jmp rcx
+.Lc1_d3465_j_t:
+    jmp rcx
+.Lc1_d3522_j_t:
+    jmp rcx
+.Lc1_d3587_j_t:
+    jmp rcx
+.Lc1_d3655_j_t:
+    jmp rcx
+.Lc1_d3687_j_t:
+    jmp rcx
+.Lc1_d3750_j_t:
+    jmp rcx
+.Lc1_d3812_j_t:
+    jmp rcx
+.Lc1_d3866_j_t:
+    jmp rcx
+.Lc1_d3899_j_t:
     jmp rcx
 .Lc2_d125_j_t:
     jmp rcx
