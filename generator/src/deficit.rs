@@ -68,18 +68,23 @@ impl Deficit {
         w: f64,
         allowed: impl Fn(usize) -> bool,
     ) -> Option<usize> {
+        rng.weighted(&self.shortfalls(w, &allowed, 0.0))
+    }
+
+    /// Per choice, what it lacks once an item of weight `w` is added, where that is more than `least`
+    /// and the choice is `allowed` and wanted at all; 0 elsewhere.
+    fn shortfalls(&self, w: f64, allowed: &impl Fn(usize) -> bool, least: f64) -> Vec<f64> {
         let after = self.total + w;
-        let deficits: Vec<f64> = (0..self.len())
+        (0..self.len())
             .map(|i| {
                 let d = self.target[i] * after - self.assigned[i];
-                if allowed(i) && self.target[i] > 0.0 && d > 0.0 {
+                if allowed(i) && self.target[i] > 0.0 && d > least {
                     d
                 } else {
                     0.0
                 }
             })
-            .collect();
-        rng.weighted(&deficits)
+            .collect()
     }
 
     /// `pick`, except that when nothing allowed is short the item goes to the allowed choice it
@@ -111,17 +116,7 @@ impl Deficit {
             Overshoot::Absolute => 0.0,
             Overshoot::Relative => w / 2.0,
         };
-        let deficits: Vec<f64> = (0..self.len())
-            .map(|i| {
-                let d = self.target[i] * after - self.assigned[i];
-                if allowed(i) && self.target[i] > 0.0 && d > least {
-                    d
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        if let Some(i) = rng.weighted(&deficits) {
+        if let Some(i) = rng.weighted(&self.shortfalls(w, &allowed, least)) {
             return Some(i);
         }
         // Nothing allowed is short: a score per choice, the smallest wins.

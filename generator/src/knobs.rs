@@ -76,8 +76,9 @@ pub struct DataWorkingSetKnobs {
 pub struct BranchKnobs {
     pub taken_rate_scale: f64,
     pub transition_rate_scale: f64,
-    /// How many pattern branches test pseudo-random bits instead of the chunk counter (see the
-    /// entry's doc): 1 makes every branch whose rates are a coin toss's random, up to 2 the rest too.
+    /// How many pattern branches compare pseudo-random data instead of testing the chunk counter
+    /// (see the entry's doc): 1 makes every branch whose rates are a coin toss's random, up to 2 the
+    /// rest too.
     pub data_dependent_scale: f64,
     /// Multiplies every indirect jump's target-change rate (capped at the top bin; above 1,
     /// single-target jumps move to the top bin so the mean follows the scale): 0 gives every
@@ -459,11 +460,11 @@ impl Knobs {
                 min: 0.0,
                 max: 2.0,
                 min_inclusive: true,
-                doc: "Share of pattern branches that test bits of a pseudo-random word (a branch on \
-                      data the predictor cannot learn) instead of the chunk counter: up to 1, that \
-                      share of the branches whose transition rate is a coin toss's for their taken \
-                      rate; from 1 to 2, also that much of the others. 0: every branch follows the \
-                      counter (periodic, learnable).",
+                doc: "Share of pattern branches that compare a pseudo-random word with a threshold (a \
+                      branch on data the predictor cannot learn) instead of testing the chunk \
+                      counter: up to 1, that share of the branches whose transition rate is a coin \
+                      toss's for their taken rate; from 1 to 2, also that much of the others. 0: \
+                      every branch follows the counter (periodic, learnable).",
             },
             Entry {
                 section: "branches",

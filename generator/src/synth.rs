@@ -1817,7 +1817,8 @@ impl Composer<'_> {
             .unwrap_or(0);
         let mut d = Dispatch::for_bin(bin);
         if let Dispatch::Two { mask, .. } = d {
-            // M random bits of bytes 3–6 of the word (bits 24–62), as the data-dependent branches'.
+            // M random bits of bytes 3–6 of the word (bits 24–62), the dwords the data-dependent
+            // branches compare.
             let mask = self.random_mask(mask.count_ones());
             let byte = 3 + self.draws.branches.below(2) as u8;
             d = Dispatch::Two { mask, byte };
@@ -2070,7 +2071,7 @@ const RNG_MULTIPLIER: u32 = 0x5851_F42D;
 /// `mov rax, [r15 + d32]`, `imul rax, rax, imm32`, `mov [r15 + d32], rax`.
 const RNG_STEP_INSTRS: u64 = 3;
 const RNG_STEP_BYTES: u64 = 21;
-/// `test ebx, imm32` and `test dword ptr [r15 + d32], imm32` (the jcc adds 2 to each).
+/// `test ebx, imm32` and `cmp dword ptr [r15 + d32], imm32` (the jcc adds 2 to each).
 const COUNTER_TEST_BYTES: u64 = 6;
 const RANDOM_TEST_BYTES: u64 = 11;
 

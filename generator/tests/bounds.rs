@@ -3,9 +3,10 @@
 //! distributions) is synthesised; every memory operand the body emits must have been proven inside its
 //! buffer, and every memory operand in the text must be one that was proven.
 
+mod common;
+
 use ditto_generator::isa::{CLASSES, OPNDS};
 use ditto_generator::knobs::Knobs;
-use ditto_generator::plan::{plan, PlanInput};
 use ditto_generator::rng::Rng;
 use ditto_generator::synth::{synthesize, Buffer};
 use ditto_profile::{
@@ -118,16 +119,7 @@ fn every_memory_operand_is_in_range_for_random_profiles() {
         let mut knobs = Knobs::default();
         knobs.limits.max_rep_count = 1 + rng.below(5000);
         knobs.data_working_set.size_scale = 0.25 + rng.f64() * 4.0;
-        let p = plan(
-            &PlanInput {
-                body: Some(&body),
-                calls_per_request: 1.0,
-                cluster: "c1",
-                skeleton_instructions: 0.0,
-                background: false,
-            },
-            &knobs,
-        );
+        let p = common::worker_plan(&body, &knobs);
         let asm =
             synthesize("c1", &p, &knobs, seed).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
         assert!(asm.priv_bytes % 64 == 0 && asm.shared_bytes % 64 == 0);

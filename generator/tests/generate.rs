@@ -445,16 +445,7 @@ fn ring_windows_are_aligned_and_whole_laps_enter_directly() {
 fn a_block_owing_less_than_a_chunk_a_call_runs_one_smaller_chunk_instead_of_being_dropped() {
     let body = common::committed_body("memcached", "c1");
     let knobs = Knobs::default();
-    let p = ditto_generator::plan::plan(
-        &ditto_generator::plan::PlanInput {
-            body: Some(&body),
-            calls_per_request: 1.0,
-            cluster: "c1",
-            skeleton_instructions: 0.0,
-            background: false,
-        },
-        &knobs,
-    );
+    let p = common::worker_plan(&body, &knobs);
     let asm = ditto_generator::synth::synthesize("c1", &p, &knobs, 1).expect("synthesises");
     let line_instructions = 64.0 / p.mean_instruction_bytes;
     let mut small = 0;

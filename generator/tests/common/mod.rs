@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ditto_generator::plan::{plan, PlanInput};
+use ditto_generator::plan::{plan, BodyPlan, PlanInput};
 use ditto_generator::synth::{synthesize, ClusterAsm};
 use ditto_generator::{render_clone, CloneFiles, Knobs};
 use ditto_profile::{ClusterBody, Profile};
@@ -32,10 +32,9 @@ pub fn committed_body(name: &str, cluster: &str) -> ClusterBody {
         .unwrap_or_else(|| panic!("{name} has no cluster {cluster}"))
 }
 
-/// `body` planned as a request worker's (one call per request, no skeleton subtracted) and
-/// synthesised as cluster c1.
-pub fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm {
-    let p = plan(
+/// `body` planned as a request worker's: cluster c1, one call per request, no skeleton subtracted.
+pub fn worker_plan(body: &ClusterBody, knobs: &Knobs) -> BodyPlan {
+    plan(
         &PlanInput {
             body: Some(body),
             calls_per_request: 1.0,
@@ -44,8 +43,12 @@ pub fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm 
             background: false,
         },
         knobs,
-    );
-    synthesize("c1", &p, knobs, seed).expect("synthesises")
+    )
+}
+
+/// `body` planned as a request worker's (`worker_plan`) and synthesised as cluster c1.
+pub fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm {
+    synthesize("c1", &worker_plan(body, knobs), knobs, seed).expect("synthesises")
 }
 
 pub fn render(path: &Path, name: &str, seed: u64, knobs: &Knobs) -> CloneFiles {

@@ -253,7 +253,7 @@ const DATA_KNOBS: &[Knob] = &[
     Knob::RegularFraction,
 ];
 
-/// The branch share: a data-dependent branch tests the header's pseudo-random word, an access of
+/// The branch share: a data-dependent branch reads the header's pseudo-random word, an access of
 /// the 64-byte class that takes a pointer chase's place there, so the data classes keep their
 /// shares (the generator's test `every_request_body_realises_its_data_classes_shares`). While that
 /// class overflowed, the share did move the L1d (Pix optimized: 0.037 at share 1, 0.029 at 2, same
