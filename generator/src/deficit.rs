@@ -23,16 +23,7 @@ pub struct Deficit {
 impl Deficit {
     /// `shares` need not sum to 1; they are normalised. All-zero shares give a uniform target.
     pub fn new(shares: &[f64]) -> Deficit {
-        let clean: Vec<f64> = shares
-            .iter()
-            .map(|s| if s.is_finite() && *s > 0.0 { *s } else { 0.0 })
-            .collect();
-        let sum: f64 = clean.iter().sum();
-        let target = if sum > 0.0 {
-            clean.iter().map(|s| s / sum).collect()
-        } else {
-            vec![1.0 / clean.len().max(1) as f64; clean.len()]
-        };
+        let target = normalised(shares);
         Deficit {
             assigned: vec![0.0; target.len()],
             target,
@@ -175,25 +166,28 @@ impl Deficit {
     }
 }
 
+/// `shares` summing to 1, negative and non-finite ones taken as 0; all-zero shares give a uniform
+/// distribution.
+fn normalised(shares: &[f64]) -> Vec<f64> {
+    let clean: Vec<f64> = shares
+        .iter()
+        .map(|s| if s.is_finite() && *s > 0.0 { *s } else { 0.0 })
+        .collect();
+    let sum: f64 = clean.iter().sum();
+    if sum > 0.0 {
+        clean.iter().map(|s| s / sum).collect()
+    } else {
+        vec![1.0 / clean.len().max(1) as f64; clean.len()]
+    }
+}
+
 /// The comonotone joint of two distributions over the same ordered bins, row-major (`a`'s bin
 /// times `b.len()` plus `b`'s bin): the k-th quantile of `a` is paired with the k-th quantile of
 /// `b`, so the lowest bins go together and the highest together. Both are normalised first (an
 /// all-zero one is uniform); the joint sums to 1. Used to pair a branch's taken-rate bin with a
 /// transition-rate bin when the profile holds only the two marginals.
 pub fn comonotone_coupling(a: &[f64], b: &[f64]) -> Vec<f64> {
-    let normalise = |v: &[f64]| -> Vec<f64> {
-        let clean: Vec<f64> = v
-            .iter()
-            .map(|x| if x.is_finite() && *x > 0.0 { *x } else { 0.0 })
-            .collect();
-        let sum: f64 = clean.iter().sum();
-        if sum > 0.0 {
-            clean.iter().map(|x| x / sum).collect()
-        } else {
-            vec![1.0 / v.len().max(1) as f64; v.len()]
-        }
-    };
-    let (mut a, mut b) = (normalise(a), normalise(b));
+    let (mut a, mut b) = (normalised(a), normalised(b));
     let mut joint = vec![0.0; a.len() * b.len()];
     let (mut i, mut j) = (0, 0);
     // Northwest corner: move the lesser of the two remainders, then step past the bin it emptied.

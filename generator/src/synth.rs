@@ -401,8 +401,9 @@ struct Block {
     planned_x: u64,
     x: u64,
     dyn_target: f64,
-    /// Chunks in its ring as planned (a power of two); `ring` once they are composed.
-    planned_ring: u64,
+    /// Chunks in its ring (a power of two), fixed when the block is planned; `chunks` holds that
+    /// many once composed.
+    ring_chunks: u64,
     chunks: Vec<Chunk>,
     /// The single-chunk loop whose count takes the balance of the call's instructions
     /// (`align_windows`, then after the prologue is rendered).
@@ -411,7 +412,7 @@ struct Block {
 
 impl Block {
     fn ring(&self) -> u64 {
-        self.chunks.len() as u64
+        self.ring_chunks
     }
 
     /// Whether the block keeps a chunk counter (rbx) across calls: rings, and loops whose pattern
@@ -830,11 +831,11 @@ struct RingWant {
 /// would lose more than half its instructions. `settle_windows` redoes the balance once the chunks'
 /// real instruction counts are known.
 fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
-    let per_run = |b: &Block| (b.bytes / b.planned_ring) as f64 / mean_len;
+    let per_run = |b: &Block| (b.bytes / b.ring()) as f64 / mean_len;
     let absorber = blocks
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.planned_ring == 1)
+        .filter(|(_, b)| b.ring() == 1)
         .max_by(|a, b| {
             (a.1.planned_x as f64 * per_run(a.1))
                 .partial_cmp(&(b.1.planned_x as f64 * per_run(b.1)))
@@ -843,11 +844,11 @@ fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
         })
         .map(|(i, _)| i)?;
     let rings: Vec<RingWant> = (0..blocks.len())
-        .filter(|&i| blocks[i].planned_ring > 1)
+        .filter(|&i| blocks[i].ring() > 1)
         .map(|i| RingWant {
             block: i,
             want: blocks[i].planned_x as f64,
-            ring: blocks[i].planned_ring,
+            ring: blocks[i].ring(),
             per_run: per_run(&blocks[i]),
         })
         .collect();
@@ -2967,7 +2968,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             planned_x: x.max(1),
             x: 0,
             dyn_target: d,
-            planned_ring: ring,
+            ring_chunks: ring,
             chunks: Vec::with_capacity(ring as usize),
             absorbs: false,
         });
@@ -2990,7 +2991,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
                         planned_x: ((d / (LINE as f64 / mean_len)).round() as u64).max(1),
                         x: 0,
                         dyn_target: d,
-                        planned_ring: 1,
+                        ring_chunks: 1,
                         chunks: Vec::new(),
                         absorbs: false,
                     },
@@ -3043,14 +3044,14 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     let absorber = align_windows(&mut blocks, mean_len);
     let ring_entries = blocks
         .iter()
-        .filter(|b| enters_mid_ring(b.planned_ring, b.planned_x))
+        .filter(|b| enters_mid_ring(b.ring(), b.planned_x))
         .count() as f64;
     comp.charge_ring_entries(ring_entries);
     // Heaviest chunks first: they get the proportional draws, light ones settle the remainder.
     let mut order: Vec<usize> = (0..blocks.len()).collect();
     order.sort_by(|&a, &b| {
-        let wa = blocks[a].planned_x as f64 / blocks[a].planned_ring as f64;
-        let wb = blocks[b].planned_x as f64 / blocks[b].planned_ring as f64;
+        let wa = blocks[a].planned_x as f64 / blocks[a].ring() as f64;
+        let wb = blocks[b].planned_x as f64 / blocks[b].ring() as f64;
         wb.partial_cmp(&wa)
             .unwrap_or(std::cmp::Ordering::Equal)
             .then(a.cmp(&b))
@@ -3058,7 +3059,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     let shapes: Vec<BlockShape> = blocks
         .iter()
         .map(|b| {
-            let ring = b.planned_ring;
+            let ring = b.ring();
             let chunk_instrs = (b.bytes / ring) as f64 / mean_len;
             BlockShape {
                 runs_per_chunk: b.planned_x as f64 / ring as f64,
@@ -3101,7 +3102,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         let densities = branch_densities(&shapes, plan.cond_branch_ratio, static_target);
         for &bi in &order {
             comp.density = densities[bi];
-            let ring = blocks[bi].planned_ring;
+            let ring = blocks[bi].ring();
             let chunk_bytes = blocks[bi].bytes / ring;
             let w = blocks[bi].planned_x as f64 / ring as f64;
             let x = blocks[bi].planned_x;
@@ -3748,7 +3749,7 @@ mod tests {
             planned_x: x,
             x: 0,
             dyn_target: 0.0,
-            planned_ring: (bytes / 64).max(1),
+            ring_chunks: (bytes / 64).max(1),
             chunks: Vec::new(),
             absorbs: false,
         }
