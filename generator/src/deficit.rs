@@ -39,6 +39,11 @@ impl Deficit {
         self.target.is_empty()
     }
 
+    /// Weight recorded so far, over every choice.
+    pub fn total(&self) -> f64 {
+        self.total
+    }
+
     pub fn target(&self, i: usize) -> f64 {
         self.target.get(i).copied().unwrap_or(0.0)
     }

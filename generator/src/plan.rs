@@ -136,6 +136,11 @@ pub struct BodyPlan {
     /// Indirect jumps and calls per dynamic instruction (the profile's `branches.indirect`); 0 when
     /// the profile does not record them.
     pub indirect_ratio: f64,
+    /// Calls, each with its return, per dynamic instruction: the smaller of the mix's calls
+    /// (branch/store and branch/rmw: a call pushes, through memory it also loads) and its returns
+    /// (branch/load: a return pops, and so does a jump through memory). The mix folds every branch
+    /// onto branch/reg; the dispatches that `call` their target take these from it.
+    pub call_ratio: f64,
     /// Their target-change rates in the profile's 11 bins (`IndirectBranches::target_change_rate`),
     /// scaled by `branches.indirect_change_scale` (`scale_change_bins`).
     pub indirect_change_bins: Vec<f64>,
@@ -1198,6 +1203,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         }
     }
     mix.sort_by_key(|a| a.0);
+    let call_ratio = input.body.map_or(0.0, call_ratio);
 
     let rep_bins = |h: Option<&ditto_profile::Histogram>| {
         h.map(|h| {
@@ -1394,6 +1400,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         majority_taken_bins,
         transition_bins: transition,
         indirect_ratio,
+        call_ratio,
         indirect_change_bins,
         indirect_mean_change,
         blocks,
@@ -1408,6 +1415,30 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         instruction_pages: pages,
         warnings,
         default_body,
+    }
+}
+
+/// Calls per instruction of a body's mix (`BodyPlan::call_ratio`): min(branch/store + branch/rmw,
+/// branch/load), of the mix's total.
+fn call_ratio(body: &ClusterBody) -> f64 {
+    let (mut calls, mut returns, mut total) = (0.0, 0.0, 0.0);
+    for m in &body.instruction_mix {
+        if !(m.share.is_finite() && m.share >= 0.0) {
+            continue;
+        }
+        total += m.share;
+        if m.class == "branch" {
+            match m.operand.as_str() {
+                "store" | "rmw" => calls += m.share,
+                "load" => returns += m.share,
+                _ => {}
+            }
+        }
+    }
+    if total > 0.0 {
+        f64::min(calls, returns) / total
+    } else {
+        0.0
     }
 }
 

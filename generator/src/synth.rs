@@ -49,8 +49,8 @@ use anyhow::{bail, Result};
 
 use crate::deficit::{comonotone_coupling, Deficit};
 use crate::isa::{
-    flag_use, templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, FLAGS, NREGS, R10, R11,
-    R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
+    flag_use, fold, templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, FLAGS, NREGS,
+    R10, R11, R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, RSP, XMM0,
 };
 use crate::knobs::Knobs;
 use crate::plan::{rep_kind, BodyPlan, DataClass, BINS, LINE};
@@ -226,7 +226,7 @@ enum Item {
     /// a chunk that has data-dependent pattern branches or a dispatch on random bits.
     RngStep,
     /// An indirect jump through code stubs, at the start of a chunk (after `RngStep`).
-    Indirect(Dispatch),
+    Indirect(Dispatch, Link),
     /// `lea`/`mov` of a window's unmasked offset into a temp (a few instructions before its use).
     Window {
         group: usize,
@@ -277,7 +277,9 @@ enum Dispatch {
     Uniform { targets: u32 },
 }
 
-/// Executed instructions of a dispatch, the landing stub's `jmp` included.
+/// Executed instructions of a dispatch that jumps, the landing stub's `jmp` included. One that
+/// calls executes the same but for the fixed target's: its `ret` stub is one more than the jump
+/// straight to the join.
 const DISPATCH_FIXED_INSTRS: u64 = 4;
 const DISPATCH_TWO_INSTRS: u64 = 8;
 const DISPATCH_UNIFORM_INSTRS: u64 = 7;
@@ -350,23 +352,40 @@ impl Dispatch {
         !matches!(self, Dispatch::Fixed)
     }
 
-    fn instrs(&self) -> u64 {
-        match self {
-            Dispatch::Fixed => DISPATCH_FIXED_INSTRS,
-            Dispatch::Two { .. } => DISPATCH_TWO_INSTRS,
-            Dispatch::Uniform { .. } => DISPATCH_UNIFORM_INSTRS,
+    fn instrs(&self, link: Link) -> u64 {
+        match (self, link) {
+            (Dispatch::Fixed, Link::Jump) => DISPATCH_FIXED_INSTRS,
+            (Dispatch::Fixed, Link::Call) => DISPATCH_FIXED_INSTRS + 1,
+            (Dispatch::Two { .. }, _) => DISPATCH_TWO_INSTRS,
+            (Dispatch::Uniform { .. }, _) => DISPATCH_UNIFORM_INSTRS,
         }
     }
 
-    /// Code bytes in the chunk, the stubs (8 bytes each, 8-aligned) included; the jump to the
-    /// trampoline is 5 bytes (the trampolines are in their own section).
-    fn bytes(&self) -> u64 {
+    /// Code bytes in the chunk: the jump (or call) to the trampoline is 5 bytes (the trampolines
+    /// are in their own section), and a jump's stubs (8 bytes each, 8-aligned) follow it; a call's
+    /// stubs are in a section of their own (`Renderer::dispatch`).
+    fn bytes(&self, link: Link) -> u64 {
+        let stubs = match link {
+            Link::Jump => 7 + 8 * u64::from(self.targets()),
+            Link::Call => 0,
+        };
         match self {
             Dispatch::Fixed => 7 + 8 + 5,
-            Dispatch::Two { .. } => 2 + RANDOM_TEST_BYTES + 3 + 7 + 4 + 5 + 7 + 16,
-            Dispatch::Uniform { targets } => 7 + 3 + 7 + 4 + 5 + 7 + 8 * u64::from(*targets),
+            Dispatch::Two { .. } => 2 + RANDOM_TEST_BYTES + 3 + 7 + 4 + 5 + stubs,
+            Dispatch::Uniform { .. } => 7 + 3 + 7 + 4 + 5 + stubs,
         }
     }
+}
+
+/// How a dispatch reaches its target and comes back to the join point after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// `jmp` to the trampoline, and the stub `jmp`s to the join.
+    Jump,
+    /// `call` of the trampoline, and the stub is a `ret` to the join right after the call: the
+    /// original's calls and returns (branch/store and branch/load of the mix), which a return
+    /// stack predicts, realised where its indirect calls are (`BodyPlan::call_ratio`).
+    Call,
 }
 
 #[derive(Debug, Clone)]
@@ -487,7 +506,7 @@ fn item_instrs(it: &Item) -> u64 {
         Item::Chase => 1,
         Item::Pattern { .. } => 2,
         Item::RngStep => RNG_STEP_INSTRS,
-        Item::Indirect(d) => d.instrs(),
+        Item::Indirect(d, link) => d.instrs(*link),
         Item::Window { .. } | Item::WindowMask { .. } => 1,
         Item::LoopEnd {
             adv_p,
@@ -1126,6 +1145,8 @@ struct Composer<'a> {
     /// Executions per call of the dispatches so far, and of those that changed target (expected).
     indirect_execs: f64,
     indirect_changes: f64,
+    /// Executions per call of the dispatches linked by a call (`Link::Call`).
+    calls: f64,
     /// Executions (per call) of the rep-string instructions so far, and their repetitions: fills,
     /// then copies.
     rep_execs: [f64; 2],
@@ -1170,7 +1191,9 @@ impl Composer<'_> {
 
     fn account(&mut self, pair: (Class, Opnd), w: f64) {
         *self.realised_mix.entry(pair).or_insert(0.0) += w;
-        if let Some(i) = self.mix_keys.iter().position(|k| *k == pair) {
+        // The mix's targets are folded (`isa::fold`): a call counts where the profile's calls went.
+        let folded = fold(pair.0, pair.1);
+        if let Some(i) = self.mix_keys.iter().position(|k| *k == folded) {
             self.mix.add(i, w);
         }
     }
@@ -1285,16 +1308,16 @@ impl Composer<'_> {
             && !self.indirect.is_empty()
             && dispatches.len() < MAX_DISPATCHES_PER_CHUNK
         {
-            let d = self.dispatch(w);
-            instrs += d.instrs();
-            bytes += d.bytes();
+            let (d, link) = self.dispatch(w);
+            instrs += d.instrs(link);
+            bytes += d.bytes(link);
             if d.uses_random_word() {
                 let (i, b) = self.step_rng_once(&mut steps_rng, w);
                 instrs += i;
                 bytes += b;
             }
             self.indirect_acc -= w_run;
-            dispatches.push(d);
+            dispatches.push((d, link));
         }
         self.cond_acc += (instrs - 2) as f64 * ratio;
 
@@ -1483,8 +1506,8 @@ impl Composer<'_> {
                 ordered.insert(first.saturating_sub(back), Item::Window { group: g });
             }
         }
-        for d in dispatches.into_iter().rev() {
-            ordered.insert(0, Item::Indirect(d));
+        for (d, link) in dispatches.into_iter().rev() {
+            ordered.insert(0, Item::Indirect(d, link));
         }
         if steps_rng {
             // First: every register is dead at a chunk's start, so rax may be clobbered.
@@ -1803,9 +1826,10 @@ impl Composer<'_> {
     }
 
     /// One indirect jump run `w` times per call: a target-change bin drawn by deficit, realised by the
-    /// nearest `Dispatch`, and accounted (its instructions in the mix, its header load as a data
-    /// access).
-    fn dispatch(&mut self, w: f64) -> Dispatch {
+    /// nearest `Dispatch`, linked by a call while the body's calls are short of
+    /// `plan.call_ratio` of its instructions, and accounted (its instructions in the mix, its header
+    /// load and a call's stack accesses as data accesses).
+    fn dispatch(&mut self, w: f64) -> (Dispatch, Link) {
         // A few hot chunks carry most executions: a bin may take this one only if it is at least half
         // its weight short, else the bin furthest short does (a proportional draw put two of
         // nginx's heaviest dispatches in bins of 5 % each, and the mean change rate came out 0.25
@@ -1828,10 +1852,29 @@ impl Composer<'_> {
         self.indirect.add(IndirectBranches::bin(rate), w);
         self.indirect_execs += w;
         self.indirect_changes += w * rate;
-        // lea of the stubs (or the target), the jump to the trampoline, its jump, and a stub's jmp.
-        let jumps = if d == Dispatch::Fixed { 2.0 } else { 3.0 };
+        let link = if self.plan.call_ratio * (self.mix.total() + w) - self.calls >= 0.5 * w {
+            Link::Call
+        } else {
+            Link::Jump
+        };
+        // lea of the stubs (or the target), the jump to the trampoline, its jump, and a stub's jmp;
+        // or the call of the trampoline, its jump, and a stub's (the fixed target's) ret.
         self.account((Class::Alu, Opnd::Reg), w);
-        self.account((Class::Branch, Opnd::Reg), w * jumps);
+        match link {
+            Link::Jump => {
+                let jumps = if d == Dispatch::Fixed { 2.0 } else { 3.0 };
+                self.account((Class::Branch, Opnd::Reg), w * jumps);
+            }
+            Link::Call => {
+                self.calls += w;
+                self.account((Class::Branch, Opnd::Store), w);
+                self.account((Class::Branch, Opnd::Reg), w);
+                self.account((Class::Branch, Opnd::Load), w);
+                // The return address, on the thread's stack: a line as hot as the header's.
+                self.header_access(w, false);
+                self.header_access(w, true);
+            }
+        }
         match d {
             Dispatch::Fixed => {
                 // The add of the zero word.
@@ -1851,7 +1894,7 @@ impl Composer<'_> {
                 self.header_access(w, true);
             }
         }
-        d
+        (d, link)
     }
 
     /// The chunk's pseudo-random step (`Item::RngStep`: a load, a multiply and a store), the first
@@ -2729,13 +2772,58 @@ impl Renderer<'_> {
         self.trampolines.push((trampoline, self.w));
     }
 
+    /// `jump_via_trampoline`, reached by a `call` instead (`Link::Call`): the stub it lands on
+    /// returns to the instruction after the call.
+    fn call_via_trampoline(&mut self, key: &str) {
+        let trampoline = format!("{key}_t");
+        self.fixed(&format!("call {trampoline}"), &[RSP], &[RSP], 5);
+        self.commit(&[RCX], &[], 2);
+        self.trampolines.push((trampoline, self.w));
+    }
+
+    /// The `ret` stubs of a dispatch linked by a call, in a section of their own (a stub inline
+    /// after the call would be where it returns to), 8 bytes apart as `jump_through_stubs`'s; and
+    /// the join, right after the call. Counts the one `ret` that runs.
+    fn return_stubs(&mut self, stubs: &str, join: &str, targets: u32) {
+        self.label(join);
+        let _ = writeln!(
+            self.out,
+            "    .pushsection .text.ditto_stubs,\"ax\",@progbits\n    .p2align 3, 0xcc\n{stubs}:"
+        );
+        for i in 0..targets {
+            if i > 0 {
+                let _ = writeln!(self.out, "    .p2align 3, 0xcc");
+            }
+            let _ = writeln!(self.out, "    ret");
+        }
+        let _ = writeln!(self.out, "    .popsection");
+        self.commit(&[RSP], &[RSP], 1);
+        self.static_instrs += u64::from(targets) - 1;
+    }
+
     /// An indirect jump (`Item::Indirect`): the target index into rax, the stub's address into rcx,
-    /// `jmp rcx`. The targets are stubs of `jmp` to the join point, code rather than a data table, so
-    /// the body reads no memory outside its buffers; rax and rcx are dead at a chunk's start.
-    fn dispatch(&mut self, d: Dispatch) -> Result<()> {
+    /// `jmp rcx`. The targets are stubs of `jmp` to the join point (or of `ret` to it, when the
+    /// trampoline was called: `Link::Call`), code rather than a data table, so the body reads no
+    /// memory outside its buffers and its own stack; rax and rcx are dead at a chunk's start.
+    fn dispatch(&mut self, d: Dispatch, link: Link) -> Result<()> {
         let id = format!(".L{}_d{}", self.name, self.static_instrs);
         let (stubs, join) = (format!("{id}_s"), format!("{id}_j"));
         match d {
+            Dispatch::Fixed if link == Link::Call => {
+                let o = self.layout.hdr_lo + HDR_ZERO;
+                self.prove(Buffer::Priv, o, o + 8)?;
+                self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
+                self.fixed(
+                    &format!("add rcx, qword ptr [r15 + {o}]"),
+                    &[RCX, R15],
+                    &[RCX],
+                    4 + disp_bytes(o),
+                );
+                self.call_via_trampoline(&stubs);
+                self.return_stubs(&stubs, &join, 1);
+                self.deps.carriers = [0; NREGS];
+                return Ok(());
+            }
             Dispatch::Fixed => {
                 let o = self.layout.hdr_lo + HDR_ZERO;
                 self.prove(Buffer::Priv, o, o + 8)?;
@@ -2777,12 +2865,19 @@ impl Renderer<'_> {
                 self.fixed(&format!("and eax, {}", targets - 1), &[RAX], &[RAX], 3);
             }
         }
-        let targets = vec![join.clone(); d.targets() as usize];
-        self.jump_through_stubs(&stubs, &targets);
-        // One stub runs per execution; the others are static instructions only.
-        self.commit(&[], &[], 2);
-        self.static_instrs += u64::from(d.targets()) - 1;
-        self.label(&join);
+        if link == Link::Call {
+            self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
+            self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
+            self.call_via_trampoline(&stubs);
+            self.return_stubs(&stubs, &join, d.targets());
+        } else {
+            let targets = vec![join.clone(); d.targets() as usize];
+            self.jump_through_stubs(&stubs, &targets);
+            // One stub runs per execution; the others are static instructions only.
+            self.commit(&[], &[], 2);
+            self.static_instrs += u64::from(d.targets()) - 1;
+            self.label(&join);
+        }
         // The jump's target depends on a load: every load so far is live.
         self.deps.carriers = [0; NREGS];
         Ok(())
@@ -2875,7 +2970,7 @@ impl Renderer<'_> {
                         7,
                     );
                 }
-                Item::Indirect(d) => self.dispatch(*d)?,
+                Item::Indirect(d, link) => self.dispatch(*d, *link)?,
                 Item::Window { group } => self.window(*group)?,
                 Item::WindowMask { group } => self.window_mask(*group)?,
                 Item::LoopEnd {
@@ -3026,6 +3121,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         dispatch_len: mean_len,
         indirect_execs: 0.0,
         indirect_changes: 0.0,
+        calls: 0.0,
         rep_execs: [0.0; 2],
         rep_iterations: [0.0; 2],
         realised_mix: BTreeMap::new(),
@@ -3084,7 +3180,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             let density_ok = want == 0.0 || got == 0.0 || (got - want).abs() <= 0.1 * want;
             let composed_len = dispatch_length(
                 dispatch_len,
-                executions_per_call(&blocks, |i| matches!(i, Item::Indirect(_))),
+                executions_per_call(&blocks, |i| matches!(i, Item::Indirect(..))),
                 plan.indirect_ratio * plan.instructions - ring_entries,
                 mean_len,
             );
@@ -3458,6 +3554,15 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     for (k, share) in &plan.mix {
         mix_stats.insert(*k, (*share, 0.0));
     }
+    // The folded branch/reg target holds the calls and returns that dispatches make (`Link::Call`).
+    if plan.call_ratio > 0.0 {
+        if let Some(reg) = mix_stats.get_mut(&(Class::Branch, Opnd::Reg)) {
+            let calls = plan.call_ratio.min(reg.0 / 2.0);
+            reg.0 -= 2.0 * calls;
+            mix_stats.insert((Class::Branch, Opnd::Store), (calls, 0.0));
+            mix_stats.insert((Class::Branch, Opnd::Load), (calls, 0.0));
+        }
+    }
     for (k, v) in &comp.realised_mix {
         mix_stats.entry(*k).or_insert((0.0, 0.0)).1 = v / total_mix.max(1e-12);
     }
@@ -3519,7 +3624,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         ),
         indirect_jumps_per_call: (
             plan.indirect_ratio * plan.instructions,
-            executions_per_call(&blocks, |i| matches!(i, Item::Indirect(_))),
+            executions_per_call(&blocks, |i| matches!(i, Item::Indirect(..))),
             ring_entries,
         ),
         indirect_change_rate: (

@@ -6,10 +6,11 @@
 mod common;
 
 use common::synth_seeded;
+use ditto_generator::isa::{Class, Opnd};
 use ditto_generator::knobs::Knobs;
 use ditto_generator::render_clone;
 use ditto_generator::synth::{trampoline_table, ClusterAsm};
-use ditto_profile::{ClusterBody, IndirectBranches, Profile};
+use ditto_profile::{ClusterBody, IndirectBranches, MixShare, Profile};
 
 fn nginx_body() -> ClusterBody {
     common::committed_body("nginx", "c1")
@@ -298,22 +299,49 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
     );
 
     // Each dispatch: an index in rax (0 or 1 from `setz al`, 0..K from `and eax, K − 1`, or a
-    // single target plus a zero word), a direct jump to its trampoline, whose `jmp rcx` goes to one
-    // of as many 8-byte stubs, each a `jmp` to the join label right after them.
-    // The trampolines are in the file's table, after every body.
+    // single target plus a zero word), a direct jump (or call) to its trampoline, whose `jmp rcx`
+    // goes to one of as many 8-byte stubs. A jump's stubs follow it, each a `jmp` to the join label
+    // right after them; a call's are `ret`s in their own section, and the join is right after the
+    // call. The trampolines are in the file's table, after every body.
     let text = asm.text.clone() + &trampoline_table(&asm.trampolines);
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
     let trampoline_of = |label: &str, at: &str| {
         let t = format!("{label}_t");
-        assert_eq!(at, format!("jmp {t}"), "the jump to {label}'s trampoline");
+        assert!(
+            at == format!("jmp {t}") || at == format!("call {t}"),
+            "the jump to {label}'s trampoline: {at}"
+        );
         let i = lines
             .iter()
             .position(|l| *l == format!("{t}:"))
             .unwrap_or_else(|| panic!("no trampoline {t}"));
         assert_eq!(lines[i + 1], "jmp rcx", "trampoline {t}");
-        i
+        at.starts_with("call")
     };
-    let mut dispatches = 0;
+    // The `ret` stubs of a called dispatch: the join, then its section of stubs.
+    let return_stubs = |at: usize, id: &str| {
+        assert_eq!(
+            lines[at],
+            format!("{id}_j:"),
+            "the join right after the call"
+        );
+        assert!(lines[at + 1].starts_with(".pushsection .text.ditto_stubs,"));
+        assert_eq!(lines[at + 2], ".p2align 3, 0xcc");
+        assert_eq!(lines[at + 3], format!("{id}_s:"));
+        let end = lines[at..]
+            .iter()
+            .position(|x| *x == ".popsection")
+            .expect("the stubs' section ends")
+            + at;
+        let rets = lines[at + 4..end].iter().filter(|x| **x == "ret").count();
+        let aligned = lines[at + 4..end]
+            .iter()
+            .filter(|x| **x == ".p2align 3, 0xcc")
+            .count();
+        assert_eq!(aligned + 1, rets, "every stub 8-aligned");
+        rets
+    };
+    let (mut dispatches, mut calls) = (0, 0);
     for (i, l) in lines.iter().enumerate() {
         let Some(label) = l
             .strip_prefix("lea rcx, [rip + ")
@@ -329,19 +357,19 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
         };
         dispatches += 1;
         let join = format!("{id}_j:");
-        if label.ends_with("_j") {
-            // The target plus the header's zero word: from memory, so no optimiser makes it direct.
-            assert!(
-                lines[i + 1].starts_with("add rcx, qword ptr [r15 + "),
-                "{}",
-                lines[i + 1]
-            );
-            trampoline_of(label, lines[i + 2]);
-            assert_eq!(
-                lines[i + 3],
-                join,
-                "a single target lands right after its jump"
-            );
+        if lines[i + 1].starts_with("add rcx, qword ptr [r15 + ") {
+            // A single target plus the header's zero word: from memory, so no optimiser makes it
+            // direct.
+            if trampoline_of(label, lines[i + 2]) {
+                calls += 1;
+                assert_eq!(return_stubs(i + 3, id), 1, "one stub for a single target");
+            } else {
+                assert_eq!(
+                    lines[i + 3],
+                    join,
+                    "a single target lands right after its jump"
+                );
+            }
             continue;
         }
         let targets = match lines[i - 1] {
@@ -355,7 +383,15 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
             }
         };
         assert_eq!(lines[i + 1], "lea rcx, [rcx + rax*8]");
-        trampoline_of(label, lines[i + 2]);
+        if trampoline_of(label, lines[i + 2]) {
+            calls += 1;
+            assert_eq!(
+                return_stubs(i + 3, id),
+                targets,
+                "stubs of the dispatch at line {i}"
+            );
+            continue;
+        }
         let end = lines[i..]
             .iter()
             .position(|x| *x == join)
@@ -375,6 +411,9 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
             "every stub 8-aligned"
         );
     }
+    // nginx's request body makes more calls (1.9 % of its instructions are branch/store or
+    // branch/rmw) than this fixture's indirect jumps (1 %): every dispatch is called.
+    assert_eq!(calls, dispatches, "dispatches called");
     assert!(dispatches > 20, "{dispatches} dispatches");
     // Every indirect jump of the body (dispatches and ring entries) is a trampoline's, each on its
     // own 2-byte slot: `jmp rcx` appears nowhere else.
@@ -398,6 +437,56 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
         ),
         "no dispatch without indirect jumps in the profile"
     );
+}
+
+#[test]
+fn dispatches_are_called_as_often_as_the_profile_calls_and_the_rest_jump() {
+    // Calls at 0.4 % of the instructions (returns at 0.6 %), indirect jumps at 1 %.
+    let mut body =
+        nginx_body_with_indirect(&[0.8, 0.1, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    // The other branches' shares go to branch/reg, so that the mix still sums to 1.
+    let moved: f64 = body
+        .instruction_mix
+        .iter()
+        .filter(|m| m.class == "branch" && m.operand != "reg")
+        .map(|m| m.share)
+        .sum();
+    body.instruction_mix
+        .retain(|m| m.class != "branch" || m.operand == "reg");
+    for m in &mut body.instruction_mix {
+        if m.class == "branch" {
+            m.share += moved - 0.01;
+        }
+    }
+    for (operand, share) in [("store", 0.004), ("load", 0.006)] {
+        body.instruction_mix.push(MixShare {
+            class: "branch".into(),
+            operand: operand.into(),
+            share,
+        });
+    }
+    let asm = synth(&body);
+    let (target, generated) = asm.stats.mix[&(Class::Branch, Opnd::Store)];
+    assert!((target - 0.004).abs() < 1e-4, "call target {target}");
+    assert!(
+        (generated - target).abs() < 0.1 * target,
+        "calls {generated:.5} of the instructions against {target:.5}"
+    );
+    // A return per call.
+    assert_eq!(asm.stats.mix[&(Class::Branch, Opnd::Load)].1, generated);
+    let text = asm.text;
+    let called = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("call "))
+        .count();
+    let jumped = text
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("jmp .L") && (l.ends_with("_j_t") || l.ends_with("_s_t"))
+        })
+        .count();
+    assert!(called > 0 && jumped > 0, "{called} called, {jumped} jumped");
 }
 
 #[test]
@@ -443,13 +532,24 @@ fn indirect_change_scale_multiplies_the_dispatches_change_rate_and_zero_leaves_o
         jumps(&none),
         jumps(&full)
     );
+    // Each dispatch's target comes with the zero word (a jump's is its join label `_j`, a call's its
+    // one stub `_s`), never from an index into a table of stubs.
     let lines: Vec<&str> = none.text.lines().map(str::trim).collect();
-    assert!(lines
-        .iter()
-        .any(|l| l.starts_with("lea rcx, [rip + ") && l.ends_with("_j]")));
-    assert!(!lines
-        .iter()
-        .any(|l| l.starts_with("lea rcx, [rip + ") && l.ends_with("_s]")));
+    let dispatch =
+        |l: &str| l.starts_with("lea rcx, [rip + ") && (l.ends_with("_j]") || l.ends_with("_s]"));
+    let mut single = 0;
+    for w in lines.windows(2) {
+        if dispatch(w[0]) {
+            assert!(
+                w[1].starts_with("add rcx, qword ptr [r15 + "),
+                "{} then {}",
+                w[0],
+                w[1]
+            );
+            single += 1;
+        }
+    }
+    assert!(single > 0);
 }
 
 #[test]
@@ -507,7 +607,7 @@ fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms
         n
     };
     let (r0, r1) = (repeats_in_text(&repeated), repeats_in_text(&independent));
-    assert!(r0 >= r1 + 10, "{r0} repeated tests at share 0, {r1} at 1");
+    assert!(r0 >= r1 + 8, "{r0} repeated tests at share 0, {r1} at 1");
 
     // The histograms stay the profile's: a repeat is taken only for bins both still owe.
     for asm in [&half, &repeated] {

@@ -60,92 +60,91 @@ ditto_body_c0:
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 8
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 229
-    mov r8, rcx
-    test bl, 8
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    test bl, 8
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    test bl, 8
-    jnz 1f
-1:
-    mov r8, rbp
-    mov rbp, r11
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov qword ptr [r14 + rbp + 1856], rbp
+    lea r8, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + 448]
     and r8, 448
-    mov dword ptr [r14 + r8 + 832], r8d
-    test ebx, 1073741824
+    mov qword ptr [r15 + r8 + 896], r8
+    mov eax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
+    test bl, 8
     jnz 1f
 1:
-    mov r9, r11
+    mov dword ptr [r15 + 384], 169
+    movzx ecx, cl
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, ecx
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r14 + 448], r9d
-    mov dword ptr [r14 + r8 + 896], 211
-    and r9, 8128
-    mov dword ptr [r14 + r9 + 13120], 172
+    mov edx, dword ptr [r15 + 384]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2880], r9d
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov rbp, r10
+    test bl, 8
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 4928]
+    mov ebp, 237
+    mov edx, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 384]
+    test bl, 8
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    mov rsi, r9
+    mov rcx, rcx
+    test bl, 8
+    jnz 1f
+1:
+    movq qword ptr [r15 + 576], xmm12
+    jmp 1f
+1:
+    mov r8d, edx
+    movzx edx, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 129
+    mov rdi, rdx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2383 chunk executions per call
+// block 1: 64 bytes, 1 chunk(s), 2386 chunk executions per call
     mov rbx, qword ptr [r15 + 2128176]
-    lea rcx, [rbx + 2383]
+    lea rcx, [rbx + 2386]
     mov qword ptr [r15 + 2128176], rcx
-    mov r13d, 2383
+    mov r13d, 2386
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
     jmp 1f
 1:
-    test r9d, r9d
-    mov r9d, dword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 192]
+    test edx, edi
+    mov edi, dword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    popcnt r8, r8
+    mov r9, r9
+    popcnt rbp, r9
     mov dword ptr [r15 + 0], 162
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 320]
-    shl rdi, 27
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 320]
+    shl r9, 27
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
@@ -158,74 +157,80 @@ ditto_body_c0:
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d124_j]
+    lea rcx, [rip + .Lc0_d124_s]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d124_j_t
+    call .Lc0_d124_s_t
 .Lc0_d124_j:
-    movzx ebp, cl
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d124_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ecx
+    movzx r9d, cl
+    mov dword ptr [r14 + 576], 133
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 57
-    mov ecx, 89
-    movzx ebp, cl
+    mov ecx, 176
+    xor dword ptr [r15 + 704], ecx
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 514 chunk executions per call
+// block 3: 64 bytes, 1 chunk(s), 485 chunk executions per call
     mov rbx, qword ptr [r15 + 2128192]
-    lea rcx, [rbx + 514]
+    lea rcx, [rbx + 485]
     mov qword ptr [r15 + 2128192], rcx
-    mov r13d, 514
+    mov r13d, 485
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d147_j]
+    lea rcx, [rip + .Lc0_d147_s]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d147_j_t
+    call .Lc0_d147_s_t
 .Lc0_d147_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d147_s:
+    ret
+    .popsection
+    mov r8, r10
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 4928]
     cmp dword ptr [r15 + 2128156], 0x5a82799a
     jb 1f
 1:
-    mov rdi, rcx
-    mov ecx, dword ptr [r14 + 512]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 664 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 854 chunk executions per call
     mov rbx, qword ptr [r15 + 2128200]
-    lea rcx, [rbx + 664]
+    lea rcx, [rbx + 854]
     mov qword ptr [r15 + 2128200], rcx
-    mov r13d, 664
+    mov r13d, 854
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 4928]
-    mov qword ptr [r14 + 320], rsi
-    add r11, 64
-    add r10, r11
+    movzx esi, byte ptr [r15 + 640]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], r9b
+    mov r9, rsi
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
@@ -238,131 +243,139 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 77
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 512]
+    mov eax, 152
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
+    movsxd r9, dword ptr [r15 + 640]
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, r9b
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov esi, esi
+    movsxd rax, dword ptr [r15 + 192]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 599 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 479 chunk executions per call
     mov rbx, qword ptr [r15 + 2128216]
-    lea rcx, [rbx + 599]
+    lea rcx, [rbx + 479]
     mov qword ptr [r15 + 2128216], rcx
-    mov r13d, 599
+    mov r13d, 479
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    movq qword ptr [r15 + 640], xmm14
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    mov qword ptr [r14 + 320], rdx
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 576]
+    and rbp, 8128
+    mov r8, r10
+    mov rcx, qword ptr [r15 + rbp + 4928]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rdx
-    mov edx, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 512]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1059 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 823 chunk executions per call
     mov rbx, qword ptr [r15 + 2128224]
-    lea rcx, [rbx + 1059]
+    lea rcx, [rbx + 823]
     mov qword ptr [r15 + 2128224], rcx
-    mov r13d, 1059
+    mov r13d, 823
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov qword ptr [r15 + 384], rcx
-    mov dword ptr [r14 + 0], 145
+    mov r9, r10
+    and r9, 8128
+    movsxd rdx, dword ptr [r14 + r9 + 13120]
+    mov dword ptr [r15 + 512], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1344], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov qword ptr [r15 + 0], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 456 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 484 chunk executions per call
     mov rbx, qword ptr [r15 + 2128232]
-    lea rcx, [rbx + 456]
+    lea rcx, [rbx + 484]
     mov qword ptr [r15 + 2128232], rcx
-    mov r13d, 456
+    mov r13d, 484
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov r8, r10
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 2880]
-    mov r8d, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r14 + 384]
+    mov rbp, r10
+    movsxd rdi, dword ptr [r14 + 512]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 1856]
+    mov rbp, qword ptr [r14 + 448]
+    mov r8d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov esi, ebp
-    mov qword ptr [r15 + 512], rsi
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
+    mov edi, edi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r8d, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1460 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 1288 chunk executions per call
     mov rbx, qword ptr [r15 + 2128240]
-    lea rcx, [rbx + 1460]
+    lea rcx, [rbx + 1288]
     mov qword ptr [r15 + 2128240], rcx
-    mov r13d, 1460
+    mov r13d, 1288
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov r9, r10
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    imul r9, r8
-    mov r8d, r9d
+    mov r8d, ecx
+    imul r8, r8
+    mov r8d, r8d
+    mov r8, r10
+    pmovmskb edi, xmm15
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 704], r9b
+    mov byte ptr [r15 + 384], dil
+    and r8, 448
+    mov dword ptr [r14 + r8 + 832], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm3, xmmword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 440 chunk executions per call
+// block 10: 1024 bytes, 4 chunk(s), 452 chunk executions per call
     mov rbx, qword ptr [r15 + 2128248]
-    lea rcx, [rbx + 440]
+    lea rcx, [rbx + 452]
     mov qword ptr [r15 + 2128248], rcx
-    mov r13d, 440
+    mov r13d, 452
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -372,69 +385,73 @@ ditto_body_c0:
     xor eax, eax
     test dword ptr [r15 + 2128155], 35143684
     setz al
-    lea rcx, [rip + .Lc0_d292_s]
+    lea rcx, [rip + .Lc0_d297_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d292_s_t
-    .p2align 3
-.Lc0_d292_s:
-    .p2align 3
-    jmp .Lc0_d292_j
-    .p2align 3
-    jmp .Lc0_d292_j
-.Lc0_d292_j:
-    lea rcx, [rip + .Lc0_d301_j]
+    call .Lc0_d297_s_t
+.Lc0_d297_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d297_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rcx, [rip + .Lc0_d306_s]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d301_j_t
-.Lc0_d301_j:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 13184]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r9d, 105
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    call .Lc0_d306_s_t
+.Lc0_d306_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d306_s:
+    ret
+    .popsection
     mov r9, r10
-    movsxd rax, dword ptr [r15 + 576]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 21312]
+    mov r9d, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 13120], sil
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 4928]
+    mov edx, ecx
+    movzx ecx, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 153
+    mov dword ptr [r15 + 384], 89
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 1984
+    mov dword ptr [r14 + r9 + 2880], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, eax
-    mov dword ptr [r15 + 768], 242
+    and rbp, 448
+    mov byte ptr [r14 + rbp + 1344], bpl
+    mov rdx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rsi
+    paddq xmm15, xmmword ptr [r14 + rbp + 1408]
     add r11, 64
     add r10, r11
     inc rbx
@@ -444,132 +461,126 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d350_j]
+    lea rcx, [rip + .Lc0_d356_s]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d350_j_t
-.Lc0_d350_j:
-    jmp 1f
-1:
+    call .Lc0_d356_s_t
+.Lc0_d356_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d356_s:
+    ret
+    .popsection
+    mov r8, r10
     mov ecx, 128
-    movzx ebp, cl
+    mov edi, dword ptr [r15 + 512]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 13120]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 8128
-    mov edi, dword ptr [r14 + rbp + 13120]
-    jmp 1f
-1:
+    mov rbp, r10
+    mov dword ptr [r15 + 448], ebp
+    movzx edi, al
     cmp dword ptr [r15 + 2128155], 0xb504f33
     jae 1f
 1:
-    mov edi, 215
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 320]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 4928]
+    and rbp, 1984
+    movdqu xmmword ptr [r15 + rbp + 2880], xmm15
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, dil
-    movzx edi, byte ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 384]
+    movzx ecx, dil
+    movdqu xmm12, xmmword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edi
-    mov byte ptr [r15 + rbp + 13184], dl
-    lock xadd qword ptr [r15 + 320], rdx
+    movzx ecx, cl
+    pcmpeqb xmm12, xmmword ptr [r15 + 384]
+    mov ecx, dword ptr [r14 + 448]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov rdx, qword ptr [r14 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
+    mov ecx, 226
+    mov qword ptr [r15 + 512], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1344], r9d
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 320]
+    movdqu xmmword ptr [r15 + 320], xmm15
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d403_j]
+    lea rcx, [rip + .Lc0_d404_s]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d403_j_t
-.Lc0_d403_j:
-    mov rcx, rcx
-    mov rbp, r11
-    mov dword ptr [r15 + 704], ebp
+    call .Lc0_d404_s_t
+.Lc0_d404_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d404_s:
+    ret
+    .popsection
+    mov r8, r10
+    mov edi, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 640], dil
+    movsxd rdi, dword ptr [r15 + 448]
+    and r8, 2097088
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r8 + 22144]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov dword ptr [r14 + r9 + 1408], 189
+    movsxd rsi, dword ptr [r14 + 512]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 2097088
-    movsxd rdi, dword ptr [r15 + rbp + 22144]
-    mov byte ptr [r15 + 384], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9d, dword ptr [r15 + 704]
+    mov esi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 219
+    mov rdx, r9
+    mov r9, rdx
+    movsxd rdx, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r14 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 768]
-    lea r8, [r10*4]
-    mov eax, r8d
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 13184]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + r8 + 13312]
-    mov dword ptr [r15 + 512], 152
-    mov rsi, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rax
-    mov eax, 251
+    mov dword ptr [r15 + 384], 61
+    mov esi, 251
     jmp 1f
 1:
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rsi
+    mov esi, dword ptr [r15 + 320]
+    and r8, 1984
+    xchg qword ptr [r15 + r8 + 2880], rsi
     test ebx, 47104
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 13248], 25
-    movsxd rcx, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov rdi, rbp
-    mov esi, dword ptr [r14 + r8 + 13120]
-    and rbp, 448
-    xchg qword ptr [r15 + rbp + 2368], rsi
+    mov r9, rdx
+    movsxd rdx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -579,97 +590,96 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d459_j]
+    lea rcx, [rip + .Lc0_d458_s]
     add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d459_j_t
-.Lc0_d459_j:
-    mov rbp, r11
-    mov r9, r11
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 1856]
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 13120]
-    mov rbp, r9
+    call .Lc0_d458_s_t
+.Lc0_d458_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d458_s:
+    ret
+    .popsection
+    movzx ecx, byte ptr [r14 + 576]
+    movzx edx, byte ptr [r15 + 384]
+    mov rbp, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r8
+    mov rax, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r14 + 768]
-    movzx r9d, dl
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, dl
+    mov ebp, dword ptr [r15 + 384]
+    movzx eax, bpl
+    movq qword ptr [r15 + 448], xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
     jmp 1f
 1:
     cmp dword ptr [r15 + 2128156], 0x5a82799a
     jae 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 152
+    mov rbp, r10
+    pcmpeqb xmm7, xmmword ptr [r14 + 320]
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1344], 81
     test bl, 32
     jnz 1f
 1:
-    mov r9d, 121
+    mov eax, 50
+    mov rbp, r10
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    lock add qword ptr [r15 + 576], r9
+    and rbp, 448
+    lock add qword ptr [r15 + rbp + 832], rbp
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 21312], r9d
+    mov dword ptr [r15 + 256], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 176
-    mov byte ptr [r14 + 768], r9b
+    mov dword ptr [r15 + 448], 186
+    mov byte ptr [r14 + 768], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 558 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 593 chunk executions per call
     mov rbx, qword ptr [r15 + 2128256]
-    lea rcx, [rbx + 558]
+    lea rcx, [rbx + 593]
     mov qword ptr [r15 + 2128256], rcx
-    mov r13d, 558
+    mov r13d, 593
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    mov dword ptr [r15 + 576], 13
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 13
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], 21
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov byte ptr [r14 + r8 + 1344], r8b
     .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov byte ptr [r14 + 640], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movq xmm14, rcx
-    mov ecx, ecx
-    mov ecx, ecx
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
@@ -784,22 +794,15 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r14 + 0], 118
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    inc dword ptr [r14 + 0]
-    jmp 1f
-1:
+    and edi, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ecx
-    and eax, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -853,60 +856,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d62_j]
+    lea rcx, [rip + .Lc1_d58_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d62_j_t
-.Lc1_d62_j:
-    lea rcx, [rip + .Lc1_d66_j]
+    call .Lc1_d58_s_t
+.Lc1_d58_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d58_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d63_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d66_j_t
-.Lc1_d66_j:
+    call .Lc1_d63_s_t
+.Lc1_d63_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d63_s:
+    ret
+    .popsection
     or ecx, ecx
-    add rax, qword ptr [r15 + 960]
-    mov ecx, dword ptr [r14 + 64]
+    add rax, qword ptr [r15 + 1408]
+    mov ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 320]
+    movzx ecx, byte ptr [r15 + 64]
     test eax, eax
-    lock add qword ptr [r15 + 384], rcx
+    lock add qword ptr [r15 + 832], rax
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov dword ptr [r15 + 1024], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rax + rax*2 + 20]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rcx + rcx*2 + 20]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, rcx
+    and rbp, 8128
+    mov rax, qword ptr [r14 + rbp + 15808]
+    movzx ebp, byte ptr [r15 + 64]
+    add rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, cl
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov eax, ebp
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 249856
     jz 1f
 1:
-    or ecx, eax
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, ebp
+    or ebp, eax
+    movsxd rdi, dword ptr [r14 + 896]
+    inc dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8388544
-    movzx eax, byte ptr [r15 + rbp + 2383488]
-    mov ebp, eax
-    inc dword ptr [r14 + 448]
+    mov dword ptr [r15 + 128], ebp
+    mov eax, ebp
+    mov r9d, dword ptr [r14 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, eax
-    mov r9d, dword ptr [r15 + 384]
+    mov edi, r9d
+    movzx r9d, byte ptr [r14 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -916,139 +929,137 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d117_j]
+    lea rcx, [rip + .Lc1_d115_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d117_j_t
-.Lc1_d117_j:
-    mov r9d, 29
-    mov rcx, qword ptr [r14 + 320]
-    mov byte ptr [r14 + 128], cl
-    xor dword ptr [r15 + 768], ecx
+    call .Lc1_d115_s_t
+.Lc1_d115_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d115_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 128], al
+    or edi, ecx
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    mov esi, eax
-    jmp 1f
-1:
-    movzx eax, al
+    mov rcx, rdi
+    inc dword ptr [r15 + 1152]
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, 6
+    mov qword ptr [r15 + 448], rcx
+    mov rcx, rcx
+    and rcx, rcx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov eax, dword ptr [r14 + 512]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 15808], rbp
-    mov rbp, rbp
-    xchg qword ptr [r15 + 448], rax
+    mov edi, dword ptr [r14 + 704]
+    mov byte ptr [r15 + 384], dil
+    mov rax, qword ptr [r14 + 640]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r14 + 640]
-    shr r9d, 17
-    mov qword ptr [r15 + 0], r9
+    or eax, edi
+    xchg qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 576], eax
+    and rcx, rdi
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, r9
+    lock xadd qword ptr [r15 + 768], rdi
     jmp 1f
 1:
-    or ebp, ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    or eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, qword ptr [r15 + 128]
+    mov eax, 168
+    movsxd rcx, dword ptr [r14 + 704]
+    movzx esi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    movzx eax, byte ptr [r15 + 640]
-    mov edi, dword ptr [r14 + 576]
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 960]
+    mov edi, dword ptr [r14 + 64]
+    and r8, 960
+    add rdi, qword ptr [r15 + r8 + 2496]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d173_j]
+    lea rcx, [rip + .Lc1_d167_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d173_j_t
-.Lc1_d173_j:
-    jmp 1f
-1:
-    xor edi, ecx
-    mov byte ptr [r15 + 1344], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdi, [r15 + 10772736]
-    mov ecx, 126
-    rep stosb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2528
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 182
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r14 + 384]
-    movzx edi, cl
-    mov dword ptr [r15 + 768], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 512]
+    call .Lc1_d167_s_t
+.Lc1_d167_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d167_s:
+    ret
+    .popsection
     mov r8, r10
-    xor edi, r8d
-    and r8, 2097088
-    add qword ptr [r14 + r8 + 286336], r8
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], 192
+    xor edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 64], edi
-    shl rcx, 16
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], cl
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 20224
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
     .byte 0x0f, 0x1f, 0x00
-    imul r8, qword ptr [r14 + 704]
-    test ebx, 455680
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r14 + 512], rcx
+    lea rdi, [r15 + 10772736]
+    mov ecx, 189
+    rep stosb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rdi, 17
+    jmp 1f
+1:
+    mov byte ptr [r14 + 256], cl
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov rdx, rdi
+    xor dword ptr [r14 + 64], edx
+    mov rbp, r10
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 1152]
+    mov dword ptr [r15 + 192], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    imul rdi, qword ptr [r15 + rbp + 3520]
+    mov dword ptr [r14 + 320], edi
+    xor edx, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rbp
+    and edx, dword ptr [r15 + 640]
+    mov ebp, dword ptr [r14 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1058,140 +1069,142 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d233_j]
+    lea rcx, [rip + .Lc1_d227_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d233_j_t
-.Lc1_d233_j:
+    call .Lc1_d227_s_t
+.Lc1_d227_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d227_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 448], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    inc edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 71
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rdx
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, dl
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rax, rdx
-    and eax, dword ptr [r15 + 128]
-    mov rbp, r10
-    test ebx, 3008
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    shr ecx, 13
+    mov rcx, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, bpl
-    mov dword ptr [r14 + 128], 164
-    and rbp, 960
-    mov byte ptr [r14 + rbp + 1472], bpl
-    mov dword ptr [r15 + 64], 120
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov r9d, 66
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, rcx
-    mov qword ptr [r15 + 640], rsi
-    mov ecx, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], r9
+    or eax, r9d
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov r9, rax
+    mov dword ptr [r14 + 512], 221
+    and ecx, dword ptr [r15 + 1024]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    movsxd rsi, dword ptr [r15 + 1216]
+    mov qword ptr [r14 + 768], rsi
+    movzx esi, cl
+    mov byte ptr [r15 + 192], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 1088], 241
+    mov rax, rsi
+    mov byte ptr [r15 + 256], al
     test bl, 192
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], sil
-    mov qword ptr [r14 + 0], rsi
-    or ebp, ecx
-    shr ebp, 4
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r14 + 1088]
-    xor edx, ebp
-    add r11, 64
-    add r10, r11
+    movzx r9d, byte ptr [r14 + 128]
+    imul r9, qword ptr [r14 + 64]
+    xor r9d, eax
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d286_j]
+    lea rcx, [rip + .Lc1_d276_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d286_j_t
-.Lc1_d286_j:
+    call .Lc1_d276_s_t
+.Lc1_d276_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d276_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov ecx, ecx
-    or ecx, ecx
-    and ecx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 256], rcx
+    or r9d, ecx
+    lea r9, [r9 + r9*2 + 121]
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, cl
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, 94
-    mov r9d, 64
+    mov ecx, r9d
+    mov dword ptr [r14 + 640], ecx
+    mov ecx, r9d
+    mov ecx, 203
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, 21
-    movzx r9d, r9b
-    and r9, r9
-    jmp 1f
-1:
+    mov r9d, 47
+    mov qword ptr [r14 + 832], r9
+    movzx r9d, cl
+    mov dword ptr [r15 + 64], 251
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    movzx edx, r9b
+    and rcx, r9
+    jmp 1f
+1:
+    movzx ecx, r9b
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 238
-    mov r9d, edx
-    mov dword ptr [r15 + 1152], 188
+    mov r9d, 64
+    imul r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, 6
     test ebx, 192512
     jz 1f
 1:
-    test edx, edx
-    mov rcx, rdx
-    mov dword ptr [r15 + 896], 145
-    or ecx, ecx
+    or ecx, r9d
+    cmp rcx, rcx
+    mov qword ptr [r15 + 448], r9
+    movzx r8d, dl
     test bl, 192
     jnz 1f
 1:
-    mov r9, r10
-    mov eax, 177
-    mov rax, rax
-    and r9, 960
-    lock or dword ptr [r15 + r9 + 2496], 85
-    lea r9, [rcx + rcx*2 + 108]
+    mov dword ptr [r15 + 384], 159
+    test ecx, ecx
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 832], rax
-    mov dword ptr [r14 + 512], eax
-    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, qword ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, eax
-    mov r9, r10
-    cmp r9, r9
-    and r9, 8128
-    mov rax, qword ptr [r14 + r9 + 7616]
-    add r11, 64
-    add r10, r11
+    movzx r8d, r9b
+    add r8, 91
+    mov r8, qword ptr [r15 + 576]
+    shl r8, 30
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1199,69 +1212,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d352_j]
+    lea rcx, [rip + .Lc1_d340_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d352_j_t
-.Lc1_d352_j:
-    mov dword ptr [r15 + 576], eax
-    sub r9, rax
-    xor dword ptr [r14 + 128], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d340_s_t
+.Lc1_d340_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d340_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    add r8, rcx
+    xchg qword ptr [r15 + 1152], r8
+    movsxd rax, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
+    inc ecx
+    test ecx, ecx
     neg rcx
-    mov qword ptr [r15 + 0], rcx
-    add rax, rcx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, 36
-    mov r9d, r9d
+    mov qword ptr [r15 + 896], rcx
+    mov dword ptr [r15 + 256], 72
+    mov rax, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, rax
+    mov r8d, r8d
+    add r8, 14
+    mov r8, qword ptr [r14 + 192]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov dword ptr [r14 + 768], r8d
+    add rax, 101
+    movzx eax, al
+    test ebx, 480
+    jnz 1f
+1:
+    sub rax, r8
+    inc dword ptr [r14 + 128]
+    shr r8d, 6
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    inc dword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 12032
+    movzx edi, al
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r9d
-    and r8d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 130
-    mov rcx, r9
+    mov r8, rdi
+    mov ebp, r8d
+    add rbp, rbp
+    mov r8d, ebp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, r8b
-    mov qword ptr [r14 + 768], rcx
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 1408], rcx
-    add rcx, 15
-    add rcx, rcx
-    mov edi, ecx
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r14 + 704]
+    mov qword ptr [r15 + 512], rbp
+    and edi, dword ptr [r14 + 64]
     jmp 1f
 1:
     inc rbx
@@ -1271,69 +1290,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d410_j]
+    lea rcx, [rip + .Lc1_d401_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d410_j_t
-.Lc1_d410_j:
+    call .Lc1_d401_s_t
+.Lc1_d401_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d401_s:
+    ret
+    .popsection
+    mov byte ptr [r14 + 128], al
+    neg rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    shr edi, 12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 72
-    or qword ptr [r15 + 0], 100
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 928
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 52
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 576
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r14 + 960], al
-    mov ecx, eax
-    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rcx, rcx
-    movzx ecx, cl
-    mov rcx, rcx
-    mov ecx, 140
-    mov qword ptr [r14 + 448], rcx
-    test ebx, 495616
-    jz 1f
+    add rax, rdi
+    movzx eax, al
+    cmp rax, rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    movzx edi, cl
-    imul rdi, qword ptr [r15 + 128]
-    movzx ecx, dil
-    movsxd rdi, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    xor edi, ecx
-    mov edi, 72
+    mov edi, eax
+    mov rax, rdi
     jmp 1f
+1:
+    mov edi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor eax, edi
+    and eax, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
+    movzx ecx, al
+    movzx ecx, byte ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov edi, 54
+    movzx esi, dil
+    mov edi, esi
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    movzx eax, byte ptr [r14 + 512]
-    mov edx, eax
-    or edx, edx
-    mov eax, dword ptr [r15 + 1088]
+    jmp 1f
+1:
+    mov qword ptr [r14 + 320], rsi
+    mov ecx, 194
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r14 + 448]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1341,62 +1363,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d468_j]
+    lea rcx, [rip + .Lc1_d458_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d468_j_t
-.Lc1_d468_j:
-    lea rcx, [rip + .Lc1_d472_j]
+    call .Lc1_d458_s_t
+.Lc1_d458_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d458_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d463_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d472_j_t
-.Lc1_d472_j:
-    add qword ptr [r14 + 640], rdx
-    mov ecx, 233
-    mov edx, dword ptr [r14 + 704]
+    call .Lc1_d463_s_t
+.Lc1_d463_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d463_s:
+    ret
+    .popsection
+    or eax, ecx
+    mov eax, 13
+    sub rax, rcx
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    shr ecx, 23
+    mov ecx, 156
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, al
+    mov eax, dword ptr [r14 + 1088]
+    lock xadd qword ptr [r15 + 128], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 448]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
     jmp 1f
 1:
+    mov esi, dword ptr [r14 + 512]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 576], 96
+    or ecx, esi
+    or ecx, ecx
     mov rbp, r10
-    mov edi, 71
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 320], rdx
-    movzx ecx, byte ptr [r14 + 384]
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    xor ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 217
-    vpermq ymm7, ymm6, 1
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r14 + 1216], al
-    cmp dword ptr [r15 + 10780955], 0xb504f33
+    cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    or ecx, ecx
-    movzx ecx, cl
-    imul rcx, qword ptr [r14 + 1024]
-    test ebx, 1073741824
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1472]
+    mov ebp, dword ptr [r14 + 960]
+    mov qword ptr [r14 + 704], rbp
+    test ebx, 1376
     jnz 1f
 1:
-    or eax, ecx
-    add rax, rax
-    mov rax, qword ptr [r15 + 576]
+    add rsi, r9
+    mov rcx, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1406,68 +1436,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d524_j]
+    lea rcx, [rip + .Lc1_d514_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d524_j_t
-.Lc1_d524_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    call .Lc1_d514_s_t
+.Lc1_d514_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d514_s:
+    ret
+    .popsection
+    mov ecx, eax
+    movzx esi, cl
+    mov dword ptr [r14 + 64], 193
+    movsxd rcx, dword ptr [r15 + 192]
+    test bl, 160
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
+    inc dword ptr [r14 + 1280]
+    movsxd r9, dword ptr [r15 + 192]
+    xor dword ptr [r15 + 128], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 207
+    shl rsi, 10
+    sub rsi, r9
+    imul rsi, qword ptr [r14 + 1024]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    neg rax
-    mov eax, 29
-    neg rax
+    mov r9d, 42
+    movzx ecx, byte ptr [r15 + 320]
+    mov edx, dword ptr [r14 + 256]
     test ebx, 1073741824
     jz 1f
 1:
+    neg rsi
+    mov esi, esi
+    mov esi, 229
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    lea rdx, [rsi + rsi*2 + 113]
+    mov r9d, 126
+    movsxd rsi, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 14
+    movzx ecx, byte ptr [r15 + 640]
+    xor dword ptr [r15 + 384], ecx
+    neg rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rsi, [rcx + rcx*2 + 107]
+    mov rdx, rsi
     movsxd rcx, dword ptr [r15 + 512]
-    mov esi, 185
-    mov rsi, rsi
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    sub rsi, rcx
-    movzx esi, sil
-    shl rsi, 5
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 42
-    movsxd rdi, dword ptr [r15 + 1152]
-    jmp 1f
-1:
-    mov ebp, esi
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov esi, dword ptr [r14 + 64]
-    jmp 1f
-1:
-    lea rdx, [rdi + rdi*2 + 44]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 640], 177
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 832]
-    jmp 1f
-1:
-    mov edx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 448], 99
-    mov rsi, rbp
-    movsxd rsi, dword ptr [r14 + 128]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1475,64 +1502,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d579_j]
+    lea rcx, [rip + .Lc1_d567_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d579_j_t
-.Lc1_d579_j:
-    mov rsi, qword ptr [r15 + 64]
+    call .Lc1_d567_s_t
+.Lc1_d567_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d567_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    movzx edx, byte ptr [r14 + 256]
+    mov r9, r10
+    mov rsi, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 2097088
+    mov byte ptr [r15 + r9 + 286336], r9b
     .byte 0x0f, 0x1f, 0x00
+    test ebx, 241664
+    jz 1f
+1:
+    add rdx, 119
+    cmp rdx, rdx
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 1152]
+    inc esi
+    mov r9, r10
+    mov dword ptr [r14 + 768], 89
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    and r9, 8388544
+    movsxd rdx, dword ptr [r15 + r9 + 2383488]
+    mov r9d, edx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    shl rcx, 10
-    mov rcx, rcx
-    test ebx, 1073741824
+    mov r9, r10
+    mov rsi, qword ptr [r14 + 448]
+    and r9, 960
+    or qword ptr [r15 + r9 + 2496], 34
+    movsxd rax, dword ptr [r15 + 128]
+    test ebx, 320
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    sub rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 107
-    mov eax, 216
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, eax
-    movsxd rcx, dword ptr [r15 + 704]
-    inc ecx
-    shl rcx, 30
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 896], esi
-    and r8, 960
-    inc dword ptr [r14 + r8 + 1472]
-    mov byte ptr [r15 + 320], cl
-    test ebx, 928
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 128]
-    mov edi, ecx
-    movsxd rdi, dword ptr [r15 + 256]
-    cmp rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r14 + 384]
-    mov rax, qword ptr [r14 + 576]
+    mov edx, r9d
+    mov edx, 8
     add r11, 64
     add r10, r11
     inc rbx
@@ -1542,70 +1570,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d635_j]
+    lea rcx, [rip + .Lc1_d621_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d635_j_t
-.Lc1_d635_j:
-    movsxd r8, dword ptr [r15 + 640]
-    mov qword ptr [r14 + 0], r8
-    mov dword ptr [r14 + 0], 3
-    movzx r8d, cl
+    call .Lc1_d621_s_t
+.Lc1_d621_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d621_s:
+    ret
+    .popsection
+    mov ecx, eax
+    lea rdx, [rcx + rcx*2 + 111]
+    movzx eax, dl
+    movsxd rcx, dword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, r8d
-    add rcx, rcx
-    cmp rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
+    sub rdx, rcx
     jmp 1f
 1:
-    lea r9, [rcx + rcx*2 + 8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    movzx edx, al
+    movsxd rdx, dword ptr [r14 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 105
-    sub r8, rcx
+    movzx eax, dl
+    movsxd rdx, dword ptr [r15 + 384]
+    shl rdx, 30
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + 128]
+    sub rcx, rax
+    neg rcx
+    test ecx, ecx
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov ecx, ecx
-    shl rcx, 19
-    and rcx, rcx
+    imul rax, qword ptr [r15 + 192]
+    add rax, rax
+    mov r8, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 832]
+    mov qword ptr [r15 + 640], rdx
+    shr r8d, 30
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    add r8, qword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 256]
-    mov r9, rcx
-    sub r9, r8
-    jmp 1f
-1:
+    mov ecx, edx
+    mov eax, ecx
+    mov rdx, rax
     test ebx, 1073741824
     jz 1f
 1:
     movzx r8d, cl
-    neg r8
-    or r8d, r8d
-    or r8d, r8d
+    .byte 0x66, 0x90
+    mov dword ptr [r14 + 320], eax
+    or ecx, eax
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    imul rcx, qword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 1344], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     inc rbx
@@ -1615,198 +1646,209 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d695_j]
+    lea rcx, [rip + .Lc1_d681_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d695_j_t
-.Lc1_d695_j:
-    mov r9d, eax
-    mov dword ptr [r15 + 384], 81
-    popcnt rax, r9
-    mov r9d, eax
+    call .Lc1_d681_s_t
+.Lc1_d681_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d681_s:
+    ret
+    .popsection
+    and eax, dword ptr [r15 + 448]
+    inc eax
+    popcnt rdx, rax
+    xor dword ptr [r15 + 64], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + 512]
-    movzx r8d, al
-    jmp 1f
-1:
-    and r8, r8
+    and rcx, rax
+    cmp rcx, rcx
+    shr ecx, 9
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r14 + 64]
-    mov rcx, r9
-    mov r9, rcx
-    imul r9, qword ptr [r15 + 1280]
+    movzx edi, byte ptr [r14 + 576]
+    mov rdx, rdi
+    and r8, 960
+    mov edi, dword ptr [r14 + r8 + 1472]
+    mov r8d, edi
     test ebx, 576
     jnz 1f
 1:
-    mov r8d, ecx
-    neg r8
-    add r8, r8
-    test ebx, 288
-    jnz 1f
+    mov rcx, qword ptr [r15 + 192]
+    add rcx, rcx
+    xor ecx, r8d
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 6
+    neg rdi
+    movsxd rdx, dword ptr [r14 + 128]
+    mov byte ptr [r14 + 1088], dl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, edi
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r14 + 0], r9
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    shr r9d, 10
-    mov r9d, dword ptr [r15 + 1088]
-    mov r8, r10
-    mov edx, dword ptr [r15 + 768]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 256]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1472], r8b
-    cmp r9, rdx
-    mov r8, qword ptr [r14 + 960]
+    and rbp, 4032
+    imul rcx, qword ptr [r14 + rbp + 3520]
+    xor dword ptr [r15 + 896], ecx
+    movzx ebp, al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d750_j]
+    lea rcx, [rip + .Lc1_d736_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d750_j_t
-.Lc1_d750_j:
-    mov ecx, 209
+    call .Lc1_d736_s_t
+.Lc1_d736_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d736_s:
+    ret
+    .popsection
     movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 43
+    add rcx, rcx
+    cmp rcx, rcx
+    cmp rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov ebp, 73
+    neg rbp
+    movsxd rbp, dword ptr [r14 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rcx
-    cmp rcx, rcx
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 68
     test ebx, 864
     jnz 1f
 1:
-    add rcx, qword ptr [r14 + 576]
-    mov r8, r10
-    mov ebp, r8d
-    and rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 2097088
-    mov dword ptr [r15 + r8 + 286336], 67
-    mov qword ptr [r14 + 256], rbp
-    neg rcx
-    movzx ecx, cl
+    and rcx, rbp
+    mov byte ptr [r14 + 192], cl
+    movzx ebp, r9b
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 0], r8d
-    add rbp, r8
-    shr ebp, 16
+    mov r9d, 5
+    mov dword ptr [r14 + 64], 185
+    movzx esi, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    movzx ecx, r8b
-    movzx r8d, byte ptr [r14 + 192]
-    movsxd rdi, dword ptr [r15 + 640]
+    shr ebp, 12
+    lock or dword ptr [r15 + 512], 53
+    movzx ebp, byte ptr [r15 + 256]
+    mov rcx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    lock or dword ptr [r15 + 128], 74
-    mov byte ptr [r15 + 64], bpl
+    neg rsi
+    mov esi, 225
+    movzx esi, byte ptr [r15 + 960]
+    or esi, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 96
-    mov edi, 225
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d808_j]
+    lea rcx, [rip + .Lc1_d793_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d808_j_t
-.Lc1_d808_j:
-    lea rcx, [rip + .Lc1_d812_j]
+    call .Lc1_d793_s_t
+.Lc1_d793_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d793_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d798_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d812_j_t
-.Lc1_d812_j:
-    mov r8d, 81
+    call .Lc1_d798_s_t
+.Lc1_d798_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d798_s:
+    ret
+    .popsection
+    mov ecx, 81
+    mov ecx, dword ptr [r14 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 175
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    or ecx, r8d
-    mov ecx, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, ecx
+    mov ecx, 22
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 145
-    movzx edi, byte ptr [r14 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 1024], r8
-    mov r8, r10
-    mov dword ptr [r15 + 256], 230
-    mov ecx, 99
-    test ebx, 29952
+    mov dword ptr [r15 + 0], 90
+    movzx ecx, byte ptr [r14 + 704]
+    xor ecx, r8d
+    test ebx, 59904
     jz 1f
 1:
-    and r8, 960
-    mov byte ptr [r14 + r8 + 2496], r8b
-    mov r8, r10
-    add rdi, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 704], edi
+    add rcx, qword ptr [r15 + 512]
+    mov r8d, 197
+    mov qword ptr [r15 + 1152], r8
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8388544
-    mov byte ptr [r14 + r8 + 2383488], r8b
-    and rcx, r8
+    mov r8, qword ptr [r14 + 64]
+    mov dword ptr [r14 + 256], 107
+    movzx eax, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 576]
     cmp rcx, rcx
-    movsxd r8, dword ptr [r14 + 1152]
+    mov dword ptr [r15 + 384], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    neg rdi
-    mov rdi, qword ptr [r15 + 192]
-    add r11, 64
-    add r10, r11
+    imul r8, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 448], 31
+    mov rax, qword ptr [r15 + 192]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1814,77 +1856,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d865_j]
+    lea rcx, [rip + .Lc1_d848_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d865_j_t
-.Lc1_d865_j:
-    add qword ptr [r14 + 192], rax
+    call .Lc1_d848_s_t
+.Lc1_d848_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d848_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 0]
+    add rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 1
+    and ecx, dword ptr [r15 + 640]
     test ebx, 249856
     jz 1f
 1:
+    or qword ptr [r15 + 128], 6
+    mov dword ptr [r15 + 768], ecx
+    mov r8d, ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r14 + 128]
-    xor edi, ecx
+    mov ecx, r8d
+    xor ecx, r8d
+    test ecx, ecx
+    add rcx, 45
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edi
-    mov rsi, rcx
+    mov rax, qword ptr [r14 + 256]
+    mov qword ptr [r15 + 64], rax
+    xor r8d, ecx
+    mov eax, 77
+    test ebx, 446464
+    jz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1696
-    jnz 1f
+    mov edi, dword ptr [r14 + 448]
+    mov edx, 150
+    mov edx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx esi, cl
-    test esi, esi
-    shl rdi, 11
-    xor edi, ecx
+    add r8, rdi
+    movsxd r8, dword ptr [r14 + 1408]
+    xor dword ptr [r14 + 1024], r8d
+    sub rax, rdx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov ecx, esi
-    mov ecx, dword ptr [r15 + 768]
-    mov esi, 158
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 576]
-    mov edi, dword ptr [r15 + 832]
-    add rdi, rdi
-    mov ebp, dword ptr [r15 + 448]
-    test ebx, 1696
-    jnz 1f
-1:
-    jmp 1f
-1:
-    sub rsi, rdi
-    mov rsi, rsi
-    test ebx, 471040
-    jz 1f
-1:
-    mov dword ptr [r14 + 64], ebp
-    movzx ebp, sil
-    mov qword ptr [r15 + 512], rbp
+    mov rdx, r8
+    movzx edx, dl
+    mov rdx, rdx
+    mov dword ptr [r14 + 192], edx
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1892,61 +1929,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d927_j]
+    lea rcx, [rip + .Lc1_d906_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d927_j_t
-.Lc1_d927_j:
+    call .Lc1_d906_s_t
+.Lc1_d906_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d906_s:
+    ret
+    .popsection
+    mov ecx, eax
+    shr ecx, 19
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    shr ebp, 19
+    mov rcx, rcx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
+1:
+    mov r8d, dword ptr [r14 + 832]
+    test r8d, r8d
+    add rax, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    neg rcx
+    lea rcx, [rcx + rcx*2 + 8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub r8, rax
+    mov eax, 193
+    mov rax, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r8d
+    mov qword ptr [r15 + 576], rsi
+    mov r8, rax
+    test ebx, 1073741824
+    jz 1f
 1:
     inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 1088], 59
+    movzx ecx, sil
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rbp
-    lock xadd qword ptr [r15 + 0], rsi
-    mov rbp, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r14 + 896], 16
-    or ecx, esi
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 128]
-    lock or dword ptr [r15 + 640], 112
-    mov rbp, qword ptr [r15 + 256]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ecx, 12
-    and ecx, dword ptr [r14 + 1344]
-    mov r9, r10
-    or qword ptr [r14 + 1088], 118
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rsi, qword ptr [r15 + 448]
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3520]
-    neg rax
+    movzx esi, cl
+    or esi, esi
+    movsxd rsi, dword ptr [r14 + 256]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    sub rax, r9
-    and eax, dword ptr [r15 + 192]
-    mov r9d, 71
-    add r11, 64
-    add r10, r11
+    lea r8, [rsi + rsi*2 + 83]
+    jmp 1f
+1:
+    mov r8d, esi
+    test ebx, 1824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 128]
+    inc ecx
+    shr ecx, 7
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    lock xadd qword ptr [r15 + 64], rax
+    shr eax, 20
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -1962,57 +2014,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d986_j]
+    lea rcx, [rip + .Lc1_d972_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d986_j_t
-.Lc1_d986_j:
-    lea rcx, [rip + .Lc1_d990_j]
+    call .Lc1_d972_s_t
+.Lc1_d972_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d972_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d977_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d990_j_t
-.Lc1_d990_j:
+    call .Lc1_d977_s_t
+.Lc1_d977_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d977_s:
+    ret
+    .popsection
     .byte 0x0f, 0x1f, 0x00
-    movzx ecx, cl
-    jmp 1f
-1:
+    movzx eax, cl
+    imul rax, qword ptr [r14 + 1088]
     jmp 1f
 1:
     test ebx, 27392
     jz 1f
 1:
-    mov eax, 52
+    mov eax, 242
     inc eax
-    mov eax, 178
+    mov eax, 143
     test bl, 106
     jnz 1f
 1:
-    mov edx, 213
-    mov qword ptr [r15 + 832], rdx
-    add rcx, qword ptr [r15 + 1088]
+    mov ecx, 120
+    mov qword ptr [r15 + 832], rcx
+    add rcx, qword ptr [r14 + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
     lock add qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl rax, 2
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    or qword ptr [r15 + 0], 28
-    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 217
+    mov rcx, rcx
+    and ecx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 74
     test bl, 36
     jnz 1f
 1:
-    mov edx, ecx
-    inc dword ptr [r14 + 0]
-    neg rdx
+    mov eax, ecx
+    movzx esi, al
+    neg rsi
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    sub rcx, rdx
-    and ecx, dword ptr [r14 + 0]
-    and ecx, dword ptr [r14 + 704]
+    sub rcx, rax
+    mov dword ptr [r14 + 704], 70
+    mov dword ptr [r14 + 0], 182
     test ebx, 1073741824
     jz 1f
 1:
@@ -2020,8 +2081,8 @@ ditto_body_c1:
     lea rsi, [r15 + 10776832]
     mov ecx, 2
     rep movsb
-    mov rdx, rsi
-    imul rdx, qword ptr [r14 + 1216]
+    mov rdi, rsi
+    and edi, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -2037,64 +2098,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1048_j]
+    lea rcx, [rip + .Lc1_d1036_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1048_j_t
-.Lc1_d1048_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d1036_s_t
+.Lc1_d1036_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1036_s:
+    ret
+    .popsection
+    mov rbp, r10
+    mov r9, qword ptr [r15 + 768]
+    and rbp, 2097088
+    mov qword ptr [r15 + rbp + 286336], rbp
+    movzx edi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 94
-    and r8, 2097088
-    mov dword ptr [r14 + r8 + 286336], r8d
-    mov qword ptr [r14 + 640], rcx
+    mov eax, 211
+    movzx ecx, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1536], r9d
+    mov edi, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, r8d
     test ebx, 1073741824
     jz 1f
 1:
+    mov rax, qword ptr [r15 + 64]
+    cmp rax, rax
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    cmp rsi, rsi
-    test ebx, 96256
+    test ebx, 1504
     jz 1f
 1:
+    xor ecx, eax
     jmp 1f
 1:
-    mov r8, r10
-    xor edi, r8d
-    mov qword ptr [r15 + 1408], rdi
+    mov rcx, rax
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    and r8, 4032
-    movzx esi, byte ptr [r14 + r8 + 3520]
-    and esi, dword ptr [r15 + 384]
-    sub rsi, rdi
+    sub rax, r9
+    mov edi, 155
+    mov qword ptr [r14 + 512], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 140
-    mov edi, 155
-    movzx ebp, byte ptr [r15 + 1024]
+    mov dword ptr [r15 + 1152], 125
+    imul rcx, qword ptr [r15 + 128]
+    imul rcx, qword ptr [r14 + 448]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jb 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rdi
-    inc dword ptr [r14 + 320]
+    and edi, dword ptr [r14 + 1088]
+    and edi, dword ptr [r14 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2104,69 +2167,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1102_j]
+    lea rcx, [rip + .Lc1_d1090_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1102_j_t
-.Lc1_d1102_j:
-    lea rsi, [rax + rax*2 + 110]
-    mov ecx, esi
-    mov eax, dword ptr [r15 + 128]
+    call .Lc1_d1090_s_t
+.Lc1_d1090_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1090_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rdi, rcx
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r14 + 768]
+    lea rax, [rdi + rdi*2 + 89]
+    or qword ptr [r15 + 128], 35
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    imul rsi, qword ptr [r15 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 768], rax
+    movzx edi, al
+    mov r8, rdi
+    movzx eax, r8b
     test ebx, 432
     jnz 1f
 1:
-    add r8, rax
-    add r8, r8
-    lea rdi, [r15 + 10772736]
-    mov ecx, 126
-    rep stosb
+    mov dword ptr [r14 + 128], edi
+    lock or dword ptr [r15 + 640], 64
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
     test bl, 80
     jnz 1f
 1:
-    mov qword ptr [r14 + 704], r8
-    add rax, r8
-    mov qword ptr [r14 + 576], rax
-    mov r8, r10
+    mov eax, 204
+    add rax, rax
+    mov rax, rax
+    nop
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    movzx edi, byte ptr [r15 + 64]
-    and r8, 262080
-    mov dword ptr [r14 + r8 + 24192], r8d
+    add rcx, 56
+    mov rcx, rcx
+    add rcx, rcx
+    mov qword ptr [r14 + 704], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rcx
-    mov esi, 58
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    mov rdi, rsi
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r14 + 576], rcx
+    mov eax, ecx
+    mov edi, dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -2174,63 +2237,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1160_j]
+    lea rcx, [rip + .Lc1_d1146_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1160_j_t
-.Lc1_d1160_j:
-    lea rcx, [rip + .Lc1_d1164_j]
+    call .Lc1_d1146_s_t
+.Lc1_d1146_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1146_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1151_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1164_j_t
-.Lc1_d1164_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d1151_s_t
+.Lc1_d1151_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1151_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 64]
+    movzx edi, cl
+    mov rdi, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov rbp, r10
+    mov dword ptr [r15 + 1152], ebp
+    and rbp, 960
+    mov qword ptr [r14 + rbp + 2496], rbp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
+    or qword ptr [r15 + 128], 110
+    add rdi, qword ptr [r14 + 448]
     test ebx, 432
     jnz 1f
 1:
-    neg rcx
-    imul rcx, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rbp, 11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rdx
+    mov edx, edx
+    mov edx, 116
+    test ebx, 251392
+    jnz 1f
+1:
+    neg rbp
+    movzx ebp, byte ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 320], rdi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    shl rdi, 27
-    and r9, 960
-    mov qword ptr [r14 + r9 + 2496], r9
-    mov r9, qword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edi
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 1152]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    mov rdx, rbp
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    lock xadd qword ptr [r15 + 768], rdi
-    mov dword ptr [r15 + 64], edi
-    and r9d, dword ptr [r14 + 512]
-    test ebx, 228224
-    jnz 1f
-1:
-    mov rax, rdi
-    mov rcx, rax
-    movzx edi, byte ptr [r15 + 128]
+    mov r9, r10
+    mov ebp, r9d
+    and r9, 960
+    mov rsi, qword ptr [r15 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2240,248 +2316,273 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1216_j]
+    lea rcx, [rip + .Lc1_d1207_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1216_j_t
-.Lc1_d1216_j:
-    or qword ptr [r14 + 384], 48
-    jmp 1f
-1:
-    lea rdi, [rcx + rcx*2 + 84]
-    neg rdi
+    call .Lc1_d1207_s_t
+.Lc1_d1207_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1207_s:
+    ret
+    .popsection
+    add qword ptr [r15 + 384], rax
+    movsxd rsi, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rcx, qword ptr [r15 + 704]
-    mov eax, ecx
-    add qword ptr [r15 + 896], rax
-    mov qword ptr [r14 + 960], rax
+    mov r9d, dword ptr [r15 + 640]
+    movzx edx, r9b
+    neg rdx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    lea rcx, [rcx + rcx*2 + 81]
+    inc dword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 960
-    movzx ecx, byte ptr [r14 + rbp + 1472]
-    movzx eax, cl
-    add rax, qword ptr [r15 + 64]
-    movzx ecx, al
+    mov rsi, qword ptr [r15 + 832]
+    jmp 1f
+1:
+    mov eax, 27
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 221
-    mov edi, dword ptr [r15 + 320]
-    add rdi, 60
-    add rdi, 77
+    add rdx, 69
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 1216]
-    mov qword ptr [r15 + 128], rcx
-    mov rax, rcx
-    mov ebp, eax
+    mov qword ptr [r14 + 896], rax
+    add rax, 60
+    mov eax, eax
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov byte ptr [r14 + 1088], cl
-    movzx edi, al
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, r10
+    mov esi, dword ptr [r15 + 768]
+    and r9, 4032
+    mov byte ptr [r14 + r9 + 3520], r9b
+    movsxd rdx, dword ptr [r14 + 1024]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    movzx eax, byte ptr [r14 + 1280]
+    imul rax, qword ptr [r15 + 1088]
+    and rax, rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rcx, [rip + .Lc1_d1266_j]
+    lea rcx, [rip + .Lc1_d1257_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1266_j_t
-.Lc1_d1266_j:
-    mov byte ptr [r15 + 640], cl
-    mov qword ptr [r15 + 512], rcx
-    and rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d1257_s_t
+.Lc1_d1257_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1257_s:
+    ret
+    .popsection
+    mov qword ptr [r14 + 576], rcx
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 960
+    movzx eax, byte ptr [r15 + r9 + 2496]
+    mov r9, r10
+    movzx edx, r9b
     test ebx, 912
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3520], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    inc eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, dil
-    mov r8, r8
-    test r8d, r8d
+    movsxd rdx, dword ptr [r15 + 960]
+    mov qword ptr [r15 + 320], rax
+    mov eax, dword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r14 + 448]
-    mov esi, 19
-    movsxd rsi, dword ptr [r14 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
+    mov ecx, 61
+    mov ecx, 42
+    movsxd rcx, dword ptr [r14 + 512]
+    mov edx, 201
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 25
+    mov eax, 186
+    mov rax, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], edx
+    mov edx, 181
+    mov dword ptr [r14 + 128], 236
     jmp 1f
 1:
-    movzx r8d, sil
-    mov r8d, 25
-    movsxd rdx, dword ptr [r14 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 250
-    lock add qword ptr [r15 + 64], rdi
-    mov dword ptr [r15 + 512], 53
-    mov edi, 181
     test ebx, 1073741824
     jz 1f
 1:
-    shl r8, 18
-    or qword ptr [r15 + 128], 101
-    add qword ptr [r15 + 1024], r8
+    movzx eax, dl
+    test eax, eax
+    xor edx, eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    lea rcx, [rip + .Lc1_d1317_j]
+    lea rcx, [rip + .Lc1_d1313_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1317_j_t
-.Lc1_d1317_j:
+    call .Lc1_d1313_s_t
+.Lc1_d1313_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1313_s:
+    ret
+    .popsection
     mov r8, r10
-    jmp 1f
-1:
+    mov rdx, r8
     and r8, 8388544
-    mov dword ptr [r14 + r8 + 2383488], r8d
-    mov dword ptr [r15 + 768], 85
+    mov dword ptr [r14 + r8 + 2383488], 189
     mov r8, rcx
+    mov qword ptr [r15 + 448], r8
     test ebx, 464
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 704]
-    mov rdi, rcx
-    mov ecx, 182
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rdi
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3520], r9
+    mov dword ptr [r15 + 64], edx
+    mov rcx, qword ptr [r14 + 384]
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, r9
-    cmp rcx, rcx
+    or r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 226
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, edx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 102
-    lea r8, [r8 + r8*2 + 97]
-    or r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
-    jmp 1f
-1:
-    movzx r8d, r9b
+    xor dword ptr [r15 + 640], ecx
+    movsxd r8, dword ptr [r14 + 704]
+    cmp r8, r8
+    mov edx, dword ptr [r15 + 768]
     test bl, 96
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 88
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r8d, 40
+    mov r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, rbp
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], 128
+    mov edx, 88
+    add rdx, rdx
+    mov dword ptr [r15 + 1152], 128
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1372_j]
+    lea rcx, [rip + .Lc1_d1369_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1372_j_t
-.Lc1_d1372_j:
-    mov rcx, rcx
-    mov byte ptr [r15 + 1088], cl
-    mov dword ptr [r14 + 64], 199
-    mov ecx, 19
+    call .Lc1_d1369_s_t
+.Lc1_d1369_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1369_s:
+    ret
+    .popsection
+    mov r8, r10
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7616]
+    add rdx, qword ptr [r14 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r14 + 64]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
+    test r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 187
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 128]
+    neg rdx
+    mov r8, qword ptr [r15 + 576]
+    mov ecx, dword ptr [r14 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1344], 187
+    mov rcx, rdx
+    mov dword ptr [r15 + 64], 21
+    movzx edx, byte ptr [r14 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ecx
+    mov dword ptr [r14 + 1024], r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     neg rcx
-    test ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 576]
+    mov ecx, 115
+    mov dword ptr [r14 + 64], 66
+    test r8d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    cmp rcx, rcx
-    mov dword ptr [r14 + 512], 88
-    movzx edi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 114
-    mov dword ptr [r15 + 896], edi
-    test edi, edi
-    add qword ptr [r15 + 448], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 832], 242
-    and ecx, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 640], ecx
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, ecx
-    and rdi, rdi
-    and edi, dword ptr [r15 + 448]
+    movzx r8d, cl
+    and r8, r8
+    mov r8d, 60
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -2489,65 +2590,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1427_j]
+    lea rcx, [rip + .Lc1_d1427_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1427_j_t
+    call .Lc1_d1427_s_t
 .Lc1_d1427_j:
-    imul rdi, qword ptr [r14 + 128]
-    mov rbp, r10
-    movzx edx, dil
-    neg rdx
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1427_s:
+    ret
+    .popsection
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r14 + 1088], rcx
+    mov r8d, eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dil
-    or eax, eax
-    jmp 1f
-1:
+    movzx eax, cl
+    mov rax, rax
+    movzx eax, al
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov edx, 218
+    and rbp, 960
+    add rcx, qword ptr [r15 + rbp + 1472]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 640], 178
+    mov r9, r10
+    xor dword ptr [r15 + 448], ecx
+    and r8, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    and rdx, rbp
-    and rbp, 2097088
-    mov dword ptr [r15 + rbp + 286336], 189
-    movzx ebp, byte ptr [r15 + 576]
+    and r9, 2097088
+    lock add qword ptr [r15 + r9 + 286336], r9
+    movzx edi, r8b
+    mov dword ptr [r15 + 128], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 512]
-    jmp 1f
-1:
-    mov edi, eax
+    mov r8d, 207
+    movsxd rcx, dword ptr [r14 + 576]
+    movzx eax, cl
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    add rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufb ymm9, ymm5, ymm2
+    mov edi, 154
+    test ebx, 194432
+    jnz 1f
+1:
+    mov r9, rax
     jmp 1f
 1:
-    add rdx, qword ptr [r14 + 1280]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdx
-    mov edi, 84
     add r11, 64
     add r10, r11
     inc rbx
@@ -2565,56 +2666,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1487_j]
+    lea rcx, [rip + .Lc1_d1486_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1487_j_t
-.Lc1_d1487_j:
+    call .Lc1_d1486_s_t
+.Lc1_d1486_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1486_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
     test ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    inc ecx
-    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    shr edi, 8
+    shr esi, 11
+    and rsi, rsi
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rdi, rdi
-    lock add qword ptr [r15 + 128], rdi
-    mov r9, r10
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    and r9, 960
-    imul rdi, qword ptr [r14 + r9 + 2496]
-    mov r9d, r9d
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + 768], rdi
-    and r9, rdi
-    mov qword ptr [r14 + 1152], r9
-    mov dword ptr [r14 + 704], 212
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    lock or dword ptr [r15 + 768], 49
-    or qword ptr [r14 + 896], 32
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov rbp, r10
+    mov qword ptr [r15 + 384], rbp
+    mov rsi, qword ptr [r14 + 1152]
+    and rbp, 960
+    movzx eax, byte ptr [r14 + rbp + 1472]
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r14 + 896], esi
+    or qword ptr [r15 + 704], 49
+    lock or dword ptr [r15 + 768], 63
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    and rbp, 8388544
+    mov dword ptr [r14 + rbp + 2383488], 236
+    mov ebp, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2639,77 +2744,82 @@ ditto_body_c1:
     jmp .Lc1_b5_c1
     .p2align 6
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1545_j]
+    lea rcx, [rip + .Lc1_d1544_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1545_j_t
-.Lc1_d1545_j:
+    call .Lc1_d1544_s_t
+.Lc1_d1544_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1544_s:
+    ret
+    .popsection
     jmp 1f
 1:
     shl rax, 25
     jmp 1f
 1:
-    mov rax, rax
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     or ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 43
+    movsxd rcx, dword ptr [r14 + 832]
+    mov eax, 104
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     test ecx, ecx
-    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 130
-    mov eax, 14
+    mov eax, 12
+    mov eax, 140
     inc eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 768], rax
+    mov eax, dword ptr [r15 + 1088]
+    mov dword ptr [r14 + 128], eax
+    mov dword ptr [r14 + 320], eax
     mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r14 + r8 + 7616], r8
+    and r8, 2097088
+    mov rdx, qword ptr [r14 + r8 + 286336]
+    jmp 1f
+1:
+    add rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    shl rax, 22
+    mov eax, eax
+    add qword ptr [r15 + 384], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 64]
     mov r8, r10
+    jmp 1f
+1:
     jmp 1f
 1:
     and r8, 960
-    mov dword ptr [r15 + r8 + 1472], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r14 + 128]
-    mov esi, ecx
-    sub rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 384], cl
+    imul rax, qword ptr [r15 + r8 + 1472]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    imul rsi, qword ptr [r15 + 64]
+    movzx r8d, dl
+    movsxd rdx, dword ptr [r15 + 704]
     jmp 1f
 1:
     add r11, 64
@@ -2721,66 +2831,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1610_j]
+    lea rcx, [rip + .Lc1_d1610_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1610_j_t
+    call .Lc1_d1610_s_t
 .Lc1_d1610_j:
-    lea rcx, [rip + .Lc1_d1614_j]
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1610_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1615_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1614_j_t
-.Lc1_d1614_j:
-    neg rax
-    mov ecx, dword ptr [r14 + 384]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d1615_s_t
+.Lc1_d1615_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1615_s:
+    ret
+    .popsection
+    mov ecx, 201
+    movzx ecx, cl
+    neg rcx
     test bl, 12
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 1280]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, esi
-    mov rsi, qword ptr [r14 + 64]
-    mov rax, rsi
+    imul rcx, qword ptr [r14 + 768]
+    mov dword ptr [r14 + 64], 201
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movzx eax, bpl
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1472]
-    movsxd rcx, dword ptr [r14 + 1088]
+    mov qword ptr [r15 + 320], rcx
+    lea r8, [rcx + rcx*2 + 7]
+    mov r8d, dword ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rsi, [rbp + rax*2 + 56]
-    xor esi, eax
-    add rsi, rsi
+    mov r8, r10
+    movzx esi, r8b
+    and r8, 2097088
+    mov esi, dword ptr [r14 + r8 + 286336]
+    mov r8, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    mov rcx, rax
-    mov dword ptr [r15 + 128], 163
-    mov r9, r10
+    mov ecx, dword ptr [r15 + 384]
+    xor ecx, esi
+    inc dword ptr [r15 + 896]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    and r9, 4032
-    mov esi, dword ptr [r14 + r9 + 3520]
-    movzx r9d, r9b
-    popcnt r9, rsi
+    movzx esi, r8b
+    popcnt r8, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2812,64 +2925,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1679_j]
+    lea rcx, [rip + .Lc1_d1676_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1679_j_t
-.Lc1_d1679_j:
-    add qword ptr [r15 + 896], rax
-    mov ecx, 165
-    or qword ptr [r15 + 384], 45
+    call .Lc1_d1676_s_t
+.Lc1_d1676_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1676_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
+    and r8, 4032
+    movzx esi, byte ptr [r14 + r8 + 3520]
+    lock add qword ptr [r15 + 448], rcx
+    mov rax, rcx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov esi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 1152], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rsi
-    mov ecx, esi
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + 704], rdx
-    movzx ecx, dl
-    test ebx, 5568
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 64]
-    mov rdx, rcx
-    jmp 1f
-1:
+    lock or dword ptr [r15 + 1344], 61
+    mov dword ptr [r14 + 320], r8d
+    mov r9d, 131
     test ebx, 1073741824
     jnz 1f
 1:
     inc dword ptr [r15 + 128]
-    mov r8, r10
-    lock add qword ptr [r15 + 128], rdx
-    and r8, 4032
-    movzx edx, byte ptr [r14 + r8 + 3520]
-    test ebx, 7808
-    jz 1f
+    or qword ptr [r15 + 768], 43
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r14 + 320]
-    mov rdi, qword ptr [r14 + 832]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    mov esi, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
 1:
-    sub r8, rdx
-    mov dword ptr [r14 + 320], r8d
+    mov r9d, esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 11136
+    jz 1f
+1:
+    movzx eax, r9b
+    add rax, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 3584]
+    mov r8d, 130
+    mov r8, r10
+    mov rsi, qword ptr [r14 + 960]
+    test ebx, 62464
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7616], r9d
+    add qword ptr [r15 + 128], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2879,62 +2991,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1734_j]
+    lea rcx, [rip + .Lc1_d1728_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1734_j_t
-.Lc1_d1734_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 152
+    call .Lc1_d1728_s_t
+.Lc1_d1728_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1728_s:
+    ret
+    .popsection
+    imul r8, qword ptr [r15 + 64]
+    mov rbp, r10
+    add rax, 110
+    mov rax, qword ptr [r15 + 1024]
+    and rbp, 960
+    and ecx, dword ptr [r14 + rbp + 2496]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 116
+    mov rdi, rax
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 1408], 44
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, 134
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 67
-    mov edx, ecx
-    inc dword ptr [r15 + 1280]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    add rcx, rdx
-    mov rcx, qword ptr [r14 + 320]
-    jmp 1f
-1:
-    mov rax, rcx
+    mov edi, r8d
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 80
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 832]
-    mov edx, ecx
-    shl rdx, 2
-    movsxd rdx, dword ptr [r15 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl r8, 2
+    mov r8, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 704], 24
     test bl, 24
     jnz 1f
 1:
-    mov rdx, qword ptr [r14 + 512]
-    movzx ecx, al
-    mov qword ptr [r15 + 64], rdx
-    mov eax, dword ptr [r15 + 1024]
+    movsxd rdi, dword ptr [r14 + 640]
+    mov rcx, qword ptr [r14 + 832]
+    mov eax, r8d
+    or eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    or eax, ecx
-    and rbp, 2097088
-    mov dword ptr [r14 + rbp + 286336], 19
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 1152]
+    mov eax, dword ptr [r15 + 896]
+    movzx edx, dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -2944,64 +3058,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1788_j]
+    lea rcx, [rip + .Lc1_d1782_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1788_j_t
-.Lc1_d1788_j:
-    movzx ebp, al
-    movzx ecx, al
-    xor dword ptr [r15 + 128], eax
-    mov rax, rcx
+    call .Lc1_d1782_s_t
+.Lc1_d1782_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1782_s:
+    ret
+    .popsection
+    xor dword ptr [r15 + 320], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdx
+    jmp 1f
+1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    mov edx, dword ptr [r14 + 960]
+    and r8, 262080
+    mov dword ptr [r15 + r8 + 24192], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 768], dl
+    movsxd rcx, dword ptr [r14 + 1024]
+    xor dword ptr [r15 + 832], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 384], cl
     cmp rcx, rcx
-    mov edx, dword ptr [r14 + 1152]
-    mov dword ptr [r15 + 64], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1088], rax
-    movzx eax, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rax
-    lea rdx, [rcx + rcx*2 + 100]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 118
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 896]
-    jmp 1f
-1:
+    lea rcx, [r8 + r8*2 + 42]
+    mov rcx, rcx
+    mov qword ptr [r15 + 512], rcx
     test ebx, 97216
     jz 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r14 + 512], bpl
-    neg rax
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1472], al
+    mov rcx, r8
+    mov r8d, 34
+    movsxd r8, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 1088]
-    shr edx, 29
-    jmp 1f
-1:
+    mov edx, dword ptr [r14 + 1088]
+    shr edx, 2
+    mov esi, 232
     add r11, 64
     add r10, r11
     inc rbx
@@ -3011,75 +3126,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1843_j]
+    lea rcx, [rip + .Lc1_d1836_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1843_j_t
-.Lc1_d1843_j:
-    jmp 1f
-1:
-    sub rdx, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d1836_s_t
+.Lc1_d1836_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1836_s:
+    ret
+    .popsection
+    mov r9, r10
+    and r9, 960
+    movsxd rsi, dword ptr [r14 + r9 + 1472]
+    mov r9, rcx
+    xor dword ptr [r14 + 64], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 80896
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov ecx, ecx
-    mov edi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, ecx
-    mov edx, edx
-    cmp rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     jmp 1f
 1:
+    mov esi, r9d
+    test ebx, 632
+    jz 1f
+1:
+    imul r9, qword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + 384], rdi
-    mov rdi, rcx
-    lock or dword ptr [r15 + 960], 100
-    movzx ecx, dil
-    test bl, 144
-    jnz 1f
-1:
+    sub rcx, rsi
     jmp 1f
 1:
-    lea r9, [rdi + rdi*2 + 25]
-    mov r9d, 231
-    mov byte ptr [r14 + 768], r9b
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r14 + 704]
-    xor dword ptr [r15 + 128], ecx
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 1344]
+    mov r9d, 2
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rcx, r9
     jmp 1f
 1:
+    mov r9, r9
+    test bl, 144
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 190
+    rep stosb
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    lock or dword ptr [r15 + 896], 56
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 704], cl
+    add r9, qword ptr [r14 + 1216]
+    mov rcx, r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -3102,35 +3220,41 @@ ditto_body_c1:
     jmp .Lc1_b7_c1
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1910_j]
+    lea rcx, [rip + .Lc1_d1903_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d1910_j_t
-.Lc1_d1910_j:
-    movzx ecx, cl
+    call .Lc1_d1903_s_t
+.Lc1_d1903_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1903_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, qword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 27
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 1024]
+    mov ecx, eax
+    mov ecx, dword ptr [r14 + 960]
+    jmp 1f
+1:
     test ebx, 992
     jz 1f
 1:
-    inc dword ptr [r15 + 704]
-    mov r9, r10
-    mov ecx, eax
-    and r9, 8388544
-    imul rcx, qword ptr [r15 + r9 + 2383488]
+    mov dword ptr [r15 + 1088], eax
+    movzx ebp, al
+    mov ebp, 161
+    mov rax, qword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
+    add rcx, 75
+    imul rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    imul rax, qword ptr [r15 + 960]
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -3138,77 +3262,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    inc dword ptr [r14 + 64]
+    mov ecx, 34
+    mov ecx, dword ptr [r14 + 1152]
     test ebx, 1073741824
     jnz 1f
 1:
+    inc dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 94
-    mov rsi, rax
+    inc eax
     test bl, 180
     jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r14 + 64], r9d
-    shr eax, 11
-    and r9, 960
-    inc dword ptr [r14 + r9 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov rcx, rax
+    mov rcx, rcx
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    inc esi
-    mov byte ptr [r15 + 1024], al
-    shl rsi, 13
-    add r11, 64
-    add r10, r11
+    movzx eax, cl
+    sub rax, rcx
+    sub rax, rcx
+    test ebx, 1760
+    jz 1f
+1:
+    shr eax, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 128 bytes, 1 chunk(s), 15 chunk executions per call
+// block 8: 128 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 10781032]
-    lea rcx, [rbx + 15]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 10781032], rcx
-    mov r13d, 15
+    mov r13d, 14
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     jmp 1f
 1:
-    inc esi
-    mov rsi, qword ptr [r14 + 0]
-    shl rsi, 14
-    mov r9d, ecx
-    mov rcx, r9
+    inc eax
+    mov rax, qword ptr [r14 + 0]
+    shl rax, 14
+    mov edx, ecx
+    mov rcx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], sil
+    mov byte ptr [r14 + 448], al
     jmp 1f
 1:
-    shr ebp, 11
+    shr edi, 11
     jmp 1f
 1:
-    neg rbp
+    neg rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 320]
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    imul r8d, r9d, 63
-    cmp r8, r8
+    imul ecx, edi, 63
+    cmp rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
-    mov ebp, 55
+    movsxd rcx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    vpaddd ymm5, ymm0, ymmword ptr [r15 + 576]
+    mov eax, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
     dec r13
@@ -3359,36 +3486,27 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    or eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r10
+    mov r9, r10
+    or ecx, ecx
+    and rbp, 2097088
+    movsxd rcx, dword ptr [r14 + rbp + 286336]
+    mov rbp, r10
+    and r9, 960
+    mov r8, qword ptr [r14 + r9 + 1472]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov rdx, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    and eax, dword ptr [r14 + rbp + 7616]
+    and rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    xor eax, edx
-    and rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov eax, 200
-    sub rdx, rax
-    mov edx, eax
+    mov r9d, r8d
+    movzx r8d, byte ptr [r14 + 640]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3396,40 +3514,24 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    add rdx, rax
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 512], eax
+    and rbp, 2097088
+    or qword ptr [r14 + rbp + 286336], 12
+    movzx r9d, byte ptr [r14 + rbp + 286400]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, edx
+    mov r8d, ebp
+    lea r8, [r10 + r10*1]
+    test ebp, r9d
+    movzx eax, byte ptr [r14 + 448]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    test edx, edx
     and r8, 960
-    mov dword ptr [r14 + r8 + 1472], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r8b
-    jmp 1f
-1:
-    inc dword ptr [r14 + 128]
+    or qword ptr [r14 + r8 + 1472], 54
+    movzx edi, byte ptr [r14 + r8 + 1536]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3439,70 +3541,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    add rax, 113
+    add r8, 5
+    inc r8d
+    mov r8d, 255
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 576], rax
+    mov rdi, rax
+    lea rbp, [r10 + r10*1]
+    mov eax, 243
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 118
-    shl rax, 30
-    jmp 1f
-1:
-    mov eax, 171
+    and rbp, 8128
+    or qword ptr [r14 + rbp + 7616], 121
+    and r9, 960
+    mov edi, dword ptr [r14 + r9 + 2496]
+    mov r8, r10
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov rcx, rax
-    mov rbp, r10
-    lock xadd qword ptr [r15 + 640], rcx
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], 116
-    movzx ebp, al
+    mov rax, qword ptr [r14 + rbp + 7680]
+    and r8, 2097088
+    mov qword ptr [r15 + r8 + 286336], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rbp, rbp
-    sub rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 916480
-    jnz 1f
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r8, r10
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1472], al
+    movzx r8d, al
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    movzx ecx, al
-    mov ecx, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov eax, 27
+    mov rbp, r10
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    mov byte ptr [r14 + 704], cl
-    mov byte ptr [r15 + 576], cl
-    or eax, ecx
-    and rax, rcx
-    test ebx, 2075648
-    jnz 1f
-1:
-    xor ecx, eax
-    mov dword ptr [r14 + 768], eax
-    mov rcx, rax
-    mov dword ptr [r14 + 64], 137
+    and rbp, 2097088
+    movzx r8d, byte ptr [r14 + rbp + 286336]
+    mov dword ptr [r15 + 576], 97
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3510,34 +3601,32 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea rbp, [r10 + r10*2]
+    mov eax, eax
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7744], rax
+    .byte 0x66, 0x90
+    mov r8, r10
+    test ebx, 2026496
+    jnz 1f
 1:
-    mov ecx, eax
+    and r8, 960
+    mov rsi, qword ptr [r14 + r8 + 2496]
+    inc dword ptr [r14 + rbp + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    jmp 1f
+    mov r8, r10
+    mov eax, 248
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], 245
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov ecx, 248
-    lock xadd qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 143
-    mov rax, rcx
-    mov dword ptr [r15 + 640], 54
+    movzx esi, al
+    mov esi, dword ptr [r15 + rbp + 7680]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3545,65 +3634,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
     jmp 1f
 1:
     cmp rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    shr eax, 13
+    or eax, eax
+    shr eax, 30
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    mov rax, rbp
     mov r8, r10
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    movsxd rsi, dword ptr [r14 + r9 + 1472]
+    mov r9, rax
+    and r8, 8388544
+    movsxd rax, dword ptr [r14 + r8 + 2383488]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 7616], 233
-    xor dword ptr [r14 + 128], eax
-    shl rax, 27
+    mov r8, r10
+    mov rsi, rsi
+    mov rsi, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3520]
+    shl r9, 11
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    mov dword ptr [r15 + 704], eax
-    mov ebp, eax
-    lock add qword ptr [r15 + 576], rax
-    and rbp, rbp
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov r8, r10
+    and r8, 960
+    lock add qword ptr [r15 + r8 + 1472], rax
+    mov r9, r10
+    mov r8, r10
+    and rax, rax
     test ebx, 2304
     jnz 1f
 1:
-    mov dword ptr [r14 + 256], 51
-    add r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test r8d, r8d
-    mov edi, 69
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 192], edi
-    inc ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 2097088
+    mov dword ptr [r14 + r9 + 286336], 157
     and r8, 960
-    mov qword ptr [r14 + r8 + 1536], rdi
-    mov dword ptr [r14 + r8 + 1472], 97
-    jmp 1f
+    and eax, dword ptr [r15 + r8 + 2496]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
+    mov dword ptr [r15 + 640], 109
     add r11, 64
     add r10, r11
     inc rbx
@@ -3613,139 +3700,151 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2224_j]
+    lea rcx, [rip + .Lc1_d2200_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2224_j_t
-.Lc1_d2224_j:
-    lea r8, [rax + rax*2 + 67]
-    jmp 1f
-1:
-    add r8, 71
+    call .Lc1_d2200_s_t
+.Lc1_d2200_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2200_s:
+    ret
+    .popsection
+    mov ecx, eax
+    add rcx, 67
+    mov rbp, r10
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rcx, r8
+    and rbp, 960
+    mov rdi, qword ptr [r14 + rbp + 1472]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    cmp rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    and ecx, dword ptr [r14 + r8 + 7616]
+    and rbp, 2097088
+    xor dword ptr [r14 + rbp + 286336], edi
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    jmp 1f
-1:
-    mov ecx, r8d
+    cmp rdi, rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov rsi, rcx
-    add r8, rcx
-    mov dword ptr [r15 + 768], 70
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 960
+    mov rsi, qword ptr [r15 + rbp + 1536]
+    mov rdx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    and rsi, rbp
+    lea r8, [r10 + r10*1]
+    mov rsi, rdx
+    mov byte ptr [r15 + 448], dl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 2097088
+    mov qword ptr [r14 + r8 + 286336], rsi
+    mov r9, r10
+    lea rsi, [rsi + rsi*2 + 93]
+    mov byte ptr [r15 + rbp + 1472], r8b
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 960
-    mov qword ptr [r15 + r9 + 1472], r9
-    mov dword ptr [r15 + 64], r9d
-    mov rsi, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 576], r9
-    lea rdi, [r9 + r9*2 + 70]
-    mov byte ptr [r15 + 640], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rdi, rsi
-    mov rsi, rdi
-    mov byte ptr [r14 + r9 + 1536], dil
+    mov dword ptr [r15 + r9 + 2496], esi
+    add r9, rsi
+    mov qword ptr [r15 + r8 + 286400], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    lea rcx, [rip + .Lc1_d2283_j]
+    lea rcx, [rip + .Lc1_d2254_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2283_j_t
-.Lc1_d2283_j:
-    mov edi, 127
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    call .Lc1_d2254_s_t
+.Lc1_d2254_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2254_s:
+    ret
+    .popsection
+    mov r9, r10
+    mov r8, r10
+    and r9, 8388544
+    movzx edi, byte ptr [r14 + r9 + 2383488]
+    mov r9d, 71
+    and r8, 8128
+    mov r9d, dword ptr [r14 + r8 + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 174
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 171
+    mov ecx, 241
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    and rbp, 2097088
+    add qword ptr [r15 + rbp + 286336], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 256], 63
-    movsxd rbp, dword ptr [r14 + 192]
-    mov rdx, rax
+    mov rcx, rdi
+    mov rcx, rbp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea rcx, [rip + .Lc1_d2311_j]
+    lea rcx, [rip + .Lc1_d2285_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2311_j_t
-.Lc1_d2311_j:
+    call .Lc1_d2285_s_t
+.Lc1_d2285_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2285_s:
+    ret
+    .popsection
     mov rbp, r10
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1472], 94
+    and rbp, 262080
+    mov dword ptr [r15 + rbp + 24192], 94
     add rbp, 119
-    mov dword ptr [r14 + 640], 151
-    mov ebp, 105
-    test ebx, 1073741824
+    mov dword ptr [r14 + 1216], 151
+    test ebx, 2028544
     jnz 1f
 1:
+    mov ecx, 105
     add rcx, 44
+    mov r8, r10
     mov rcx, rbp
-    lock add qword ptr [r15 + 576], rbp
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 256], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, ebp
-    mov dword ptr [r15 + 128], ebp
+    and r8, 960
+    lock add qword ptr [r15 + r8 + 1472], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 512], rcx
+    xor ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
     add r11, 64
@@ -3754,68 +3853,66 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    mov qword ptr [r15 + 640], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    inc dword ptr [r15 + 256]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3520]
+    mov qword ptr [r14 + 448], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r10
+    test ecx, ecx
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    mov rbp, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r14 + 192], edi
-    xor ecx, r8d
+    xor ecx, ebp
+    xor ecx, ebp
+    mov dword ptr [r14 + 128], 24
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 128]
-    mov dword ptr [r14 + 64], 216
-    mov qword ptr [r15 + 64], rcx
-    shl rcx, 14
-    mov rcx, rcx
+    imul rbp, qword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 1280]
+    mov r9, rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2373_j]
+    lea rcx, [rip + .Lc1_d2347_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2373_j_t
-.Lc1_d2373_j:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 960
-    mov dword ptr [r14 + r8 + 1472], 203
+    call .Lc1_d2347_s_t
+.Lc1_d2347_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2347_s:
+    ret
+    .popsection
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, rcx
+    and r9, 2097088
+    movzx edi, byte ptr [r14 + r9 + 286336]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 576]
-    mov rax, r8
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7616], rdi
+    mov r9, rdi
+    mov dword ptr [r15 + 128], 123
+    mov r9, r10
+    test ebx, 1920
+    jnz 1f
 1:
-    add rcx, rax
-    movzx ecx, r8b
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    and r9, 960
+    add rdi, qword ptr [r14 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3825,34 +3922,29 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, al
-    movzx eax, al
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, 62
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r14 + rbp + 7616], eax
+    mov r9, r10
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r9, 262080
+    mov dword ptr [r14 + r9 + 24192], eax
+    mov qword ptr [r15 + 512], rax
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    shr ecx, 9
-    mov edi, 129
+    imul rax, qword ptr [r14 + 576]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 640], rcx
-    movzx ebp, cl
+    shr r9d, 29
     jmp 1f
 1:
     add r11, 64
@@ -3861,73 +3953,74 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2430_j]
+    lea rcx, [rip + .Lc1_d2402_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2430_j_t
-.Lc1_d2430_j:
-    mov ebp, dword ptr [r15 + 128]
-    imul rbp, qword ptr [r14 + 704]
+    call .Lc1_d2402_s_t
+.Lc1_d2402_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2402_s:
+    ret
+    .popsection
+    mov ecx, 92
+    mov rcx, rcx
+    mov dword ptr [r15 + 512], 150
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 93
-    mov rax, rbp
+    mov ebp, dword ptr [r15 + 192]
+    inc ebp
+    test ebx, 80896
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    inc ecx
-    movzx ecx, byte ptr [r15 + 576]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r8, r10
-    mov eax, ecx
-    and r8, 8128
-    movzx ecx, byte ptr [r14 + r8 + 7616]
+    mov r9, r10
+    and ebp, dword ptr [r14 + 448]
+    and r9, 8388544
+    movzx ecx, byte ptr [r14 + r9 + 2383488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov r9, rcx
-    mov dword ptr [r14 + 256], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 146
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov r8, r9
-    mov r8, r9
-    movzx r9d, al
-    test ebx, 1073741824
+    inc ecx
+    movzx ecx, r9b
+    lock or dword ptr [r15 + 512], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1309696
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    shl rcx, 24
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, r9
-    inc eax
-    movzx r9d, byte ptr [r15 + 640]
-    lock or dword ptr [r15 + 192], 48
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    shl r8, 25
-    mov edi, eax
+    mov rbp, r10
+    mov rdi, rcx
+    xor dword ptr [r14 + 448], ecx
+    mov edi, ecx
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 2496], 101
+    mov rcx, rdi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3935,153 +4028,156 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2489_j]
+    lea rcx, [rip + .Lc1_d2463_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2489_j_t
-.Lc1_d2489_j:
-    mov rdi, rax
-    inc dword ptr [r14 + 576]
-    mov eax, ecx
-    jmp 1f
-1:
+    call .Lc1_d2463_s_t
+.Lc1_d2463_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2463_s:
+    ret
+    .popsection
+    mov rcx, rax
+    mov rcx, rax
+    mov rbp, r10
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 128], dil
-    mov edi, 14
-    jmp 1f
-1:
+    and rbp, 2097088
+    movzx edx, byte ptr [r15 + rbp + 286336]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov rax, rdi
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov rdi, rax
-    test ebx, 1073741824
+    and r8, 8128
+    add qword ptr [r15 + r8 + 7616], rbp
+    mov byte ptr [r14 + 64], dl
+    test ebx, 2089984
     jnz 1f
 1:
-    inc edi
-    test eax, eax
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d2518_j]
+    lea rcx, [rip + .Lc1_d2489_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2518_j_t
-.Lc1_d2518_j:
-    mov rbp, r10
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1472], 215
-    mov ebp, 188
-    shr ebp, 12
+    call .Lc1_d2489_s_t
+.Lc1_d2489_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2489_s:
+    ret
+    .popsection
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov dword ptr [r14 + rbp + 7616], 215
+    mov r9d, 188
+    shr r9d, 12
     test ebx, 1073741824
     jnz 1f
 1:
-    shr edi, 7
-    mov dword ptr [r15 + 704], 84
+    shr ecx, 7
+    mov dword ptr [r15 + 896], 84
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 768], 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, rdi
+    mov dword ptr [r14 + 1408], 136
+    mov r9, qword ptr [r15 + rbp + 7680]
+    add r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r9, r9
+    movzx ecx, byte ptr [r14 + 576]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    neg rbp
-    mov r8d, 112
+    shl r9, 1
+    movzx r9d, cl
+    add r9, rcx
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg r8
-    add r8, rbp
-    mov r8, rbp
-    shl r8, 3
+    jmp 1f
+1:
+    add qword ptr [r15 + 448], r9
+    neg r9
+    mov r9d, 236
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 768]
-    jmp 1f
-1:
+    movzx ecx, r9b
+    mov rcx, r9
+    mov rcx, r9
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 211
-    xor esi, r8d
-    jmp 1f
-1:
-    mov dword ptr [r14 + 640], 218
-    movzx esi, r8b
+    mov r9, r10
+    mov dword ptr [r15 + 640], 211
+    xor ecx, r9d
+    mov rcx, r9
+    and r9, 4032
+    xor dword ptr [r14 + r9 + 3520], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, esi
-    mov r8, rsi
-    mov ebp, 190
-    add r8, rsi
+    add rcx, rcx
+    mov ecx, r9d
+    mov ecx, 190
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea rcx, [rip + .Lc1_d2581_j]
+    lea rcx, [rip + .Lc1_d2552_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2581_j_t
-.Lc1_d2581_j:
-    mov rbp, r10
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], 79
+    call .Lc1_d2552_s_t
+.Lc1_d2552_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2552_s:
+    ret
+    .popsection
+    mov dword ptr [r14 + 192], 79
+    mov r8, r10
+    add rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, rcx
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], 5
     test ebx, 2304
     jnz 1f
 1:
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rdx, [rbp + rbp*2 + 23]
-    mov r9, r10
+    imul r8, qword ptr [r15 + 256]
+    imul r8, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov qword ptr [r14 + r9 + 7616], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [r8 + r8*2 + 104]
+    lea rcx, [r8 + r8*2 + 105]
+    jmp 1f
+1:
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r9 + r9*2 + 125]
+    mov r8, qword ptr [r14 + 64]
+    mov qword ptr [r15 + 64], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -4091,30 +4187,27 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
+    mov r8, qword ptr [r14 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor edi, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, al
-    and rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    and rax, rax
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov qword ptr [r14 + 704], rdi
-    movzx edi, byte ptr [r15 + 192]
-    mov r9, r10
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r14 + r9 + 7616]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    and eax, dword ptr [r14 + r8 + 3520]
     add r11, 64
     add r10, r11
     inc rbx
@@ -4124,116 +4217,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2642_j]
+    lea rcx, [rip + .Lc1_d2613_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2642_j_t
-.Lc1_d2642_j:
-    mov r9, rax
-    mov dword ptr [r15 + 128], eax
-    test ecx, eax
+    call .Lc1_d2613_s_t
+.Lc1_d2613_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2613_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 192]
+    mov r8, r10
+    mov esi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    shr eax, 30
-    movzx ecx, byte ptr [r15 + 192]
-    cmp r9, r9
+    cmp rcx, rcx
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 1472]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov r9d, eax
-    mov dword ptr [r14 + 64], 242
-    mov eax, ecx
+    mov dword ptr [r14 + 960], 245
+    mov rsi, r8
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    mov edx, 75
+    shr r8d, 14
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2669_j]
+    lea rcx, [rip + .Lc1_d2638_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2669_j_t
-.Lc1_d2669_j:
+    call .Lc1_d2638_s_t
+.Lc1_d2638_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2638_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov ecx, eax
+    mov esi, ecx
+    add rsi, qword ptr [r14 + 448]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, cl
-    jmp 1f
-1:
+    movzx esi, sil
+    imul rsi, qword ptr [r14 + 64]
+    mov r9d, esi
+    mov r9, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, esi
-    mov rsi, rsi
-    jmp 1f
+    xor dword ptr [r15 + 128], esi
+    mov dword ptr [r15 + 1216], esi
+    mov dword ptr [r15 + 512], 218
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 256]
+    test ebx, 31744
+    jz 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov dword ptr [r14 + 64], ecx
-    mov dword ptr [r14 + 768], 159
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    or esi, ecx
-    test ecx, ecx
+    and rbp, 8128
+    mov qword ptr [r14 + rbp + 7616], rsi
+    or r9d, esi
+    test esi, esi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    mov dword ptr [r14 + 192], 22
-    mov r8d, esi
-    and r8d, dword ptr [r15 + 64]
-    mov esi, 158
-    mov rsi, qword ptr [r15 + 192]
+    or ebp, r9d
+    mov ebp, 191
+    mov r9d, ebp
+    neg r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov ecx, r8d
-    mov dword ptr [r15 + 576], 252
-    jmp 1f
-1:
-    movzx r8d, sil
+    mov r9d, dword ptr [r15 + 64]
+    add r9, qword ptr [r15 + 576]
+    movzx eax, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, cl
-    jmp 1f
-1:
-    neg rsi
-    or esi, r8d
+    mov rbp, qword ptr [r15 + 192]
+    mov eax, r9d
+    or eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, sil
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov ecx, esi
-    test ebx, 1073741824
+    mov dword ptr [r15 + 640], 201
+    imul r9, qword ptr [r15 + 448]
+    mov rbp, r10
+    or qword ptr [r14 + 512], 103
+    test ebx, 916480
     jnz 1f
 1:
-    or esi, r8d
-    mov esi, dword ptr [r14 + 128]
-    jmp 1f
-1:
-    mov r8d, ecx
+    and rbp, 2097088
+    imul rax, qword ptr [r15 + rbp + 286336]
+    mov ebp, r9d
+    shl rbp, 15
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4241,73 +4332,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2736_j]
+    lea rcx, [rip + .Lc1_d2705_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2736_j_t
-.Lc1_d2736_j:
-    or r8d, eax
-    and r8, rax
+    call .Lc1_d2705_s_t
+.Lc1_d2705_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2705_s:
+    ret
+    .popsection
+    or ebp, eax
+    mov dword ptr [r15 + 1152], eax
     test ecx, ecx
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    test ebx, 93184
+    jz 1f
 1:
-    xor eax, ecx
-    mov ecx, 187
-    test ebx, 1073741824
-    jnz 1f
-1:
+    xor ecx, ebp
+    mov ecx, 206
     inc ecx
-    mov rcx, rax
-    mov dword ptr [r15 + 192], eax
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 255
+    mov rdi, rcx
+    mov dword ptr [r14 + 192], ecx
+    xor dword ptr [r14 + 256], ecx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r14 + 448], 255
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r14 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    jmp 1f
-1:
-    mov r9, r10
-    mov rdx, rcx
-    movsxd rdx, dword ptr [r14 + 640]
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1472], dl
-    mov ecx, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, dl
-    mov dword ptr [r15 + 256], edx
+    mov edi, edx
+    mov dword ptr [r15 + 0], 170
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov rcx, r9
+    mov qword ptr [r15 + 512], rdi
+    mov dword ptr [r14 + 128], edi
+    mov rdi, qword ptr [r14 + 64]
     jmp 1f
 1:
-    cmp rcx, rcx
-    mov r9, rcx
+    neg rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r14 + 128]
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 64]
-    neg rcx
-    add r11, 64
-    add r10, r11
+    mov rdi, rdi
+    mov rdi, rdi
+    mov dword ptr [r15 + 576], edi
+    and edi, dword ptr [r15 + 128]
+    mov rdx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, rdi
+    movzx edx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], dil
+    cmp rdi, rdi
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4315,31 +4403,34 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2797_j]
+    lea rcx, [rip + .Lc1_d2762_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2797_j_t
-.Lc1_d2797_j:
+    call .Lc1_d2762_s_t
+.Lc1_d2762_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2762_s:
+    ret
+    .popsection
     mov r9, r10
-    mov rcx, rax
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1472], 192
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov byte ptr [r14 + 576], r9b
-    or r9d, esi
-    test ebx, 1073741824
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7616], 75
+    shl rax, 24
+    test ebx, 6528
     jnz 1f
 1:
-    imul rcx, qword ptr [r14 + 704]
-    shl rcx, 21
+    mov r9, r10
+    or ecx, eax
+    test ebx, 1899520
+    jnz 1f
+1:
+    and r9, 960
+    or qword ptr [r15 + r9 + 1472], 63
+    imul rax, qword ptr [r14 + 640]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov rax, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -4349,36 +4440,33 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
+    mov r9, rax
+    mov r9d, eax
     jmp 1f
 1:
-    mov rax, rax
+    lock or dword ptr [r15 + 64], 113
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 177
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov ecx, eax
-    mov rcx, rax
-    add rcx, rax
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rax, rcx
-    mov dword ptr [r15 + 448], 107
-    mov rax, rcx
-    mov dword ptr [r14 + 128], ecx
+    mov eax, 1
+    mov r9, r10
+    imul rax, qword ptr [r15 + 576]
+    mov dword ptr [r14 + 1024], 62
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov r8, r10
+    and r9, 960
+    mov rbp, qword ptr [r14 + r9 + 2496]
     jmp 1f
 1:
-    and r8, 960
-    lock or dword ptr [r15 + r8 + 1472], 31
-    jmp 1f
-1:
+    add rbp, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -4388,15 +4476,17 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2856_j]
+    lea rcx, [rip + .Lc1_d2820_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2856_j_t
-.Lc1_d2856_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    call .Lc1_d2820_s_t
+.Lc1_d2820_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2820_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 832]
+    mov ebp, eax
     jmp 1f
 1:
     test ebx, 1152
@@ -4404,8 +4494,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -4413,22 +4502,23 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov ecx, edx
-    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+    or qword ptr [r14 + 640], 64
     jmp 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
+    shl rbp, 5
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rdx, 16
-    movsxd rdx, dword ptr [r14 + 640]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r14 + 128]
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4436,153 +4526,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2890_j]
+    lea rcx, [rip + .Lc1_d2853_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2890_j_t
-.Lc1_d2890_j:
-    movzx edx, byte ptr [r15 + 512]
-    mov ecx, dword ptr [r14 + 64]
-    movzx ebp, al
+    call .Lc1_d2853_s_t
+.Lc1_d2853_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2853_s:
+    ret
+    .popsection
+    movzx ecx, byte ptr [r15 + 896]
+    movzx ebp, byte ptr [r15 + 192]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov rbp, r10
-    jmp 1f
-1:
-    movzx edi, cl
-    and rbp, 960
-    xchg qword ptr [r15 + rbp + 1472], rdi
+    xor dword ptr [r15 + 128], ecx
+    xor dword ptr [r14 + 576], ecx
     test ebx, 1490944
     jz 1f
 1:
-    shl rcx, 19
-    jmp 1f
-1:
-    mov rcx, qword ptr [r14 + 768]
+    inc dword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
+    add qword ptr [r14 + 1088], rcx
+    mov rbp, qword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov edi, 156
-    mov r9, rdi
-    mov r9, qword ptr [r15 + 448]
-    mov edi, edi
-    lock or dword ptr [r15 + 640], 42
+    mov rbp, rcx
+    mov ecx, ebp
+    mov byte ptr [r15 + 448], bpl
+    movzx ecx, bpl
+    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 576]
-    mov r8d, r9d
-    movzx r8d, byte ptr [r14 + 192]
-    movzx r9d, r9b
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 512]
+    shl rbp, 3
+    inc ebp
+    movzx r9d, byte ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, dil
-    movsxd r9, dword ptr [r15 + 256]
-    mov edi, 196
-    movzx edi, r8b
+    jmp 1f
+1:
+    mov ecx, ebp
+    shr ecx, 28
+    mov ecx, 46
     test ebx, 1152
     jnz 1f
 1:
-    mov r8d, r9d
-    shr r8d, 19
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 640], 75
+    mov r8d, 137
     jmp 1f
 1:
+    test ebx, 1916928
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 704]
-    and edi, dword ptr [r14 + 576]
-    jmp 1f
-1:
-    mov r9d, r8d
+    neg rcx
+    cmp r8, r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2954_j]
+    lea rcx, [rip + .Lc1_d2909_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d2954_j_t
-.Lc1_d2954_j:
-    mov r9d, 25
-    jmp 1f
+    call .Lc1_d2909_s_t
+.Lc1_d2909_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2909_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub r8, rcx
+    mov dword ptr [r15 + 960], 143
+    mov r8d, ecx
+    test ebx, 5504
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 64]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    inc eax
-    jmp 1f
-1:
+    inc ecx
+    mov r9, r10
+    inc dword ptr [r14 + 64]
+    and r9, 960
+    mov dword ptr [r14 + r9 + 1472], r8d
+    mov byte ptr [r15 + 256], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 38
     jmp 1f
 1:
+    mov r8d, 222
+    neg r8
+    mov r8d, 209
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
     mov r9d, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, eax
-    sub r9, rax
-    test ebx, 1702912
-    jnz 1f
-1:
-    movzx eax, r9b
-    mov dword ptr [r15 + 192], 77
+    imul r9, qword ptr [r15 + 128]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 1472]
-    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 448], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    xor r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    sub r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov esi, 101
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rsi, r9
+    shl rsi, 28
+    mov esi, r9d
+    mov qword ptr [r15 + 1280], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 183
     or r9d, esi
-    mov qword ptr [r15 + 512], rax
-    mov r9, qword ptr [r15 + 448]
-    shl r9, 21
+    xor r9d, esi
+    mov r9d, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    mov r9d, 24
-    jmp 1f
-1:
-    mov byte ptr [r14 + 768], r9b
-    add r11, 64
-    add r10, r11
+    mov byte ptr [r14 + 512], r9b
+    imul rsi, qword ptr [r14 + 576]
+    mov r9d, 234
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4590,76 +4679,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3014_j]
+    lea rcx, [rip + .Lc1_d2975_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3014_j_t
-.Lc1_d3014_j:
-    shr r9d, 30
+    call .Lc1_d2975_s_t
+.Lc1_d2975_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2975_s:
+    ret
+    .popsection
+    mov rcx, rax
+    shr ecx, 23
     jmp 1f
 1:
-    mov r9d, ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     cmp rcx, rcx
-    movzx r9d, cl
-    xor r9d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ecx, edi
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov rcx, r9
-    mov ecx, 210
-    inc dword ptr [r14 + 192]
+    and ecx, dword ptr [r14 + 192]
+    mov r8d, 49
+    mov r8d, dword ptr [r14 + 320]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    mov rdi, rcx
-    mov rdi, qword ptr [r14 + 128]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    xor ecx, r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    inc edi
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, cl
     movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 240
-    mov dword ptr [r15 + 64], edi
-    movzx ecx, dil
+    mov edi, ecx
+    mov rbp, r10
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1472], 197
+    mov r8d, 123
+    movzx ebp, cl
     test ebx, 1280
     jnz 1f
 1:
-    mov rdi, rdi
-    xor edi, ecx
-    movsxd rdi, dword ptr [r15 + 640]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 1152]
+    mov rdi, rbp
+    mov edi, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 144
-    mov r8, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r14 + 512]
+    inc r8d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4667,147 +4760,147 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3077_j]
+    lea rcx, [rip + .Lc1_d3038_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3077_j_t
-.Lc1_d3077_j:
-    movzx r8d, al
+    call .Lc1_d3038_s_t
+.Lc1_d3038_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3038_s:
+    ret
+    .popsection
+    movzx ecx, al
     jmp 1f
 1:
-    shl r8, 4
+    shl rax, 4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 183
-    mov dword ptr [r14 + 192], r8d
-    movzx r8d, r8b
+    mov edx, 183
+    mov dword ptr [r14 + 384], ecx
+    movzx edx, cl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 256]
+    add rax, 6
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    cmp r8, r8
-    lock add qword ptr [r15 + 320], rcx
-    mov qword ptr [r14 + 192], rcx
+    cmp rdx, rdx
+    lock add qword ptr [r15 + 448], rax
+    mov qword ptr [r14 + 256], rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d3102_j]
+    lea rcx, [rip + .Lc1_d3064_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3102_j_t
-.Lc1_d3102_j:
-    movsxd rcx, dword ptr [r15 + 192]
-    add rcx, rcx
-    mov r9, qword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    call .Lc1_d3064_s_t
+.Lc1_d3064_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3064_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    add rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    mov ecx, dword ptr [r14 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r14 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r14 + 256]
-    movzx r9d, cl
+    mov r9, r10
+    add rax, qword ptr [r15 + 1088]
+    movzx esi, byte ptr [r14 + 128]
+    and r9, 2097088
+    movzx edx, byte ptr [r15 + r9 + 286336]
+    test ebx, 1309696
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov edx, eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    inc eax
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 256]
-    lea r9, [rax + rax*2 + 8]
-    mov r9d, eax
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    movzx esi, dl
+    lea rsi, [rdx + rdx*2 + 43]
+    inc esi
+    add rsi, rsi
+    jmp 1f
 1:
-    movzx ecx, al
-    mov ecx, eax
-    add rcx, 76
-    mov eax, eax
+    test ebx, 1920
+    jnz 1f
+1:
+    mov ecx, esi
+    mov rcx, rsi
+    mov dword ptr [r15 + 384], esi
+    mov edx, dword ptr [r14 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 48
-    movzx eax, cl
-    add rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov ecx, edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, eax
-    jmp 1f
-1:
-    mov qword ptr [r14 + 448], rax
-    mov r9d, eax
+    mov qword ptr [r15 + 1024], rcx
+    mov dword ptr [r14 + 64], 103
+    mov rcx, qword ptr [r14 + 256]
+    mov edi, ecx
+    add rdi, 22
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea rcx, [rip + .Lc1_d3162_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3124_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3162_j_t
-.Lc1_d3162_j:
-    movzx ecx, r9b
-    or qword ptr [r14 + 768], 70
-    shr ecx, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2077696
-    jnz 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdx, [rcx + rcx*2 + 84]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 512], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 247
+    call .Lc1_d3124_s_t
+.Lc1_d3124_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3124_s:
+    ret
+    .popsection
+    mov rbp, r10
+    inc edi
+    and rbp, 960
     mov r8, r10
-    mov byte ptr [r15 + 576], dl
-    test ebx, 1073741824
-    jnz 1f
+    or qword ptr [r14 + rbp + 2496], 29
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
     and r8, 960
-    movzx edx, byte ptr [r15 + r8 + 1472]
-    jmp 1f
+    movzx ecx, byte ptr [r14 + r8 + 1472]
+    mov byte ptr [r15 + 128], dil
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
+    movzx edi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    shr r8d, 14
     add r11, 64
     add r10, r11
     inc rbx
@@ -4817,38 +4910,37 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
+    movzx edi, byte ptr [r15 + 576]
     jmp 1f
 1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 512], al
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8d, 190
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rax, 24
+    jmp 1f
+1:
+    mov edi, r8d
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov eax, 226
-    mov qword ptr [r14 + 192], rax
-    add rax, 75
+    shl r8, 28
+    mov r8, qword ptr [r14 + 64]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov eax, eax
-    mov rax, rax
-    or qword ptr [r15 + 64], 81
+    and edi, dword ptr [r15 + 640]
+    mov rsi, r8
+    mov qword ptr [r15 + 832], r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4856,34 +4948,38 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3230_j]
+    lea rcx, [rip + .Lc1_d3184_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3230_j_t
-.Lc1_d3230_j:
-    mov r9, r10
-    and ecx, dword ptr [r15 + 256]
-    and r9, 8128
-    movsxd rsi, dword ptr [r14 + r9 + 7616]
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov eax, ecx
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 64], r9b
+    call .Lc1_d3184_s_t
+.Lc1_d3184_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3184_s:
+    ret
+    .popsection
+    movzx ecx, byte ptr [r15 + 448]
+    mov esi, eax
     jmp 1f
 1:
-    xor esi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov edx, esi
+    and r9, 8388544
+    movsxd rsi, dword ptr [r15 + r9 + 2383488]
+    inc esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 128]
+    xor ecx, r9d
+    mov r9d, 160
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov esi, 160
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], sil
+    mov rsi, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -4893,69 +4989,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov rbp, r10
-    mov rax, rax
-    and rbp, 960
-    add rax, qword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
+    and rcx, rax
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, eax
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 576]
+    lea rsi, [rax + rax*2 + 26]
+    shr esi, 6
+    movzx eax, cl
+    mov esi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdx, [rdx + rdx*2 + 85]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r14 + 256]
+    mov ecx, 158
+    add qword ptr [r15 + 64], rax
+    xor ecx, eax
+    movsxd rcx, dword ptr [r15 + 256]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov qword ptr [r14 + 448], rdx
-    movzx ebp, dl
-    movzx ebp, byte ptr [r14 + 640]
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r14 + 576], rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r14 + 320]
+    movzx esi, byte ptr [r14 + 896]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d3289_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3244_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3289_j_t
-.Lc1_d3289_j:
+    call .Lc1_d3244_s_t
+.Lc1_d3244_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3244_s:
+    ret
+    .popsection
+    add rsi, qword ptr [r15 + 448]
+    mov dword ptr [r14 + 128], eax
+    test ebx, 1702912
+    jnz 1f
+1:
+    add rax, rcx
     jmp 1f
 1:
-    jmp 1f
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
-    mov ebp, 7
-    inc dword ptr [r15 + 576]
+    mov rbp, r10
+    mov dword ptr [r15 + 512], 180
+    and rbp, 4032
+    movzx esi, byte ptr [r14 + rbp + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 186
-    mov byte ptr [r14 + 640], r8b
-    movzx ebp, byte ptr [r14 + 960]
-    mov r8d, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, rbp
-    mov dword ptr [r15 + 704], ebp
-    and r8d, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 320]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4963,137 +5059,134 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3319_j]
+    lea rcx, [rip + .Lc1_d3272_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3319_j_t
-.Lc1_d3319_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 3
+    call .Lc1_d3272_s_t
+.Lc1_d3272_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3272_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r14 + 192]
+    mov r9, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r14 + 576]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r14 + 512]
-    mov ecx, dword ptr [r14 + 448]
+    lock or dword ptr [r15 + 384], 64
+    mov r9d, dword ptr [r15 + 960]
+    xchg qword ptr [r15 + 512], r9
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    inc ecx
-    xchg qword ptr [r15 + 576], rcx
+    mov r8d, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 31
-    mov eax, 180
-    mov rax, rax
+    or qword ptr [r15 + 192], 116
+    mov rax, qword ptr [r15 + 256]
+    lock xadd qword ptr [r15 + 1408], rax
+    imul rax, qword ptr [r15 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
+    xor r8d, eax
+    movzx r8d, byte ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    test ecx, ecx
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 576], rax
-    jmp 1f
-1:
+    add qword ptr [r14 + 768], r8
+    mov r8d, 36
+    mov byte ptr [r15 + 320], r8b
+    mov eax, 194
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 256], rax
-    jmp 1f
-1:
-    cmp rax, rax
-    mov ecx, dword ptr [r15 + 640]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov qword ptr [r15 + 640], rcx
-    sub rax, rcx
-    jmp 1f
-1:
+    mov qword ptr [r14 + 1088], r8
+    mov r8, r8
+    sub r8, rax
+    mov qword ptr [r14 + 1152], rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea rcx, [rip + .Lc1_d3376_j]
+    lea rcx, [rip + .Lc1_d3321_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3376_j_t
-.Lc1_d3376_j:
-    mov eax, ecx
+    call .Lc1_d3321_s_t
+.Lc1_d3321_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3321_s:
+    ret
+    .popsection
+    and r8d, dword ptr [r14 + 192]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r14 + 768], 20
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r14 + 256], 132
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1280
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 59
-    shl rcx, 6
-    jmp 1f
-1:
+    and ecx, dword ptr [r14 + 448]
+    shl rcx, 8
+    mov dword ptr [r15 + 64], 240
     .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rcx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rcx
-    movzx ecx, byte ptr [r14 + 512]
+    mov esi, ecx
+    mov qword ptr [r14 + 384], rcx
+    mov dword ptr [r15 + 256], 57
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    mov edi, 235
+    mov ebp, 235
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov edi, 230
+    movzx esi, bpl
+    mov esi, 230
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    mov esi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    mov rbp, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], edi
-    xor edi, ebp
-    mov byte ptr [r14 + 320], dil
-    mov dword ptr [r14 + 768], 166
-    lock add qword ptr [r15 + 448], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor esi, ebp
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r14 + 704], 6
+    lock add qword ptr [r15 + 512], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dil
-    mov edi, edi
-    mov edi, 10
-    lea rdi, [rdi + rdi*2 + 98]
+    movzx ebp, sil
+    mov ebp, esi
+    mov esi, 103
+    lea rsi, [rbp + rbp*2 + 123]
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5101,39 +5194,43 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3433_j]
+    lea rcx, [rip + .Lc1_d3380_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3433_j_t
-.Lc1_d3433_j:
-    mov rdi, rax
+    call .Lc1_d3380_s_t
+.Lc1_d3380_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3380_s:
+    ret
+    .popsection
+    mov rcx, rax
     test eax, eax
-    inc edi
+    inc ebp
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r14 + 1152]
     jmp 1f
 1:
-    mov ebp, 169
+    mov edx, 169
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 1024]
-    mov rdi, rax
+    mov ecx, dword ptr [r14 + 576]
+    mov rbp, rax
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    jmp 1f
-1:
-    mov eax, 84
-    or eax, ecx
+    imul rax, qword ptr [r14 + 832]
+    mov edx, 179
+    or edx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
     inc ecx
-    mov edi, eax
+    mov ecx, eax
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5141,34 +5238,37 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3465_j]
+    lea rcx, [rip + .Lc1_d3413_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3465_j_t
-.Lc1_d3465_j:
-    movzx edi, al
-    jmp 1f
+    call .Lc1_d3413_s_t
+.Lc1_d3413_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3413_s:
+    ret
+    .popsection
+    movzx ecx, al
+    imul rcx, qword ptr [r15 + 448]
+    or qword ptr [r15 + 64], 3
+    mov rax, qword ptr [r14 + 1216]
+    test ebx, 1916928
+    jz 1f
 1:
-    jmp 1f
+    mov r8, qword ptr [r14 + 256]
+    movzx edi, cl
+    and rdi, rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 704]
+    movzx ecx, al
+    mov eax, r8d
+    mov eax, dword ptr [r15 + 320]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov rdx, qword ptr [r14 + 192]
-    movzx esi, dil
-    add rdx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, al
-    mov eax, esi
-    mov eax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rdx
-    add rsi, qword ptr [r14 + 512]
-    movzx edx, al
+    mov r8, rcx
+    or r8d, ecx
+    movzx r8d, al
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5176,162 +5276,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov edi, edx
-    mov rax, rdx
-    lock or dword ptr [r15 + 192], 96
-    mov rdx, qword ptr [r15 + 256]
+    lock or dword ptr [r15 + 192], 65
+    inc ecx
+    mov r8, r10
+    add rcx, 58
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+    and r8, 960
+    mov rcx, qword ptr [r14 + r8 + 1472]
+    mov eax, dword ptr [r14 + 128]
     jmp 1f
 1:
-    mov rsi, rax
-    inc esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 64]
-    xor eax, esi
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rsi, qword ptr [r14 + 128]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, 2
-    xor edx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 384]
+    mov rax, rsi
+    mov eax, esi
     test ebx, 2304
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, edx
+    mov r8, rsi
+    xor r8d, ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    lea rcx, [rip + .Lc1_d3522_j]
+    lea rcx, [rip + .Lc1_d3471_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3522_j_t
-.Lc1_d3522_j:
-    or edx, eax
+    call .Lc1_d3471_s_t
+.Lc1_d3471_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3471_s:
+    ret
+    .popsection
+    or eax, ecx
     cmp rcx, rcx
-    neg rdx
-    mov rax, rcx
-    add rdx, rcx
+    neg r8
+    mov r8, rcx
+    mov qword ptr [r14 + 64], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rax
-    add rcx, qword ptr [r15 + 384]
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 320]
+    add rcx, r8
+    xor ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 32
+    mov r8d, 162
     test ecx, ecx
-    mov r9, qword ptr [r14 + 64]
+    mov rcx, qword ptr [r15 + 640]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 234
-    sub rdx, rax
-    mov rdx, rax
-    lock add qword ptr [r15 + 768], r9
+    mov edi, 191
+    sub rdi, r8
+    mov rdi, rcx
+    lock add qword ptr [r15 + 896], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, edx
+    mov ecx, edi
     jmp 1f
 1:
-    inc eax
-    cmp rdx, rdx
+    inc r8d
+    cmp rdi, rdi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 192], rax
-    mov rbp, rax
-    mov eax, ebp
+    mov qword ptr [r15 + 128], r8
+    add rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 192], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov ebp, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r9, r10
+    mov edi, dword ptr [r15 + 384]
+    mov esi, edx
+    mov esi, dword ptr [r15 + 512]
+    and r9, 4032
+    mov rdx, qword ptr [r14 + r9 + 3520]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r8d, byte ptr [r14 + 448]
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov dword ptr [r15 + 512], 88
+    and r9, 960
+    mov edi, dword ptr [r14 + r9 + 2496]
+    movsxd r9, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    lea rcx, [rip + .Lc1_d3587_j]
+    lea rcx, [rip + .Lc1_d3537_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3587_j_t
-.Lc1_d3587_j:
-    mov rbp, rcx
-    inc ebp
-    mov rcx, rcx
-    neg rbp
+    call .Lc1_d3537_s_t
+.Lc1_d3537_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3537_s:
+    ret
+    .popsection
+    shr esi, 3
+    and rsi, rcx
+    mov esi, ecx
+    neg rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r14 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
+    inc ecx
+    mov qword ptr [r15 + 640], rsi
+    mov byte ptr [r15 + 448], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ecx
     jmp 1f
 1:
-    mov ecx, edi
-    movzx ebp, cl
-    mov rbp, r10
     mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    and rbp, 8128
-    and ecx, dword ptr [r14 + rbp + 7616]
-    shr ebp, 1
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    and rbp, rcx
-    mov dword ptr [r14 + 320], ecx
-    add r11, 64
-    add r10, r11
+    shr esi, 20
+    jmp 1f
+1:
+    mov dword ptr [r14 + 256], ecx
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5339,33 +5446,34 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    add rax, 24
+    movzx esi, byte ptr [r14 + 128]
+    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rax, rax
+    jmp 1f
+1:
+    lea rax, [rax + rax*2 + 38]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [rax + rax*2 + 88]
+    cmp rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    movzx esi, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 118
-    or edx, edi
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1472]
+    add rax, 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov r9d, 128
-    jmp 1f
-1:
-    mov byte ptr [r14 + 384], dl
-    add r11, 64
-    add r10, r11
+    shl rsi, 16
+    movsxd rsi, dword ptr [r15 + 960]
+    and rsi, rsi
+    movsxd rax, dword ptr [r14 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5373,39 +5481,38 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3655_j]
+    lea rcx, [rip + .Lc1_d3607_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3655_j_t
-.Lc1_d3655_j:
-    movsxd r9, dword ptr [r14 + 64]
+    call .Lc1_d3607_s_t
+.Lc1_d3607_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3607_s:
+    ret
+    .popsection
+    sub rsi, rax
     jmp 1f
 1:
-    mov rcx, rax
+    movsxd rax, dword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rax, r9
-    mov eax, 253
+    xor ecx, esi
+    mov ecx, esi
     jmp 1f
 1:
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    movzx r8d, byte ptr [r14 + 576]
-    mov ecx, eax
-    mov ecx, eax
+    imul rsi, qword ptr [r14 + 192]
+    movzx eax, cl
+    mov eax, 73
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    lea rax, [r8 + r8*2 + 11]
-    movzx eax, r8b
-    xor eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 832], rcx
-    jmp 1f
-1:
+    mov rcx, rsi
+    movzx esi, byte ptr [r15 + 1280]
+    mov eax, dword ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5413,79 +5520,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3687_j]
+    lea rcx, [rip + .Lc1_d3636_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3687_j_t
-.Lc1_d3687_j:
-    movzx ecx, byte ptr [r15 + 448]
+    call .Lc1_d3636_s_t
+.Lc1_d3636_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3636_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 384]
     xor ecx, eax
-    jmp 1f
-1:
+    lock or dword ptr [r15 + 64], 33
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    lock or dword ptr [r15 + 256], 33
-    mov ebp, dword ptr [r14 + 320]
-    and rbp, rcx
+    mov eax, dword ptr [r15 + 128]
+    imul rax, qword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rbp, rbp
-    sub rcx, rbp
-    mov ecx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r14 + 320]
+    sub rax, rbp
+    cmp rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 14
-    mov ecx, dword ptr [r14 + 192]
+    add rcx, 110
+    movzx ecx, byte ptr [r14 + 576]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    mov ebp, 185
-    neg rbp
-    jmp 1f
-1:
-    or ebp, ecx
-    jmp 1f
-1:
+    shl rax, 23
+    neg rax
+    and rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 384], bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    shl rbp, 4
-    test ebp, ebp
+    mov byte ptr [r15 + 768], al
+    mov ecx, 84
+    inc dword ptr [r14 + 448]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 38
-    or ebp, ebp
-    mov byte ptr [r15 + 896], bpl
-    jmp 1f
-1:
+    mov r8, r10
+    and rbp, 262080
+    imul rax, qword ptr [r15 + rbp + 24192]
+    and r8, 2097088
+    imul rcx, qword ptr [r15 + r8 + 286336]
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [rbp + rbp*2 + 126]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 512]
-    mov r8d, ebp
-    neg rbp
+    mov ecx, dword ptr [r15 + 640]
+    or ecx, eax
+    or ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rbp
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    and rbp, r8
+    mov byte ptr [r15 + 1024], cl
+    test ecx, ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5493,182 +5591,180 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3750_j]
+    lea rcx, [rip + .Lc1_d3694_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3750_j_t
-.Lc1_d3750_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 640], rcx
+    call .Lc1_d3694_s_t
+.Lc1_d3694_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3694_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 1152]
+    mov r9, r10
+    mov rsi, rcx
+    mov rsi, rcx
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    and r9, 960
+    inc dword ptr [r15 + r9 + 1472]
+    add rax, 127
+    test ebx, 1294336
+    jz 1f
+1:
+    mov eax, 195
+    inc eax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, 80
-    mov rcx, rbp
-    inc ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, cl
-    test ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov qword ptr [r15 + 64], rbp
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov ebp, 14
-    jmp 1f
-1:
+    mov qword ptr [r14 + 512], rax
+    mov qword ptr [r14 + 704], rax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    movsxd rax, dword ptr [r14 + 448]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r14 + 768], al
+    mov r9d, 132
+    movzx r9d, byte ptr [r15 + 320]
+    shl r9, 9
+    mov byte ptr [r15 + 128], r9b
+    mov rax, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rbp, 2
-    inc ebp
-    mov dword ptr [r14 + 192], 215
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov rbp, rbp
+    movsxd r9, dword ptr [r15 + 384]
+    mov edi, 247
     jmp 1f
 1:
-    mov rbp, rbp
-    test ebx, 640
-    jnz 1f
+    mov rdi, rax
+    test ebx, 1425408
+    jz 1f
 1:
-    mov ebp, 188
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, qword ptr [r14 + 64]
+    mov rdx, r9
+    mov dword ptr [r14 + 832], 102
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 109568
+    jz 1f
 1:
-    mov r8, rbp
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov ebp, 196
-    mov esi, 171
+    mov rdi, rax
+    inc edi
+    or qword ptr [r15 + 256], 44
+    movsxd rdi, dword ptr [r15 + 192]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3812_j]
+    lea rcx, [rip + .Lc1_d3748_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3812_j_t
-.Lc1_d3812_j:
-    mov r8d, dword ptr [r15 + 960]
-    mov rcx, rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rax, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    cmp rcx, rcx
-    add qword ptr [r14 + 320], r8
-    mov ecx, 175
-    mov r8d, 197
-    test ebx, 2022400
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], r8d
+    call .Lc1_d3748_s_t
+.Lc1_d3748_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3748_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov dword ptr [r15 + 1152], 43
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 64]
+    mov ebp, 40
+    test ebx, 31744
+    jz 1f
+1:
+    shl rcx, 4
+    mov ecx, 170
+    mov dword ptr [r15 + 576], 22
+    mov ecx, 17
+    test ebx, 1753088
+    jz 1f
+1:
+    cmp rcx, rcx
+    add rbp, qword ptr [r14 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r14 + 448]
+    mov edi, 27
+    .byte 0x0f, 0x1f, 0x40, 0x00
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    jmp 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], eax
-    mov qword ptr [r15 + 1024], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    movsxd rax, dword ptr [r14 + 448]
-    mov ecx, 91
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    movzx r9d, cl
+    xor dword ptr [r15 + 640], ecx
+    mov ebp, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    movsxd rax, dword ptr [r14 + r9 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rdi
+    mov dword ptr [r15 + 128], edi
+    mov qword ptr [r15 + 1088], rdi
+    movzx ebp, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r9, rbp
+    and rbp, 8128
+    movsxd r9, dword ptr [r14 + rbp + 7616]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d3866_j]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3809_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3866_j_t
-.Lc1_d3866_j:
+    call .Lc1_d3809_s_t
+.Lc1_d3809_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3809_s:
+    ret
+    .popsection
+    mov ecx, 164
+    mov ecx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov qword ptr [r14 + 320], rcx
-    mov rax, rcx
-    mov qword ptr [r15 + 384], rcx
-    mov eax, 173
+    mov rax, qword ptr [r14 + 768]
     jmp 1f
 1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov rdx, r9
+    shr edx, 4
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    shr ecx, 12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rcx + rcx*2 + 21]
-    shl rcx, 25
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r14 + 640]
-    mov edi, eax
-    mov eax, 15
+    mov qword ptr [r15 + 512], rdx
+    shl rax, 1
+    movzx eax, dl
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5676,31 +5772,38 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3899_j]
+    lea rcx, [rip + .Lc1_d3838_s]
     add rcx, qword ptr [r15 + 10780960]
-    jmp .Lc1_d3899_j_t
-.Lc1_d3899_j:
-    lock add qword ptr [r15 + 1088], rax
-    mov dword ptr [r14 + 704], eax
-    movzx edi, cl
+    call .Lc1_d3838_s_t
+.Lc1_d3838_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3838_s:
+    ret
+    .popsection
+    lea rcx, [rax + rax*2 + 97]
+    movzx ecx, al
+    mov dword ptr [r14 + 896], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, 5
-    lea rcx, [rdi + rdi*2 + 54]
-    xchg qword ptr [r15 + 64], rax
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    movzx eax, byte ptr [r15 + 1344]
+    xchg qword ptr [r15 + 128], rax
+    test ebx, 62464
+    jz 1f
 1:
-    movzx eax, dil
-    movzx edi, cl
-    or eax, ecx
+    movzx eax, cl
+    add rax, 102
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    or ecx, eax
+    nop
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 512]
-    cmp rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r14 + 384]
+    cmp rax, rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5708,40 +5811,42 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
+    mov rax, rcx
+    mov eax, eax
+    inc eax
     jmp 1f
 1:
     mov eax, eax
-    mov eax, eax
-    and eax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 832], eax
-    mov ecx, eax
-    jmp 1f
-1:
-    mov rax, rax
+    mov eax, eax
+    mov eax, 52
+    or qword ptr [r15 + 256], 101
+    movsxd rax, dword ptr [r15 + 448]
     test ebx, 1785856
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    and eax, dword ptr [r14 + 448]
-    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r14 + 128]
+    mov edi, dword ptr [r15 + 576]
+    mov esi, eax
+    mov dword ptr [r15 + 960], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    movzx eax, dil
+    test ebp, esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 12
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    movzx edx, r9b
-    mov edx, 90
-    mov r9d, 65
+    .byte 0x0f, 0x1f, 0x00
+    mov edx, eax
+    movsxd rdx, dword ptr [r14 + 64]
+    mov eax, 204
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -5865,21 +5970,20 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    addsd xmm9, qword ptr [r14 + 0]
+    imul rcx, qword ptr [r14 + 320]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    maxsd xmm9, xmm9
+    pmovmskb r9d, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdx, r8
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    inc dword ptr [r14 + 0]
+    movzx ecx, cl
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -5895,30 +5999,28 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
+    imul rax, qword ptr [r14 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 104
+    mov r9d, 100
     cmp dword ptr [r15 + 4309084], 0x16a09e6
     jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mulsd xmm9, qword ptr [r15 + 128]
+    mov ebp, r9d
+    pcmpeqb xmm5, xmm12
+    movsd xmm5, qword ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    addsd xmm9, qword ptr [r14 + 896]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 832], 197
+    movdqu xmm5, xmmword ptr [r14 + 384]
+    mov esi, 228
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -5933,24 +6035,23 @@ ditto_body_c2:
 .Lc2_b2_c0:
     jmp 1f
 1:
-    xor dword ptr [r14 + 960], ecx
-    mov rdi, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    mov rcx, rdi
-    cvtsi2sd xmm9, ecx
-    pxor xmm9, xmm15
+    xor dword ptr [r14 + 896], ecx
+    mov rsi, rcx
+    movq qword ptr [r14 + 960], xmm5
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov byte ptr [r14 + 64], bpl
-    mov rbp, rcx
+    mov rcx, rsi
+    mov rsi, rsi
+    inc dword ptr [r14 + 832]
+    addsd xmm5, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 121
+    mov r8, rsi
+    mov byte ptr [r14 + 0], sil
+    mov r8, rsi
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -5985,81 +6086,75 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    lea rcx, [rip + .Lc2_d125_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d125_j_t
-.Lc2_d125_j:
-    lea rcx, [rip + .Lc2_d129_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d129_j_t
-.Lc2_d129_j:
-    lea rcx, [rip + .Lc2_d133_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d133_j_t
-.Lc2_d133_j:
-    mov rcx, rcx
+    inc dword ptr [r14 + 448]
     jmp 1f
 1:
+    movzx r8d, al
     jmp 1f
 1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 896], r8b
+    pcmpeqb xmm5, xmmword ptr [r14 + 320]
+    mov r8, rax
+    pshufd xmm9, xmm5, 71
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 120
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r9d, 28
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov edx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm0, xmm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 111
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movq xmm0, rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rdx
-    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, esi
-    mov ebp, 245
-    maxsd xmm0, xmm0
+    mov edx, r8d
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    pmovmskb edx, xmm0
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    paddd xmm2, xmm1
+    movzx ecx, dl
+    mov rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 217
+    mov edi, ecx
+    mov ecx, 248
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    subsd xmm2, xmm8
+    mov byte ptr [r14 + 448], dl
+    pcmpeqb xmm2, xmmword ptr [r14 + 512]
+    mov edi, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, edi
+    mov ecx, eax
+    pmovmskb eax, xmm2
+    paddq xmm2, xmmword ptr [r14 + 384]
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6067,73 +6162,70 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d192_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d192_j_t
-.Lc2_d192_j:
-    pmovmskb edx, xmm0
+    subsd xmm2, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 136
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 4309084], 0x5a82799a
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov rcx, rdx
+    cmp dword ptr [r15 + 4309084], 0x2d413ccd
     jb 1f
 1:
-    paddd xmm13, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov dword ptr [r14 + 1088], 228
+    add qword ptr [r14 + 1024], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 960], ecx
+    mov dword ptr [r14 + 0], 250
+    imul rax, qword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, eax
     jmp 1f
 1:
+    mov rdx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov eax, 32
+    imul rax, qword ptr [r14 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm13, xmm14
-    mov r9d, edx
-    por xmm13, xmm13
-    pcmpeqb xmm13, xmm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    addsd xmm13, xmm13
-    jmp 1f
-1:
-    mov r8d, 74
-    mov rdi, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9, rcx
+    mov edx, r9d
     mov r9d, 186
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 1216]
     jmp 1f
 1:
-    maxsd xmm13, xmm13
+    movsd xmm13, qword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm13, xmm6
-    mov r8, r9
-    or qword ptr [r14 + 1088], 108
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 896], 4
-    mov dword ptr [r14 + 384], 252
-    movsd qword ptr [r14 + 1216], xmm13
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     subsd xmm13, xmm13
-    mov rdx, r8
-    movsd xmm13, qword ptr [r14 + 832]
+    jmp 1f
+1:
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm13, xmmword ptr [r14 + 832]
+    and r9, 960
+    addsd xmm13, qword ptr [r14 + r9 + 1344]
+    mov r9d, 217
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6141,77 +6233,83 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d251_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d251_j_t
-.Lc2_d251_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 204
+    mov r9d, 242
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 384]
+    mov r9, r10
+    mov qword ptr [r14 + 320], r9
+    and r9, 960
+    add qword ptr [r14 + r9 + 1344], r9
+    mov byte ptr [r14 + 896], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 105
     jmp 1f
 1:
-    ucomisd xmm4, xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 96
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movq qword ptr [r14 + 0], xmm13
     cmp dword ptr [r15 + 4309084], 0x2d413ccd
     jb 1f
 1:
-    ucomisd xmm6, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    or qword ptr [r14 + 1088], 47
+    mov r9d, ebp
+    or qword ptr [r14 + 832], 107
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 832], r8d
-    maxsd xmm8, xmm9
     jmp 1f
 1:
-    mov r8d, 145
+    mov r8, r10
+    mov rsi, r8
+    and r8, 8128
+    add qword ptr [r14 + r8 + 2368], r8
+    mov r8d, esi
     test bl, 96
     jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 320], r8b
-    mov ebp, 51
-    ucomisd xmm8, xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 640], rbp
-    add qword ptr [r14 + 0], rbp
-    mov r9d, 241
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsd qword ptr [r14 + 0], xmm12
-    mov qword ptr [r14 + 1024], r9
-    add qword ptr [r14 + 384], r9
+    mov r9, rsi
+    or qword ptr [r14 + 1152], 20
+    mov qword ptr [r14 + 640], r8
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rcx, [rip + .Lc2_d302_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d302_j_t
-.Lc2_d302_j:
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    mov eax, eax
+    mov r8, rax
+    xor dword ptr [r14 + 1280], r8d
+    mov r8, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    pshufd xmm3, xmm3, 42
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 28
     test ebx, 1073741824
     jnz 1f
 1:
@@ -6219,505 +6317,414 @@ ditto_body_c2:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jz 1f
-1:
-    jmp 1f
-1:
-    pshufd xmm12, xmm12, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 96
-    jz 1f
+    mov byte ptr [r14 + 960], al
+    or eax, 1
+    xor edx, edx
+    div eax
+    imul rdx, qword ptr [r14 + 448]
+    cmp dword ptr [r15 + 4309084], 0x16a09e6
+    jb 1f
 1:
-    mov dword ptr [r14 + 640], 160
-    mov r9, rsi
-    xor dword ptr [r14 + 576], r9d
-    mov dword ptr [r14 + 960], r9d
+    xor dword ptr [r14 + 0], eax
+    mov qword ptr [r14 + 0], rax
+    inc dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 0], r9
-    jmp 1f
-1:
-    por xmm2, xmm1
-    mov byte ptr [r14 + 0], r9b
+    mov rax, rdx
+    mov dword ptr [r14 + 512], eax
+    movdqu xmmword ptr [r14 + 896], xmm3
+    addsd xmm11, qword ptr [r14 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 512], r9d
-    mulsd xmm2, qword ptr [r15 + 320]
-    maxsd xmm2, xmm2
-    mov qword ptr [r14 + 896], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    add qword ptr [r15 + 384], rsi
-    mov esi, esi
+    mov rdi, rax
+    mov qword ptr [r14 + 512], rdi
+    mov edi, eax
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    lea rcx, [rip + .Lc2_d353_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d353_j_t
-.Lc2_d353_j:
-    xor dword ptr [r15 + 128], esi
+    xor dword ptr [r14 + 896], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 155
+    mov ecx, 155
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 85
+    mov dword ptr [r15 + 0], 25
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 176
-    jnz 1f
-1:
-    mov esi, 26
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
+    pcmpeqb xmm2, xmm11
     test ebx, 1073741824
     jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rsi
-    jmp 1f
 1:
     mov edi, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdi
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    xor dword ptr [r14 + rbp + 26944], ebp
+    xor dword ptr [r14 + 1024], edi
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov edi, 144
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rdi
+    or qword ptr [r15 + 320], 45
+    pcmpeqb xmm13, xmmword ptr [r14 + 448]
     movzx ebp, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 1280], 45
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 320], rbp
-    movsd xmm15, qword ptr [r14 + 1216]
+    mov qword ptr [r14 + 512], rbp
+    paddq xmm13, xmmword ptr [r15 + 384]
+    mov rbp, r10
+    imul rdi, qword ptr [r15 + 832]
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1344]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rcx, [rip + .Lc2_d404_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d404_j_t
-.Lc2_d404_j:
-    mov dword ptr [r14 + 64], 103
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 103
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mulsd xmm8, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    cmp dword ptr [r15 + 4309084], 0x16a09e6
+    jb 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 896], 28
+    mov dword ptr [r14 + 448], 132
+    mov qword ptr [r14 + 0], rdx
+    movzx edx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 576], 61
-    mov dword ptr [r14 + 128], 62
-    mov dword ptr [r14 + 64], ecx
-    mov r9, r11
-    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 384], 62
+    mov r9, r10
+    paddq xmm4, xmmword ptr [r15 + 832]
+    mov dword ptr [r15 + 832], edx
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 960
-    mov dword ptr [r15 + r9 + 35136], 212
-    pcmpeqb xmm12, xmm13
-    mov qword ptr [r14 + 1152], r9
+    movdqu xmmword ptr [r14 + r9 + 1344], xmm4
+    xor dword ptr [r15 + 896], r9d
+    mov dword ptr [r14 + 512], r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rcx, [rip + .Lc2_d456_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d456_j_t
-.Lc2_d456_j:
+    lea r8, [r10 + r10*2]
+    imul r9, qword ptr [r15 + 896]
+    and r8, 960
+    movq qword ptr [r15 + r8 + 1344], xmm4
+    movdqu xmmword ptr [r15 + r8 + 1408], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 151
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 34
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movq xmm1, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 64
-    test ebx, 1073741824
-    jnz 1f
-1:
-    addsd xmm13, qword ptr [r15 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mulsd xmm13, qword ptr [r15 + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 19
-    mov edx, 1
+    mov r9d, 219
     test bl, 160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 24
-    addsd xmm13, qword ptr [r14 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 576], dil
-    mov dword ptr [r14 + 384], 28
-    mov dword ptr [r15 + 832], edi
-    jmp 1f
-1:
-    test ebx, 1073741824
     jz 1f
 1:
-    mulsd xmm13, xmm13
-    mov dword ptr [r14 + 640], 37
-    maxsd xmm13, xmm13
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm1, xmmword ptr [r15 + 960]
+    mov byte ptr [r14 + 512], r9b
+    imul r9, qword ptr [r14 + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 320], r9d
+    mov r9d, 24
+    mov r9d, 96
+    movq qword ptr [r15 + 1152], xmm1
+    mov dword ptr [r15 + 448], 52
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm1, xmm3
+    paddd xmm1, xmm1
+    inc dword ptr [r15 + r8 + 1472]
+    movdqu xmmword ptr [r14 + 512], xmm1
+    movq qword ptr [r15 + 448], xmm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    mov r9, r9
+    movdqu xmmword ptr [r15 + 1024], xmm1
+    mov dword ptr [r15 + 832], 124
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    lea rcx, [rip + .Lc2_d517_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d517_j_t
-.Lc2_d517_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, r10
+    and rbp, 960
+    imul r9, qword ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
-    jnz 1f
-1:
-    mov eax, 181
-    cvtsi2sd xmm15, eax
-    movzx eax, al
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    por xmm15, xmm15
+    subsd xmm11, xmm1
+    mulsd xmm11, xmm11
+    movq qword ptr [r15 + 0], xmm11
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm15, xmm4
-    paddd xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 168
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 4309084], 0xb504f3
-    jb 1f
-1:
-    addsd xmm15, xmm15
-    maxsd xmm15, xmm15
-    or qword ptr [r14 + 0], 40
+    movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    addsd xmm15, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 832], esi
+    movdqu xmmword ptr [r15 + 0], xmm11
+    imul r9, qword ptr [r14 + 0]
+    add qword ptr [r14 + 960], r9
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
+    paddq xmm3, xmmword ptr [r15 + 1152]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov r9, r10
     jmp 1f
 1:
-    add qword ptr [r15 + 128], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    or qword ptr [r15 + r9 + 26944], 116
+    mov r9, r10
+    imul rax, qword ptr [r14 + 1088]
+    and r9, 8128
+    pcmpeqb xmm3, xmmword ptr [r15 + r9 + 2368]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 384], 63
+    movzx edx, r9b
+    movzx edx, dl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 42 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 45 chunk executions per call
     mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 42]
+    lea rcx, [rbx + 45]
     mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 42
+    mov r13d, 45
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov esi, 185
-    or qword ptr [r15 + 0], 89
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
+    shl rcx, 23
     mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movsxd rcx, dword ptr [r14 + r9 + 2368]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    imul rsi, qword ptr [r15 + r9 + 10560]
-    jmp 1f
-1:
+    lea rdx, [rdx + rdx*2 + 42]
+    mov edx, 234
+    movsd qword ptr [r14 + 384], xmm2
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 24 chunk executions per call
+// block 5: 64 bytes, 1 chunk(s), 27 chunk executions per call
     mov rbx, qword ptr [r15 + 4309136]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 27]
     mov qword ptr [r15 + 4309136], rcx
-    mov r13d, 24
+    mov r13d, 27
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r9, r10
     jmp 1f
 1:
-    and r9, 960
-    mov byte ptr [r14 + r9 + 1344], r9b
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r15 + 448], rbp
+    cvtsi2sd xmm5, ebp
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309144]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 4309144], rcx
-    mov r13d, 4
+// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
+    mov r13d, 7
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    lea rcx, [rip + .Lc2_d621_j]
-    add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d621_j_t
-.Lc2_d621_j:
-    mov ecx, ecx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, r10
+    mov eax, r8d
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    cvtsi2sd xmm2, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc rbx
+    and r8, 8128
+    movq qword ptr [r14 + r8 + 26944], xmm11
+    movq qword ptr [r14 + 640], xmm11
+    inc dword ptr [r14 + 512]
+    pxor xmm5, xmm2
+    add r11, 64
+    add r10, r11
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 93 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 99 chunk executions per call
     mov rbx, qword ptr [r15 + 4309152]
-    lea rcx, [rbx + 93]
+    lea rcx, [rbx + 99]
     mov qword ptr [r15 + 4309152], rcx
-    mov r13d, 93
+    mov r13d, 99
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d646_j]
+    lea rcx, [rip + .Lc2_d602_s]
     add rcx, qword ptr [r15 + 4309088]
-    jmp .Lc2_d646_j_t
-.Lc2_d646_j:
-    lea rcx, [rcx + rcx*2 + 57]
-    cmp rcx, rcx
-    movzx ecx, r9b
-    mov ecx, dword ptr [r14 + 128]
+    call .Lc2_d602_s_t
+.Lc2_d602_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d602_s:
+    ret
+    .popsection
+    movzx ecx, cl
+    paddq xmm5, xmmword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + 576]
     test bl, 62
     jnz 1f
 1:
-    paddq xmm15, xmmword ptr [r15 + 576]
-    inc r8d
-    movzx r8d, r8b
+    mov dword ptr [r14 + 128], 223
+    cmp rcx, rcx
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 48 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309160]
-    lea rcx, [rbx + 48]
-    mov qword ptr [r15 + 4309160], rcx
-    mov r13d, 48
+// block 8: 64 bytes, 1 chunk(s), 52 chunk executions per call
+    mov r13d, 52
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    or ecx, 1
-    xor edx, edx
-    div ecx
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movq qword ptr [r14 + 704], xmm15
-    paddq xmm2, xmmword ptr [r15 + 448]
-    mov byte ptr [r14 + 320], al
-    inc rbx
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 0], 52
+    and r9, 16320
+    or qword ptr [r15 + r9 + 10560], 53
+    inc dword ptr [r15 + 320]
+    add r11, 64
+    add r10, r11
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 46 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 56 chunk executions per call
     mov rbx, qword ptr [r15 + 4309168]
-    lea rcx, [rbx + 46]
+    lea rcx, [rbx + 56]
     mov qword ptr [r15 + 4309168], rcx
-    mov r13d, 46
+    mov r13d, 56
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    movsxd r8, dword ptr [r15 + 64]
+    mov edi, 96
     movsxd rcx, dword ptr [r15 + 512]
-    mov r9, r10
-    test r9d, r9d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 2368], 86
+    test ecx, ecx
+    mov dword ptr [r15 + 704], 113
     test ebx, 1073741824
     jz 1f
 1:
-    inc ecx
-    mov r9d, 83
-    lea rax, [r9 + r9*2 + 7]
-    cmp rax, rax
+    inc edi
+    mov edi, 7
+    lea r9, [rdi + rdi*2 + 81]
+    cmp r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 201
-    inc dword ptr [r14 + 0]
+    shr edi, 20
+    shr r9d, 15
     .byte 0x66, 0x90
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
@@ -6734,11 +6741,11 @@ ditto_body_c2:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
     mov byte ptr [r15 + 64], cl
-    movzx ecx, cl
+    movzx eax, cl
     mov rcx, qword ptr [r14 + 0]
     cmp rcx, rcx
-    addsd xmm15, qword ptr [r15 + 0]
-    pmovmskb r8d, xmm15
+    addsd xmm13, qword ptr [r15 + 0]
+    pmovmskb r9d, xmm13
     cmp dword ptr [r15 + 4309083], 0xb504f33
     jae 1f
 1:
@@ -6819,33 +6826,33 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d646_j_t:
+.Lc2_d602_s_t:
     jmp rcx
-.Lc1_d986_j_t:
+.Lc1_d972_s_t:
     jmp rcx
-.Lc1_d990_j_t:
+.Lc1_d977_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d1048_j_t:
+.Lc1_d1036_s_t:
     jmp rcx
-.Lc1_d1102_j_t:
+.Lc1_d1090_s_t:
     jmp rcx
-.Lc1_d1160_j_t:
+.Lc1_d1146_s_t:
     jmp rcx
-.Lc1_d1164_j_t:
+.Lc1_d1151_s_t:
     jmp rcx
-.Lc1_d1216_j_t:
+.Lc1_d1207_s_t:
     jmp rcx
-.Lc1_d1266_j_t:
+.Lc1_d1257_s_t:
     jmp rcx
-.Lc1_d1317_j_t:
+.Lc1_d1313_s_t:
     jmp rcx
-.Lc1_d1372_j_t:
+.Lc1_d1369_s_t:
     jmp rcx
-.Lc1_d1427_j_t:
+.Lc1_d1427_s_t:
     jmp rcx
-.Lc1_d1487_j_t:
+.Lc1_d1486_s_t:
     jmp rcx
 .Lc1_b5_stubs_t:
     jmp rcx
@@ -6855,163 +6862,141 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d62_j_t:
+.Lc1_d58_s_t:
     jmp rcx
-.Lc1_d66_j_t:
+.Lc1_d63_s_t:
     jmp rcx
-.Lc1_d117_j_t:
+.Lc1_d115_s_t:
     jmp rcx
-.Lc1_d173_j_t:
+.Lc1_d167_s_t:
     jmp rcx
-.Lc1_d233_j_t:
+.Lc1_d227_s_t:
     jmp rcx
-.Lc1_d286_j_t:
+.Lc1_d276_s_t:
     jmp rcx
-.Lc1_d352_j_t:
+.Lc1_d340_s_t:
     jmp rcx
-.Lc1_d410_j_t:
+.Lc1_d401_s_t:
     jmp rcx
-.Lc1_d468_j_t:
+.Lc1_d458_s_t:
     jmp rcx
-.Lc1_d472_j_t:
+.Lc1_d463_s_t:
     jmp rcx
-.Lc1_d524_j_t:
+.Lc1_d514_s_t:
     jmp rcx
-.Lc1_d579_j_t:
+.Lc1_d567_s_t:
     jmp rcx
-.Lc1_d635_j_t:
+.Lc1_d621_s_t:
     jmp rcx
-.Lc1_d695_j_t:
+.Lc1_d681_s_t:
     jmp rcx
-.Lc1_d750_j_t:
+.Lc1_d736_s_t:
     jmp rcx
-.Lc1_d808_j_t:
+.Lc1_d793_s_t:
     jmp rcx
-.Lc1_d812_j_t:
+.Lc1_d798_s_t:
     jmp rcx
-.Lc1_d865_j_t:
+.Lc1_d848_s_t:
     jmp rcx
-.Lc1_d927_j_t:
+.Lc1_d906_s_t:
     jmp rcx
-.Lc1_d1545_j_t:
+.Lc1_d1544_s_t:
     jmp rcx
-.Lc1_d1610_j_t:
+.Lc1_d1610_s_t:
     jmp rcx
-.Lc1_d1614_j_t:
+.Lc1_d1615_s_t:
     jmp rcx
-.Lc1_d1679_j_t:
+.Lc1_d1676_s_t:
     jmp rcx
-.Lc1_d1734_j_t:
+.Lc1_d1728_s_t:
     jmp rcx
-.Lc1_d1788_j_t:
+.Lc1_d1782_s_t:
     jmp rcx
-.Lc1_d1843_j_t:
+.Lc1_d1836_s_t:
     jmp rcx
-.Lc1_d1910_j_t:
+.Lc1_d1903_s_t:
     jmp rcx
-.Lc2_d621_j_t:
-    jmp rcx
-.Lc0_d124_j_t:
+.Lc0_d124_s_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d147_j_t:
+.Lc0_d147_s_t:
     jmp rcx
-.Lc1_d2224_j_t:
+.Lc1_d2200_s_t:
     jmp rcx
-.Lc1_d2283_j_t:
+.Lc1_d2254_s_t:
     jmp rcx
-.Lc1_d2311_j_t:
+.Lc1_d2285_s_t:
     jmp rcx
-.Lc1_d2373_j_t:
+.Lc1_d2347_s_t:
     jmp rcx
-.Lc1_d2430_j_t:
+.Lc1_d2402_s_t:
     jmp rcx
-.Lc1_d2489_j_t:
+.Lc1_d2463_s_t:
     jmp rcx
-.Lc1_d2518_j_t:
+.Lc1_d2489_s_t:
     jmp rcx
-.Lc1_d2581_j_t:
+.Lc1_d2552_s_t:
     jmp rcx
-.Lc1_d2642_j_t:
+.Lc1_d2613_s_t:
     jmp rcx
-.Lc1_d2669_j_t:
+.Lc1_d2638_s_t:
     jmp rcx
-.Lc1_d2736_j_t:
+.Lc1_d2705_s_t:
     jmp rcx
-.Lc1_d2797_j_t:
+.Lc1_d2762_s_t:
     jmp rcx
-.Lc1_d2856_j_t:
+.Lc1_d2820_s_t:
     jmp rcx
-.Lc1_d2890_j_t:
+.Lc1_d2853_s_t:
     jmp rcx
-.Lc1_d2954_j_t:
+.Lc1_d2909_s_t:
     jmp rcx
-.Lc1_d3014_j_t:
+.Lc1_d2975_s_t:
     jmp rcx
-.Lc1_d3077_j_t:
+.Lc1_d3038_s_t:
     jmp rcx
-.Lc1_d3102_j_t:
+.Lc1_d3064_s_t:
     jmp rcx
-.Lc1_d3162_j_t:
+.Lc1_d3124_s_t:
     jmp rcx
-.Lc1_d3230_j_t:
+.Lc1_d3184_s_t:
     jmp rcx
-.Lc1_d3289_j_t:
+.Lc1_d3244_s_t:
     jmp rcx
-.Lc1_d3319_j_t:
+.Lc1_d3272_s_t:
     jmp rcx
-.Lc1_d3376_j_t:
+.Lc1_d3321_s_t:
     jmp rcx
-.Lc1_d3433_j_t:
+.Lc1_d3380_s_t:
     jmp rcx
-.Lc1_d3465_j_t:
+.Lc1_d3413_s_t:
     jmp rcx
-.Lc1_d3522_j_t:
+.Lc1_d3471_s_t:
     jmp rcx
-.Lc1_d3587_j_t:
+.Lc1_d3537_s_t:
     jmp rcx
-.Lc1_d3655_j_t:
+.Lc1_d3607_s_t:
     jmp rcx
-.Lc1_d3687_j_t:
+.Lc1_d3636_s_t:
     jmp rcx
-.Lc1_d3750_j_t:
+.Lc1_d3694_s_t:
     jmp rcx
-.Lc1_d3812_j_t:
+.Lc1_d3748_s_t:
     jmp rcx
-.Lc1_d3866_j_t:
+.Lc1_d3809_s_t:
     jmp rcx
-.Lc1_d3899_j_t:
+.Lc1_d3838_s_t:
     jmp rcx
-.Lc2_d125_j_t:
+.Lc0_d297_s_t:
     jmp rcx
-.Lc2_d129_j_t:
+.Lc0_d306_s_t:
     jmp rcx
-.Lc2_d133_j_t:
+.Lc0_d356_s_t:
     jmp rcx
-.Lc2_d192_j_t:
+.Lc0_d404_s_t:
     jmp rcx
-.Lc2_d251_j_t:
-    jmp rcx
-.Lc2_d302_j_t:
-    jmp rcx
-.Lc2_d353_j_t:
-    jmp rcx
-.Lc2_d404_j_t:
-    jmp rcx
-.Lc2_d456_j_t:
-    jmp rcx
-.Lc2_d517_j_t:
-    jmp rcx
-.Lc0_d292_s_t:
-    jmp rcx
-.Lc0_d301_j_t:
-    jmp rcx
-.Lc0_d350_j_t:
-    jmp rcx
-.Lc0_d403_j_t:
-    jmp rcx
-.Lc0_d459_j_t:
+.Lc0_d458_s_t:
     jmp rcx
     .text
 

@@ -38,19 +38,28 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov qword ptr [r15 + 128], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm7, xmm7, xmm3
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov dword ptr [r15 + 64], 230
+    vpaddd xmm14, xmm14, xmm7
+    mov r8, r10
+    mov qword ptr [r15 + 128], rdx
+    movsxd rdx, dword ptr [r15 + 448]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 1
     add r11, 64
+    add r10, r11
+    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -583,51 +592,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d53_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d53_j_t
-.Lc1_d53_j:
-    lea rcx, [rip + .Lc1_d57_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d57_j_t
-.Lc1_d57_j:
-    lea rcx, [rip + .Lc1_d61_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d61_j_t
-.Lc1_d61_j:
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d65_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d61_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d65_s_t
-    .p2align 3
-.Lc1_d65_s:
-    .p2align 3
-    jmp .Lc1_d65_j
-    .p2align 3
-    jmp .Lc1_d65_j
-.Lc1_d65_j:
-    lea r8, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 448]
+    call .Lc1_d61_s_t
+.Lc1_d61_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d61_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d83_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d83_s_t
+.Lc1_d83_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d83_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d92_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d92_s_t
+.Lc1_d92_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d92_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d114_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d114_s_t
+.Lc1_d114_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d114_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 704]
+    and rbp, 4032
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 15744]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 512]
-    and r8, 16320
-    movzx esi, byte ptr [r15 + r8 + 15680]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 448]
-    lea rbp, [r11 + r11*2]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movsxd rdx, dword ptr [r15 + r8 + 15744]
-    movzx r8d, byte ptr [r15 + rbp + 3520]
-    mov esi, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
+    mov r8, r11
+    mov edx, dword ptr [r15 + 192]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + r9 + 15680]
     add r11, 64
     inc rbx
     dec r13
@@ -636,104 +730,147 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d98_j]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d147_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d147_s_t
+.Lc1_d147_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d147_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d156_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d156_s_t
+.Lc1_d156_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d156_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d178_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d98_j_t
-.Lc1_d98_j:
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d102_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d102_s_t
-    .p2align 3
-.Lc1_d102_s:
-    .p2align 3
-    jmp .Lc1_d102_j
-    .p2align 3
-    jmp .Lc1_d102_j
-.Lc1_d102_j:
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d111_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d111_s_t
-    .p2align 3
-.Lc1_d111_s:
-    .p2align 3
-    jmp .Lc1_d111_j
-    .p2align 3
-    jmp .Lc1_d111_j
-.Lc1_d111_j:
-    mov r9, r10
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 156
-    imul r9, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 512]
-    vpor xmm15, xmm15, xmm11
-    mov esi, eax
-    mov rax, qword ptr [r15 + 64]
-    mov esi, eax
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 128]
+    call .Lc1_d178_s_t
+.Lc1_d178_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d178_s:
+    ret
+    .popsection
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 128]
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 3392]
+    movsxd rdx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, 52
-    movsxd rdx, dword ptr [r15 + 512]
+    mov edi, 192
+    lea r8, [r10 + r10*1]
+    mov edi, ecx
+    mov ecx, ecx
+    movsxd rdi, dword ptr [r15 + 512]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 768], rdx
+    mov rdx, rax
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 59
+    mov edx, dword ptr [r15 + rbp + 3456]
+    add rcx, qword ptr [r15 + r8 + 896]
+    add rdx, qword ptr [r15 + r9 + 15744]
+    mov r8d, edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d141_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d141_j_t
-.Lc1_d141_j:
-    mov ecx, 101
-    mov dword ptr [r15 + 256], 85
-    mov rbp, r11
-    mov ecx, ebp
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 448], ebp
-    mov rdi, rcx
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9d, r8d
-    mov dword ptr [r15 + 448], 57
-    mov r9, rcx
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
+    mov rsi, r9
+    movsxd r9, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 640], r9d
+    mov r9, r10
+    lea r8, [r11 + r11*2]
     and r9, 16320
     mov dword ptr [r15 + r9 + 15680], r9d
-    mov r9d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 512], r9b
-    test ebx, 1671168
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov rdx, qword ptr [r15 + 512]
+    mov esi, edx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov r9, r10
+    mov esi, r9d
+    mov dword ptr [r15 + 512], 80
+    mov esi, 77
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 241
+    movzx r9d, byte ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + r8 + 3520]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 38
+    mov rdi, rdx
+    mov byte ptr [r15 + 256], dil
+    mov edi, dword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + r8 + 3456]
+    movsxd r8, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov edi, ebp
-    mov dword ptr [r15 + 576], edi
-    movzx edi, byte ptr [r15 + rbp + 3456]
-    mov ebp, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 512], dl
+    movzx edx, dil
+    mov dword ptr [r15 + 576], edx
     jmp 1f
 1:
-    movzx edx, r9b
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov byte ptr [r15 + 192], sil
+    movzx edx, dil
+    mov edi, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -743,226 +880,228 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdx
-    movsxd rdx, dword ptr [r15 + 512]
-    mov eax, edx
-    mov qword ptr [r15 + 384], rax
-    add r9, qword ptr [r15 + 448]
-    mov eax, r9d
-    movzx r9d, al
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d260_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d260_s_t
+.Lc1_d260_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d260_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rax
+    mov ebp, eax
+    movzx esi, byte ptr [r15 + 448]
     jmp 1f
 1:
-    lea r8, [r11 + r11*2]
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov eax, ebp
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    lea r8, [r11*4]
+    mov qword ptr [r15 + 256], r8
+    mov r9, qword ptr [r15 + rbp + 1408]
     and r8, 4032
-    inc dword ptr [r15 + r8 + 3456]
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, r9
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov rax, qword ptr [r15 + 320]
-    mov rdx, rax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov rax, qword ptr [r15 + r8 + 3584]
+    mov edi, eax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9, r10
-    mov dword ptr [r15 + 704], r9d
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 129
-    mov byte ptr [r15 + 128], dl
-    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + r8 + 3520], 207
+    mov qword ptr [r15 + r8 + 3392], rbp
+    and ecx, dword ptr [r15 + r8 + 3456]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 128]
+    mov rax, rsi
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ebp, 112
-    mov rdi, qword ptr [r15 + r8 + 3520]
-    jmp 1f
-1:
+    mov rdx, rbp
+    mov dword ptr [r15 + 64], edx
+    mov rdx, qword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d241_j]
+    lea rcx, [rip + .Lc1_d308_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d241_j_t
-.Lc1_d241_j:
-    lea r8, [r11 + r11*1]
+    call .Lc1_d308_s_t
+.Lc1_d308_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d308_s:
+    ret
+    .popsection
     mov ecx, 40
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3456]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov ecx, 109
+    mov rdx, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, r10
+    jmp 1f
+1:
+    mov edi, edx
+    lea rbp, [r10 + r10*2]
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
     and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ecx, ebp
-    mov ebp, 135
-    movzx esi, bpl
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 1344], r9d
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    movzx eax, cl
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov esi, 122
+    mov r8, qword ptr [r15 + rbp + 1472]
     mov esi, r8d
-    mov ebp, 18
-    movzx esi, byte ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    movzx ecx, bpl
-    mov dword ptr [r15 + 768], ecx
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
-    and esi, dword ptr [r15 + 576]
-    mov ebp, esi
-    mov rsi, rbp
-    mov rbp, rsi
-    mov rsi, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 448], ymm14
+    movzx r8d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 640], r8b
+    mov r8, qword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov edi, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 174
-    movzx edi, bpl
-    mov dword ptr [r15 + 256], edi
+    movzx ebp, dil
+    mov rdi, qword ptr [r15 + 512]
+    movzx ebp, dil
+    mov byte ptr [r15 + r9 + 3456], bpl
+    mov rbp, rax
+    mov rax, rbp
+    movzx ebp, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 206
+    mov edi, edi
+    mov dword ptr [r15 + 448], edi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d293_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d293_s_t
-    .p2align 3
-.Lc1_d293_s:
-    .p2align 3
-    jmp .Lc1_d293_j
-    .p2align 3
-    jmp .Lc1_d293_j
-.Lc1_d293_j:
-    mov qword ptr [r15 + 320], rax
-    movsxd rdx, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 243
-    mov r9, r11
-    movzx ecx, r9b
-    mov r8, r11
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, dword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    and rbp, 16320
+    mov r8, qword ptr [r15 + rbp + 15744]
+    lea r9, [r11 + r11*2]
     jmp 1f
 1:
-    mov eax, edx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    jmp 1f
+1:
+    vpmovmskb edi, xmm15
+    and edi, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 640]
+    lea r8, [r11 + r11*2]
+    mov rdx, r8
+    jmp 1f
+1:
+    mov edx, r9d
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], edx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ecx, 233
+    mov eax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r8 + 960], al
+    movzx eax, sil
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r9, rdx
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov edx, 163
+    movsxd rcx, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + rbp + 15680], ecx
+    movzx ecx, r8b
+    mov edx, dword ptr [r15 + 512]
+    movzx ecx, dl
+    add rdx, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + r8 + 896], sil
+    movsxd rsi, dword ptr [r15 + r9 + 7616]
     mov r9d, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 64]
-    mov edi, 97
-    and eax, dword ptr [r15 + 256]
-    movzx edi, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edx
-    movzx edx, byte ptr [r15 + 448]
-    movzx edi, dl
+    mov ebp, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov rbp, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    lea rcx, [rip + .Lc1_d403_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d403_s_t
+.Lc1_d403_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d403_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 256], r8b
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 704], r8b
+    mov dword ptr [r15 + 512], esi
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
+    movzx ebp, r8b
+    mov r9, r10
+    mov ebp, 119
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov edi, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], edi
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 12800
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rdi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], dil
-    movzx edi, bpl
-    mov ebp, edi
-    mov rdi, qword ptr [r15 + 64]
-    mov ebp, 255
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, r11
-    inc dword ptr [r15 + 128]
-    mov esi, 178
-    mov byte ptr [r15 + 704], sil
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 97
+    movzx ebp, byte ptr [r15 + 64]
     mov byte ptr [r15 + 256], bpl
-    mov ebp, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 448], cl
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm6
+    mov r8, qword ptr [r15 + 128]
+    mov r9d, 164
+    mov byte ptr [r15 + 64], r9b
+    mov r9, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], edi
+    mov edi, ebp
+    mov rbp, r10
+    mov edi, ebp
+    mov ecx, 11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -970,414 +1109,463 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d386_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d454_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d386_s_t
-    .p2align 3
-.Lc1_d386_s:
-    .p2align 3
-    jmp .Lc1_d386_j
-    .p2align 3
-    jmp .Lc1_d386_j
-.Lc1_d386_j:
-    mov dword ptr [r15 + 576], ebp
-    vmovdqu xmmword ptr [r15 + 384], xmm11
-    mov qword ptr [r15 + 512], rax
-    mov eax, dword ptr [r15 + 192]
-    mov ebp, eax
-    mov byte ptr [r15 + 0], bpl
+    call .Lc1_d454_s_t
+.Lc1_d454_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d454_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, rbp
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], 198
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], r8
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8, r10
+    mov qword ptr [r15 + 192], r8
+    mov byte ptr [r15 + 64], bpl
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, rax
+    mov rsi, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 194
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov rcx, rax
+    movzx r8d, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rdx, rcx
+    vpaddd xmm1, xmm1, xmm14
+    movzx ecx, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 128]
+    mov rax, rdi
+    mov edi, eax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    mov rdx, qword ptr [r15 + 448]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov rdx, rax
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rax, qword ptr [r15 + rbp + 3456]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 256]
-    add rdx, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    mov esi, 251
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 704], r8b
-    mov r8, qword ptr [r15 + 384]
-    mov esi, 183
-    mov ecx, 119
-    mov esi, 101
-    mov ecx, esi
-    mov r9, r11
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov esi, 187
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 320]
-    add rdi, qword ptr [r15 + 512]
+    mov r8d, 25
+    mov edi, dword ptr [r15 + 64]
+    mov r8d, 217
+    mov eax, 14
+    mov r8d, 218
+    mov rax, qword ptr [r15 + r9 + 3456]
+    add r8, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, 104
+    mov r8, r8
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r9b
     .byte 0x66, 0x90
-    mov dword ptr [r15 + 192], 75
-    xor dword ptr [r15 + 640], r8d
+    and r8, 448
+    add r9, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d470_j]
+    lea rcx, [rip + .Lc1_d559_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d470_j_t
-.Lc1_d470_j:
-    mov rcx, rdi
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, edi
+    call .Lc1_d559_s_t
+.Lc1_d559_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d559_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r8
+    mov r9d, r9d
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7552]
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r9d, ecx
+    jmp 1f
+1:
+    mov rdx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
 1:
     mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 64]
-    mov esi, 142
-    movzx edi, sil
-    jmp 1f
-1:
-    mov edi, r9d
-    mov qword ptr [r15 + 512], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rcx
-    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    mov dword ptr [r15 + 384], 141
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 512], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rsi
-    mov r9, r11
-    movzx ecx, r9b
-    and r9, 1984
+    mov ecx, dword ptr [r15 + 320]
+    mov edx, ecx
+    movzx ecx, dl
+    mov edx, ecx
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, rcx
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, rdx
+    nop
     mov rbp, r11
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov dword ptr [r15 + 256], 187
-    mov rbp, rdi
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 768], edi
-    mov dword ptr [r15 + 320], ecx
-    movzx ecx, cl
+    mov byte ptr [r15 + 768], bpl
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    movsxd rbp, dword ptr [r15 + 704]
+    mov ecx, 160
+    mov rsi, rcx
+    vmovq qword ptr [r15 + 192], xmm1
+    movzx ecx, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d521_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d521_j_t
-.Lc1_d521_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, ebp
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 384]
-    add r8, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 640], 207
-    mov ebp, 88
-    vpaddd xmm3, xmm3, xmm10
+    movzx edi, bpl
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    mov esi, ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1344], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8, qword ptr [r15 + 256]
+    mov ebp, r8d
+    mov r8, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], edi
     jmp 1f
 1:
-    movzx r8d, dil
-    movzx edi, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
+    vmovq xmm15, rsi
+    vpaddd xmm15, xmm15, xmm15
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, 187
     mov r9, r11
-    mov edx, 159
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov ecx, 96
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov edi, 2
-    mov dword ptr [r15 + 0], 11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d659_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d659_s_t
+.Lc1_d659_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d659_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, rax
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 146
-    mov r9d, edx
-    mov edx, r9d
+    mov eax, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rdi
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 234
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 192]
-    mov r8, r11
-    mov rdx, r8
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    movzx r8d, dl
-    movsxd rdx, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 320], dl
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 36
-    mov qword ptr [r15 + 384], rdi
-    mov rdi, qword ptr [r15 + 256]
-    mov esi, edi
-    movzx edi, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 192]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 704]
+    and eax, dword ptr [r15 + 640]
+    and r9, 8128
     mov rbp, r11
-    mov edx, 155
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 64]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 64], rdx
+    mov ebp, 68
+    add rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 203
+    mov ebp, 214
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rbp, rax
+    movzx eax, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d615_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d615_s_t
-    .p2align 3
-.Lc1_d615_s:
-    .p2align 3
-    jmp .Lc1_d615_j
-    .p2align 3
-    jmp .Lc1_d615_j
-.Lc1_d615_j:
-    mov byte ptr [r15 + 0], r8b
+    lea rcx, [rip + .Lc1_d703_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d703_s_t
+.Lc1_d703_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d703_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], al
-    nop
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx eax, r8b
-    movzx edx, al
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 96
-    mov qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 192], cl
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, eax
+    vmovq qword ptr [r15 + 128], xmm15
+    mov byte ptr [r15 + 256], al
     mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 768]
-    mov eax, 124
-    mov qword ptr [r15 + 384], rax
-    mov byte ptr [r15 + 128], dl
+    mov r8, r11
+    movzx esi, r8b
+    mov dword ptr [r15 + 64], 34
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    vpaddd xmm15, xmm15, xmm15
+    mov qword ptr [r15 + 768], rax
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 320]
+    nop
     jmp 1f
 1:
-    mov rbp, r11
-    mov edx, 185
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    jmp 1f
-1:
+    mov r8d, 74
+    movzx ebp, r8b
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
     mov eax, eax
-    movsxd rdx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
+    mov dword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 192], 131
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 128
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rdx
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    mov rax, rdx
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8, r11
-    and rbp, 1984
+    mov ebp, dword ptr [r15 + 384]
     mov r9, r11
-    mov ecx, dword ptr [r15 + rbp + 1344]
+    and eax, dword ptr [r15 + 128]
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edi, al
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 640]
+    mov rcx, rdi
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], sil
+    mov dword ptr [r15 + 512], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d700_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d795_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d700_j_t
-.Lc1_d700_j:
+    call .Lc1_d795_s_t
+.Lc1_d795_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d795_s:
+    ret
+    .popsection
+    mov ecx, 163
+    mov edx, ecx
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rax
+    mov eax, ecx
     mov rcx, qword ptr [r15 + 64]
+    vpmovmskb eax, xmm15
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 86
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 128]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 704]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 110
+    mov rbp, qword ptr [r15 + 384]
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov esi, r9d
-    mov dword ptr [r15 + 0], 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov esi, ecx
-    test ebx, 6656
-    jz 1f
-1:
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 384]
-    vmovq qword ptr [r15 + 704], xmm3
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rbp, r11
-    mov rdi, rbp
-    movsxd rdx, dword ptr [r15 + 256]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    mov ebp, 111
-    mov qword ptr [r15 + 192], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -1389,220 +1577,227 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d749_s]
+    lea rcx, [rip + .Lc1_d842_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d749_s_t
-    .p2align 3
-.Lc1_d749_s:
-    .p2align 3
-    jmp .Lc1_d749_j
-    .p2align 3
-    jmp .Lc1_d749_j
-.Lc1_d749_j:
+    call .Lc1_d842_s_t
+.Lc1_d842_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d842_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], 247
+    mov r9, rax
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7552]
+    add rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + 768], 60
+    jmp 1f
+1:
+    vpshufd xmm14, xmm15, 85
+    movsxd rcx, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, 242
+    mov rbp, qword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, r11
     mov rbp, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 247
-    mov ebp, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 135
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 128], 60
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 768]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
+    mov r9, r11
+    mov esi, 199
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    movzx r9d, r8b
+    mov r8d, 112
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    movzx edi, cl
-    mov ecx, 7
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    movzx ebp, al
-    mov eax, 201
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    movzx r8d, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ebp
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movzx r8d, al
-    mov byte ptr [r15 + 64], r8b
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    and r8d, dword ptr [r15 + 128]
-    mov eax, 242
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx esi, sil
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], r8
+    movzx esi, r8b
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 192]
+    mov edi, 120
+    mov byte ptr [r15 + 640], dil
+    and r8, 448
+    mov qword ptr [r15 + r8 + 896], r8
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, byte ptr [r15 + 640]
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 320], dl
-    mov dword ptr [r15 + 576], eax
+    and r9d, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], edi
+    and rbp, 4032
+    and esi, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rcx, [rip + .Lc1_d834_j]
+    lea rcx, [rip + .Lc1_d930_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d834_j_t
-.Lc1_d834_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    inc dword ptr [r15 + 384]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], eax
-    mov dword ptr [r15 + 704], ecx
+    call .Lc1_d930_s_t
+.Lc1_d930_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d930_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov edi, r8d
+    mov esi, 249
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    and ebp, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 24
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 34
+    vpaddd xmm14, xmm14, xmm14
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, rcx
-    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 113
+    mov ecx, esi
+    mov rsi, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 512], al
-    vpxor xmm3, xmm3, xmm15
-    mov eax, 95
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 185
+    mov ebp, 34
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, rsi
+    movzx esi, byte ptr [r15 + 192]
+    add qword ptr [r15 + 384], rsi
+    movzx esi, byte ptr [r15 + 704]
     mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
     mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 448], eax
-    mov rcx, rax
-    mov eax, 81
-    vmovdqu xmmword ptr [r15 + 320], xmm3
+    mov dword ptr [r15 + 768], r8d
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov dword ptr [r15 + 256], esi
+    jmp 1f
+1:
+    mov r8, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
+    lea rcx, [rip + .Lc1_d977_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d977_s_t
+.Lc1_d977_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d977_s:
+    ret
+    .popsection
     mov rbp, r11
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rsi, rcx
+    and rbp, 16320
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 150
     mov r9, r11
-    mov rax, r9
-    vpor xmm3, xmm3, xmm3
-    mov dword ptr [r15 + 0], 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 320]
     and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 64]
-    mov ecx, 36
-    test ebx, 5632
-    jz 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 27
-    mov r9, qword ptr [r15 + 768]
-    mov rsi, r9
-    mov r9d, 69
-    mov edx, r9d
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9d, edx
+    mov edx, 72
+    mov dword ptr [r15 + 448], 125
+    mov rdx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ecx
+    mov eax, 132
+    mov ebp, eax
+    mov dword ptr [r15 + 192], ebp
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    add rsi, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 128]
-    mov eax, 240
-    mov edi, eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, rax
+    vmovdqu ymmword ptr [r15 + 576], ymm14
     mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], al
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 256]
+    mov rbp, rax
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    lea rcx, [rip + .Lc1_d926_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d926_j_t
-.Lc1_d926_j:
+    vmovdqu ymmword ptr [r15 + 64], ymm14
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, rsi
-    mov dword ptr [r15 + 576], edx
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rdi, r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, al
+    movsxd rax, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -1614,202 +1809,212 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 448]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    and edx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    test ebx, 1536
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, dil
+    movzx r8d, al
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    mov r9, r11
-    movzx edi, r9b
-    mov r8, rdi
-    mov dword ptr [r15 + 640], r8d
-    and r9, 448
-    and esi, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, r8b
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 640]
+    and r8d, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
     mov edi, 212
-    mov r8, rdi
+    mov rsi, rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, edx
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, byte ptr [r15 + 192]
-    mov edx, 148
-    mov ebp, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov esi, ebp
+    mov qword ptr [r15 + 64], rsi
+    mov r9, r11
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov ebp, 159
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d976_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d976_j_t
-.Lc1_d976_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d1074_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1074_s_t
+.Lc1_d1074_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1074_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, r11
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 448]
+    mov ecx, r9d
+    mov r9d, ecx
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov ebp, ecx
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 192], ymm3
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov edx, 20
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, bpl
-    inc dword ptr [r15 + 512]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, ecx
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov ecx, 2
-    mov ebp, ecx
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 704]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    mov r9, r11
-    mov rdx, r9
+    movzx eax, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movzx r8d, r9b
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov edx, ebp
+    mov rbp, rdx
+    movzx edx, bpl
+    .byte 0x66, 0x90
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 768], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov r9d, eax
-    mov dword ptr [r15 + 128], r9d
+    mov r9d, r8d
+    mov r8d, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 191
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
+    mov ebp, 191
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, r9b
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], r9b
+    mov qword ptr [r15 + 448], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 2
-    mov edx, 211
-    mov qword ptr [r15 + 512], rdx
+    mov r8d, 186
     mov r9, r11
-    mov rdx, qword ptr [r15 + 192]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, r11
-    mov r8, r11
-    mov esi, dword ptr [r15 + 768]
+    mov r8d, 82
     and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7488]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 128]
-    mov ebp, eax
-    mov rax, rbp
-    mov ebp, eax
-    mov eax, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, rbp
+    mov qword ptr [r15 + 256], r9
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], r9d
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov ebp, r9d
+    mov r9, rbp
+    mov ebp, r9d
+    mov r9d, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    lea rcx, [rip + .Lc1_d1075_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1176_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1075_j_t
-.Lc1_d1075_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], cl
-    mov qword ptr [r15 + 64], rbp
+    call .Lc1_d1176_s_t
+.Lc1_d1176_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1176_s:
+    ret
+    .popsection
+    movzx ecx, byte ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 640]
+    mov rbp, r11
+    mov rax, rbp
+    mov dword ptr [r15 + 192], 55
+    mov eax, 194
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 512]
+    movzx edi, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 103
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov ecx, 236
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 2560
-    jz 1f
-1:
-    mov ecx, ebp
     jmp 1f
 1:
+    and ecx, dword ptr [r15 + 448]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm5
-    movzx ecx, byte ptr [r15 + 640]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov rsi, rbp
+    mov dword ptr [r15 + 128], ebp
     and rbp, 4032
-    and esi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3392], rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm5, xmm5, xmm3
+    mov rcx, rbp
+    movzx ebp, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ecx
+    movzx ecx, dil
+    movzx edi, byte ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 384]
+    mov ecx, ebp
     mov rbp, r11
-    mov dword ptr [r15 + 448], 228
-    movzx ecx, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 64]
     jmp 1f
 1:
     and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx eax, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -1818,50 +2023,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d1123_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1222_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1123_s_t
-    .p2align 3
-.Lc1_d1123_s:
-    .p2align 3
-    jmp .Lc1_d1123_j
-    .p2align 3
-    jmp .Lc1_d1123_j
-.Lc1_d1123_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdi, r9
-    mov byte ptr [r15 + 128], dil
-    mov edi, eax
-    test ebx, 1073741824
-    jz 1f
+    call .Lc1_d1222_s_t
+.Lc1_d1222_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1222_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, ecx
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, r11
+    mov ecx, ebp
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rax
+    and rbp, 4032
+    mov r8, r11
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov ebp, eax
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8, rax
+    mov dword ptr [r15 + 768], r8d
+    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    movzx edi, al
-    mov r9, r11
     mov r8, r11
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    mov r9d, ecx
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    vmovq qword ptr [r15 + 320], xmm2
-    mov r8, r11
-    mov ecx, r8d
-    movzx eax, cl
-    mov ecx, eax
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movsxd r8, dword ptr [r15 + 320]
+    mov eax, r8d
+    movzx r8d, al
+    movzx eax, r8b
+    mov r8, qword ptr [r15 + 192]
+    mov edx, r8d
+    mov qword ptr [r15 + 448], rdx
+    vpshufd xmm1, xmm10, 129
+    mov byte ptr [r15 + 128], al
     add r11, 64
     inc rbx
     dec r13
@@ -1870,200 +2091,213 @@ ditto_body_c1:
     mov dword ptr [r15 + 0], 140
     jmp 1f
 1:
-    mov eax, 17
-    mov dword ptr [r15 + 0], 73
-    mov eax, ecx
     jmp 1f
 1:
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
     jmp 1f
 1:
+    mov rax, r8
+    mov r8d, 71
+    vpaddd xmm1, xmm1, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    vmovdqu xmmword ptr [r15 + 256], xmm15
-    mov r8, qword ptr [r15 + 512]
-    mov eax, 141
-    mov esi, eax
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov ebp, esi
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 64]
     mov r9, r11
-    mov esi, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 448]
-    mov rdi, rcx
+    jmp 1f
+1:
     and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 7488], rbp
+    jmp 1f
+1:
+    mov r9d, r8d
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 59
+    mov rbp, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 448]
+    mov esi, r9d
+    movsxd r9, dword ptr [r15 + 576]
+    and r8d, dword ptr [r15 + 640]
+    mov eax, 94
     mov r8, r11
-    mov r9, qword ptr [r15 + 320]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov eax, dword ptr [r15 + 320]
+    mov rdi, rax
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1213_j]
+    lea rcx, [rip + .Lc1_d1320_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1213_j_t
-.Lc1_d1213_j:
-    mov rcx, rdi
-    mov edi, 91
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, ecx
+    call .Lc1_d1320_s_t
+.Lc1_d1320_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1320_s:
+    ret
+    .popsection
+    mov ecx, eax
+    mov qword ptr [r15 + 448], rcx
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 215
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 22
+    mov r8, r11
+    mov eax, 203
+    movzx ecx, al
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 320]
+    mov r8d, 183
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 448], r8
-    and r8, 4032
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 3392], 115
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 168
-    vmovdqu xmmword ptr [r15 + 64], xmm15
-    mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 576], r9
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    movsxd r8, dword ptr [r15 + 192]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov r8, qword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 512]
+    mov rdx, rax
+    movsxd rax, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 256]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, r9
+    mov ecx, dword ptr [r15 + 704]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 64]
+    mov ebp, 240
+    mov rbp, r11
+    mov eax, 176
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 187
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov byte ptr [r15 + 704], r8b
-    mov r8d, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d1366_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1366_s_t
+.Lc1_d1366_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1366_s:
+    ret
+    .popsection
     .byte 0x66, 0x90
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
+    mov esi, 141
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm1, xmm1, xmm1
+    mov r9, r11
+    mov rcx, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    vpaddd xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 237568
+    and r9, 448
+    mov rbp, r11
+    add qword ptr [r15 + r9 + 832], rbp
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ebp, r9d
+    mov r9d, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov r8d, 234
-    mov rbp, r8
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 768]
+    movzx ebp, r8b
     jmp 1f
 1:
-    and r9, 8128
-    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm15
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, r8d
-    mov dword ptr [r15 + 64], 90
-    mov r8d, dword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov ecx, ebp
-    and rbp, 4032
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], 168
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 512], 200
+    mov r8d, r9d
+    mov r9d, r8d
+    mov dword ptr [r15 + 576], r9d
+    mov dword ptr [r15 + 384], 198
+    mov r9, qword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 448]
+    mov r8d, esi
+    mov rsi, qword ptr [r15 + 320]
+    vpaddd xmm9, xmm9, xmm9
+    movzx ecx, byte ptr [r15 + 192]
+    and ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1301_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1301_j_t
-.Lc1_d1301_j:
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 105
-    mov rdx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 192]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    and ecx, dword ptr [r15 + 512]
-    vpcmpeqb xmm0, xmm0, xmm13
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 448]
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 231
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 136
+    mov dword ptr [r15 + 0], 158
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 448]
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 448]
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 128]
+    mov r9d, 73
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    mov esi, 28
     movsxd r9, dword ptr [r15 + 384]
-    mov esi, 128
+    mov rsi, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 320]
+    xor dword ptr [r15 + 256], ebp
     mov rbp, r11
-    mov esi, 156
-    movzx edi, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 209
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 96
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -2075,114 +2309,123 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d1347_s]
+    lea rcx, [rip + .Lc1_d1460_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1347_s_t
-    .p2align 3
-.Lc1_d1347_s:
-    .p2align 3
-    jmp .Lc1_d1347_j
-    .p2align 3
-    jmp .Lc1_d1347_j
-.Lc1_d1347_j:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 576]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov ecx, edx
+    call .Lc1_d1460_s_t
+.Lc1_d1460_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1460_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ecx, byte ptr [r15 + 64]
     mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
+    mov ecx, eax
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
+    mov r9, r11
+    mov rax, r9
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm1
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov ebp, 172
-    movzx ecx, bpl
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 12
     movsxd rcx, dword ptr [r15 + 512]
-    movzx r8d, cl
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    mov r9, qword ptr [r15 + 768]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 30
+    mov rdi, qword ptr [r15 + 64]
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 704]
+    movzx r8d, bpl
+    mov rbp, r11
+    mov esi, 167
+    mov esi, esi
     jmp 1f
 1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm0
-    nop
+    and rbp, 1984
+    lock add qword ptr [r15 + rbp + 1344], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
+    lea rcx, [rip + .Lc1_d1507_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1507_s_t
+.Lc1_d1507_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1507_s:
+    ret
+    .popsection
     mov rbp, r11
-    mov ecx, ebp
+    mov esi, 52
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 102
+    mov rbp, qword ptr [r15 + 576]
+    movzx ecx, bpl
+    mov ebp, ecx
+    mov rcx, rbp
+    mov ebp, 10
+    vpxor xmm9, xmm9, xmm6
+    mov byte ptr [r15 + 64], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov rbp, r11
+    mov rsi, rbp
+    movzx esi, sil
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    mov dword ptr [r15 + 192], 183
-    mov ebp, eax
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov ebp, 75
-    mov byte ptr [r15 + 256], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov ecx, eax
-    mov eax, ecx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmm6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
+    movzx esi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 256]
+    mov rdi, rcx
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 320]
+    mov rdx, rcx
+    mov ecx, edx
+    mov edx, ecx
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov eax, ebp
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r8d, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, rcx
-    mov qword ptr [r15 + 320], rbp
-    movzx ebp, cl
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, 167
-    mov byte ptr [r15 + 64], cl
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    vmovdqu xmmword ptr [r15 + 128], xmm5
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 640]
-    mov r9, r11
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    vmovdqu xmmword ptr [r15 + 448], xmm7
-    jmp 1f
-1:
-    mov r9d, ecx
-    jmp 1f
-1:
+    movzx r8d, cl
     jmp 1f
 1:
     add r11, 64
@@ -2190,172 +2433,204 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1445_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1445_j_t
-.Lc1_d1445_j:
-    mov ecx, dword ptr [r15 + 128]
-    movzx r9d, cl
     jmp 1f
 1:
+    mov rbp, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 128]
+    mov edi, ebp
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1408]
+    mov r9, r11
+    movzx edx, r9b
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], esi
+    mov esi, ebp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov esi, ecx
-    mov ecx, 56
+    vmovq qword ptr [r15 + 0], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
+    movzx esi, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
+    mov dword ptr [r15 + 0], 31
     jmp 1f
 1:
-    movzx r9d, sil
+    mov r9d, 48
     mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    movzx esi, byte ptr [r15 + 192]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 47
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 704], rcx
-    mov ecx, esi
-    mov esi, ecx
-    mov r9, r11
+    mov r9d, esi
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 192], 74
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rcx
-    mov qword ptr [r15 + 64], rcx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 248
-    mov byte ptr [r15 + 448], cl
-    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 640], rsi
+    mov esi, ebp
+    mov rbp, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb r9d, xmm0
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 241
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    mov rcx, r9
-    mov r9d, 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1616_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1616_s_t
+.Lc1_d1616_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1616_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 128]
+    vpmovmskb esi, xmm9
+    movzx eax, sil
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov esi, eax
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 768], ymm9
+    and r9, 448
+    vmovdqu xmmword ptr [r15 + r9 + 832], xmm9
+    mov r9d, 251
+    mov r9d, r9d
+    mov dword ptr [r15 + 64], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], ecx
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 320]
-    mov r8d, 245
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 64]
-    mov r9, r11
-    mov edx, 66
-    mov r8, r11
-    and r9, 448
-    add rdi, qword ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    mov edx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, edi
-    mov edi, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 194
+    mov r9, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 320], xmm9
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov qword ptr [r15 + 384], rbp
+    mov r9d, ebp
+    mov ebp, 214
+    mov r9, rbp
+    add r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d1545_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1545_s_t
-    .p2align 3
-.Lc1_d1545_s:
-    .p2align 3
-    jmp .Lc1_d1545_j
-    .p2align 3
-    jmp .Lc1_d1545_j
-.Lc1_d1545_j:
-    movzx ecx, dil
-    mov byte ptr [r15 + 128], cl
-    mov ecx, eax
-    mov dword ptr [r15 + 640], ecx
-    add qword ptr [r15 + 256], rax
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 512]
-    movzx eax, dil
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx ecx, cl
-    mov ecx, 17
-    mov ebp, ecx
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, dil
+    mov r9d, 226
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, bpl
+    mov ebp, ebp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    vpcmpeqb xmm9, xmm9, xmm11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
+    mov ebp, r9d
+    vmovq qword ptr [r15 + 0], xmm9
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, bpl
+    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], r9
+    mov r9, r9
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 384]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    mov rsi, rcx
-    and r8, 4032
-    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm7
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, r8d
+    mov edi, r9d
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 256]
+    mov edi, 160
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -2364,562 +2639,595 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1593_j]
+    lea rcx, [rip + .Lc1_d1730_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1593_j_t
-.Lc1_d1593_j:
-    mov byte ptr [r15 + 448], sil
-    mov esi, 84
+    call .Lc1_d1730_s_t
+.Lc1_d1730_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1730_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 114
+    mov qword ptr [r15 + 0], rax
     mov byte ptr [r15 + 0], al
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 50
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 231
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rax
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rax
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 704], xmm2
+    mov ebp, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], dil
+    mov edi, dword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rsi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, r11
+    mov byte ptr [r15 + 256], bpl
+    mov rdi, rax
     mov rbp, r11
-    mov rax, rbp
-    mov dword ptr [r15 + 128], 157
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 768], ymm0
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
+    mov rax, rax
+    mov r8, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    jmp 1f
+1:
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 181
+    mov rax, rax
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d1777_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1777_s_t
+.Lc1_d1777_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1777_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
+    mov edx, 155
+    movzx eax, dl
+    mov r9, r11
+    mov byte ptr [r15 + 320], r9b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov rdx, r9
+    movzx r9d, dl
+    mov dword ptr [r15 + 64], 140
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    movzx eax, sil
+    movsxd rsi, dword ptr [r15 + 128]
     mov rbp, r11
-    mov esi, 118
-    and rbp, 16320
-    mov r9, qword ptr [r15 + rbp + 15680]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 96
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 230
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 1984
+    movzx r8d, bpl
+    mov dword ptr [r15 + 448], 25
     mov r8, r11
-    mov dword ptr [r15 + rbp + 1344], 106
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 192]
+    mov edi, 121
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     and r8, 448
     mov dword ptr [r15 + r8 + 832], r8d
-    movzx r8d, sil
-    mov esi, 164
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 155
-    mov dword ptr [r15 + 512], ebp
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 79
-    mov byte ptr [r15 + 320], dl
-    movzx edx, dl
-    movzx edx, dl
-    movzx edx, dl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
+    movzx r8d, cl
+    mov dword ptr [r15 + 768], 104
+    movsxd rcx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    lea rcx, [rip + .Lc1_d1679_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1679_j_t
-.Lc1_d1679_j:
     mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 68
-    vpmovmskb ebp, xmm1
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, 255
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 320], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 103
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    and ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rcx
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r15 + 192], 176
-    mov dword ptr [r15 + 448], 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 576]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
+    mov r8, rbp
+    vmovq xmm13, r8
     jmp 1f
 1:
     movzx ebp, cl
-    movzx ecx, bpl
-    mov qword ptr [r15 + 512], rcx
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 64]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov r8, r11
+    movzx ebp, r8b
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, 249
+    mov ecx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    lea rcx, [rip + .Lc1_d1865_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1865_s_t
+.Lc1_d1865_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1865_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm13, xmm13, xmm12
+    mov dword ptr [r15 + 0], 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 8128
+    mov r8, r11
+    mov eax, dword ptr [r15 + r9 + 7488]
+    and r8, 1984
+    mov r9, r11
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], rcx
+    movzx ecx, dil
+    movzx edi, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 64], dil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx edi, bpl
-    mov qword ptr [r15 + 64], rdi
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 128], 81
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rbp
-    vmovdqu xmmword ptr [r15 + 384], xmm13
-    movsxd rbp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rbp
-    mov byte ptr [r15 + 704], r8b
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], r9b
+    vmovdqu ymmword ptr [r15 + 704], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d1769_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1769_s_t
-    .p2align 3
-.Lc1_d1769_s:
-    .p2align 3
-    jmp .Lc1_d1769_j
-    .p2align 3
-    jmp .Lc1_d1769_j
-.Lc1_d1769_j:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 254
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov rcx, qword ptr [r15 + 64]
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov ecx, 88
-    vmovdqu ymmword ptr [r15 + 64], ymm7
+    lea rcx, [rip + .Lc1_d1906_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1906_s_t
+.Lc1_d1906_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1906_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], 228
+    mov r9d, 116
+    mov byte ptr [r15 + 768], r9b
     jmp 1f
 1:
-    movzx ecx, al
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 576], al
+    add rcx, qword ptr [r15 + 512]
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov edx, ecx
     jmp 1f
 1:
-    and rbp, 8128
-    add rsi, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 192], al
-    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, edx
+    mov rdx, rcx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9, r11
+    mov edx, r9d
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov r9, rdx
+    mov ecx, r9d
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, dl
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 64], r9b
+    movzx edx, byte ptr [r15 + 128]
+    mov ebp, 37
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d1812_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1812_j_t
-.Lc1_d1812_j:
+    mov dword ptr [r15 + 384], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 164
-    mov ebp, 136
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 640]
-    mov edx, r9d
-    mov r9, rdx
+    mov rcx, rdx
+    mov edx, 248
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 512], 121
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 704]
-    mov r8, r11
-    mov dword ptr [r15 + 192], r8d
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov dword ptr [r15 + 0], 122
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 5
-    mov r8d, edx
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 384], r9d
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 4608
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], dl
+    mov edx, edx
+    mov rax, rdx
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, r11
+    mov edx, 66
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    vpshufd xmm9, xmm13, 230
+    mov esi, edx
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 576]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 16
+    movzx r9d, r8b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d2007_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2007_s_t
+.Lc1_d2007_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2007_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 84
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 165
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 109
+    mov byte ptr [r15 + 128], cl
+    mov ecx, 205
+    mov r9, r11
+    mov dword ptr [r15 + 192], 47
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 192]
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
+    mov rbp, r11
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 768]
-    mov rsi, rdi
-    mov edi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], dil
-    mov dword ptr [r15 + 384], 150
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 228
-    mov r9, r11
-    mov edi, 13
+    and rbp, 16320
+    mov eax, dword ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, rbp
     mov rbp, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 212
-    movzx r9d, byte ptr [r15 + 512]
-    and rbp, 4032
-    and r8d, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, ebp
+    mov rcx, qword ptr [r15 + 64]
+    movzx esi, cl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 150
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], al
+    movzx eax, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d1898_j]
+    lea rcx, [rip + .Lc1_d2050_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1898_j_t
-.Lc1_d1898_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
+    call .Lc1_d2050_s_t
+.Lc1_d2050_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2050_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r8d, ecx
+    movzx eax, cl
+    mov dword ptr [r15 + 0], 42
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 768], rax
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 128]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 115
+    movzx r9d, cl
     test ebx, 1536
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 27
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov eax, ecx
+    jmp 1f
+1:
     mov r9, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 126
-    mov r8d, dword ptr [r15 + 64]
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 320], dl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 172
     mov r8, r11
-    mov dword ptr [r15 + 512], 110
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov r9d, r8d
-    mov r8, r9
-    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 141
-    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 202
-    test ebx, 1073741824
-    jz 1f
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and r8, 8128
-    and r9d, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 640], r9d
-    mov dword ptr [r15 + 320], 243
-    mov rdx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], edx
-    mov rdx, rax
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, rax
+    mov r8, rdi
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    mov rax, r8
+    mov edi, eax
+    mov rax, qword ptr [r15 + 448]
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov qword ptr [r15 + 128], r9
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movsxd r9, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 128]
+    mov esi, r8d
+    mov byte ptr [r15 + 64], sil
+    mov r8, r11
+    mov rsi, r8
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov qword ptr [r15 + 64], rdi
+    mov rdi, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov dword ptr [r15 + 256], 63
+    mov r8d, eax
+    mov dword ptr [r15 + 640], 153
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], eax
+    mov eax, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d1991_j]
+    lea rcx, [rip + .Lc1_d2141_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1991_j_t
-.Lc1_d1991_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
+    call .Lc1_d2141_s_t
+.Lc1_d2141_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2141_s:
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
     jmp 1f
 1:
-    mov r9d, 225
+    and rbp, 8128
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
+    mov ecx, 144
+    mov dword ptr [r15 + rbp + 7552], 131
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 128]
+    vpaddd xmm9, xmm9, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 192], xmm1
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r9
     test ebx, 4608
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], dl
     mov r9, r11
-    mov edx, dword ptr [r15 + 320]
-    movzx ecx, dl
-    movzx edx, byte ptr [r15 + 768]
+    movzx edx, r9b
+    mov qword ptr [r15 + 64], rdx
+    movsxd rdx, dword ptr [r15 + 448]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 512]
-    mov rdi, rsi
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov r8, r11
-    mov rax, qword ptr [r15 + 64]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov ebp, 134
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r9, rsi
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    mov r9d, 109
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2038_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2038_j_t
-.Lc1_d2038_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov ebp, 65
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r8d, ebp
+    mov r9, rax
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov esi, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8d, 221
-    mov r8, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 256]
     mov r9, r11
-    mov r8, r11
+    movzx edx, byte ptr [r15 + 320]
+    mov eax, 80
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 64]
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    and r8, 1984
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm8
-    mov r8, r11
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 64]
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 384]
-    mov edi, edx
-    mov edx, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    mov r8, qword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 512]
+    vpaddd xmm12, xmm12, xmm3
+    jmp 1f
+1:
+    mov ebp, edx
+    movzx edx, byte ptr [r15 + r9 + 3456]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -2928,190 +3236,206 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d2236_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2236_s_t
+.Lc1_d2236_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2236_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
     jmp 1f
 1:
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
     mov r8, r11
-    movsxd r9, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rdi
     and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov byte ptr [r15 + 640], dil
-    movzx edi, byte ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], rdi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r8, rdi
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 512]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 146
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 172
+    movsxd r8, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea rcx, [rip + .Lc1_d2126_j]
+    lea rcx, [rip + .Lc1_d2278_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2126_j_t
-.Lc1_d2126_j:
+    call .Lc1_d2278_s_t
+.Lc1_d2278_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2278_s:
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, ecx
+    mov esi, edi
     mov r8, r11
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8d, 214
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8d, 158
     movzx r8d, r8b
     mov r8, r8
     test ebx, 1536
     jnz 1f
 1:
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 64]
-    mov rcx, rdx
-    and r8, 16320
-    mov rdx, qword ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r8
     mov r8, qword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 448]
-    imul rdi, qword ptr [r15 + 768]
+    mov rdi, r8
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], r8
+    mov byte ptr [r15 + 768], cl
+    mov rcx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 704]
+    mov rsi, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 167
-    mov edi, ecx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    mov rdx, qword ptr [r15 + 320]
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 167
+    mov r9d, dword ptr [r15 + 192]
+    mov r9d, r9d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d2173_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2173_s_t
-    .p2align 3
-.Lc1_d2173_s:
-    .p2align 3
-    jmp .Lc1_d2173_j
-    .p2align 3
-    jmp .Lc1_d2173_j
-.Lc1_d2173_j:
-    mov r9, r11
-    mov qword ptr [r15 + 512], r9
-    mov rax, qword ptr [r15 + 320]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov qword ptr [r15 + 64], rcx
+    mov qword ptr [r15 + 576], r8
+    mov r8d, 194
+    vmovq qword ptr [r15 + 0], xmm12
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 133
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 3584
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 204
+    test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 192]
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 640], cl
-    mov ecx, 17
-    mov dword ptr [r15 + 128], 204
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 320]
+    and r8, 448
     mov r9, r11
-    mov dword ptr [r15 + 576], 58
+    mov edx, dword ptr [r15 + r8 + 832]
     and r9, 4032
     mov qword ptr [r15 + r9 + 3392], r9
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r9
+    mov r9, qword ptr [r15 + 384]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], esi
+    mov dword ptr [r15 + 512], eax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 152
+    mov byte ptr [r15 + 256], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    movsxd r9, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d2365_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2365_s_t
+.Lc1_d2365_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2365_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 215
+    mov dword ptr [r15 + 0], 91
+    mov dword ptr [r15 + 0], 226
+    mov rsi, rcx
+    mov byte ptr [r15 + 0], sil
+    vpcmpeqb xmm12, xmm12, xmm14
     mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, esi
     jmp 1f
 1:
-    mov ecx, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 81
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 228
-    mov qword ptr [r15 + 128], r9
-    mov qword ptr [r15 + 256], r9
-    and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 169
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 192]
     lea r8, [r11 + r11*1]
-    mov esi, r8d
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 640], edx
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + r8 + 7552], rbp
+    mov r8, r11
+    mov dword ptr [r15 + 384], 59
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm6
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov byte ptr [r15 + 192], r9b
+    mov dword ptr [r15 + r8 + 832], 74
+    mov r8, qword ptr [r15 + 128]
+    mov ebp, 212
     jmp 1f
 1:
-    mov r9, rbp
-    and ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 246
-    vmovdqu xmmword ptr [r15 + 704], xmm4
-    mov r9, qword ptr [r15 + r8 + 896]
+    movsxd rdx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -3120,46 +3444,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d2255_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d2413_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2255_s_t
-    .p2align 3
-.Lc1_d2255_s:
-    .p2align 3
-    jmp .Lc1_d2255_j
-    .p2align 3
-    jmp .Lc1_d2255_j
-.Lc1_d2255_j:
+    call .Lc1_d2413_s_t
+.Lc1_d2413_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2413_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 256]
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm11
+    mov ebp, 240
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 768]
     mov r8, r11
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
-    mov r8d, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rax
-    movzx eax, byte ptr [r15 + 512]
-    test ebx, 6656
+    mov dword ptr [r15 + 512], 225
+    movzx edx, byte ptr [r15 + 384]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 84
-    mov r9d, 92
-    mov r9, qword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 768]
-    mov edi, 69
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3456]
+    movzx eax, dl
+    mov edx, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 128]
+    mov edi, 148
+    mov byte ptr [r15 + r8 + 3392], dil
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -3168,14 +3509,11 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 7
     jmp 1f
 1:
-    mov r9d, eax
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 7
+    mov rax, rdx
+    vmovdqu ymmword ptr [r15 + 448], ymm12
     jmp 1f
 1:
     jmp 1f
@@ -3183,91 +3521,94 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov rdx, r9
-    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    mov eax, edx
+    mov r9, r11
+    mov dword ptr [r15 + 0], r9d
+    mov rdx, rdx
+    mov byte ptr [r15 + 512], dl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 0
+    mov dword ptr [r15 + 320], 214
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r9d, eax
     jmp 1f
 1:
-    movzx r9d, dl
-    movzx edx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, eax
-    mov byte ptr [r15 + 320], sil
-    jmp 1f
-1:
-    mov eax, 132
-    mov esi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov eax, 153
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 11
-    mov rbp, rdx
-    vmovq qword ptr [r15 + 192], xmm1
-    mov dword ptr [r15 + 576], 62
+    mov r9, r11
+    mov rax, qword ptr [r15 + 640]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9, r11
+    mov edx, 217
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 64]
+    mov esi, r9d
+    vmovq xmm9, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2345_j]
+    lea rcx, [rip + .Lc1_d2509_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2345_j_t
-.Lc1_d2345_j:
+    call .Lc1_d2509_s_t
+.Lc1_d2509_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2509_s:
+    ret
+    .popsection
+    mov esi, r9d
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], r9b
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 219
+    and rbp, 4032
+    lock xadd qword ptr [r15 + rbp + 3392], rbp
+    movzx edx, byte ptr [r15 + 384]
     mov r8, r11
-    mov eax, 253
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, r11
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 448]
-    mov esi, 66
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 46
-    mov dword ptr [r15 + 384], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    movzx eax, cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], sil
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], 107
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov edi, 225
+    mov edi, dword ptr [r15 + 768]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r8d
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 128]
+    movzx edx, dl
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 111
     add r11, 64
     inc rbx
     dec r13
@@ -3276,100 +3617,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2388_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2388_j_t
-.Lc1_d2388_j:
-    mov ecx, 144
-    mov ecx, 245
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 768], al
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d2554_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2554_s_t
+.Lc1_d2554_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2554_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    vmovdqu xmmword ptr [r15 + 64], xmm10
+    mov eax, 158
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rax
-    mov r9, r11
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    movzx edi, r9b
+    mov dword ptr [r15 + 320], 210
     jmp 1f
 1:
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 149
+    mov r8, r11
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx eax, cl
+    mov ecx, eax
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 448], r8b
+    mov r8, r11
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], r9b
+    mov eax, dword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, rcx
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov r9d, eax
+    mov r8d, 228
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 256]
     nop
-    jmp 1f
-1:
-    mov eax, 228
-    mov r9, rax
-    mov rax, r9
-    mov r9, qword ptr [r15 + 384]
-    mov rax, r9
-    mov byte ptr [r15 + 192], al
+    mov rcx, qword ptr [r15 + 512]
+    mov esi, 1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 192], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 106
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 126
-    mov rax, rax
-    mov eax, 142
-    mov rax, qword ptr [r15 + 192]
-    mov edx, 139
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov esi, 145
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + r8 + 3456], esi
+    mov r8, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 576], al
+    mov esi, 10
+    mov esi, 7
+    mov rsi, rsi
     mov r8, r11
-    mov rax, qword ptr [r15 + 512]
+    mov esi, 173
+    mov esi, esi
+    mov rsi, qword ptr [r15 + 256]
+    and r8, 1984
     mov r9, r11
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
+    mov r8d, ecx
     and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    movzx r9d, r8b
-    mov r8d, r9d
-    mov r9, r11
-    mov byte ptr [r15 + 512], r9b
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], edi
-    mov edi, 109
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 156
+    movzx r8d, sil
+    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -3377,153 +3722,155 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    lea rcx, [rip + .Lc1_d2477_j]
+    lea rcx, [rip + .Lc1_d2644_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2477_j_t
-.Lc1_d2477_j:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, dword ptr [r15 + 320]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    call .Lc1_d2644_s_t
+.Lc1_d2644_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2644_s:
+    ret
+    .popsection
+    mov esi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov ecx, 144
-    mov ecx, 22
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov ebp, r9d
-    mov dword ptr [r15 + 128], 71
     mov r9d, ecx
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], cl
+    vmovdqu xmmword ptr [r15 + 384], xmm14
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8, rdi
+    mov r8d, 232
+    mov dword ptr [r15 + 256], 17
+    mov r8d, 158
+    movsxd r8, dword ptr [r15 + 320]
+    mov edx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov ebp, r8d
-    mov r8, rbp
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], edi
-    movzx edi, cl
+    mov ebp, dword ptr [r15 + 128]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, al
+    mov r8, qword ptr [r15 + 768]
+    mov r8d, r8d
+    mov dword ptr [r15 + 512], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2695_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2695_s_t
+.Lc1_d2695_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2695_s:
+    ret
+    .popsection
+    mov r8, r11
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 64]
+    mov ecx, 113
+    mov rcx, rcx
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 113
-    mov rcx, rdi
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 71
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, r11
+    mov rcx, r8
     movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
-1:
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rcx, rbp
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 448], ecx
+    mov r8, r11
+    mov dword ptr [r15 + 128], 237
+    movzx ebp, byte ptr [r15 + 512]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 81
-    mov esi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 768], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    movzx edx, byte ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 122
-    movzx edi, byte ptr [r15 + 448]
-    mov r8d, edi
+    movsxd rsi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    lea rcx, [rip + .Lc1_d2571_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2571_j_t
-.Lc1_d2571_j:
-    mov ecx, 80
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 71
+    mov dword ptr [r15 + 0], 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    and r8d, dword ptr [r15 + 0]
+    mov esi, 209
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 63
+    movsxd rsi, dword ptr [r15 + 320]
+    test ebx, 4608
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 384], r8d
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], edi
-    test ebx, 1073741824
-    jz 1f
+    vmovq qword ptr [r15 + r8 + 1408], xmm10
+    mov edx, dword ptr [r15 + 640]
+    mov esi, edx
+    mov r9, r11
+    mov edx, 215
+    movzx edx, dl
+    mov dword ptr [r15 + r8 + 1344], edx
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 191
+    mov r9, r11
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 192], 63
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov r8d, eax
-    mov r8, r11
-    mov dword ptr [r15 + 256], 187
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 448], 187
-    add rdi, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 128]
-    vpmovmskb ecx, xmm3
-    mov edx, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 640], ymm15
+    mov dword ptr [r15 + 64], 122
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -3535,112 +3882,109 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d2615_s]
+    lea rcx, [rip + .Lc1_d2780_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2615_s_t
-    .p2align 3
-.Lc1_d2615_s:
-    .p2align 3
-    jmp .Lc1_d2615_j
-    .p2align 3
-    jmp .Lc1_d2615_j
-.Lc1_d2615_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d2780_s_t
+.Lc1_d2780_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2780_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm0, xmm0, xmm5
+    movzx eax, al
     jmp 1f
 1:
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx eax, cl
+    and eax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    movsxd rdx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], r9b
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
-    movzx eax, al
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov rax, qword ptr [r15 + 128]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 256], bpl
+    movzx r9d, r9b
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     mov r9, r11
-    movzx ecx, r9b
-    mov rcx, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r11
-    and r9, 8128
-    or qword ptr [r15 + r9 + 7488], 49
-    movsxd r9, dword ptr [r15 + 320]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 448], xmm0
-    movzx esi, byte ptr [r15 + 704]
-    mov r8d, 11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, r9b
-    mov r9d, ebp
+    mov edi, 135
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + rbp + 3456]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov edi, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 185
+    movsxd rax, dword ptr [r15 + 64]
+    add qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov ebp, 185
-    jmp 1f
-1:
-    vpxor xmm10, xmm10, xmm2
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ebp, r9b
     mov byte ptr [r15 + 0], bpl
+    mov rbp, r9
+    mov dword ptr [r15 + 0], ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, r9d
-    mov dword ptr [r15 + 320], ebp
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 768], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 128], 222
-    mov r9, r11
+    mov byte ptr [r15 + 0], al
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, ebp
     mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    mov edx, r9d
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 512], bpl
+    mov r8, r11
+    mov byte ptr [r15 + 576], r8b
+    and rbp, 448
+    add r9, qword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 640], eax
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8d, eax
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    mov ebp, edx
-    mov ebp, dword ptr [r15 + 192]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movzx r9d, dl
+    mov byte ptr [r15 + 320], bpl
+    mov dword ptr [r15 + 128], 182
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm0
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -3649,364 +3993,412 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d2712_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2877_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2712_s_t
-    .p2align 3
-.Lc1_d2712_s:
-    .p2align 3
-    jmp .Lc1_d2712_j
-    .p2align 3
-    jmp .Lc1_d2712_j
-.Lc1_d2712_j:
+    call .Lc1_d2877_s_t
+.Lc1_d2877_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2877_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 37
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 69
+    mov r8d, 182
+    mov r8, qword ptr [r15 + 192]
+    mov rcx, r8
     mov r8, r11
-    mov rbp, r11
+    mov esi, dword ptr [r15 + 256]
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8d, 160
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r11
-    mov edi, 56
-    movsxd rdi, dword ptr [r15 + 64]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 176
-    mov byte ptr [r15 + 256], al
-    mov eax, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 3392], 206
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 72
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, 112
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], sil
+    mov dword ptr [r15 + 128], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, edi
-    movzx edi, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], r9b
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 111
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2934_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2934_s_t
+.Lc1_d2934_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2934_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov byte ptr [r15 + 768], r8b
     mov rbp, r11
-    jmp 1f
-1:
+    mov eax, 206
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
     and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov ebp, 252
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 250
+    jmp 1f
+1:
+    vpor xmm0, xmm0, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ebp, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov rax, rsi
-    movsxd rsi, dword ptr [r15 + 512]
-    mov eax, 165
-    mov eax, 85
-    mov eax, dword ptr [r15 + 192]
     mov rbp, r11
+    mov rdx, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov edx, 153
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    movzx ebp, dl
-    mov edx, ebp
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], dl
+    mov rdx, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], dil
+    mov dword ptr [r15 + 128], 72
+    movzx edi, bpl
+    mov edi, 114
+    mov edi, 153
+    movzx edi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea rcx, [rip + .Lc1_d2800_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2800_j_t
-.Lc1_d2800_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rdi, rcx
+    mov rbp, r11
+    movzx edx, bpl
+    and rbp, 448
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov rdi, rbp
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm2, xmm2, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 128]
+    mov ebp, 145
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 512]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 448], r9d
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    mov r8d, 79
-    mov r8, r11
-    mov edi, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 128]
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 256], ymm8
     jmp 1f
 1:
-    mov r8d, ecx
-    vmovq qword ptr [r15 + 768], xmm10
     jmp 1f
 1:
-    movzx ecx, cl
-    mov r8, r11
-    vmovdqu xmmword ptr [r15 + 64], xmm10
-    mov dword ptr [r15 + 128], edx
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 448], edx
-    movzx edx, byte ptr [r15 + 192]
-    mov r8d, edx
-    jmp 1f
-1:
-    movzx r8d, cl
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + r9 + 1408], edi
+    mov qword ptr [r15 + 64], rdx
+    mov rdx, qword ptr [r15 + 512]
+    mov edi, edx
+    movzx edi, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d2846_j]
+    lea rcx, [rip + .Lc1_d3026_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2846_j_t
-.Lc1_d2846_j:
-    mov rcx, qword ptr [r15 + 64]
-    mov r8, r11
-    mov rdx, r8
-    mov rbp, qword ptr [r15 + 448]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, 124
-    mov dword ptr [r15 + 0], 20
+    call .Lc1_d3026_s_t
+.Lc1_d3026_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3026_s:
+    ret
+    .popsection
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 176
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 576], ymm10
+    mov esi, 180
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], esi
+    mov edx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 173
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, r9d
+    mov rcx, rcx
+    vmovdqu xmm12, xmmword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], dl
+    mov qword ptr [r15 + 128], rsi
+    mov qword ptr [r15 + 384], rdx
+    mov dword ptr [r15 + 128], 7
+    mov r9, r11
+    mov rsi, r9
+    and r9, 8128
     mov r8, r11
-    mov ebp, r8d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 253
-    mov r8, r11
-    mov byte ptr [r15 + 384], r8b
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 131
-    mov r8, r8
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    mov r8d, 105
-    mov dword ptr [r15 + 128], r8d
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    vmovdqu xmmword ptr [r15 + 320], xmm12
+    mov r8d, 13
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
+    lea rcx, [rip + .Lc1_d3070_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3070_s_t
+.Lc1_d3070_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3070_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 128]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 192]
+    add rdx, qword ptr [r15 + 64]
+    mov edi, edx
+    mov dword ptr [r15 + 256], 138
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 156
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rbp
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], r9b
-    and r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 512], 138
-    test ebx, 1536
+    mov r8d, edi
+    lock or dword ptr [r15 + 0], 13
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 68
-    mov dword ptr [r15 + 448], 148
-    mov r8, qword ptr [r15 + 192]
-    mov r9d, r8d
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r8d
+    mov rdx, r8
+    mov dword ptr [r15 + 320], 251
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], dil
+    movzx r8d, dil
     mov r8, r11
-    mov qword ptr [r15 + 256], r8
+    mov rdi, r8
+    mov edi, 156
     jmp 1f
 1:
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, r11
-    mov rbp, r11
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    movzx r8d, sil
-    mov qword ptr [r15 + 64], r8
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
-    mov esi, esi
+    and edx, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d2935_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2935_j_t
-.Lc1_d2935_j:
-    mov dword ptr [r15 + 320], esi
-    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm2, xmm2, xmm12
+    movzx r8d, r8b
     mov r8, r11
-    vmovdqu xmmword ptr [r15 + 576], xmm9
-    imul rcx, qword ptr [r15 + 512]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 256], edi
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], 152
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 10
+    movsxd r8, dword ptr [r15 + 448]
+    or qword ptr [r15 + 384], 44
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 121
+    mov dword ptr [r15 + 128], 26
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rsi
-    mov r8, r11
+    mov rbp, r8
+    mov rbp, r11
+    movzx eax, bpl
+    mov rax, rax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 55
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 320]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, r8
-    mov dword ptr [r15 + 128], edi
-    mov rdi, qword ptr [r15 + 384]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, rax
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 768]
+    add rbp, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d3166_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3166_s_t
+.Lc1_d3166_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3166_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm14
-    mov rax, r8
-    movzx r8d, dil
-    mov edi, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov byte ptr [r15 + 0], r8b
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 320]
+    mov r9, rax
+    mov eax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 768]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov eax, eax
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rdi
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov qword ptr [r15 + 192], rax
-    mov edi, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 128], rdi
-    mov r8, r11
-    add rax, qword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 320]
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 512]
+    movzx esi, al
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, rax
+    mov rbp, r11
+    mov esi, ebp
     movzx esi, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 256]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    movsxd rax, dword ptr [r15 + 448]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -4015,212 +4407,221 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d3030_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3030_s_t
-    .p2align 3
-.Lc1_d3030_s:
-    .p2align 3
-    jmp .Lc1_d3030_j
-    .p2align 3
-    jmp .Lc1_d3030_j
-.Lc1_d3030_j:
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 230
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    and r9, 4032
-    add rax, qword ptr [r15 + r9 + 3392]
-    mov r9, r8
-    mov dword ptr [r15 + 704], 224
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
+    lea rcx, [rip + .Lc1_d3215_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3215_s_t
+.Lc1_d3215_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3215_s:
+    ret
+    .popsection
     mov rbp, r11
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r8, r11
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov rax, rbp
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, al
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 71
+    mov dword ptr [r15 + 256], 196
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    add rax, qword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 320]
+    mov edx, 104
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    movsxd r9, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    lea rcx, [rip + .Lc1_d3071_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3071_j_t
-.Lc1_d3071_j:
+    mov eax, dword ptr [r15 + 512]
+    movzx ebp, al
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov ebp, 200
-    movzx ebp, bpl
-    mov byte ptr [r15 + 0], cl
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     mov r9, r11
+    mov edx, 251
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 256]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 128]
     mov r8, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8d, ebp
-    vmovq qword ptr [r15 + 128], xmm2
-    mov r8d, 184
-    mov r8d, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 576], bpl
-    mov rbp, r11
-    movzx esi, cl
-    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov r8d, 184
+    mov r8, r11
+    mov esi, r8d
+    mov rsi, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    .byte 0x66, 0x90
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov r9d, dword ptr [r15 + 320]
+    vpcmpeqb xmm2, xmm2, xmm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    movzx ebp, bpl
-    mov ebp, r8d
+    lea rcx, [rip + .Lc1_d3301_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3301_s_t
+.Lc1_d3301_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3301_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 128], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov ecx, 34
+    mov r9d, ecx
+    vmovq qword ptr [r15 + 0], xmm2
+    mov r9d, 92
+    movzx r9d, r9b
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 116
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r9b
+    mov byte ptr [r15 + 768], r9b
     jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov edx, ecx
-    mov dword ptr [r15 + 0], edx
-    mov edx, ecx
+    mov r9d, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 132
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r9d
+    movzx r9d, cl
+    mov r9d, 73
+    mov r9, r11
+    vmovdqu xmm0, xmmword ptr [r15 + 64]
     mov rbp, r11
-    test ebx, 1536
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 119
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 132
-    mov byte ptr [r15 + 64], dl
-    mov dword ptr [r15 + 192], edx
-    mov edx, 8
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edx, bpl
-    movzx edx, byte ptr [r15 + 320]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
     and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 640]
-    mov edi, 133
-    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, 114
+    mov ebp, 31
     jmp 1f
 1:
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 384]
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3165_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3165_j_t
-.Lc1_d3165_j:
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov r9d, 122
     jmp 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
-    mov ecx, 208
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 100
-    mov r8, r8
+    and r9d, dword ptr [r15 + 0]
+    mov rdx, r9
+    mov dword ptr [r15 + 256], 54
+    mov r9, r11
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 128]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov dword ptr [r15 + 64], 253
+    mov ebp, edx
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 253
-    vmovq qword ptr [r15 + 192], xmm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, esi
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov rdx, rsi
+    mov esi, 131
+    mov esi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], esi
+    movzx esi, bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
     mov r8, r11
-    mov dword ptr [r15 + 512], 219
     jmp 1f
 1:
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, r11
-    mov rax, r9
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 64]
-    mov ecx, r9d
-    mov r9, qword ptr [r15 + 704]
-    mov rdx, r9
-    mov r9, rax
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 128]
+    and r8, 16320
+    mov rsi, qword ptr [r15 + r8 + 15680]
+    mov r8, rsi
+    mov rsi, r8
+    vpshufd xmm9, xmm2, 254
+    movsxd rsi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -4229,425 +4630,439 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3214_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3214_j_t
-.Lc1_d3214_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d3403_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3403_s_t
+.Lc1_d3403_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3403_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmm12
+    mov eax, dword ptr [r15 + 320]
     mov qword ptr [r15 + 512], rax
-    vmovq qword ptr [r15 + 192], xmm9
+    mov eax, ecx
     mov rax, rax
-    mov rax, rax
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 64]
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov ecx, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 52
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    test ebx, 4608
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    .byte 0x0f, 0x1f, 0x00
+    add rax, qword ptr [r15 + 512]
+    mov r8, r11
+    mov ecx, r8d
+    lea rbp, [r11 + r11*1]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 221
-    mov r8d, eax
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    and rbp, 448
+    lock xadd qword ptr [r15 + rbp + 832], rax
+    mov r8, qword ptr [r15 + 128]
+    mov edi, r8d
+    mov r8, qword ptr [r15 + rbp + 896]
+    mov rbp, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    movsxd rax, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], r8d
+    lea rcx, [rip + .Lc1_d3447_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3447_s_t
+.Lc1_d3447_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3447_s:
+    ret
+    .popsection
+    movzx r8d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 64], r8
+    mov r8, rbp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 216
+    mov dword ptr [r15 + 320], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], r8
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 576]
+    movzx r8d, r8b
     mov r8, r11
-    movzx edi, byte ptr [r15 + 256]
-    mov rbp, r11
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
+    mov ecx, r8d
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov rcx, rbp
-    mov dword ptr [r15 + 64], 35
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, ecx
-    movzx ecx, r8b
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 768], ymm9
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8, r11
+    mov eax, r9d
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c71:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3306_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3306_j_t
-.Lc1_d3306_j:
+    mov r9d, edi
+    mov edi, eax
+    mov byte ptr [r15 + 128], dil
+    mov qword ptr [r15 + 640], rax
+    mov dword ptr [r15 + 192], 88
+    vmovdqu xmm4, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 56
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    jmp 1f
+1:
+    mov rax, r9
+    movzx r9d, r9b
+    vpmovmskb r9d, xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov byte ptr [r15 + 64], al
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, eax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], 164
-    jmp 1f
-1:
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 256]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 170
+    mov r9d, eax
+    movsxd r9, dword ptr [r15 + 512]
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm0
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 248
-    mov r8d, r9d
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 248
+    movzx eax, al
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, rax
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 207
+    mov ebp, r9d
+    mov byte ptr [r15 + 128], bpl
+    mov r9d, 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    mov rcx, r8
+    lea rcx, [rip + .Lc1_d3536_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3536_s_t
+.Lc1_d3536_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3536_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
-    movzx ecx, bpl
-    vmovq qword ptr [r15 + 256], xmm2
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 177
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, rsi
     mov rbp, r11
-    mov r8d, 131
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 384]
+    vpxor xmm9, xmm9, xmm4
+    mov esi, 254
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 183
-    movzx esi, byte ptr [r15 + 448]
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 512]
-    mov edi, r9d
-    vmovdqu xmmword ptr [r15 + 384], xmm9
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    mov edx, ecx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov qword ptr [r15 + 192], rdi
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rsi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rbp, r11
+    mov rcx, rbp
+    mov ecx, ecx
+    movzx ecx, cl
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c73:
-    lea rcx, [rip + .Lc1_d3393_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3393_j_t
-.Lc1_d3393_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d3586_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3586_s_t
+.Lc1_d3586_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3586_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 121
-    mov dword ptr [r15 + 0], 149
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 320], rax
+    mov rbp, r11
     jmp 1f
 1:
-    mov rsi, rdx
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 256], cl
     movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], eax
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
+    mov rbp, rcx
     jmp 1f
 1:
-    mov edx, 245
+    mov ebp, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 3584
+    mov rbp, r11
+    test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     .byte 0x0f, 0x1f, 0x00
-    movsxd rsi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rdx, rbp
+    vmovdqu xmmword ptr [r15 + 64], xmm4
+    jmp 1f
+1:
+    mov ebp, 244
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + 256]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    mov rbp, rsi
-    mov rsi, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    mov r8, r11
-    movzx ecx, r8b
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    and ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c74:
-    lea rcx, [rip + .Lc1_d3445_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3445_j_t
-.Lc1_d3445_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 219
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, r11
-    test ebx, 4608
-    jnz 1f
-1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 448]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, qword ptr [r15 + 256]
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dil
-    mov byte ptr [r15 + 64], dil
-    mov rdi, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, rbp
     mov rbp, qword ptr [r15 + 192]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm3
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    movzx ebp, al
+    mov rbp, r11
+    movzx edi, al
+    mov eax, eax
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov eax, edi
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov rdx, rdx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 640], dil
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    mov r8, r8
-    mov r8, r11
-    mov edi, 137
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8, rbp
-    mov ebp, 63
-    mov rbp, rbp
-    mov byte ptr [r15 + 576], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d3681_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3681_s_t
+.Lc1_d3681_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3681_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, rdi
+    mov dword ptr [r15 + 192], 137
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edi, 37
     jmp 1f
 1:
-    mov edx, 220
-    mov qword ptr [r15 + 64], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 86
-    movsxd r8, dword ptr [r15 + 128]
-    mov rdi, rdx
-    mov rbp, r11
-    mov rdx, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edi, edi
-    movzx edi, dl
-    mov dword ptr [r15 + 320], 108
-    mov edi, r8d
-    mov r8d, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 256]
+    mov r8d, edi
+    mov edi, 119
     mov r9, r11
-    mov edx, 55
+    mov edi, 220
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov rbp, rsi
+    mov rsi, rdi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 168
+    mov rdi, rdi
+    mov edi, 108
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm11
+    mov edi, ebp
     and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 768], dl
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 384]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    lea rcx, [rip + .Lc1_d3539_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3730_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3539_j_t
-.Lc1_d3539_j:
-    mov ecx, edx
-    jmp 1f
+    call .Lc1_d3730_s_t
+.Lc1_d3730_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3730_s:
+    ret
+    .popsection
+    mov rbp, r11
+    movzx eax, bpl
+    movzx eax, cl
+    mov ecx, eax
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    vmovdqu xmmword ptr [r15 + 576], xmm14
+    mov r9, r11
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
     mov r9, r11
-    add rdx, qword ptr [r15 + 320]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rdx
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    test ebx, 466944
-    jz 1f
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
 1:
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 215
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 512]
-    movzx eax, cl
-    mov byte ptr [r15 + 128], al
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    mov byte ptr [r15 + 256], dl
-    movsxd rdx, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    movsxd rbp, dword ptr [r15 + 320]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9d, 88
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov rdx, rcx
+    mov dword ptr [r15 + 64], 245
+    mov byte ptr [r15 + 256], cl
+    movzx ecx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -4656,47 +5071,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], ebp
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    movzx ebp, dl
-    movsxd rdx, dword ptr [r15 + 768]
-    mov ebp, 73
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    vmovq qword ptr [r15 + 256], xmm1
-    mov dword ptr [r15 + 0], 77
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], edx
+    mov eax, 19
+    mov r9, r11
+    movzx eax, cl
+    mov rcx, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 704], ymm5
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 72
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm1, xmm1, 87
-    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    vpshufd xmm3, xmm1, 21
+    mov r9d, 29
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    mov edx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 704], ymm1
-    mov ebp, ebp
-    mov ebp, ebp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    mov r8d, 115
-    and rbp, 8128
+    jmp 1f
+1:
+    jmp 1f
+1:
+    imul r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 640], r9b
+    mov r9, r11
+    mov eax, r9d
+    mov eax, eax
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 15680]
-    mov byte ptr [r15 + 64], bpl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, dword ptr [r15 + 448]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 256], al
+    mov dword ptr [r15 + 384], r8d
+    mov byte ptr [r15 + 128], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -4705,212 +5119,250 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d3632_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3819_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3632_s_t
-    .p2align 3
-.Lc1_d3632_s:
-    .p2align 3
-    jmp .Lc1_d3632_j
-    .p2align 3
-    jmp .Lc1_d3632_j
-.Lc1_d3632_j:
-    mov ebp, eax
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 246
-    vpxor xmm5, xmm5, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    call .Lc1_d3819_s_t
+.Lc1_d3819_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3819_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov rcx, qword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + r8 + 7552], 36
+    mov r8, r8
     jmp 1f
 1:
-    movzx eax, al
-    and rbp, 448
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    xor dword ptr [r15 + 64], eax
-    mov eax, dword ptr [r15 + 448]
-    and r9, 4032
-    add rcx, qword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov qword ptr [r15 + 256], r9
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 512]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 3
+    add rax, qword ptr [r15 + 448]
+    mov r8, r11
+    mov esi, ecx
+    mov qword ptr [r15 + 192], rsi
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rdx
+    add rdx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 64]
+    mov edi, eax
+    vmovq qword ptr [r15 + 128], xmm8
+    mov dword ptr [r15 + 256], 229
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 64]
+    movzx r9d, r8b
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ebp, 225
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    lea rcx, [rip + .Lc1_d3673_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3673_j_t
-.Lc1_d3673_j:
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm3
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    vpcmpeqb xmm1, xmm1, xmm6
-    jmp 1f
-1:
-    movzx edx, cl
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 99
+    mov r8, rbp
+    movzx r8d, r8b
     mov r8, r11
     jmp 1f
 1:
+    and r8, 448
+    mov r9, r11
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 576]
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rbp
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8, rcx
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 60
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], 60
-    mov rbp, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm3
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
     mov r9, r11
-    mov edx, r8d
-    and r9, 8128
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    movzx eax, byte ptr [r15 + 640]
+    mov rdi, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 320]
-    vmovq qword ptr [r15 + 64], xmm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    movzx ebp, dl
-    mov edx, 154
-    mov r8, r11
-    add r9, qword ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    lea rcx, [rip + .Lc1_d3924_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3924_s_t
+.Lc1_d3924_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3924_s:
+    ret
+    .popsection
+    mov rbp, rdi
+    mov edi, ebp
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 2
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r8d, ebp
+    mov ecx, ebp
+    mov ebp, 83
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov edx, ebp
-    mov ebp, 16
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 218
-    mov dword ptr [r15 + 704], 52
-    mov r8, r11
-    mov dword ptr [r15 + 128], 192
-    mov edx, edx
-    mov dword ptr [r15 + 512], 179
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov rsi, r8
-    mov dword ptr [r15 + 256], esi
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
     .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], 152
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], dil
+    mov rbp, r11
+    mov edi, 16
+    mov rdi, rdi
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    add rdi, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 128
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 192]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 40
-    mov byte ptr [r15 + 384], dl
+    mov dword ptr [r15 + r9 + 1408], ebp
+    vmovdqu ymmword ptr [r15 + 704], ymm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    lea rcx, [rip + .Lc1_d3767_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3767_j_t
-.Lc1_d3767_j:
-    movzx edx, sil
-    movzx esi, dl
-    mov qword ptr [r15 + 192], rsi
-    mov dword ptr [r15 + 768], 245
-    movsxd rdx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d3972_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3972_s_t
+.Lc1_d3972_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3972_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 256], rax
+    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + 256], xmm1
-    mov r8, r8
-    mov qword ptr [r15 + 384], r8
-    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + r8 + 7488], 217
+    mov eax, dword ptr [r15 + 320]
+    mov r8d, eax
+    mov qword ptr [r15 + 448], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 768]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 192], 164
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 110
-    mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 164
-    movsxd r9, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     add r11, 64
@@ -4918,51 +5370,51 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
+    mov rsi, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov r9d, 91
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 384]
+    mov edx, 14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 180
+    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], 92
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm1
-    mov dword ptr [r15 + 192], 123
-    vpaddd xmm1, xmm1, xmm1
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 320], 8
+    mov r8, r11
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov dword ptr [r15 + 64], 22
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r8, 1984
+    add rdx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 64], 7
+    mov dword ptr [r15 + 448], 129
+    mov r8, qword ptr [r15 + 512]
+    movzx ebp, r8b
+    movzx ebp, byte ptr [r15 + 320]
+    vpor xmm3, xmm3, xmm1
+    mov dword ptr [r15 + 192], edx
+    add rdx, qword ptr [r15 + 576]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 640], ebp
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    mov dword ptr [r15 + 640], r8d
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -4971,318 +5423,336 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d3858_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4063_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3858_s_t
-    .p2align 3
-.Lc1_d3858_s:
-    .p2align 3
-    jmp .Lc1_d3858_j
-    .p2align 3
-    jmp .Lc1_d3858_j
-.Lc1_d3858_j:
-    mov ebp, 76
-    mov rax, rbp
-    mov rbp, rax
-    mov rax, qword ptr [r15 + 256]
-    and eax, dword ptr [r15 + 0]
-    mov ecx, 166
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    and ebp, dword ptr [r15 + 0]
+    call .Lc1_d4063_s_t
+.Lc1_d4063_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4063_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], 9
+    mov rax, qword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 448]
+    mov r9d, 59
+    and r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    mov ecx, edi
-    add rcx, qword ptr [r15 + 128]
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 704]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 71
-    mov rbp, r11
-    movzx edx, bpl
-    mov edx, dword ptr [r15 + 128]
-    movzx r9d, dil
+    mov dword ptr [r15 + 64], 6
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, 74
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    mov rax, rcx
+    movzx ecx, cl
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edi
     and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], edi
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + rbp + 832], rdi
+    movzx edi, dil
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    add r9, qword ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d3901_j]
+    lea rcx, [rip + .Lc1_d4112_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3901_j_t
-.Lc1_d3901_j:
-    mov qword ptr [r15 + 0], rdx
+    call .Lc1_d4112_s_t
+.Lc1_d4112_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4112_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, 252
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
+    mov ebp, 39
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r9d, 33
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
-    mov byte ptr [r15 + 0], r9b
-    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 384]
-    mov ebp, edx
+    mov dword ptr [r15 + 768], r9d
+    mov rbp, rcx
+    mov rcx, rbp
+    mov byte ptr [r15 + 128], cl
+    movzx r9d, r9b
+    vmovdqu xmmword ptr [r15 + 192], xmm3
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, rcx
+    movzx r9d, byte ptr [r15 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdx, rdi
-    movzx edx, byte ptr [r15 + 448]
-    mov rbp, rdx
-    jmp 1f
-1:
-    mov edx, 12
-    mov rdx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], ebp
-    mov ebp, 108
-    mov ebp, 32
     mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    mov rdx, qword ptr [r15 + 576]
-    mov rax, rdx
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    add rdi, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov r8, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm3
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 155
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 65
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov dword ptr [r15 + 0], 239
-    mov dword ptr [r15 + 0], 64
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov edi, 51
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 177
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm1, rdi
-    jmp 1f
-1:
-    movzx edi, dil
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 192]
     mov r9, r11
-    or qword ptr [r15 + 640], 10
-    movzx esi, dil
-    mov edi, dword ptr [r15 + 128]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9d, edx
-    mov edx, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    vmovdqu xmmword ptr [r15 + 640], xmm3
+    and r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 198
+    mov r8, r11
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 448]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    nop
+    mov r8d, 55
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    mov rdx, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], 15
-    mov ebp, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8d, 211
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 128], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d3997_j]
+    lea rcx, [rip + .Lc1_d4202_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3997_j_t
-.Lc1_d3997_j:
-    lea rbp, [r11 + r11*1]
+    call .Lc1_d4202_s_t
+.Lc1_d4202_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4202_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov edi, 108
+    mov rdi, qword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movzx edi, bpl
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 704], rdi
+    mov edi, ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 768]
     and rbp, 4032
-    mov r8, r11
     movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov rax, qword ptr [r15 + 768]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 4
-    mov r8, qword ptr [r15 + 256]
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 149
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov ecx, eax
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 3456], rsi
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 128]
     mov qword ptr [r15 + 512], rbp
-    movzx esi, byte ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    mov r9, r11
-    movzx edi, dl
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov dword ptr [r15 + 448], 61
+    mov dword ptr [r15 + 192], 24
+    movzx ebp, dil
+    vmovdqu xmmword ptr [r15 + 64], xmm5
+    mov dword ptr [r15 + 320], 61
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov edx, r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d4249_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4249_s_t
+.Lc1_d4249_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4249_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    movzx esi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, dl
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + 256]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx r8d, dl
     jmp 1f
 1:
     mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    movzx edx, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 448]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, 131
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r11
+    mov r8d, 147
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov byte ptr [r15 + 192], dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, edx
-    movzx edx, dil
+    mov edx, r9d
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], ebp
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 128], r8b
-    mov byte ptr [r15 + 256], dl
-    mov r8, r11
-    mov dword ptr [r15 + 512], 103
-    mov qword ptr [r15 + 64], rdi
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
+    mov r9, r11
+    mov byte ptr [r15 + 384], r9b
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c88:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d4091_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4091_s_t
-    .p2align 3
-.Lc1_d4091_s:
-    .p2align 3
-    jmp .Lc1_d4091_j
-    .p2align 3
-    jmp .Lc1_d4091_j
-.Lc1_d4091_j:
-    mov rax, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 100
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov eax, r9d
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 64], rcx
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm1
+    mov qword ptr [r15 + 64], r8
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 448], r9d
-    movzx ecx, cl
+    mov byte ptr [r15 + 256], r9b
     mov r8, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx r9d, al
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
     jmp 1f
 1:
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx r8d, byte ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    imul rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, byte ptr [r15 + 320]
+    movzx edx, r8b
+    mov r8d, edx
+    movzx edx, r8b
+    mov r8d, dword ptr [r15 + 128]
+    mov rsi, r8
+    mov byte ptr [r15 + 448], sil
+    movzx esi, bpl
+    mov dword ptr [r15 + 128], esi
+    movzx esi, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 640], bpl
+    mov ebp, edx
+    mov rdx, rbp
+    mov r8d, 198
+    vmovdqu xmm11, xmmword ptr [r15 + 512]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    movzx r9d, cl
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 256]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, rdx
+    movzx edx, r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rsi
     add r11, 64
     inc rbx
     dec r13
@@ -5291,50 +5761,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4135_j]
+    lea rcx, [rip + .Lc1_d4346_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4135_j_t
-.Lc1_d4135_j:
-    mov rcx, r8
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
+    call .Lc1_d4346_s_t
+.Lc1_d4346_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4346_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 512], al
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 23
     mov ecx, eax
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 245
+    mov dword ptr [r15 + 448], 171
+    mov rcx, rax
     jmp 1f
 1:
-    mov esi, eax
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 0], 199
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, cl
-    and r8d, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    movsxd rax, dword ptr [r15 + 704]
-    movzx ecx, al
-    mov dword ptr [r15 + 448], 117
-    add rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    mov eax, r8d
-    mov dword ptr [r15 + 64], 167
-    and r8, 448
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8d, 70
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    and r8d, dword ptr [r15 + 192]
-    mov rbp, rax
+    add rsi, qword ptr [r15 + 128]
+    mov rax, rcx
+    mov byte ptr [r15 + 384], al
+    mov r9, r11
+    movzx ecx, r9b
+    mov ecx, ecx
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9d, 146
+    mov r9, r11
+    movzx ecx, cl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + 768], 153
+    mov rcx, qword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
     add r11, 64
@@ -5345,100 +5816,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
+    mov r9, r11
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 110
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 320], r9d
+    movsxd rcx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 109
-    mov r8, r11
-    mov qword ptr [r15 + 448], r8
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov qword ptr [r15 + 384], rax
-    mov eax, 51
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, r8
+    mov r9d, 227
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx eax, r8b
-    mov r8d, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 576]
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 128]
+    mov rcx, rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    movsxd rax, dword ptr [r15 + 512]
     mov r9, r11
-    mov edi, 45
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov r9d, r8d
-    mov dword ptr [r15 + 768], ebp
+    movsxd rdi, dword ptr [r15 + 64]
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rsi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 252
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4224_j]
+    lea rcx, [rip + .Lc1_d4434_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4224_j_t
-.Lc1_d4224_j:
+    call .Lc1_d4434_s_t
+.Lc1_d4434_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4434_s:
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 128], 93
+    mov r9d, dword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 256]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1408]
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 640], 215
+    movzx r9d, dil
+    movzx edi, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 512], rsi
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 195
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    mov dword ptr [r15 + 256], 215
-    mov ebp, 226
-    mov ebp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 64]
+    mov esi, 222
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 172
     add r11, 64
     inc rbx
     dec r13
@@ -5450,410 +5925,414 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 65536
     setz al
-    lea rcx, [rip + .Lc1_d4270_s]
+    lea rcx, [rip + .Lc1_d4480_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4270_s_t
-    .p2align 3
-.Lc1_d4270_s:
-    .p2align 3
-    jmp .Lc1_d4270_j
-    .p2align 3
-    jmp .Lc1_d4270_j
-.Lc1_d4270_j:
-    mov r8, r11
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
+    call .Lc1_d4480_s_t
+.Lc1_d4480_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4480_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ebp, eax
+    movzx eax, bpl
+    movzx eax, byte ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, r11
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r8, r11
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 448], cl
-    mov rcx, qword ptr [r15 + 64]
-    movzx r8d, al
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    mov qword ptr [r15 + 384], rax
+    movzx eax, byte ptr [r15 + 128]
+    movzx ebp, al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov r8d, ecx
     jmp 1f
 1:
-    mov r8d, ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], ecx
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], ecx
+    mov eax, esi
     mov r8, r11
-    mov byte ptr [r15 + 704], r8b
-    movzx ecx, byte ptr [r15 + 128]
+    mov esi, r8d
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 192], al
     and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    movzx r8d, al
+    mov eax, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov eax, edx
-    movzx edx, r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    mov dword ptr [r15 + 320], r8d
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
     and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], eax
-    mov rax, rdx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edx
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r8d, eax
     jmp 1f
 1:
     jmp 1f
-1:
-    mov rdx, r8
-    jmp 1f
-1:
-    test ebx, 2560
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    and edx, dword ptr [r15 + 768]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 245
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 640], edx
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 223
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 158
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 244
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 62
+    mov rbp, rax
+    mov dword ptr [r15 + 320], 245
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], 130
+    mov dword ptr [r15 + 256], edx
+    mov rdx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    lea rcx, [rip + .Lc1_d4360_j]
+    lea rcx, [rip + .Lc1_d4570_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4360_j_t
-.Lc1_d4360_j:
-    mov rcx, rax
+    call .Lc1_d4570_s_t
+.Lc1_d4570_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4570_s:
+    ret
+    .popsection
+    add rbp, qword ptr [r15 + 384]
+    movzx eax, dl
+    mov edx, 27
+    mov rdx, rcx
+    vpor xmm11, xmm11, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov ecx, 209
     jmp 1f
 1:
-    vpaddd xmm1, xmm1, xmm1
-    mov byte ptr [r15 + 0], al
-    mov eax, 111
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 72
-    mov eax, 83
-    mov rax, rax
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 35
+    movzx edx, al
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 640], xmm2
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
     mov rbp, r11
-    mov eax, ebp
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    jmp 1f
+1:
+    mov rax, rdx
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and edx, dword ptr [r15 + 768]
+    mov ebp, 248
+    mov ebp, dword ptr [r15 + 128]
+    mov edi, ebp
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
     and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 512]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    mov rbp, r11
-    inc dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov rsi, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    lea rcx, [rip + .Lc1_d4621_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4621_s_t
+.Lc1_d4621_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4621_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], 65
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 576]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm13
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 21
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], edi
+    mov rdi, rcx
+    movzx ebp, dil
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], bpl
     mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movsxd rax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rdi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov ebp, 102
-    mov rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], ebp
-    mov byte ptr [r15 + 512], bpl
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 704]
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdi
     jmp 1f
 1:
     mov r8, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d4456_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4456_j_t
-.Lc1_d4456_j:
+    mov edi, ebp
+    mov dword ptr [r15 + 640], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm11
+    mov ebp, edi
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 123
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
     mov rbp, r11
-    mov r8d, 94
+    mov qword ptr [r15 + 128], rbp
+    movzx r8d, byte ptr [r15 + 64]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, edi
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 256]
     and rbp, 448
     mov dword ptr [r15 + rbp + 832], ebp
-    mov byte ptr [r15 + 448], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov edi, 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, r8d
+    mov dword ptr [r15 + 704], 237
     jmp 1f
 1:
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, 69
     jmp 1f
 1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ebp
-    mov byte ptr [r15 + 576], cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, r11
-    mov esi, r8d
-    and r8, 8128
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 7488], 87
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r9
-    mov r8d, r9d
+    and ebp, dword ptr [r15 + 64]
+    mov r8d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    lea rcx, [rip + .Lc1_d4508_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4723_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4508_j_t
-.Lc1_d4508_j:
+    call .Lc1_d4723_s_t
+.Lc1_d4723_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4723_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 448], al
+    mov eax, 23
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 198
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 106
-    mov ecx, 234
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 103
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], cl
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov dword ptr [r15 + 384], 186
-    movzx r9d, r8b
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 47
+    mov eax, 206
     mov r9, r11
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], edx
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov dword ptr [r15 + 0], 198
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, 238
+    jmp 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov dword ptr [r15 + 768], 41
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov dword ptr [r15 + 128], 126
+    mov ebp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c98:
-    and r8d, dword ptr [r15 + 704]
-    mov r9d, 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d4770_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4770_s_t
+.Lc1_d4770_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4770_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov byte ptr [r15 + 192], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rbp, r11
     jmp 1f
 1:
+    and eax, dword ptr [r15 + 448]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
+    mov rbp, r11
+    mov dword ptr [r15 + 640], ebp
+    mov ecx, 161
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + 576]
+    mov esi, 115
+    mov dword ptr [r15 + 64], 48
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 70
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, r9d
-    mov dword ptr [r15 + 0], 5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r9d, 115
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 768], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov r9, r11
-    jmp 1f
-1:
-    mov edx, 26
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 128], edx
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 512], r9d
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9d, 132
-    mov r9, r11
+    movzx ecx, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 220
+    mov r8d, 26
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], esi
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 195
+    mov rsi, rcx
     jmp 1f
 1:
     add r11, 64
@@ -5861,109 +6340,118 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d4607_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4607_j_t
-.Lc1_d4607_j:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 37
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov ecx, 227
-    mov rcx, qword ptr [r15 + 512]
+    mov esi, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 188
+    mov dword ptr [r15 + 0], 102
+    movzx esi, sil
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, al
-    mov rax, qword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 128]
+    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 320], xmm1
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov r8, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 704], rsi
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rdi, rsi
+    mov r9, r11
+    mov rsi, r9
+    mov esi, esi
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 4032
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    mov dword ptr [r15 + 256], 51
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 16320
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + rbp + 15680]
-    mov qword ptr [r15 + 576], rdi
-    mov rdi, rcx
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    mov r8d, eax
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 128], 89
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
+    lea rcx, [rip + .Lc1_d4862_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4862_s_t
+.Lc1_d4862_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4862_s:
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
+    mov byte ptr [r15 + 512], cl
+    mov r9d, 91
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 215
-    movzx r8d, r8b
+    mov ecx, ecx
+    mov r9, r11
+    movzx edx, r9b
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    vpor xmm12, xmm12, xmm7
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 221
+    movzx ecx, cl
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    vpxor xmm14, xmm14, xmm6
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
-    mov byte ptr [r15 + 512], r9b
     and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 4032
-    mov rbp, r11
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm12
-    mov dword ptr [r15 + 128], edx
-    mov edx, edx
-    movsxd rdx, dword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edx, r9b
+    mov dword ptr [r15 + 448], 250
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 768]
+    vmovq xmm14, r9
+    vpaddd xmm14, xmm14, xmm14
+    mov byte ptr [r15 + 192], dl
+    mov r9, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    movzx edx, bpl
     jmp 1f
 1:
-    mov r9d, 49
-    mov r9d, 233
-    mov byte ptr [r15 + 640], r9b
-    vmovdqu xmmword ptr [r15 + 384], xmm12
+    mov edx, 231
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -5972,155 +6460,196 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d4702_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4915_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4702_s_t
-    .p2align 3
-.Lc1_d4702_s:
-    .p2align 3
-    jmp .Lc1_d4702_j
-    .p2align 3
-    jmp .Lc1_d4702_j
-.Lc1_d4702_j:
+    call .Lc1_d4915_s_t
+.Lc1_d4915_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4915_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, r11
     and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm12
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    mov dword ptr [r15 + rbp + 7488], 72
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 64
-    mov r9, r11
+    movzx ecx, cl
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 64
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 192
+    movsxd rax, dword ptr [r15 + 640]
+    vpxor xmm5, xmm5, xmm8
     mov r8, r11
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, r9
-    movzx ebp, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 384], r8
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rsi, rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + 448], edi
+    movzx edi, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 251
+    movzx edx, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    lea rcx, [rip + .Lc1_d4740_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4740_j_t
-.Lc1_d4740_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9d, 47
-    movzx ecx, byte ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov eax, ebp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, qword ptr [r15 + 576]
-    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 133
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    and eax, dword ptr [r15 + 0]
+    imul rax, qword ptr [r15 + 0]
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], r9b
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov r9, r11
+    mov eax, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    vmovq xmm1, rbp
-    inc dword ptr [r15 + 320]
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     and eax, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov r9, r11
+    mov byte ptr [r15 + 192], dl
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
     jmp 1f
 1:
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov byte ptr [r15 + 256], al
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 704], eax
+    mov byte ptr [r15 + 512], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
+    lea rcx, [rip + .Lc1_d5017_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5017_s_t
+.Lc1_d5017_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5017_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    add r9, qword ptr [r15 + 0]
+    mov edx, r9d
     jmp 1f
 1:
+    mov rcx, rcx
+    mov ecx, ecx
+    mov ecx, 148
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 36
+    mov ecx, 110
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], eax
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, 50
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movzx esi, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 192], sil
     mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 73
-    movzx eax, sil
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov ebp, eax
-    mov byte ptr [r15 + 512], bpl
-    movzx ebp, byte ptr [r15 + 256]
-    add rbp, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    mov esi, eax
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 129
-    mov r9d, 26
+    movzx esi, r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov qword ptr [r15 + r9 + 896], r9
+    movsxd r9, dword ptr [r15 + 768]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 128]
-    mov r9, rbp
-    inc dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 256]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, 183
+    movsxd r8, dword ptr [r15 + 576]
+    and r8d, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
@@ -6130,332 +6659,349 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d4837_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4837_s_t
-    .p2align 3
-.Lc1_d4837_s:
-    .p2align 3
-    jmp .Lc1_d4837_j
-    .p2align 3
-    jmp .Lc1_d4837_j
-.Lc1_d4837_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, 84
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov qword ptr [r15 + 320], rcx
     mov r8, r11
-    movzx eax, r8b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov r8d, eax
     mov r8, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, ecx
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 92
-    mov rax, qword ptr [r15 + 448]
-    mov r8d, eax
-    mov dword ptr [r15 + 128], r8d
-    movzx r8d, byte ptr [r15 + 768]
-    mov eax, 99
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 69
+    mov ebp, r8d
+    mov rbp, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8d, r8d
+    add r8, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov edi, ebp
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 320], r8b
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 128], rdx
+    movzx ebp, dil
+    jmp 1f
+1:
+    vpor xmm5, xmm5, xmm14
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d5119_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5119_s_t
+.Lc1_d5119_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5119_s:
+    ret
+    .popsection
+    mov r9, r11
     jmp 1f
 1:
-    mov ecx, 234
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 320]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9d, 107
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 246
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx edi, r8b
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    test ebx, 10752
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov ebp, 16
+    test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], r8d
-    mov r8, rdi
-    movsxd rdi, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 256]
+    mov r8d, 159
+    mov dword ptr [r15 + 448], r8d
+    movzx r8d, bpl
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, ebp
+    mov dword ptr [r15 + 704], 150
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    mov r8d, 179
-    and r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 239
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 512]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 144
-    mov byte ptr [r15 + 64], al
-    mov eax, 40
+    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], r8b
-    mov r8, r11
-    mov eax, r8d
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d4933_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4933_j_t
-.Lc1_d4933_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d5172_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5172_s_t
+.Lc1_d5172_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5172_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 201
+    mov eax, 235
+    and rbp, 448
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 512]
     mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], r8d
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    mov r8d, ecx
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 0
+    mov dword ptr [r15 + r8 + 7488], 94
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 512]
-    mov esi, edx
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    add rcx, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r8d, 68
-    mov r8, r11
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    movsxd r8, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 128]
-    mov rdi, r9
-    mov r9d, 129
+    mov r8, qword ptr [r15 + 768]
+    mov rcx, r8
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    mov edx, 197
+    mov edx, 12
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edi, r9b
+    mov r9d, edi
+    movzx edi, byte ptr [r15 + 320]
+    mov edi, 53
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4978_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4978_j_t
-.Lc1_d4978_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 165
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 128], 99
-    mov qword ptr [r15 + 512], rcx
-    add rcx, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov edi, 30
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
+    vmovq qword ptr [r15 + 0], xmm5
+    movzx edi, dil
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movzx r8d, dil
+    mov r8, r8
+    mov r8d, 183
+    test ebx, 1073741824
+    jz 1f
 1:
-    and ecx, dword ptr [r15 + 704]
-    movzx ebp, cl
-    mov rbp, r11
+    mov dword ptr [r15 + 64], 62
+    mov byte ptr [r15 + 192], dil
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov byte ptr [r15 + 128], r8b
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 448]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 512]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rdi, qword ptr [r15 + 128]
+    mov rbp, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 219
+    mov ebp, 33
+    mov byte ptr [r15 + 640], bpl
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, 38
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 65
-    mov rbp, rcx
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 141
-    mov byte ptr [r15 + 768], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 219
+    mov byte ptr [r15 + 384], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, cl
-    movzx ecx, cl
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 448]
-    and rbp, 4032
-    add rdi, qword ptr [r15 + rbp + 3392]
-    vpcmpeqb xmm3, xmm3, xmm11
+    lea rcx, [rip + .Lc1_d5260_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5260_s_t
+.Lc1_d5260_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5260_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 320], ebp
     movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + 256]
-    inc dword ptr [r15 + 0]
-    mov rsi, rcx
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], edx
+    add rcx, qword ptr [r15 + 512]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 163
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov qword ptr [r15 + 0], rcx
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    vmovdqu ymmword ptr [r15 + 192], ymm15
     mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, edi
-    mov dword ptr [r15 + 320], 44
-    vmovdqu ymmword ptr [r15 + 512], ymm3
-    mov ebp, 153
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 448]
+    mov r9d, 185
+    mov r9, r11
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 576]
-    mov esi, dword ptr [r15 + 192]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 256], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    lea rcx, [rip + .Lc1_d5066_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5066_j_t
-.Lc1_d5066_j:
-    mov ecx, 172
-    movsxd rcx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d5311_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5311_s_t
+.Lc1_d5311_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5311_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov edi, eax
+    mov rax, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov rbp, rcx
+    mov byte ptr [r15 + 576], bpl
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 56
-    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 92
+    mov dword ptr [r15 + 384], 161
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, r11
-    mov ebp, 107
-    test ebx, 3584
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 141
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 123
-    movsxd r9, dword ptr [r15 + 640]
-    mov edx, r9d
-    mov dword ptr [r15 + 256], 255
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    movzx r9d, dl
-    movzx r9d, byte ptr [r15 + 512]
-    mov rax, r9
+    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r15 + 320], rdi
+    movzx edi, byte ptr [r15 + 256]
+    and r9, 4032
+    mov r8, r11
+    mov rax, qword ptr [r15 + r9 + 3392]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    movzx edx, r8b
+    movzx edx, dl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5111_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5111_j_t
-.Lc1_d5111_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     jmp 1f
@@ -6463,353 +7009,383 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 222
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    movzx edx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 58
+    mov r8, r11
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 704], eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    mov dword ptr [r15 + 768], eax
-    mov eax, dword ptr [r15 + 192]
-    mov ecx, 139
-    mov ecx, ecx
-    mov byte ptr [r15 + 384], cl
-    add r8, qword ptr [r15 + 448]
+    mov rax, r8
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 192]
+    mov edx, 179
+    mov esi, edx
+    mov byte ptr [r15 + 512], sil
+    mov dword ptr [r15 + 320], eax
     mov rbp, r11
-    mov dword ptr [r15 + 128], 249
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 6
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 704], cl
-    mov r9, r11
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r9, 16320
-    movzx ebp, byte ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 128], 203
+    mov edx, dword ptr [r15 + 640]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 448]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
+    lea rcx, [rip + .Lc1_d5395_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5395_s_t
+.Lc1_d5395_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5395_s:
+    ret
+    .popsection
+    mov r8d, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 14
-    vpaddd xmm3, xmm3, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 512], r9d
-    mov r9d, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    mov ebp, 106
-    mov dword ptr [r15 + 64], ebp
-    movzx ebp, r9b
-    mov dword ptr [r15 + 384], 163
-    mov ebp, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 128]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], 216
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdx, rbp
+    mov ecx, 170
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 13
+    mov dword ptr [r15 + 768], r8d
+    add r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r8d
+    mov dword ptr [r15 + 448], 18
     mov rbp, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 214
+    mov r8, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 384]
+    mov edx, 116
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 320]
+    test ebx, 2560
+    jnz 1f
+1:
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    movzx ebp, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov rcx, rdx
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov ebp, r8d
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], 68
+    mov r9d, 70
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5200_j]
+    lea rcx, [rip + .Lc1_d5443_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5200_j_t
-.Lc1_d5200_j:
+    call .Lc1_d5443_s_t
+.Lc1_d5443_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5443_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 221
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov edx, 19
     mov r9, r11
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
     and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov rdi, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, ebp
-    vmovdqu xmm12, xmmword ptr [r15 + 64]
+    mov r9, rbp
+    mov byte ptr [r15 + 384], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 195
-    mov ecx, 28
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    mov rcx, qword ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 223
-    movzx r8d, bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 73
-    mov byte ptr [r15 + 128], al
-    and rbp, 448
-    imul rcx, qword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    mov ecx, ebp
+    mov ebp, edi
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 128]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], 146
+    mov r9, rdi
+    mov r9, r9
+    vpaddd xmm3, xmm3, xmm2
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    add rdi, qword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 640]
+    movzx esi, cl
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 140
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rcx
+    mov ecx, 69
+    mov rcx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
+    mov eax, 151
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 38
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 212
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, al
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, dword ptr [r15 + 704]
+    mov eax, 50
+    mov r8, r11
     mov rbp, r11
-    mov byte ptr [r15 + 0], bpl
+    mov eax, 165
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 512], esi
-    mov esi, 196
-    mov rbp, r11
-    mov esi, ecx
-    and esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov ebp, dword ptr [r15 + 704]
-    mov ecx, 223
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, sil
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx edx, sil
-    mov esi, 1
-    mov esi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], sil
+    mov r8, r11
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 512], ecx
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 128]
+    mov rax, r8
+    mov qword ptr [r15 + 256], rax
+    mov ebp, 103
+    mov ebp, ecx
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    lea rcx, [rip + .Lc1_d5293_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5293_j_t
-.Lc1_d5293_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d5541_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5541_s_t
+.Lc1_d5541_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5541_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 128], rax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ecx
+    mov qword ptr [r15 + 768], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm5, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 168
     mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movzx r9d, dl
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 110
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    movzx ebp, cl
+    movzx edx, r9b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    add rbp, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 512]
-    vpmovmskb edi, xmm12
-    movzx edi, byte ptr [r15 + 448]
-    mov r8, r11
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov eax, 168
+    movzx eax, al
+    mov rax, qword ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
     jmp 1f
 1:
-    mov eax, 152
-    mov rax, qword ptr [r15 + 320]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 576], edx
-    mov edx, 10
-    mov edx, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9d, edi
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d5342_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5342_s_t
-    .p2align 3
-.Lc1_d5342_s:
-    .p2align 3
-    jmp .Lc1_d5342_j
-    .p2align 3
-    jmp .Lc1_d5342_j
-.Lc1_d5342_j:
-    mov r9, r11
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 64], 16
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    vmovq xmm13, r9
-    mov dword ptr [r15 + 64], 122
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    .byte 0x66, 0x90
-    mov r9d, eax
+    vpcmpeqb xmm1, xmm1, xmm3
+    mov r9d, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 512]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 448
+    mov r8, r11
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx ecx, al
+    mov rax, qword ptr [r15 + 320]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 168
     jmp 1f
 1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
-    mov r9, r11
+    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    movzx r9d, sil
-    mov rsi, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 384], 157
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
+    or qword ptr [r15 + 256], 49
+    mov r9, qword ptr [r15 + 64]
+    movzx edi, r9b
+    .byte 0x66, 0x90
+    mov r9d, dword ptr [r15 + rbp + 896]
+    movzx ebp, r9b
+    mov r9d, dword ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    jmp 1f
-1:
-    mov r9d, 18
-    mov r9d, 173
-    mov r9d, 168
-    movsxd r9, dword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d5636_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5636_s_t
+.Lc1_d5636_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5636_s:
+    ret
+    .popsection
     mov dword ptr [r15 + 0], r9d
+    mov r9, rcx
+    mov r9d, 176
+    mov r9d, 6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 128]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rcx
-    mov r8, r11
-    mov dword ptr [r15 + 704], 228
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ebp
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    and edx, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 204
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], r8
+    mov r8d, 20
+    mov r8, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 54
     and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], 220
-    mov rcx, r9
-    mov r9, r11
-    mov byte ptr [r15 + 768], r9b
-    mov byte ptr [r15 + 128], bpl
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 256]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov r9d, ecx
-    movzx ecx, cl
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movzx edi, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -6821,106 +7397,114 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d5432_s]
+    lea rcx, [rip + .Lc1_d5683_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5432_s_t
-    .p2align 3
-.Lc1_d5432_s:
-    .p2align 3
-    jmp .Lc1_d5432_j
-    .p2align 3
-    jmp .Lc1_d5432_j
-.Lc1_d5432_j:
-    mov rax, qword ptr [r15 + 384]
+    call .Lc1_d5683_s_t
+.Lc1_d5683_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5683_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 384]
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r8d, 159
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r8, r11
+    mov r8d, 37
     mov dword ptr [r15 + 0], r8d
+    movzx r8d, bpl
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 23
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r8d, 147
-    mov r8d, dword ptr [r15 + 576]
-    mov r9, r11
-    add rax, qword ptr [r15 + 64]
+    mov ebp, eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], eax
+    mov rax, qword ptr [r15 + 512]
+    mov r8, r11
+    movzx ebp, r8b
     jmp 1f
 1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, r11
-    movzx r8d, r9b
-    mov dword ptr [r15 + 128], 23
-    mov r8, rax
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    imul rax, qword ptr [r15 + 192]
-    mov r9d, 139
-    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 64], ebp
+    add rax, qword ptr [r15 + 256]
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edi, al
+    mov dword ptr [r15 + 576], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    mov ecx, 151
-    mov ecx, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 512]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, r11
+    mov esi, dword ptr [r15 + 640]
+    vmovq qword ptr [r15 + 128], xmm5
     mov r9d, 217
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    vpmovmskb r8d, xmm5
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    add qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 384]
-    mov rdi, r9
-    movsxd r9, dword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm13
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
+    mov rsi, r8
+    mov esi, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    mov esi, 207
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 256]
+    mov r8d, 99
     movsxd r8, dword ptr [r15 + 448]
+    mov rsi, r8
+    mov r8, rsi
     jmp 1f
 1:
-    mov rbp, r9
-    movzx r9d, byte ptr [r15 + 256]
-    mov edx, 36
+    mov r8d, 203
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 196
-    movzx esi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rsi
+    mov dword ptr [r15 + 64], 113
     add r11, 64
     inc rbx
     dec r13
@@ -6929,57 +7513,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d5525_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5525_s_t
-    .p2align 3
-.Lc1_d5525_s:
-    .p2align 3
-    jmp .Lc1_d5525_j
-    .p2align 3
-    jmp .Lc1_d5525_j
-.Lc1_d5525_j:
-    vpmovmskb esi, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 1
+    lea rcx, [rip + .Lc1_d5782_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5782_s_t
+.Lc1_d5782_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5782_s:
+    ret
+    .popsection
+    mov r8, r11
     jmp 1f
 1:
     movzx eax, cl
-    mov rbp, r11
-    mov eax, 157
-    movsxd rcx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
+    mov dword ptr [r15 + 320], 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm5, xmm5, xmm5
     jmp 1f
 1:
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
+    mov r8d, 170
+    mov r8, r8
+    mov dword ptr [r15 + 0], 103
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8d, 244
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 221
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm5
+    mov r9, r11
+    movzx edx, r9b
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 512]
+    mov ecx, r8d
     jmp 1f
 1:
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 89
     add r11, 64
     inc rbx
     dec r13
@@ -6988,526 +7575,574 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5571_j]
+    lea rcx, [rip + .Lc1_d5830_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5571_j_t
-.Lc1_d5571_j:
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 768]
+    call .Lc1_d5830_s_t
+.Lc1_d5830_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5830_s:
+    ret
+    .popsection
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ebp, al
-    mov eax, 36
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9, r11
     mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    movzx ebp, dil
-    movsxd rdi, dword ptr [r15 + 448]
+    movzx ecx, al
+    jmp 1f
+1:
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 384], r9
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, rcx
+    mov dword ptr [r15 + 64], r8d
     mov r8, r11
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 256]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edx
-    movzx r8d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 512], 238
-    mov dword ptr [r15 + 128], edx
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 512], rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 156
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov ebp, 218
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    movzx edx, bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    mov edx, 210
-    movzx edx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 142
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov rbp, r8
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 210
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov edi, edi
+    movzx edi, dil
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    vpor xmm9, xmm9, xmm2
-    add rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 123
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov rbp, rsi
-    mov rsi, rbp
-    mov ebp, dword ptr [r15 + 320]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 384], 65
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 15680]
-    mov r8, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 192]
+    mov r9, r11
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx esi, r9b
+    mov r9, qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], eax
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, rdi
+    add r9, qword ptr [r15 + 640]
+    mov rdi, r9
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    lea rcx, [rip + .Lc1_d5656_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5656_j_t
-.Lc1_d5656_j:
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 243
-    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d5923_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5923_s_t
+.Lc1_d5923_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5923_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm5
+    mov ecx, 241
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r9, r11
-    mov ecx, 41
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], cl
+    mov qword ptr [r15 + 512], rax
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 256], rax
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 26
-    mov r9, r11
+    mov rax, qword ptr [r15 + r9 + 896]
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 2560
+    jz 1f
+1:
+    mov rbp, r11
+    vpxor xmm5, xmm5, xmm2
+    and rbp, 8128
     mov r8, r11
-    mov qword ptr [r15 + 512], r8
-    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + rbp + 7488], al
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    and r9, 4032
-    vmovdqu xmm1, xmmword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 768], 242
+    mov ebp, dword ptr [r15 + r9 + 832]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 320], 254
+    mov dword ptr [r15 + 448], 167
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    and ecx, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
-    mov edi, 31
-    mov edi, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 128], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
+    lea rcx, [rip + .Lc1_d5966_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5966_s_t
+.Lc1_d5966_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5966_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], 133
     jmp 1f
 1:
+    movzx eax, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 98
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r9
-    mov r9, qword ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 192]
     mov rbp, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rdx, qword ptr [r15 + 576]
     and rbp, 8128
-    xor dword ptr [r15 + rbp + 7488], ebp
-    mov rbp, r9
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], 237
-    mov ebp, 95
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov ebp, 222
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 256], 30
-    mov rbp, r8
-    mov rbp, r11
-    mov dword ptr [r15 + 448], 80
-    mov r9d, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movzx ebp, r8b
-    movzx r8d, byte ptr [r15 + 128]
-    mov eax, 170
+    mov qword ptr [r15 + 512], rcx
+    lea r8, [r11 + r11*1]
+    mov rcx, r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 27
+    mov ecx, dword ptr [r15 + 320]
+    mov rdx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    add rsi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    movzx edi, dl
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    lea rcx, [rip + .Lc1_d5744_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5744_j_t
-.Lc1_d5744_j:
+    mov qword ptr [r15 + 320], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 106
+    mov esi, edi
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, rcx
-    mov eax, eax
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 384]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    mov rdi, rsi
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 640], rsi
+    movsxd rsi, dword ptr [r15 + 704]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 384]
+    mov edi, 89
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov edi, 26
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 512]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d5794_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5794_s_t
-    .p2align 3
-.Lc1_d5794_s:
-    .p2align 3
-    jmp .Lc1_d5794_j
-    .p2align 3
-    jmp .Lc1_d5794_j
-.Lc1_d5794_j:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov dword ptr [r15 + 192], 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 256], 37
-    mov r8, r11
-    jmp 1f
-1:
-    test ebx, 4608
-    jnz 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d6058_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6058_s_t
+.Lc1_d6058_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6058_s:
+    ret
+    .popsection
+    movzx r8d, byte ptr [r15 + 448]
     mov rbp, r11
-    mov r9, r11
-    mov qword ptr [r15 + 384], r9
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 125
-    vpaddd xmm9, xmm9, xmm1
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov dword ptr [r15 + 704], 170
+    mov rcx, rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 64], r8d
+    mov ecx, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, r11
+    mov eax, r8d
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 192], 117
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 155
+    mov dword ptr [r15 + 768], 222
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov qword ptr [r15 + 256], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    mov r8, r11
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    vpshufd xmm9, xmm9, 226
-    mov r9d, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 128]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    test ebx, 352256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    mov rdx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 128], rdx
-    mov r9, r11
     mov edx, eax
-    mov byte ptr [r15 + 320], dl
-    mov edx, dword ptr [r15 + 512]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    vmovq xmm1, r9
-    and edx, dword ptr [r15 + 256]
-    mov r9d, edx
-    mov edx, 219
-    mov byte ptr [r15 + 576], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 448]
+    mov r8, r11
+    test ebx, 6144000
+    jnz 1f
+1:
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 64], al
+    mov rax, rdx
+    and eax, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 640]
+    mov edi, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov rsi, r8
+    mov r8, r11
+    mov qword ptr [r15 + 320], r8
+    mov r9d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    and edx, dword ptr [r15 + 128]
+    mov r8, r11
+    and edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    lea rcx, [rip + .Lc1_d5878_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5878_j_t
-.Lc1_d5878_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], 183
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edi, esi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 215
-    mov r9, rcx
-    movzx r9d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6153_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6153_s_t
+.Lc1_d6153_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6153_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
+    mov rcx, rax
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], eax
+    mov r8, r11
+    mov eax, 162
+    mov qword ptr [r15 + 704], rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 75
+    mov byte ptr [r15 + 192], cl
+    mov r8, r11
+    mov ecx, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    mov edi, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], r9
-    mov r9, qword ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], dil
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
+    mov r8, r11
+    mov dword ptr [r15 + 768], r8d
+    mov dword ptr [r15 + 64], 89
+    mov byte ptr [r15 + 384], al
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm5
+    movzx eax, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx edi, r9b
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx esi, cl
+    vpor xmm5, xmm5, xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d6215_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6215_s_t
+.Lc1_d6215_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6215_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd rax, dword ptr [r15 + r9 + 896]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov byte ptr [r15 + 0], bpl
+    mov ecx, 215
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 215
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    mov ebp, 237
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 100
-    movzx esi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r9d
+    mov dword ptr [r15 + 192], 203
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
+    mov dword ptr [r15 + 256], 234
     mov r9, r11
-    movzx eax, byte ptr [r15 + 768]
+    mov ecx, 33
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 1984
-    add qword ptr [r15 + r9 + 1344], rbp
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    mov qword ptr [r15 + 384], rsi
-    mov rsi, qword ptr [r15 + 448]
     and r9, 8128
     mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 512], 92
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, rbp
-    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], ecx
+    mov r9, r11
+    movzx ecx, r9b
+    mov rcx, rcx
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    lea rcx, [rip + .Lc1_d5969_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5969_j_t
-.Lc1_d5969_j:
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rbp
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 230
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 52
-    mov rbp, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rdx
+    add rax, qword ptr [r15 + 64]
+    mov rdx, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r9, rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     .byte 0x66, 0x90
-    mov dword ptr [r15 + 192], 200
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov edi, 200
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 166
+    mov byte ptr [r15 + 128], r9b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 640], ymm5
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    movsxd r9, dword ptr [r15 + rbp + 1408]
+    mov ebp, 146
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov rbp, rcx
-    mov rbp, r11
-    mov ecx, 242
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rdx, rbp
+    movsxd rsi, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    mov ebp, esi
+    mov dword ptr [r15 + 320], 249
+    mov dword ptr [r15 + 512], 144
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov r8, r8
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 64], 250
-    mov ecx, ebp
-    mov byte ptr [r15 + 576], cl
-    jmp 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmm1
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 448], ymm5
     add r11, 64
     inc rbx
     dec r13
@@ -7516,169 +8151,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6023_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6023_s_t
-    .p2align 3
-.Lc1_d6023_s:
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-    .p2align 3
-    jmp .Lc1_d6023_j
-.Lc1_d6023_j:
-    movzx eax, al
-    mov rax, qword ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d6306_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6306_s_t
+.Lc1_d6306_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6306_s:
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov rcx, rcx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov rbp, r11
     mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdx
+    mov edx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    xor dword ptr [r15 + 192], ecx
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 768], 252
     jmp 1f
 1:
-    mov r8d, eax
-    mov qword ptr [r15 + 64], r8
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 384], 199
-    movzx eax, cl
-    mov rax, rax
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 512]
+    add r8, qword ptr [r15 + 64]
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 448]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov rcx, r8
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    mov dword ptr [r15 + 320], 190
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    lea rcx, [rip + .Lc1_d6349_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6349_s_t
+.Lc1_d6349_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6349_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, cl
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r11
-    movzx edx, dl
-    movzx edx, dl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, cl
-    movzx ecx, bpl
-    movzx ebp, cl
-    mov dword ptr [r15 + 448], 35
-    movzx ebp, al
-    mov rax, rax
-    mov dword ptr [r15 + 128], 73
-    mov dword ptr [r15 + 384], ecx
-    mov byte ptr [r15 + 640], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx ecx, r8b
+    add rcx, qword ptr [r15 + 0]
+    mov rdi, rcx
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 576]
+    movzx ebp, r8b
+    vmovdqu ymmword ptr [r15 + 320], ymm5
+    mov qword ptr [r15 + 128], rdi
+    mov dword ptr [r15 + 192], 130
+    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + 128], 16
+    mov rdi, rdi
+    mov rdi, rcx
+    mov r8, r11
+    movzx edi, r8b
+    movzx edi, dil
+    movzx edi, cl
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    movzx ebp, r8b
+    mov r8d, 64
+    and r8d, dword ptr [r15 + 512]
+    mov r9, rdi
+    mov r9, r11
+    mov byte ptr [r15 + 64], r9b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 144
+    mov r9, rdi
+    mov dword ptr [r15 + 64], r8d
+    mov r9d, ebp
+    mov byte ptr [r15 + 256], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c132:
-    lea rcx, [rip + .Lc1_d6106_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6106_j_t
-.Lc1_d6106_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, dword ptr [r15 + 640]
+    mov r8d, r9d
+    mov r9, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 132
+    jmp 1f
+1:
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    vmovdqu xmmword ptr [r15 + rbp + 896], xmm5
+    jmp 1f
+1:
     mov rbp, r11
-    movzx edx, bpl
+    jmp 1f
+1:
+    mov eax, 78
+    jmp 1f
+1:
     and rbp, 1984
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 1344], r9d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 211
+    mov dword ptr [r15 + rbp + 1344], edi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 512], 161
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 128]
+    mov edi, 14
+    movzx edi, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 132
-    mov ebp, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 49
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 704]
-    mov edx, ebp
-    movzx ebp, byte ptr [r15 + 320]
-    test ebx, 2560
-    jnz 1f
-1:
+    mov rdi, qword ptr [r15 + 704]
+    mov ebp, ebp
     mov rbp, r11
-    mov edx, ebp
-    movzx edx, dl
+    mov dword ptr [r15 + 384], ebp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], dil
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    or qword ptr [r15 + 128], 90
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 768]
-    mov rdi, rdx
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
+    mov dword ptr [r15 + 256], eax
+    mov qword ptr [r15 + 448], rax
+    mov rax, rax
     jmp 1f
 1:
     add r11, 64
@@ -7686,495 +8318,515 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d6160_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6160_s_t
-    .p2align 3
-.Lc1_d6160_s:
-    .p2align 3
-    jmp .Lc1_d6160_j
-    .p2align 3
-    jmp .Lc1_d6160_j
-.Lc1_d6160_j:
-    mov r8, r11
-    and eax, dword ptr [r15 + 128]
-    and r8, 448
+    lea rcx, [rip + .Lc1_d6445_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6445_s_t
+.Lc1_d6445_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6445_s:
+    ret
+    .popsection
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 131
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], edi
-    mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    movzx eax, byte ptr [r15 + 448]
-    movzx edi, bpl
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
+    mov dword ptr [r15 + 128], 102
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    xor dword ptr [r15 + 512], ebp
+    movzx ebp, cl
     jmp 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmm5
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 576]
+    mov ebp, 139
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1344], xmm10
+    mov ecx, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d6493_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6493_s_t
+.Lc1_d6493_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6493_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 128]
     mov rbp, r11
-    movzx ecx, bpl
-    movzx ecx, al
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 320]
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov r8, r11
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 64]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
     mov ebp, 100
-    jmp 1f
-1:
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov ebp, 206
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov ecx, eax
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rsi, qword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 512]
+    movzx edi, dl
+    test ebx, 319488
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx r8d, bpl
-    mov dword ptr [r15 + 256], 87
+    mov rdx, rdx
     jmp 1f
 1:
-    vpxor xmm4, xmm4, xmm2
-    mov ebp, 150
-    mov rbp, r11
+    mov eax, 33
+    mov dword ptr [r15 + 192], 100
+    vmovdqu ymmword ptr [r15 + 256], ymm7
+    movzx edx, bpl
+    mov edx, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 448]
+    movzx r9d, bpl
+    mov rbp, r9
+    movzx ebp, bpl
     jmp 1f
 1:
-    movzx ecx, r8b
-    and rbp, 4032
-    and r8d, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 192], sil
-    mov esi, 176
-    mov esi, dword ptr [r15 + 384]
+    mov r9d, edx
     jmp 1f
 1:
-    movzx edx, r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d6250_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6250_j_t
-.Lc1_d6250_j:
+    mov qword ptr [r15 + 128], rax
+    movsxd rax, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov edx, 128
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 206
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rcx
+    mov r9, r11
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov qword ptr [r15 + 704], rcx
-    movzx ecx, cl
-    movzx ecx, cl
-    add rcx, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, r8
-    mov r8, r11
-    vpaddd xmm9, xmm9, xmm9
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, 208
-    mov byte ptr [r15 + 128], cl
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], cl
-    mov byte ptr [r15 + 192], cl
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, 209
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov qword ptr [r15 + 256], rdx
+    mov edx, dword ptr [r15 + 64]
+    mov r9, rdx
+    mov r9, r11
+    movzx ebp, r9b
     mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    and rbp, 8128
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 7488]
+    add rdx, qword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 101
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
+    lea rcx, [rip + .Lc1_d6584_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6584_s_t
+.Lc1_d6584_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6584_s:
+    ret
+    .popsection
+    vmovq qword ptr [r15 + 0], xmm4
+    movzx r9d, bpl
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 228
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 228
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, rcx
+    mov dword ptr [r15 + 128], 250
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 175
-    mov rbp, r11
+    mov r9, r11
+    mov dword ptr [r15 + 768], 16
+    and r9, 4032
+    mov r8, r11
+    mov ecx, dword ptr [r15 + r9 + 3392]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 250
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    nop
+    mov dword ptr [r15 + 576], 242
+    mov rsi, qword ptr [r15 + 384]
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov rbp, rdi
     jmp 1f
 1:
-    mov r8, r8
-    mov r8d, 144
-    or qword ptr [r15 + 192], 9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 576], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 320]
-    movzx r8d, bpl
-    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov rbp, rsi
+    mov dword ptr [r15 + 512], ebp
+    mov qword ptr [r15 + 448], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    lea rcx, [rip + .Lc1_d6340_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6340_j_t
-.Lc1_d6340_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov ebp, 180
+    mov r8, qword ptr [r15 + 64]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], 16
-    mov dword ptr [r15 + 448], 79
-    mov r9, r11
+    movzx esi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], al
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edi, r9b
-    mov r9d, 217
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov ebp, esi
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 180
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov eax, 119
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm0, xmm4, 101
+    and r8, 448
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 256], eax
+    mov rax, qword ptr [r15 + 640]
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 151
+    mov dword ptr [r15 + 384], 186
+    movsxd rdx, dword ptr [r15 + 448]
+    movzx ecx, dl
+    mov edx, 9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6387_j]
+    lea rcx, [rip + .Lc1_d6676_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6387_j_t
-.Lc1_d6387_j:
+    call .Lc1_d6676_s_t
+.Lc1_d6676_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6676_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 83
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 256], ecx
+    mov rcx, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rbp, rbp
     jmp 1f
 1:
+    mov ebp, 229
+    mov ebp, 171
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, 28
-    mov ecx, 102
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 158
-    mov dword ptr [r15 + 768], ecx
-    mov rcx, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdi, rcx
-    mov rcx, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov edx, ecx
+    mov ecx, 99
     mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], al
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov rcx, rbp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 704]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov byte ptr [r15 + 384], al
-    mov rax, rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    mov byte ptr [r15 + 192], r8b
-    mov dword ptr [r15 + 0], 222
-    jmp 1f
-1:
-    mov edi, eax
-    mov rdi, rdi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d6727_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6727_s_t
+.Lc1_d6727_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6727_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ebp, eax
+    mov r9, r11
+    movzx ecx, r9b
+    mov dword ptr [r15 + 768], eax
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 6
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, r8b
     add rax, qword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 576]
+    mov r9, rbp
+    lea r9, [r11 + r11*1]
+    movzx ebp, r9b
+    mov ebp, ebp
+    and r9, 1984
+    imul rcx, qword ptr [r15 + r9 + 1408]
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx edx, al
-    add rdx, qword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 576]
-    mov esi, eax
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r11
-    mov edi, ebp
-    mov r8, r11
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 256]
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    and ecx, dword ptr [r15 + 128]
+    mov rdi, rbp
+    mov ebp, edi
+    and r8, 16320
+    movzx ebp, byte ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 320]
+    mov esi, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d6482_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6482_j_t
-.Lc1_d6482_j:
+    mov byte ptr [r15 + 0], cl
+    mov r9d, esi
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8d, esi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], r9d
+    jmp 1f
+1:
+    mov esi, ecx
+    mov rbp, r11
+    jmp 1f
+1:
     mov ecx, r8d
+    mov byte ptr [r15 + 512], cl
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov rbp, r8
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 166
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov qword ptr [r15 + 128], rsi
+    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], esi
+    mov rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], 155
-    mov byte ptr [r15 + 320], dil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, edi
-    mov r8, r11
-    mov esi, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    mov edx, dword ptr [r15 + 640]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 232
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    mov esi, esi
+    mov dword ptr [r15 + r9 + 832], 13
+    movsxd r9, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 4
-    vmovdqu xmmword ptr [r15 + 0], xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d6825_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6825_s_t
+.Lc1_d6825_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6825_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    movzx esi, r8b
+    mov esi, 59
+    movzx r9d, sil
+    mov esi, edi
+    vpcmpeqb xmm0, xmm0, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov edi, ecx
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx esi, dil
     jmp 1f
 1:
-    movzx esi, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 512], r8d
-    jmp 1f
-1:
-    test ebx, 2560
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 768], sil
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 256]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    movzx r8d, r9b
-    movsxd r9, dword ptr [r15 + 448]
-    mov eax, r9d
-    mov r9d, eax
-    movzx eax, byte ptr [r15 + 384]
-    mov ecx, 159
-    jmp 1f
-1:
-    movzx ecx, sil
-    jmp 1f
-1:
+    mov ecx, r9d
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    movsxd r9, dword ptr [r15 + 768]
     mov rbp, r11
-    and r8d, dword ptr [r15 + 128]
     mov r8, r11
+    jmp 1f
+1:
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + rbp + 3392]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movsxd r8, dword ptr [r15 + 64]
+    mov edi, 159
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx eax, sil
+    mov rsi, qword ptr [r15 + 704]
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 512], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -8185,267 +8837,291 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d6583_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d6877_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6583_s_t
-    .p2align 3
-.Lc1_d6583_s:
-    .p2align 3
-    jmp .Lc1_d6583_j
-    .p2align 3
-    jmp .Lc1_d6583_j
-.Lc1_d6583_j:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 83
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx esi, al
+    call .Lc1_d6877_s_t
+.Lc1_d6877_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6877_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
     mov eax, eax
-    mov dword ptr [r15 + 576], eax
     mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov eax, esi
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 41
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov rcx, rsi
     jmp 1f
 1:
-    movzx esi, al
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    vmovq qword ptr [r15 + 384], xmm9
-    mov r8d, esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 138
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    movzx ebp, cl
+    vmovq xmm5, rbp
+    movzx ebp, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 384], ecx
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 64], xmm5
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 576]
+    mov r9d, ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, edx
+    mov rdx, rdi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    lea rcx, [rip + .Lc1_d6627_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6627_j_t
-.Lc1_d6627_j:
-    mov qword ptr [r15 + 640], r8
-    mov r8d, eax
-    movzx eax, r8b
-    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 192], r8b
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 27
+    mov byte ptr [r15 + 0], dl
+    mov r9, qword ptr [r15 + 192]
+    mov edx, r9d
+    jmp 1f
+1:
+    movzx edx, r9b
+    mov edx, 238
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, r9b
+    test ebx, 1409024
     jz 1f
 1:
-    mov r8, rcx
-    mov ecx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 704], r9b
+    mov r9, r11
+    mov rdx, r9
+    movzx edx, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 384], edx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9, rdx
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdx
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov edx, dword ptr [r15 + 320]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, dil
-    mov qword ptr [r15 + 512], r8
-    mov r8d, 13
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 33
-    mov r8, r11
-    add rdi, qword ptr [r15 + 320]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 73
-    movsxd r8, dword ptr [r15 + 704]
+    mov r9, r11
+    mov dword ptr [r15 + 448], r9d
+    mov dword ptr [r15 + 256], 5
+    movsxd rsi, dword ptr [r15 + 128]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    jmp 1f
-1:
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 320]
-    mov edi, r8d
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb r8d, xmm9
-    mov byte ptr [r15 + 0], r8b
+    lea rcx, [rip + .Lc1_d6977_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6977_s_t
+.Lc1_d6977_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6977_s:
+    ret
+    .popsection
+    vmovdqu ymmword ptr [r15 + 256], ymm5
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 177
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm5
+    mov r9, qword ptr [r15 + 64]
+    mov r8, r11
+    mov ecx, r8d
+    mov rbp, r11
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 128]
-    and r8, 16320
-    vmovq qword ptr [r15 + r8 + 15680], xmm9
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9, r11
-    mov rbp, r9
-    movzx ebp, byte ptr [r15 + 192]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 768], sil
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
+    mov r8, rcx
     jmp 1f
 1:
-    mov eax, ebp
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rdx, rbp
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 448], dil
+    movzx edi, byte ptr [r15 + 384]
+    mov r8, r8
+    jmp 1f
+1:
+    movzx r8d, al
+    or qword ptr [r15 + 128], 50
+    mov dword ptr [r15 + 192], edi
+    mov eax, ecx
+    vpcmpeqb xmm0, xmm0, xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d6724_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6724_s_t
-    .p2align 3
-.Lc1_d6724_s:
-    .p2align 3
-    jmp .Lc1_d6724_j
-    .p2align 3
-    jmp .Lc1_d6724_j
-.Lc1_d6724_j:
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, cl
-    mov ecx, 243
-    mov dword ptr [r15 + 192], 195
+    lea rcx, [rip + .Lc1_d7024_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7024_s_t
+.Lc1_d7024_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7024_s:
+    ret
+    .popsection
+    .byte 0x0f, 0x1f, 0x00
+    movzx edi, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rdi
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov eax, edi
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    test ebx, 188416
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, dil
+    mov edi, 188
+    movzx edi, dil
+    mov dword ptr [r15 + 0], 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    movzx edi, byte ptr [r15 + 640]
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdx, rcx
+    mov eax, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 576]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov r8d, eax
+    mov r8, r11
+    mov dword ptr [r15 + 256], 178
     and r8, 1984
-    mov r9, r11
-    mov byte ptr [r15 + r8 + 1344], r9b
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
     jmp 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 576]
-    movzx r9d, r8b
+    mov byte ptr [r15 + 128], cl
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov qword ptr [r15 + 448], rax
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    mov dword ptr [r15 + 192], 187
-    vmovq qword ptr [r15 + 0], xmm14
+    mov qword ptr [r15 + 0], rcx
+    mov esi, 95
+    mov esi, 254
+    mov esi, 166
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
-    mov r8d, 79
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rsi
+    vpmovmskb esi, xmm0
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, r11
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rbp
-    mov qword ptr [r15 + 128], rbp
-    mov r8d, 197
-    mov dword ptr [r15 + 320], ebp
-    vmovdqu xmm1, xmmword ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 256]
-    mov r8d, ebp
-    mov dword ptr [r15 + 448], 140
-    vmovq qword ptr [r15 + 512], xmm1
-    mov ebp, 195
-    mov dword ptr [r15 + 64], 206
-    add r8, qword ptr [r15 + 704]
-    movzx ebp, r8b
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 19
+    mov dword ptr [r15 + 192], eax
+    mov r9, r11
+    vpmovmskb eax, xmm0
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 320], eax
+    vpor xmm5, xmm5, xmm0
+    mov dword ptr [r15 + 704], 199
     jmp 1f
 1:
+    mov r9d, esi
+    movzx r9d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 512]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    movzx ecx, bpl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 105
     add r11, 64
     inc rbx
     dec r13
@@ -8454,216 +9130,225 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6811_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d7120_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6811_s_t
-    .p2align 3
-.Lc1_d6811_s:
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-    .p2align 3
-    jmp .Lc1_d6811_j
-.Lc1_d6811_j:
+    call .Lc1_d7120_s_t
+.Lc1_d7120_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7120_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], eax
+    mov eax, 235
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 768]
+    mov r8, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 128]
     mov r8, r11
+    mov rax, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dil
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 448]
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov rax, rax
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    mov qword ptr [r15 + r8 + 832], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6853_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6853_j_t
-.Lc1_d6853_j:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 384]
-    movzx edx, cl
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 768], rax
-    movzx eax, byte ptr [r15 + 512]
-    and eax, dword ptr [r15 + 128]
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov ecx, eax
     mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov dword ptr [r15 + 320], 169
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 192]
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], 1
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 231
+    mov byte ptr [r15 + 0], bpl
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov edx, ebp
-    mov ebp, ecx
-    mov rcx, r8
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, rax
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 640]
+    mov r9, rdi
+    mov edi, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    movzx ecx, bpl
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 15680]
+    movzx ebp, dl
+    mov dword ptr [r15 + 576], 129
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    movzx r8d, al
-    mov qword ptr [r15 + 64], rdx
-    movzx edx, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d7217_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7217_s_t
+.Lc1_d7217_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7217_s:
+    ret
+    .popsection
     mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 191
-    test ebx, 6656
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 58
-    mov eax, eax
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 128], 227
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 704]
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 64], 154
-    mov qword ptr [r15 + 640], rax
-    mov rbp, r11
-    movzx r8d, bpl
-    mov eax, eax
-    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 31
+    mov dword ptr [r15 + 0], 226
+    mov ecx, ebp
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 191
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 186
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 1408], 242
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 576]
-    mov esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edi, bpl
+    mov rbp, r11
+    movzx eax, bpl
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d6942_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6942_s_t
-    .p2align 3
-.Lc1_d6942_s:
-    .p2align 3
-    jmp .Lc1_d6942_j
-    .p2align 3
-    jmp .Lc1_d6942_j
-.Lc1_d6942_j:
-    mov r8, r11
-    mov byte ptr [r15 + 704], al
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 211
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 250
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d7262_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7262_s_t
+.Lc1_d7262_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7262_s:
+    ret
+    .popsection
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 512], al
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, eax
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + 768]
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 448]
+    mov edi, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 250
+    mov edi, 87
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + rbp + 7552], r8d
+    mov qword ptr [r15 + 576], rdi
+    movzx edi, byte ptr [r15 + 128]
+    mov ebp, edi
     mov rbp, r11
-    mov eax, 163
-    movzx eax, byte ptr [r15 + 384]
-    mov r9, rax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 88
-    mov rbp, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r8
+    mov r8d, 70
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 320], r8d
+    movzx r8d, dil
+    mov dword ptr [r15 + 192], r8d
+    mov dword ptr [r15 + 128], 94
     add r11, 64
     inc rbx
     dec r13
@@ -8672,57 +9357,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    vmovdqu xmmword ptr [r15 + 64], xmm5
+    mov r8, r11
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], rax
+    and r8, 1984
+    and edi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 640]
+    mov ebp, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    vpshufd xmm4, xmm1, 4
-    jmp 1f
-1:
-    mov r9d, 39
-    and r9d, dword ptr [r15 + 768]
-    add r9, qword ptr [r15 + 256]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 192], ebp
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmm1
-    mov rdi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 247
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rdi
-    vmovdqu ymmword ptr [r15 + 448], ymm4
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    vpshufd xmm4, xmm4, 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    mov qword ptr [r15 + 448], rdi
+    and r8d, dword ptr [r15 + 128]
+    and r9, 4032
+    and ebp, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], 215
+    movzx edi, r9b
+    mov dword ptr [r15 + 256], edi
     add r11, 64
     inc rbx
     dec r13
@@ -8731,52 +9408,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7035_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7035_j_t
-.Lc1_d7035_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d7353_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7353_s_t
+.Lc1_d7353_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7353_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx edi, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    mov dword ptr [r15 + 512], 45
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 64]
+    mov ebp, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 255
+    movsxd rbp, dword ptr [r15 + 128]
     mov r8, r11
+    mov esi, dword ptr [r15 + 448]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 512], 90
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov ecx, 84
-    mov dword ptr [r15 + 0], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8, r11
-    mov eax, r8d
-    movzx eax, byte ptr [r15 + 576]
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 128], 172
-    mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov esi, 170
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 512]
-    movzx edx, r8b
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 256]
-    mov ebp, 231
-    mov dword ptr [r15 + 640], 194
-    mov rbp, qword ptr [r15 + 448]
+    mov r9d, 46
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 768]
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
@@ -8785,159 +9462,193 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7083_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7083_j_t
-.Lc1_d7083_j:
-    lea rbp, [r11 + r11*1]
-    mov rsi, rax
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    mov ecx, eax
-    mov eax, 109
-    mov eax, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov rbp, rdi
-    mov dword ptr [r15 + 0], esi
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7398_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7398_s_t
+.Lc1_d7398_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7398_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx esi, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 192]
+    mov r8, rdx
+    mov edx, 144
+    movsxd rdx, dword ptr [r15 + 512]
+    add qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 256]
+    mov r9, r11
+    mov rsi, rax
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    add rbp, qword ptr [r15 + 704]
-    mov rax, rbp
-    mov rbp, r11
+    mov eax, 152
+    mov rax, rdx
     mov r9, r11
-    mov edi, 180
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
-    vpxor xmm4, xmm4, xmm6
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    mov rbp, rsi
-    mov esi, dword ptr [r15 + 448]
-    add rsi, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 8128
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 7488], r8d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov dword ptr [r15 + 576], eax
+    mov edx, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    mov eax, r8d
+    mov rax, qword ptr [r15 + 320]
     mov r9, r9
-    mov r9, qword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    lea r9, [r11 + r11*1]
-    mov rsi, rbp
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + 64], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 129
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8d, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 36
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 238
+    mov r9d, r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, ecx
-    vpxor xmm2, xmm2, xmm7
+    mov dword ptr [r15 + 128], 106
+    movzx r9d, byte ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], dl
+    mov edx, r9d
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
+    and r9, 448
+    add rdx, qword ptr [r15 + r9 + 832]
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 768]
-    mov rbp, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov dword ptr [r15 + 256], eax
+    mov qword ptr [r15 + 640], rax
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov rbp, r9
-    mov qword ptr [r15 + 448], rcx
-    mov ebp, 194
-    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], 126
+    mov eax, eax
+    mov rax, rax
+    mov r9, r11
+    mov rax, r9
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d7175_j]
+    lea rcx, [rip + .Lc1_d7503_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7175_j_t
-.Lc1_d7175_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d7503_s_t
+.Lc1_d7503_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7503_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 52
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], dl
+    mov eax, 166
+    mov dword ptr [r15 + 0], 129
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov ebp, 230
-    mov ebp, ebp
+    mov edi, dword ptr [r15 + 320]
+    mov r8d, 210
+    mov r8d, ecx
     jmp 1f
 1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    and rbp, 16320
-    mov rsi, qword ptr [r15 + rbp + 15680]
-    vpcmpeqb xmm4, xmm4, xmm13
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 222
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 128]
     mov r8, r11
-    movzx r9d, byte ptr [r15 + 640]
-    mov r9d, 249
+    movsxd r9, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 128]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 46
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    add rdx, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx r8d, cl
-    mov qword ptr [r15 + 128], r8
+    mov rbp, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 320], 242
+    mov ebp, 47
+    mov ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov qword ptr [r15 + 64], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -8946,165 +9657,168 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7225_j]
+    lea rcx, [rip + .Lc1_d7552_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7225_j_t
-.Lc1_d7225_j:
-    movzx ecx, al
-    imul rcx, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 448], rax
+    call .Lc1_d7552_s_t
+.Lc1_d7552_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7552_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], 26
     jmp 1f
 1:
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 9
+    movzx ecx, byte ptr [r15 + 256]
+    mov eax, eax
+    mov r8, r11
+    mov rax, qword ptr [r15 + 576]
+    mov rbp, rax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    movsxd r8, dword ptr [r15 + 512]
+    mov rbp, r11
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 161
-    mov qword ptr [r15 + 64], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov eax, ecx
-    mov byte ptr [r15 + 768], cl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 139
-    mov rcx, rax
-    jmp 1f
-1:
-    mov rbp, r11
-    and eax, dword ptr [r15 + 512]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 31
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 92
+    mov eax, 233
+    movzx eax, r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 64], 139
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    movsxd rax, dword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    mov ecx, 176
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rax
-    mov r9, rbp
+    mov r8d, ecx
+    mov eax, 239
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov dword ptr [r15 + 0], 239
-    movzx r9d, al
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov ecx, r8d
     mov r9, r11
-    mov eax, r9d
-    mov byte ptr [r15 + 0], al
-    movzx eax, bpl
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 512]
-    mov eax, 204
-    mov r8, r11
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    mov rcx, qword ptr [r15 + 512]
+    mov edi, ecx
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
-    mov r8, r9
-    mov qword ptr [r15 + 192], r8
-    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r11
-    movzx esi, r9b
-    mov esi, dword ptr [r15 + 128]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 384], r8
-    mov qword ptr [r15 + 256], rax
-    mov eax, 11
-    mov rax, qword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 140
+    mov rcx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r8b
+    mov r8, rdi
+    mov dword ptr [r15 + 704], r8d
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d7320_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7320_s_t
-    .p2align 3
-.Lc1_d7320_s:
-    .p2align 3
-    jmp .Lc1_d7320_j
-    .p2align 3
-    jmp .Lc1_d7320_j
-.Lc1_d7320_j:
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 256]
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 192]
-    mov rsi, rax
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
+    lea rcx, [rip + .Lc1_d7639_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7639_s_t
+.Lc1_d7639_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7639_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    mov edi, r8d
+    mov byte ptr [r15 + 0], dil
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 108
+    movzx r8d, cl
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 753664
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    movsxd rax, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx ecx, sil
-    mov dword ptr [r15 + 128], ecx
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 640]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8, r11
-    mov dword ptr [r15 + 448], 127
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, rdi
+    mov edi, r8d
+    mov edi, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm10
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 227
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
+    and r9, 448
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 832], ebp
     jmp 1f
 1:
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], edx
+    jmp 1f
+1:
+    movzx edx, bpl
+    lock add qword ptr [r15 + 64], rbp
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -9113,96 +9827,99 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d7693_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7693_s_t
+.Lc1_d7693_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7693_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 512], al
+    mov eax, ebp
+    movzx eax, byte ptr [r15 + 64]
     mov r8, r11
-    vpxor xmm2, xmm2, xmm4
+    add rcx, qword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 448]
+    and r8, 8128
+    add r9, qword ptr [r15 + r8 + 7488]
+    mov r8, r9
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ebp, 195
+    movzx ebp, bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
     mov rbp, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    mov edx, 241
     and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 47
-    mov rbp, qword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov ecx, 126
-    mov ecx, 65
-    movzx edx, r8b
-    mov byte ptr [r15 + 384], r8b
-    mov r8, rbp
-    mov r8, rbp
-    mov ebp, ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 64], cl
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 704]
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov rbp, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    lea rcx, [rip + .Lc1_d7408_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7408_j_t
-.Lc1_d7408_j:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    movzx ecx, byte ptr [r15 + 448]
-    mov rdx, rcx
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    mov edi, ecx
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdx
+    mov qword ptr [r15 + 448], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 191
+    mov byte ptr [r15 + 0], bpl
+    mov r8d, edx
+    mov r8d, 147
+    mov r8d, 153
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpxor xmm4, xmm4, xmm10
-    mov edx, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1536
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 256]
+    lea rbp, [r11 + r11*1]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9, r11
-    mov byte ptr [r15 + 192], dil
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edi
-    mov r9, r11
-    mov byte ptr [r15 + 256], r9b
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 576], bpl
-    mov ebp, 161
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 128], rbp
-    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov r8, rbp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], ebp
+    movzx r8d, byte ptr [r15 + 128]
+    mov rdi, r8
+    jmp 1f
+1:
+    xor dword ptr [r15 + 192], edx
+    mov rdx, qword ptr [r15 + 64]
+    mov r8, r11
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + rbp + 3392], bpl
+    vmovdqu xmmword ptr [r15 + 384], xmm3
+    mov qword ptr [r15 + 512], rdi
+    mov edi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 704], edi
+    mov ebp, 251
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -9211,55 +9928,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7456_j]
+    lea rcx, [rip + .Lc1_d7782_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7456_j_t
-.Lc1_d7456_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 105
+    call .Lc1_d7782_s_t
+.Lc1_d7782_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7782_s:
+    ret
+    .popsection
+    mov rax, qword ptr [r15 + 128]
+    mov edi, eax
+    jmp 1f
+1:
+    mov r9, r11
+    mov rax, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rax
+    movzx ecx, byte ptr [r15 + 128]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, edi
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, dword ptr [r15 + 448]
-    mov ebp, ebp
-    mov qword ptr [r15 + 320], rax
+    movzx eax, byte ptr [r15 + 576]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    mov eax, eax
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 384]
-    mov edx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, eax
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
+    mov rax, rax
+    mov qword ptr [r15 + 192], rax
     add r11, 64
     inc rbx
     dec r13
@@ -9268,216 +9984,228 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 704], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, ecx
+    mov dword ptr [r15 + 0], r9d
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    vpshufd xmm14, xmm4, 171
-    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], r9
+    and r9d, dword ptr [r15 + 0]
+    movzx eax, r9b
+    mov eax, eax
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rax, qword ptr [r15 + 128]
-    movzx r8d, al
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, r8d
-    mov qword ptr [r15 + 64], rcx
-    mov r9, r11
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 256]
-    and edi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 384]
     and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov r9d, r8d
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], eax
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 192], edi
+    movzx esi, dl
+    mov dword ptr [r15 + 320], edx
+    mov edx, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d7549_j]
+    lea rcx, [rip + .Lc1_d7876_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7549_j_t
-.Lc1_d7549_j:
-    mov r9, r11
+    call .Lc1_d7876_s_t
+.Lc1_d7876_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7876_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    mov ecx, edx
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rdx, rcx
+    mov edx, 129
     jmp 1f
 1:
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 64]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, r8d
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 28
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, edx
+    mov edx, dword ptr [r15 + 256]
     mov r8, r11
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 21
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    lea r8, [r11 + r11*1]
+    mov rbp, qword ptr [r15 + 512]
     and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 64]
-    mov r8, r11
-    mov byte ptr [r15 + 320], cl
-    mov ecx, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 448]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 576]
-    mov r9d, r8d
-    mov r8d, 134
-    movsxd r8, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm3
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rsi
+    mov esi, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     mov r8d, 244
-    mov r8d, edx
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
-    movzx edx, r8b
-    mov byte ptr [r15 + 64], dl
-    movsxd rdx, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 128]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 135
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 62
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9d, 35
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + rbp + 1408], sil
-    mov rsi, qword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, 131
-    mov qword ptr [r15 + 192], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d7924_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7924_s_t
+.Lc1_d7924_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7924_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
     and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    and edx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + r8 + 7552]
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov rbp, r11
+    mov esi, 174
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 34
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    movzx ebp, dil
+    movsxd rdi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdi
+    mov rdi, qword ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c165:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d7646_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7646_s_t
-    .p2align 3
-.Lc1_d7646_s:
-    .p2align 3
-    jmp .Lc1_d7646_j
-    .p2align 3
-    jmp .Lc1_d7646_j
-.Lc1_d7646_j:
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, rax
-    mov rbp, r11
-    mov rdi, rax
-    and rbp, 16320
-    movsxd rax, dword ptr [r15 + rbp + 15680]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov rbp, r11
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov rdi, rdi
+    mov edi, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm3
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov rbp, rdi
+    mov rdi, qword ptr [r15 + 512]
+    test ebx, 1474560
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 448]
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 768], ymm4
-    mov ecx, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov ebp, 191
+    mov ebp, ebp
+    mov rbp, rbp
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 384]
     mov r8, r11
-    mov dword ptr [r15 + 128], r8d
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 64], r9
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 768]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 4032
-    and ebp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -9486,104 +10214,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7691_j]
+    lea rcx, [rip + .Lc1_d8021_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7691_j_t
-.Lc1_d7691_j:
+    call .Lc1_d8021_s_t
+.Lc1_d8021_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8021_s:
+    ret
+    .popsection
+    movsxd rax, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 153
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    mov ecx, 144
-    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 147
+    movsxd r8, dword ptr [r15 + 384]
+    vpaddd xmm9, xmm9, xmm1
+    mov esi, 177
     mov r9, r11
-    vmovdqu xmm2, xmmword ptr [r15 + 640]
+    mov byte ptr [r15 + 576], al
     jmp 1f
 1:
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov byte ptr [r15 + 256], cl
-    mov dword ptr [r15 + 576], esi
-    mov rbp, qword ptr [r15 + 448]
-    mov r9, r11
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8068_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8068_s_t
+.Lc1_d8068_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8068_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ecx, al
+    mov rcx, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 16
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], edi
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 320]
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    mov esi, ecx
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
-    mov r9, rdi
-    mov r9d, 129
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 192]
+    mov rdx, rcx
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov ecx, dword ptr [r15 + 128]
     mov r8, r11
-    mov rsi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], esi
-    movsxd rsi, dword ptr [r15 + 256]
+    mov r9d, esi
+    mov esi, 156
+    mov rsi, qword ptr [r15 + 256]
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], edx
+    movsxd rdx, dword ptr [r15 + 64]
+    vmovdqu xmm5, xmmword ptr [r15 + 448]
+    mov r8, rcx
+    mov r8d, ecx
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 384]
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
-    mov r8d, 233
-    mov r8, qword ptr [r15 + 512]
-    movzx edx, r8b
+    and esi, dword ptr [r15 + r8 + 832]
+    vmovdqu xmmword ptr [r15 + 512], xmm5
+    mov r8, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], dil
+    mov edi, 39
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -9592,104 +10338,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d7783_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7783_s_t
-    .p2align 3
-.Lc1_d7783_s:
-    .p2align 3
-    jmp .Lc1_d7783_j
-    .p2align 3
-    jmp .Lc1_d7783_j
-.Lc1_d7783_j:
-    mov r8, r11
-    vmovdqu xmmword ptr [r15 + 768], xmm2
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, eax
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    vpor xmm5, xmm5, xmm5
+    mov dword ptr [r15 + 448], 81
+    mov dword ptr [r15 + 128], eax
     mov r8, r11
-    mov rcx, r8
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 320]
-    vpcmpeqb xmm2, xmm2, xmm13
-    mov ebp, 248
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movzx eax, byte ptr [r15 + 64]
+    inc dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    add r8, qword ptr [r15 + 256]
     mov rbp, r11
-    add rax, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 256], xmm2
-    mov edi, r8d
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], r8d
-    movzx r8d, byte ptr [r15 + 192]
+    mov edi, ebp
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 16320
+    mov edi, dword ptr [r15 + rbp + 15680]
+    mov rbp, rdi
+    mov ebp, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov ecx, 234
+    vpor xmm5, xmm5, xmm5
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
-    movzx ebp, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    lea rcx, [rip + .Lc1_d8161_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8161_s_t
+.Lc1_d8161_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8161_s:
+    ret
+    .popsection
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 50
     mov r9, r11
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9, r11
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 64], dil
-    mov edi, r8d
-    mov dword ptr [r15 + 384], 199
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r8, r11
+    movsxd r9, dword ptr [r15 + 320]
+    mov rbp, r11
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r9
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 576], rdi
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 4
+    mov rbp, rdx
+    mov dword ptr [r15 + 192], 135
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], bpl
+    lea rbp, [r11 + r11*1]
     mov rdx, qword ptr [r15 + 64]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov esi, dword ptr [r15 + 640]
+    mov r8d, esi
+    movsxd rsi, dword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
@@ -9698,114 +10446,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7872_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d8211_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7872_s_t
-    .p2align 3
-.Lc1_d7872_s:
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-    .p2align 3
-    jmp .Lc1_d7872_j
-.Lc1_d7872_j:
-    mov dword ptr [r15 + 128], 137
-    mov rbp, r11
+    call .Lc1_d8211_s_t
+.Lc1_d8211_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8211_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    and esi, dword ptr [r15 + 0]
+    mov rax, rsi
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
+    mov esi, ecx
+    mov dword ptr [r15 + 704], 183
+    movzx esi, byte ptr [r15 + 128]
+    mov r8, r11
+    mov rcx, r8
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, rax
-    mov eax, ecx
+    mov edi, eax
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8d, 82
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 384], rax
+    mov r8, r11
     jmp 1f
 1:
-    mov eax, 184
-    movzx eax, byte ptr [r15 + 448]
-    vmovq xmm1, rcx
-    mov ebp, ecx
-    mov ecx, ebp
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3392], 89
+    jmp 1f
+1:
+    mov eax, 223
+    mov eax, eax
+    mov qword ptr [r15 + 320], rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 256], r8d
+    mov dword ptr [r15 + 448], 229
+    mov rcx, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7915_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7915_j_t
-.Lc1_d7915_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 44
-    mov eax, ebp
-    movzx ebp, bpl
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    movsxd rax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 88
+    jmp 1f
+1:
+    mov rcx, r8
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 64]
     mov rbp, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 96
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    movzx r8d, bpl
     mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    movsxd rax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    jmp 1f
-1:
-    mov ecx, ebp
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov ecx, 13
-    movzx ecx, byte ptr [r15 + 704]
-    mov ebp, r8d
-    mov dword ptr [r15 + 384], r8d
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, byte ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + r8 + 3392], 184
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, 219
+    mov r9d, r9d
     jmp 1f
 1:
     add r11, 64
@@ -9813,68 +10563,74 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8306_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8306_s_t
+.Lc1_d8306_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8306_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], 77
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 27
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], eax
-    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    and ecx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rax
+    mov rax, qword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    mov r9, qword ptr [r15 + 256]
-    and rbp, 8128
     mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], 7
-    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 4032
-    and eax, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 512]
+    mov r9, r11
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], eax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 94
+    movzx r8d, al
+    mov qword ptr [r15 + 512], r8
+    mov r8, r11
+    mov dword ptr [r15 + 576], r8d
+    mov rax, qword ptr [r15 + 128]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8d, 96
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 5
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    mov ebp, dword ptr [r15 + 128]
-    movzx edi, bpl
-    mov dword ptr [r15 + 320], edi
+    mov edi, 133
+    mov byte ptr [r15 + 640], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d8001_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8001_j_t
-.Lc1_d8001_j:
-    movzx ecx, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx edi, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -9885,484 +10641,522 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 88
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov rax, qword ptr [r15 + 64]
+    mov r9d, 193
+    vpshufd xmm5, xmm14, 183
+    mov esi, 238
+    mov r9, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    mov edx, 43
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 128], dl
+    mov rdx, rsi
+    mov dword ptr [r15 + 448], edx
+    mov edx, eax
+    mov edx, edx
+    mov dword ptr [r15 + 704], eax
+    mov eax, r9d
+    mov r9, r11
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8d, 78
-    mov r8, r11
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 183
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    mov ebp, 73
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edx, ebp
+    movsxd rsi, dword ptr [r15 + 256]
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     mov ebp, edx
-    mov rbp, r11
-    mov dword ptr [r15 + 384], ebp
-    mov ecx, r8d
-    mov r8d, dword ptr [r15 + 640]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, qword ptr [r15 + 512]
-    mov esi, ebp
-    movzx ebp, sil
-    mov esi, 154
+    movzx edx, bpl
+    mov edx, 198
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8404_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8404_s_t
+.Lc1_d8404_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8404_s:
+    ret
+    .popsection
+    and ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 217
-    mov esi, esi
-    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 768]
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm14
+    mov dword ptr [r15 + 448], 28
+    xor dword ptr [r15 + 512], ebp
+    movzx ebp, byte ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
     jmp 1f
 1:
-    mov ebp, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
+    mov ebp, 154
+    mov dword ptr [r15 + 384], 30
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
+    movzx ebp, r9b
+    mov dword ptr [r15 + 128], ebp
+    mov ebp, ecx
+    mov ecx, ebp
+    mov r9, r11
     mov rbp, r11
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    mov rbp, rcx
+    mov ebp, r9d
     jmp 1f
 1:
-    vpor xmm2, xmm2, xmm2
-    and rbp, 448
-    and r8d, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 448], 192
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 242
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov edi, ebp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r8
-    mov r8d, dword ptr [r15 + 192]
-    vpmovmskb esi, xmm1
-    mov esi, esi
-    movsxd rsi, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    lea rcx, [rip + .Lc1_d8102_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8102_j_t
-.Lc1_d8102_j:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    and esi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8451_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8451_s_t
+.Lc1_d8451_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8451_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9d, dword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 64], xmm14
+    jmp 1f
+1:
+    mov rbp, r10
     mov byte ptr [r15 + 128], cl
-    movsxd r9, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 768], ymm1
-    mov rax, rsi
-    movsxd rsi, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 256]
-    movzx edx, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    vmovq xmm1, rcx
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 576]
+    and edi, dword ptr [r15 + 448]
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
-    add qword ptr [r15 + 384], rsi
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    vmovdqu xmm9, xmmword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], esi
-    mov esi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], eax
+    movzx eax, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d8148_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8148_s_t
-    .p2align 3
-.Lc1_d8148_s:
-    .p2align 3
-    jmp .Lc1_d8148_j
-    .p2align 3
-    jmp .Lc1_d8148_j
-.Lc1_d8148_j:
+    mov qword ptr [r15 + 64], rsi
+    movzx esi, bpl
+    mov dword ptr [r15 + 448], esi
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], 147
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 64]
-    movzx eax, cl
-    mov ecx, dword ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rsi
+    mov rbp, rsi
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
     mov rbp, r11
-    jmp 1f
-1:
-    mov eax, eax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, 90
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, rcx
-    mov qword ptr [r15 + 192], rbp
-    mov ebp, dword ptr [r15 + 640]
-    mov r8, r11
+    movzx esi, byte ptr [r15 + 128]
     mov r9, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    jmp 1f
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], edx
+    test ebx, 1073741824
+    jz 1f
 1:
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9, rax
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9d, ebp
+    mov r9, r11
+    jmp 1f
+1:
+    mov edx, edx
+    and r9, 4032
+    xor dword ptr [r15 + r9 + 3392], r9d
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 704]
+    mov rsi, rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, 77
+    mov byte ptr [r15 + 256], cl
+    movzx ecx, sil
+    mov ecx, dword ptr [r15 + 320]
+    mov r8d, 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    mov eax, 20
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8, rcx
-    mov ecx, 201
-    and ecx, dword ptr [r15 + 0]
-    mov r8d, r9d
+    lea rcx, [rip + .Lc1_d8557_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8557_s_t
+.Lc1_d8557_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8557_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov esi, r8d
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 188
-    mov dword ptr [r15 + 0], 205
-    mov r9d, 50
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 80
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 5632
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 106
+    movzx r8d, cl
+    mov r8, r11
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 128]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], r9d
-    and r8, 16320
-    movsxd r9, dword ptr [r15 + r8 + 15680]
-    mov r8, r11
-    and ecx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 768]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 236
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edx, r9d
-    mov r9d, 215
-    mov r9, r11
-    mov esi, 1
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
+    mov ebp, 218
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 198
+    mov rcx, rdx
+    mov edx, ecx
+    movzx edx, byte ptr [r15 + 256]
+    mov r8d, 43
+    mov r8d, 40
+    mov byte ptr [r15 + 576], bpl
+    mov ebp, 254
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov ebp, 204
+    mov ebp, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    lea rcx, [rip + .Lc1_d8239_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8239_j_t
-.Lc1_d8239_j:
-    mov ecx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d8605_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8605_s_t
+.Lc1_d8605_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8605_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx eax, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
+    mov ecx, eax
+    mov qword ptr [r15 + 512], rcx
     jmp 1f
 1:
-    mov ecx, 51
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    and esi, dword ptr [r15 + 128]
+    mov eax, 48
+    mov dword ptr [r15 + 256], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov ebp, r9d
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 5632
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rcx
+    test ebx, 2560
     jz 1f
 1:
-    mov rdi, rsi
-    mov esi, 81
-    mov qword ptr [r15 + 448], rsi
-    mov byte ptr [r15 + 256], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 448]
     mov r9, r11
+    mov rax, r9
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    and r9, 1984
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9d, eax
+    movzx r9d, byte ptr [r15 + 128]
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 192]
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    and edx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d8292_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8292_s_t
-    .p2align 3
-.Lc1_d8292_s:
-    .p2align 3
-    jmp .Lc1_d8292_j
-    .p2align 3
-    jmp .Lc1_d8292_j
-.Lc1_d8292_j:
+    movsxd rax, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 170
-    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 170
+    mov edx, 135
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov rsi, rax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm5, xmm14, 242
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 247
+    mov edx, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov r8d, r8d
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    mov esi, edx
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 64], r8
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    and esi, dword ptr [r15 + 192]
+    mov rdi, rsi
     mov rbp, r11
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], dil
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 256]
-    movzx eax, cl
-    mov qword ptr [r15 + 128], rax
-    mov r8, r11
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 512]
-    mov rcx, rcx
-    mov r9, r11
-    mov ecx, 9
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    add rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov eax, edi
-    mov rax, rax
-    add rax, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rdx
+    mov dword ptr [r15 + r8 + 896], r8d
+    vmovdqu ymmword ptr [r15 + 768], ymm5
+    mov dword ptr [r15 + 704], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    mov byte ptr [r15 + 320], al
-    mov qword ptr [r15 + 192], rbp
-    mov dword ptr [r15 + 0], 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d8699_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8699_s_t
+.Lc1_d8699_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8699_s:
+    ret
+    .popsection
     mov r8, r11
-    mov r9, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
     and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    test ebx, 2560
-    jnz 1f
-1:
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    vmovdqu xmm4, xmmword ptr [r15 + 768]
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 192], 98
+    mov dword ptr [r15 + 448], edx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1408]
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], ecx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9, rbp
-    mov qword ptr [r15 + 384], r9
-    mov r9, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edx, ebp
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 512]
+    mov edx, edx
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    mov rdx, qword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 225
+    mov byte ptr [r15 + 64], bpl
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    mov ebp, 6
+    movzx ebp, bpl
     mov rbp, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8, qword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 704]
-    jmp 1f
-1:
+    vpxor xmm9, xmm9, xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    lea rcx, [rip + .Lc1_d8380_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8380_j_t
-.Lc1_d8380_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d8747_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8747_s_t
+.Lc1_d8747_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8747_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 192]
+    mov r9d, eax
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 106
+    mov dword ptr [r15 + 0], 149
+    movzx edi, cl
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    test ebx, 7815168
+    jnz 1f
+1:
+    mov rcx, r9
+    vmovdqu ymmword ptr [r15 + 320], ymm5
+    mov ecx, 44
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 704]
     mov rbp, r11
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, r8b
-    movzx r8d, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov ebp, 195
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 86
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
     and rbp, 1984
-    and edx, dword ptr [r15 + rbp + 1408]
-    mov rcx, rdx
-    add rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 9
+    mov dword ptr [r15 + rbp + 1344], 122
+    mov ebp, ecx
     jmp 1f
 1:
-    mov r8, r11
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 512], rcx
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    vpxor xmm13, xmm13, xmm5
+    mov qword ptr [r15 + 640], rcx
+    mov qword ptr [r15 + 448], rcx
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    or qword ptr [r15 + 320], 122
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rbp
-    mov dword ptr [r15 + 576], 226
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -10373,211 +11167,222 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov byte ptr [r15 + 448], r8b
-    movzx r8d, byte ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], eax
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 32
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r9, r8
-    mov dword ptr [r15 + 64], 106
-    mov r8d, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 448]
+    mov rbp, rbp
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 768]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
+    mov rbp, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov eax, r9d
-    mov dword ptr [r15 + 256], 134
-    vpaddd xmm4, xmm4, xmm4
-    mov r9d, 95
-    mov r9d, r8d
-    mov r9, r11
-    mov rax, r8
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
+    mov edi, eax
+    mov byte ptr [r15 + 256], bpl
+    add rsi, qword ptr [r15 + 128]
+    mov eax, 239
+    mov eax, edx
+    mov rax, rax
+    vpshufd xmm1, xmm9, 250
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    lea rcx, [rip + .Lc1_d8472_j]
+    lea rcx, [rip + .Lc1_d8841_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8472_j_t
-.Lc1_d8472_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d8841_s_t
+.Lc1_d8841_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8841_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 254
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 9
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov r9, r11
-    test ebx, 6656
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, 193
+    mov r8d, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
+    vpaddd xmm1, xmm1, xmm1
+    mov eax, 142
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
 1:
     mov rbp, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    jmp 1f
-1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], 108
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 142
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 320]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    mov edx, ecx
-    mov ecx, 165
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    vmovdqu xmmword ptr [r15 + 128], xmm2
+    mov edi, 151
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 23
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, ecx
+    mov ecx, 14
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 640]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8522_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8522_j_t
-.Lc1_d8522_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 175
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 576], rax
-    mov rax, rax
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov dword ptr [r15 + 128], eax
-    movzx eax, al
-    mov eax, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 512]
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 320]
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 192], r9b
-    movzx r9d, al
-    mov dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 248
+    movzx r8d, bpl
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 173
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, dword ptr [r15 + 512]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    movzx edx, r8b
+    and edx, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 704]
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], esi
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + r8 + 896]
+    mov r8d, eax
+    and r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, r9d
-    mov qword ptr [r15 + 0], rax
+    lea rcx, [rip + .Lc1_d8933_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8933_s_t
+.Lc1_d8933_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8933_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov r8d, 220
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r8d, r9d
+    mov eax, 27
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov byte ptr [r15 + 768], cl
+    movzx r8d, al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r9d
+    mov eax, eax
+    mov rax, rax
+    mov eax, 153
+    mov eax, 70
+    add rax, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 256], r8b
+    mov dword ptr [r15 + 192], eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov r8d, eax
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm4
-    movzx r9d, sil
-    mov rax, r9
-    mov r9, r11
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], r9b
-    mov dword ptr [r15 + 512], 69
-    mov eax, 40
-    mov eax, r8d
-    mov r8d, 154
-    mov r8, qword ptr [r15 + 256]
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + 128]
-    mov edi, 201
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3456], r8b
     mov rbp, r11
-    mov dword ptr [r15 + 704], ebp
-    mov byte ptr [r15 + 448], al
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov ebp, r8d
     jmp 1f
 1:
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r9, r11
+    vpaddd xmm13, xmm13, xmm1
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 214
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, al
+    mov eax, r8d
     jmp 1f
 1:
     add r11, 64
@@ -10585,52 +11390,59 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d8617_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8617_s_t
-    .p2align 3
-.Lc1_d8617_s:
-    .p2align 3
-    jmp .Lc1_d8617_j
-    .p2align 3
-    jmp .Lc1_d8617_j
-.Lc1_d8617_j:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 118
-    mov edi, 224
+    lea rcx, [rip + .Lc1_d8988_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8988_s_t
+.Lc1_d8988_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8988_s:
+    ret
+    .popsection
+    mov eax, edi
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    vpcmpeqb xmm13, xmm13, xmm1
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 128], ymm4
+    movzx r8d, al
+    mov dword ptr [r15 + 0], 186
+    mov r8d, 93
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov byte ptr [r15 + 0], al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 186
-    movzx r9d, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 220
+    mov dword ptr [r15 + 256], 24
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r8d
     mov r8, r11
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 93
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 640]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, 104
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 448]
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 128]
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8d, 111
+    mov byte ptr [r15 + 192], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -10639,51 +11451,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 64], 242
-    mov qword ptr [r15 + 128], rdi
+    mov r8, rdi
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], al
     mov rbp, r11
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], r8
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    mov edi, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 512], rdi
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
+    add rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 0
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 320]
+    mov rbp, r11
+    add r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], edi
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 512]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], r8d
-    movsxd r8, dword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], bpl
-    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + rbp + 832], 19
+    movzx ebp, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -10692,47 +11507,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8702_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8702_j_t
-.Lc1_d8702_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d9085_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9085_s_t
+.Lc1_d9085_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9085_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 256]
-    vpcmpeqb xmm4, xmm4, xmm8
-    mov rdx, qword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rbp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
+    mov dword ptr [r15 + 0], ecx
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, eax
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rsi
     mov rbp, r11
-    mov r8, rdx
-    and rbp, 16320
-    add rsi, qword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rdx
+    mov rsi, rax
+    movsxd rsi, dword ptr [r15 + 640]
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    add rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 448]
     mov r8, r11
-    add rax, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 640]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, rbp
-    mov r8d, r8d
-    mov r8, r11
-    mov r9d, 160
+    mov qword ptr [r15 + 256], r8
     and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], esi
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, ebp
+    mov ebp, dword ptr [r15 + 192]
+    mov edi, 224
+    movsxd rdi, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -10741,47 +11562,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8747_j]
+    lea rcx, [rip + .Lc1_d9132_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8747_j_t
-.Lc1_d8747_j:
-    jmp 1f
-1:
+    call .Lc1_d9132_s_t
+.Lc1_d9132_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9132_s:
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], cl
+    mov dword ptr [r15 + 128], edi
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    vmovq qword ptr [r15 + 0], xmm11
-    mov ecx, 129
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 384]
+    mov eax, 17
+    vpmovmskb r9d, xmm13
+    mov r9d, edi
+    mov dword ptr [r15 + 192], 180
+    mov edi, dword ptr [r15 + 64]
+    mov r8, r11
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], 69
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov r9, r11
-    mov r8, r11
-    mov eax, ecx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm7
-    mov dword ptr [r15 + 448], eax
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + rbp + 832], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    movzx eax, r9b
-    mov dword ptr [r15 + 64], r9d
-    movzx r9d, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov dword ptr [r15 + 448], 177
+    movsxd rcx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -10790,958 +11617,1006 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov eax, ecx
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 31
+    mov r8, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], r9
-    mov dword ptr [r15 + 0], 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov byte ptr [r15 + 0], al
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    jae 1f
 1:
     jmp 1f
 1:
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov dword ptr [r15 + 0], 224
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 640]
-    and r8d, dword ptr [r15 + 64]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 177
-    mov dword ptr [r15 + 576], 239
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov r9, rdi
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 64
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 232
+    mov rbp, qword ptr [r15 + 768]
+    mov dword ptr [r15 + r8 + 3456], 224
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 213
-    movsxd rdi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 192], dil
+    mov r9, r11
+    mov rsi, r9
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 219
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8835_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8835_s_t
-    .p2align 3
-.Lc1_d8835_s:
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-.Lc1_d8835_j:
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rcx
-    and rbp, 1984
+    lea rcx, [rip + .Lc1_d9217_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9217_s_t
+.Lc1_d9217_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9217_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 5
+    mov rcx, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], 218
+    vpxor xmm6, xmm6, xmm13
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], ecx
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 576], 58
+    mov esi, 215
+    mov byte ptr [r15 + 320], sil
     mov r8, r11
-    mov dword ptr [r15 + rbp + 1344], 31
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    vmovdqu xmmword ptr [r15 + 128], xmm4
-    mov byte ptr [r15 + 256], bpl
+    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], cl
+    and r8, 1984
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
+    mov r9, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], r8b
+    mov r8, qword ptr [r15 + 320]
+    mov esi, r8d
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 64], 51
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d9264_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9264_s_t
+.Lc1_d9264_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9264_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r8
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, 112
+    mov rax, qword ptr [r15 + 704]
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov ebp, edx
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, 177
-    test ebx, 1536
-    jnz 1f
-1:
-    mov ebp, edi
-    mov rbp, qword ptr [r15 + 704]
-    movzx edi, bpl
-    vmovdqu xmm4, xmmword ptr [r15 + 256]
-    mov edi, 82
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 768], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov rbp, rdx
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
+    movzx ebp, byte ptr [r15 + 128]
+    mov esi, ebp
     jmp 1f
 1:
-    mov rbp, rdi
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, r10
+    mov edx, 4
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx edx, cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 192]
+    mov rbp, rsi
+    mov rbp, r10
+    mov esi, 103
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 192]
+    vpor xmm13, xmm13, xmm6
     jmp 1f
 1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov rbp, rdx
+    mov ebp, ebp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c193:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8925_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8925_j_t
-.Lc1_d8925_j:
-    mov rbp, r11
-    mov byte ptr [r15 + 448], al
-    mov eax, dword ptr [r15 + 256]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov ecx, 50
-    mov dword ptr [r15 + 128], eax
+    mov byte ptr [r15 + 0], dil
+    mov edi, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    movzx esi, bpl
     jmp 1f
 1:
+    mov esi, edi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edi
+    add rbp, qword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 256], 72
+    movzx esi, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 448]
+    movzx esi, bpl
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 384]
+    mov edx, 90
+    mov dword ptr [r15 + 512], edx
     jmp 1f
 1:
-    and rbp, 1984
+    mov dword ptr [r15 + 64], ebp
+    movsxd rdx, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 320]
     mov r8, r11
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 576]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 72
-    movsxd r8, dword ptr [r15 + 512]
-    mov edx, 66
-    movzx edx, byte ptr [r15 + 320]
-    movzx eax, dl
-    mov byte ptr [r15 + 64], al
-    mov eax, ecx
-    movzx ecx, al
+    vmovq qword ptr [r15 + 192], xmm6
+    movsxd rcx, dword ptr [r15 + 576]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d8970_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8970_s_t
-    .p2align 3
-.Lc1_d8970_s:
-    .p2align 3
-    jmp .Lc1_d8970_j
-    .p2align 3
-    jmp .Lc1_d8970_j
-.Lc1_d8970_j:
-    mov rax, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 512]
-    movzx r9d, sil
-    mov byte ptr [r15 + 64], r9b
+    lea rcx, [rip + .Lc1_d9358_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9358_s_t
+.Lc1_d9358_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9358_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    movzx eax, al
     jmp 1f
 1:
-    mov rsi, rax
-    mov r9, r11
-    mov esi, r9d
-    jmp 1f
-1:
-    mov esi, ecx
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, al
-    mov dword ptr [r15 + 192], 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
+    movzx ecx, sil
+    movzx ecx, cl
     jmp 1f
 1:
-    mov eax, esi
-    movzx eax, cl
+    mov byte ptr [r15 + 640], r8b
+    movzx esi, al
+    mov r8, r11
+    mov rbp, r11
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx ecx, bpl
+    mov dword ptr [r15 + 64], 247
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx eax, sil
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r9, rsi
-    mov rsi, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 448]
-    movzx r9d, dil
+    and r8d, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 232
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 119
-    mov edi, 33
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    vmovq xmm1, rdi
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    movzx ebp, dil
     jmp 1f
 1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 512]
-    mov r8, rbp
-    mov qword ptr [r15 + 384], r8
-    mov r8, rdi
-    mov r8, r11
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 320]
+    mov edi, ebp
+    mov ebp, 134
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
     mov rbp, r8
-    mov ebp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 704]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 53
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c196:
-    lea rcx, [rip + .Lc1_d9063_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9063_j_t
-.Lc1_d9063_j:
-    mov dword ptr [r15 + 256], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, r8d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 14
-    jmp 1f
-1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8d, r8d
-    mov r8d, 211
-    mov r8, r8
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 512]
+    mov rdx, rsi
+    mov r9, r11
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 211
+    and r9, 448
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movsxd r8, dword ptr [r15 + 704]
+    mov rax, r8
+    mov r8d, 54
+    jmp 1f
+1:
+    mov r8d, 68
+    mov r8, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 768], r8
+    mov r8, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c196:
+    lea rcx, [rip + .Lc1_d9453_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9453_s_t
+.Lc1_d9453_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9453_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov dword ptr [r15 + 0], 82
+    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, eax
+    mov dword ptr [r15 + 576], 43
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    jmp 1f
+1:
+    mov eax, ecx
+    mov eax, 165
+    mov rax, rax
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 156
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8d, 192
     mov r8, r11
-    movzx edx, r8b
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 384]
     and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 64]
+    add rax, qword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    mov ebp, 50
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 320]
-    movzx esi, dl
-    mov edx, esi
-    mov dword ptr [r15 + 512], 235
-    movzx edx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 448], ecx
-    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 235
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    movzx r8d, al
+    mov eax, r8d
+    movzx eax, byte ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9507_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9507_s_t
+.Lc1_d9507_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9507_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    and edi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    vmovq xmm2, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 74
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    vmovdqu xmm2, xmmword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 60
-    movzx esi, byte ptr [r15 + 192]
-    mov r8d, 49
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov esi, r8d
-    mov r8d, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 576]
-    movzx ecx, r9b
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 512]
-    mov r9, rcx
-    movzx ecx, r8b
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rsi
-    jmp 1f
-1:
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + 640]
     mov rbp, r11
-    mov esi, 133
-    mov esi, esi
-    and rbp, 1984
-    add r9, qword ptr [r15 + rbp + 1344]
-    movzx ebp, r9b
-    mov r9, qword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rdi
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    mov rax, rbp
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, edi
+    mov rbp, r11
+    mov rcx, rbp
+    mov r9, r11
+    and rbp, 4032
+    add rdi, qword ptr [r15 + rbp + 3392]
+    movzx ebp, dil
+    and r9, 16320
+    movsxd rbp, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 384], 177
+    movzx r9d, dil
+    vpaddd xmm13, xmm13, xmm13
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], r9
+    mov r9d, 68
+    mov r9d, 111
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    lea rcx, [rip + .Lc1_d9161_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9161_j_t
-.Lc1_d9161_j:
-    mov dword ptr [r15 + 0], esi
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov edi, 214
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 1
-    mov esi, 214
+    mov ecx, ebp
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm4, xmm1, 191
-    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 45
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test ebx, 2560
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], cl
-    mov dword ptr [r15 + 192], 209
-    mov rbp, r11
+    and edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 45
+    mov dword ptr [r15 + 64], 163
+    mov dword ptr [r15 + 384], 71
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    mov rsi, qword ptr [r15 + 320]
+    and r9, 8128
+    add rdi, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], edi
+    mov edi, 228
+    mov r9, r11
     mov r8, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 191
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 59
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 1344], rbp
+    movzx r9d, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c199:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d9207_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9207_s_t
-    .p2align 3
-.Lc1_d9207_s:
-    .p2align 3
-    jmp .Lc1_d9207_j
-    .p2align 3
-    jmp .Lc1_d9207_j
-.Lc1_d9207_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 72
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 448]
-    nop
-    movzx eax, dl
-    movzx edx, al
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov edx, dword ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d9608_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9608_s_t
+.Lc1_d9608_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9608_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    mov edx, edx
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov dword ptr [r15 + 192], eax
-    nop
-    movzx eax, al
-    and rbp, 16320
-    movzx r9d, byte ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edx, r9b
+    mov r9, r11
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8d, 241
+    jmp 1f
+1:
+    nop
+    nop
+    movsxd r8, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, r9b
+    mov dword ptr [r15 + 576], r9d
+    mov r9d, 110
+    mov r9d, dword ptr [r15 + 256]
+    movzx eax, r9b
+    mov r9d, dword ptr [r15 + 128]
+    mov esi, r8d
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ebp, 144
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d9661_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9661_s_t
+.Lc1_d9661_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9661_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, r11
-    mov eax, ebp
+    jmp 1f
+1:
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 38
     mov ecx, ebp
-    and ecx, dword ptr [r15 + 128]
-    movzx ebp, dl
-    mov rbp, r11
-    mov edi, 116
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, 215
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
+    mov ecx, eax
+    mov qword ptr [r15 + 704], rcx
+    movzx ebp, al
+    mov ebp, 207
+    mov ebp, dword ptr [r15 + 64]
     mov r8, r11
-    movzx r9d, r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 80
-    mov dword ptr [r15 + 576], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1671168
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdi
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, r11
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, 164
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx ebp, al
+    mov rax, qword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
+    vmovdqu xmm5, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    and ecx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 384], ymm4
+    movsxd r8, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    lea rcx, [rip + .Lc1_d9302_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9302_j_t
-.Lc1_d9302_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov esi, esi
-    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov eax, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, rbp
+    movzx ebp, bpl
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
     mov rbp, r11
-    mov rdx, rbp
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 128], rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], r8d
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 768]
+    movzx edx, dil
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 98
+    movsxd r8, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
+    and ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ecx, 18
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    movzx edi, bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edx, bpl
-    mov dword ptr [r15 + 192], edx
-    mov rbp, r11
-    mov edx, edi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdi, rcx
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov eax, dword ptr [r15 + 384]
+    movzx esi, al
+    movzx eax, byte ptr [r15 + 512]
+    mov r9d, eax
+    mov rax, r9
+    mov eax, eax
+    mov eax, edi
+    mov edi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9355_j]
+    lea rcx, [rip + .Lc1_d9761_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9355_j_t
-.Lc1_d9355_j:
+    call .Lc1_d9761_s_t
+.Lc1_d9761_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9761_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, eax
+    xor dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 384]
+    mov ecx, eax
+    mov ecx, ecx
     jmp 1f
 1:
-    movzx edi, cl
-    mov rdi, rax
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, r11
+    mov eax, eax
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rcx
+    mov r9, r11
+    mov rax, r9
+    test ebx, 4608
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 251
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    imul rax, qword ptr [r15 + 512]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov qword ptr [r15 + 256], rcx
     jmp 1f
 1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov r8d, edi
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    movzx ecx, byte ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 384], xmm4
-    vpxor xmm2, xmm2, xmm4
-    mov dword ptr [r15 + 64], 148
-    mov r8, r11
-    mov rdi, r8
-    mov qword ptr [r15 + 512], rcx
+    mov r9d, ecx
+    vpor xmm13, xmm13, xmm5
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
+    mov r9, r11
+    movzx esi, al
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, eax
+    mov edx, esi
+    mov rsi, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, r9b
-    mov byte ptr [r15 + 448], al
+    lea rcx, [rip + .Lc1_d9813_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9813_s_t
+.Lc1_d9813_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9813_s:
+    ret
+    .popsection
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 640]
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
+    movzx edx, sil
     jmp 1f
 1:
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    vpmovmskb esi, xmm4
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 192], esi
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov eax, ecx
-    mov dword ptr [r15 + 192], eax
-    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdx
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
     movsxd rcx, dword ptr [r15 + 128]
-    and ecx, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r9, r11
-    mov qword ptr [r15 + 256], rax
-    mov eax, dword ptr [r15 + 128]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 448]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 384]
+    and ebp, dword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 192]
+    movzx ebp, al
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d9447_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9447_s_t
-    .p2align 3
-.Lc1_d9447_s:
-    .p2align 3
-    jmp .Lc1_d9447_j
-    .p2align 3
-    jmp .Lc1_d9447_j
-.Lc1_d9447_j:
-    mov rbp, r11
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov ebp, 197
-    movzx ebp, cl
-    mov rbp, rbp
+    vmovdqu xmm1, xmmword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 768], ymm1
+    mov rax, r8
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], cl
-    mov rbp, r11
-    mov rcx, rbp
+    mov r8, rbp
+    mov qword ptr [r15 + 0], r8
+    mov r8, rbp
     jmp 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 640], eax
-    test ebx, 1073741824
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov r8, r11
+    test ebx, 491520
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movzx r8d, al
+    mov dword ptr [r15 + 320], r8d
+    mov r8, r11
+    movzx eax, r8b
+    mov qword ptr [r15 + 128], rax
     movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 96
+    jmp 1f
+1:
+    mov rbp, r8
     mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
+    vpcmpeqb xmm5, xmm5, xmm13
+    movzx r8d, byte ptr [r15 + 128]
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    jmp 1f
-1:
-    movzx eax, cl
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov rcx, rax
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 256]
+    mov edx, 127
+    mov edx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    mov byte ptr [r15 + 0], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9912_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9912_s_t
+.Lc1_d9912_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9912_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov byte ptr [r15 + 640], dl
+    mov rdx, qword ptr [r15 + 128]
+    movzx eax, dl
+    movzx eax, al
+    mov dword ptr [r15 + 320], 164
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 143
-    movzx ebp, cl
-    vmovq qword ptr [r15 + 768], xmm6
     jmp 1f
 1:
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 241
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    test ebx, 4608
+    mov edx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], dl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 51
-    movzx ebp, cl
-    mov rbp, rbp
-    mov dword ptr [r15 + 192], 233
-    mov dword ptr [r15 + 512], edx
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r9, r11
     and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 107
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 64]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    mov r9d, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], 211
-    mov dword ptr [r15 + 320], 120
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d9538_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9538_j_t
-.Lc1_d9538_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], ebp
-    mov dword ptr [r15 + 448], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 236
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov rcx, r8
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 240
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 65
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov esi, 141
-    and esi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rsi
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    inc dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov dword ptr [r15 + 512], edx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    movzx edx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 198
-    mov rbp, r11
+    mov dword ptr [r15 + 320], 108
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 118
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 384]
+    mov r8, r11
+    and edx, dword ptr [r15 + 256]
+    movzx ecx, dl
+    and r8, 448
+    and r9d, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov r8, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 167
     add r11, 64
     inc rbx
     dec r13
@@ -11750,176 +12625,179 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9589_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9589_s_t
-    .p2align 3
-.Lc1_d9589_s:
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-    .p2align 3
-    jmp .Lc1_d9589_j
-.Lc1_d9589_j:
-    mov eax, ebp
-    movzx ebp, byte ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d10006_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10006_s_t
+.Lc1_d10006_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10006_s:
+    ret
+    .popsection
+    mov rdx, rax
+    mov r8, r11
+    mov eax, r8d
+    movzx eax, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 320], al
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, rax
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 116
-    mov r9d, eax
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov r9, rax
-    mov byte ptr [r15 + 256], r9b
     jmp 1f
 1:
     movsxd rax, dword ptr [r15 + 64]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rcx
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    imul rax, qword ptr [r15 + 448]
+    mov r8, r11
+    mov ecx, r8d
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 253
+    mov dword ptr [r15 + 128], 124
+    movzx r8d, byte ptr [r15 + 192]
+    mov rax, rax
+    mov dword ptr [r15 + 256], 244
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d10051_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10051_s_t
+.Lc1_d10051_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10051_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], eax
+    mov eax, 242
+    movsxd rax, dword ptr [r15 + 192]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, r9
-    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    movzx esi, dil
-    mov edi, r9d
-    mov byte ptr [r15 + 64], dil
     jmp 1f
 1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rax
+    and rbp, 16320
+    mov rax, qword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov r8, r11
-    and edi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 512]
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 184
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdi
-    mov byte ptr [r15 + 128], dil
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx esi, dil
+    mov edi, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 128], 228
+    and eax, dword ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 768]
-    mov edx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rcx, [rip + .Lc1_d9679_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9679_j_t
-.Lc1_d9679_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    movzx esi, cl
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 247
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm2
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 576], rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov rsi, rbp
-    mov rbp, r11
-    mov eax, ebp
-    mov dword ptr [r15 + 320], eax
-    mov qword ptr [r15 + 128], rbp
+    lea rbp, [r11 + r11*1]
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, rax
-    mov qword ptr [r15 + 128], rbp
-    imul rsi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rsi
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, al
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], esi
+    mov rsi, rax
+    and esi, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 192], xmm5
+    mov r8, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    mov rax, qword ptr [r15 + 320]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r8, rsi
+    mov r8d, r8d
+    mov qword ptr [r15 + rbp + 3456], r8
+    mov dword ptr [r15 + 64], 143
+    mov r8, r11
+    mov byte ptr [r15 + 448], r8b
+    mov rsi, rax
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    and eax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rax
     jmp 1f
 1:
     add r11, 64
@@ -11927,211 +12805,221 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 111
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], 163
-    vmovq xmm1, rax
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 74
-    mov r8d, ebp
-    mov ebp, r8d
-    mov r8d, ebp
-    xor dword ptr [r15 + 192], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    mov rax, r8
-    mov rbp, rax
-    mov eax, 223
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 448]
-    mov ebp, eax
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rsi
-    mov dword ptr [r15 + 640], 222
-    mov esi, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov eax, 126
+    lea rcx, [rip + .Lc1_d10149_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10149_s_t
+.Lc1_d10149_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10149_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    mov ecx, ecx
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, 177
-    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 1344], 7
+    mov ecx, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, r11
+    mov byte ptr [r15 + 192], r9b
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9d, 239
+    mov r9d, r8d
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 256], 80
+    mov dword ptr [r15 + 512], 227
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov rcx, r9
+    mov rcx, rcx
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 576]
+    mov ebp, r9d
+    or qword ptr [r15 + 64], 122
+    mov r9d, 190
+    mov r9d, ecx
+    mov r9d, r9d
+    mov dword ptr [r15 + r8 + 1408], 68
+    add rcx, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d9780_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9780_s_t
-    .p2align 3
-.Lc1_d9780_s:
-    .p2align 3
-    jmp .Lc1_d9780_j
-    .p2align 3
-    jmp .Lc1_d9780_j
-.Lc1_d9780_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10199_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10199_s_t
+.Lc1_d10199_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10199_s:
+    ret
+    .popsection
     mov dword ptr [r15 + 0], 14
+    mov ecx, 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 102
+    movsxd rdx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], dl
     mov rbp, r11
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 216
-    mov rbp, rcx
+    mov qword ptr [r15 + rbp + 3392], rbp
     mov rbp, r11
-    mov qword ptr [r15 + 704], rax
-    jmp 1f
-1:
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 448
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    jmp 1f
+1:
+    vmovq xmm13, rdx
+    mov rdx, rcx
+    mov dword ptr [r15 + 384], 46
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rbp
-    mov ecx, 102
-    mov byte ptr [r15 + 64], cl
-    mov rbp, r11
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, rcx
+    mov byte ptr [r15 + 256], bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rcx
-    vmovq qword ptr [r15 + 128], xmm1
+    movzx ecx, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    lea rcx, [rip + .Lc1_d9822_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9822_j_t
-.Lc1_d9822_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 448]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 79
+    mov ecx, 79
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    mov dword ptr [r15 + 0], 165
     mov dword ptr [r15 + 0], eax
+    mov ecx, eax
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
     mov eax, ecx
-    mov r9, r11
-    mov eax, r9d
-    mov dword ptr [r15 + 0], 201
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 142
-    test ebx, 1536
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov dword ptr [r15 + 512], 79
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 576]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 79
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 704]
     mov eax, 46
-    mov dword ptr [r15 + 384], eax
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 384]
     mov r9, r11
-    mov byte ptr [r15 + 768], al
-    mov eax, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 256]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9d, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 118
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    vpor xmm11, xmm11, xmm15
+    mov qword ptr [r15 + 512], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    movzx ebp, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d10293_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10293_s_t
+.Lc1_d10293_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10293_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 0], 228
     mov rbp, r11
-    mov dword ptr [r15 + 640], edx
-    mov dword ptr [r15 + 64], 162
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    movzx ecx, r8b
-    mov r8, r11
-    mov rdx, r8
-    and r8, 448
-    imul rbp, qword ptr [r15 + r8 + 832]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rdi, rcx
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 576]
+    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r9, 8128
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
+    mov qword ptr [r15 + 64], rdi
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    mov edi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], edi
+    movzx edi, byte ptr [r15 + 384]
+    add rdi, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 192], r9b
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -12140,52 +13028,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9912_j]
+    lea rcx, [rip + .Lc1_d10337_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9912_j_t
-.Lc1_d9912_j:
-    mov ecx, 59
-    mov rcx, qword ptr [r15 + 448]
-    mov rax, rax
-    mov qword ptr [r15 + 512], rax
-    vmovq xmm4, rcx
-    movzx ecx, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx eax, al
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
+    call .Lc1_d10337_s_t
+.Lc1_d10337_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10337_s:
+    ret
+    .popsection
     mov r9, r11
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 192]
     and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 640], cl
+    mov dword ptr [r15 + 512], 44
+    mov r9, qword ptr [r15 + 704]
+    mov ecx, 238
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    and eax, dword ptr [r15 + 64]
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], 247
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rcx
+    and rbp, 4032
+    imul r9, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 704]
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 187
+    mov dword ptr [r15 + 256], 247
     jmp 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmm1
     mov rbp, r11
-    mov ecx, 211
-    mov dword ptr [r15 + 0], 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 225
+    mov rcx, rax
+    mov rax, rcx
+    and eax, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 25
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, 139
+    vmovdqu ymmword ptr [r15 + 448], ymm11
     add r11, 64
     inc rbx
     dec r13
@@ -12194,115 +13081,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 64]
-    movzx edi, r9b
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddd xmm4, xmm4, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov rcx, r9
+    mov edx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rsi, r8
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov eax, 185
-    mov rax, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    vmovdqu xmm2, xmmword ptr [r15 + 128]
-    mov rsi, rcx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
     and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], eax
+    mov r8, r11
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    add rax, qword ptr [r15 + 320]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rsi
+    mov esi, 191
+    movzx esi, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    vpaddd xmm13, xmm13, xmm13
+    mov rdx, rsi
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], esi
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10007_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10007_s_t
-    .p2align 3
-.Lc1_d10007_s:
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-    .p2align 3
-    jmp .Lc1_d10007_j
-.Lc1_d10007_j:
+    lea rcx, [rip + .Lc1_d10426_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10426_s_t
+.Lc1_d10426_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10426_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 576], esi
+    mov rsi, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    vpaddd xmm13, xmm13, xmm13
+    and ecx, dword ptr [r15 + 384]
+    mov edx, ecx
+    mov ecx, 91
+    mov ecx, 179
+    and ecx, dword ptr [r15 + 320]
     mov r8, r11
+    mov dword ptr [r15 + 448], r8d
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    mov r8d, 224
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r8d, 211
+    mov r8d, 215
+    mov r8d, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 128]
+    mov ecx, edi
+    mov rcx, rcx
+    mov ecx, ecx
     mov r8, r11
-    mov esi, 89
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov rdi, r8
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, cl
+    movzx r8d, r8b
+    movzx r8d, cl
+    mov r8d, 202
+    mov r8, qword ptr [r15 + 64]
+    mov r9d, ecx
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 192]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -12314,148 +13209,160 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d10047_s]
+    lea rcx, [rip + .Lc1_d10484_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10047_s_t
-    .p2align 3
-.Lc1_d10047_s:
-    .p2align 3
-    jmp .Lc1_d10047_j
-    .p2align 3
-    jmp .Lc1_d10047_j
-.Lc1_d10047_j:
-    add rsi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ecx
-    movsxd rcx, dword ptr [r15 + 256]
+    call .Lc1_d10484_s_t
+.Lc1_d10484_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10484_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], eax
+    mov eax, 152
+    vmovq xmm1, rcx
+    mov byte ptr [r15 + 320], cl
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], ecx
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8d, 189
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 64]
-    mov r9, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 3
-    movzx ebp, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 62
     mov r8, r11
-    and r9, 4032
-    add rcx, qword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    movzx r9d, r8b
-    movzx r8d, byte ptr [r15 + 704]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm1
+    mov qword ptr [r15 + 448], rax
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 29
+    mov qword ptr [r15 + 384], rax
     jmp 1f
 1:
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 704]
+    movzx edx, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 236
+    mov dword ptr [r15 + 0], 130
+    mov eax, 236
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov dword ptr [r15 + 0], 242
+    mov r8, rdx
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 145
-    mov r9, qword ptr [r15 + 512]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm2
-    mov dword ptr [r15 + 256], 152
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 448], r8
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, r11
+    mov edx, edx
+    mov qword ptr [r15 + 0], rdx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 64], xmm13
+    vmovq qword ptr [r15 + 512], xmm13
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 149
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 768], r8d
-    mov r8d, 1
-    vpaddd xmm4, xmm4, xmm4
-    mov r8d, edx
-    mov dword ptr [r15 + 64], 250
-    movzx r8d, r9b
-    mov r8, r8
-    mov dword ptr [r15 + 512], r8d
-    vmovq xmm4, r9
-    mov dword ptr [r15 + 320], 110
+    mov rbp, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 768]
+    mov edi, eax
+    movzx eax, byte ptr [r15 + 192]
+    mov r9, r11
+    mov dword ptr [r15 + 576], 164
+    movzx esi, byte ptr [r15 + 448]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    and ebp, dword ptr [r15 + 512]
+    mov r9d, 138
+    mov qword ptr [r15 + 128], rdx
+    mov r9, r11
+    mov dword ptr [r15 + 64], 27
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
-    lea rcx, [rip + .Lc1_d10128_j]
+    lea rcx, [rip + .Lc1_d10570_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10128_j_t
-.Lc1_d10128_j:
-    mov r9, r11
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 640], ecx
+    call .Lc1_d10570_s_t
+.Lc1_d10570_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10570_s:
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 18
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 640], r9b
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 384], ebp
+    mov edi, 21
     and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov ebp, 30
-    mov ebp, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 448], ymm2
-    mov rdi, r9
-    mov dword ptr [r15 + 512], ecx
+    movzx edi, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r9, rcx
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm2
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, dil
-    mov dword ptr [r15 + 320], r9d
-    mov dword ptr [r15 + 256], 92
+    test ebx, 7192576
+    jnz 1f
+1:
+    vmovdqu xmm5, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov esi, 80
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7552], edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 1408]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov rbp, r9
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 512], edi
     add r11, 64
     inc rbx
     dec r13
@@ -12464,59 +13371,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 384], 194
-    mov qword ptr [r15 + 192], r9
+    mov dword ptr [r15 + 64], 194
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    movzx r9d, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov r9, rdi
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov edi, 8
-    vpshufd xmm6, xmm4, 220
-    movzx edi, byte ptr [r15 + 64]
-    mov r9, r11
-    mov ebp, r9d
-    inc dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdx
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov esi, 49
-    jmp 1f
-1:
     and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + r9 + 3456], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 122
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov rax, r9
+    mov eax, eax
+    jmp 1f
+1:
+    mov eax, 229
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov qword ptr [r15 + 320], r9
+    mov ecx, eax
+    and r9, 448
+    inc dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 448]
+    movzx eax, r9b
+    mov eax, 102
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
     add r11, 64
@@ -12527,50 +13432,84 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10228_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10228_j_t
-.Lc1_d10228_j:
-    mov rcx, rax
-    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10670_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10670_s_t
+.Lc1_d10670_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10670_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rax, rbp
+    mov dword ptr [r15 + 192], eax
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    mov ecx, eax
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], 147
-    movzx edx, r8b
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    or qword ptr [r15 + 64], 103
-    add r9, qword ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 512], 147
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    movzx r9d, al
+    and r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, qword ptr [r15 + 576]
+    add rbp, qword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
 1:
-    mov rbp, r11
     mov r8, r11
+    movzx edi, byte ptr [r15 + 384]
+    and r8, 8128
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    and r8, 448
-    add qword ptr [r15 + r8 + 832], rdx
+    add r9, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], bpl
-    mov edx, dword ptr [r15 + 128]
-    vpor xmm2, xmm2, xmm4
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ebp, 65
-    vmovdqu ymmword ptr [r15 + 192], ymm2
-    movzx ebp, r9b
-    mov rbp, rbp
-    mov ebp, r8d
+    mov r8d, 65
+    vmovq qword ptr [r15 + 128], xmm5
+    movzx r8d, cl
+    mov r8, r8
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -12579,47 +13518,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10274_j]
+    lea rcx, [rip + .Lc1_d10732_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10274_j_t
-.Lc1_d10274_j:
-    mov ecx, 138
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 66
-    mov ecx, ebp
+    call .Lc1_d10732_s_t
+.Lc1_d10732_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10732_s:
+    ret
+    .popsection
+    mov eax, r8d
+    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, 233
+    mov rcx, rcx
+    movzx ecx, cl
+    mov dword ptr [r15 + 128], 90
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], 138
-    mov ecx, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], bpl
+    mov byte ptr [r15 + 0], r8b
+    mov rcx, r8
+    mov r8, r11
+    mov dword ptr [r15 + 0], eax
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8d, 112
     cmp dword ptr [r15 + 67117723], 0xb504f33
-    jb 1f
+    jae 1f
 1:
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 192]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 138
-    mov ebp, 196
-    mov ebp, ebp
-    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    add rsi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rdi, rsi
-    and rbp, 16320
-    mov rsi, qword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 576], ecx
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 640], edi
-    movzx ecx, bpl
-    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 52
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -12627,55 +13573,54 @@ ditto_body_c1:
 .Lc1_b1_c223:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 448], ebp
+    mov rax, rdx
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm5
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov ecx, ecx
-    mov rcx, rcx
+    mov edx, eax
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], esi
-    mov dword ptr [r15 + 128], esi
-    mov rsi, rsi
-    mov esi, esi
+    mov rax, rbp
+    mov dword ptr [r15 + 704], 140
+    mov eax, ebp
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq qword ptr [r15 + 448], xmm2
-    mov rsi, qword ptr [r15 + 704]
-    mov r8, r11
-    mov rcx, r8
-    mov dword ptr [r15 + 256], 231
-    and r8, 1984
-    and esi, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov edx, 85
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov ecx, ebp
-    mov eax, 115
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 106
     and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    vpcmpeqb xmm2, xmm2, xmm6
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 226
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 19
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov rbp, r9
+    movzx ebp, byte ptr [r15 + 192]
+    mov rax, rdx
+    mov byte ptr [r15 + 768], al
+    mov eax, r9d
+    mov eax, eax
+    mov eax, 16
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    inc dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 204
     add r11, 64
     inc rbx
     dec r13
@@ -12687,97 +13632,101 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d10367_s]
+    lea rcx, [rip + .Lc1_d10827_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10367_s_t
-    .p2align 3
-.Lc1_d10367_s:
-    .p2align 3
-    jmp .Lc1_d10367_j
-    .p2align 3
-    jmp .Lc1_d10367_j
-.Lc1_d10367_j:
-    mov dword ptr [r15 + 192], 157
-    movzx eax, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 21
-    mov r9, r11
+    call .Lc1_d10827_s_t
+.Lc1_d10827_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10827_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 128], 157
+    movzx eax, al
+    mov dword ptr [r15 + 384], 95
+    mov rcx, qword ptr [r15 + 448]
     mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 64], rbp
+    movsxd rax, dword ptr [r15 + 512]
     and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 768]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 448]
-    movzx ecx, al
-    mov dword ptr [r15 + 512], 136
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + rbp + 832], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 218
+    mov edi, 153
+    mov edi, dword ptr [r15 + 576]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d10405_j]
+    lea rcx, [rip + .Lc1_d10866_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10405_j_t
-.Lc1_d10405_j:
-    mov rcx, rdi
-    mov rdi, rax
+    call .Lc1_d10866_s_t
+.Lc1_d10866_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10866_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r8d, r8d
-    mov r8, r11
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    mov rcx, rax
-    movzx eax, cl
-    mov ecx, eax
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 704], rsi
+    mov ecx, ecx
+    mov ecx, ecx
+    mov ecx, ecx
     mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r8
-    mov qword ptr [r15 + 64], r8
-    and rbp, 4032
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov esi, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, rbp
+    movzx ebp, cl
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r11
+    mov rdx, r9
+    movsxd rdx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r8
     mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], 212
-    mov ebp, dword ptr [r15 + 128]
-    vpshufd xmm1, xmm2, 15
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movzx r8d, byte ptr [r15 + 320]
+    mov r9, rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    and r8, 4032
+    and ebp, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 64], bpl
+    mov ecx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -12786,506 +13735,549 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
+    mov ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 320]
+    movzx r8d, al
+    mov r8d, 189
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
+    mov r9, rbp
     mov rbp, r11
-    mov r8d, 242
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, 196
+    mov r8d, ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ecx, 138
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], r8
-    mov r8, r11
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 704]
-    vmovq qword ptr [r15 + 192], xmm2
+    mov dword ptr [r15 + 0], 66
+    vmovq xmm13, r8
+    mov r8d, eax
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx edx, bpl
-    mov rdx, qword ptr [r15 + 640]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], 74
-    movzx ebp, r8b
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 448], dl
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov r8, rbp
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], r8d
+    mov byte ptr [r15 + 192], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d10498_j]
+    lea rcx, [rip + .Lc1_d10960_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10498_j_t
-.Lc1_d10498_j:
-    mov r8d, esi
-    mov rsi, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d10960_s_t
+.Lc1_d10960_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10960_s:
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 448
+    mov r8, r11
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 640], rcx
+    movzx ecx, al
     mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 170
-    movzx ecx, cl
+    mov eax, 91
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 34
-    mov qword ptr [r15 + 768], rcx
-    and r8d, dword ptr [r15 + 64]
-    mov r9, r11
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 192]
-    and r8, 4032
-    add qword ptr [r15 + r8 + 3392], r8
-    mov r8, r11
-    mov rsi, r8
-    mov qword ptr [r15 + 128], rdx
-    movsxd rdx, dword ptr [r15 + 320]
-    and r8, 8128
-    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm1
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov ecx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 384]
+    vpor xmm14, xmm14, xmm0
+    movsxd rax, dword ptr [r15 + 576]
+    and eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 169
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 192]
+    add rdi, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c228:
-    mov r8, qword ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d11006_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11006_s_t
+.Lc1_d11006_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11006_s:
+    ret
+    .popsection
+    mov eax, 207
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movzx esi, al
-    movzx eax, sil
-    mov byte ptr [r15 + 640], r9b
-    movzx eax, r8b
-    mov eax, dword ptr [r15 + 384]
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rax
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7552]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 320]
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 704]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, r8d
-    mov r8d, 78
-    mov r8, r11
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8d, 129
-    movzx r8d, r9b
-    mov qword ptr [r15 + 64], r9
-    mov r9, r9
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 128]
+    movzx edx, r9b
+    mov r9d, edx
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov eax, 131
+    movzx eax, al
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], r8
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c229:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d10592_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10592_s_t
-    .p2align 3
-.Lc1_d10592_s:
-    .p2align 3
-    jmp .Lc1_d10592_j
-    .p2align 3
-    jmp .Lc1_d10592_j
-.Lc1_d10592_j:
-    mov dword ptr [r15 + 128], eax
-    movsxd rax, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], r9
+    mov dword ptr [r15 + 576], eax
+    mov dword ptr [r15 + 256], r9d
+    mov r9, rax
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 174
     jmp 1f
 1:
+    movzx eax, r9b
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 64]
+    and eax, dword ptr [r15 + 320]
+    mov r9d, 252
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm13, xmm13, xmm14
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     mov rbp, r11
-    mov dword ptr [r15 + 256], 154
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov rcx, rbp
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, bpl
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 704], bpl
-    and rbp, 4032
+    mov esi, 136
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r9 + 896], esi
     and r8, 1984
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm1
+    and edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], edi
+    movzx edi, r9b
+    mov r9d, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 512], ymm13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    lea rcx, [rip + .Lc1_d10634_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10634_j_t
-.Lc1_d10634_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d11103_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11103_s_t
+.Lc1_d11103_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11103_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    vpmovmskb eax, xmm13
     jmp 1f
 1:
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    movzx ecx, r8b
-    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 448], rax
+    mov rcx, rax
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r8, rsi
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], cl
-    vmovq qword ptr [r15 + 0], xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm1, xmm1, xmm5
-    movzx ecx, cl
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 82
-    mov r8d, 188
-    mov r8, r11
+    jmp 1f
+1:
+    movzx eax, al
+    mov eax, dword ptr [r15 + 192]
+    mov rcx, rax
+    and ecx, dword ptr [r15 + 64]
+    mov eax, 9
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovq qword ptr [r15 + 256], xmm1
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov edx, r8d
-    mov r9, r11
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov eax, dword ptr [r15 + 128]
+    mov rcx, rax
+    mov ecx, 172
+    mov rcx, rcx
+    vmovq xmm11, rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov edx, 196
+    mov edx, edx
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, qword ptr [r15 + 512]
-    add r9, qword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 768]
-    movsxd rdi, dword ptr [r15 + 128]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 640], 33
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, r9
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, 89
-    mov rsi, rdi
-    mov dword ptr [r15 + 384], 162
+    mov byte ptr [r15 + 512], cl
+    mov rcx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
+    mov rbp, r11
+    vpmovmskb ecx, xmm11
+    and rbp, 1984
+    and edx, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rcx, r8
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], 217
+    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    jmp 1f
-1:
-    movzx r9d, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 217
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r8d, 196
+    mov dword ptr [r15 + 384], 169
+    mov byte ptr [r15 + 320], bpl
     mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    movsxd rsi, dword ptr [r15 + 448]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    and rbp, 448
+    and r8d, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], r8d
+    mov r8, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 64], ymm13
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 225
-    mov ebp, 196
-    mov ebp, 242
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 128]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 640], rax
-    mov rax, rdx
+    vmovdqu xmm1, xmmword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    lea rcx, [rip + .Lc1_d10732_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11204_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10732_j_t
-.Lc1_d10732_j:
-    mov qword ptr [r15 + 64], r8
+    call .Lc1_d11204_s_t
+.Lc1_d11204_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11204_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rcx
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 5
-    mov dword ptr [r15 + 0], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 64], r8d
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], eax
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    mov ecx, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 576]
+    mov ebp, 155
     mov rbp, r11
-    mov esi, dword ptr [r15 + 192]
-    mov edx, 218
+    mov byte ptr [r15 + 512], bpl
+    lea r8, [r11 + r11*1]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx ebp, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, qword ptr [r15 + 384]
-    mov r9, r11
-    mov dword ptr [r15 + 448], 57
-    mov byte ptr [r15 + 704], dl
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
+    add rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7552]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, 122
+    mov dword ptr [r15 + 128], 218
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 128], r8d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 219
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov edx, dword ptr [r15 + 576]
-    add rdx, qword ptr [r15 + 0]
-    movzx r9d, dl
-    mov edx, 251
-    mov edx, 84
-    jmp 1f
-1:
-    mov edx, 56
-    jmp 1f
-1:
-    mov edx, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov edx, 99
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 224
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, 228
-    movsxd rdx, dword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 512], r8d
-    and r8, 16320
-    imul rdi, qword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 64], rax
-    mov eax, r9d
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c234:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d10828_s]
+    lea rcx, [rip + .Lc1_d11248_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10828_s_t
-    .p2align 3
-.Lc1_d10828_s:
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-    .p2align 3
-    jmp .Lc1_d10828_j
-.Lc1_d10828_j:
-    mov r8, r11
-    vpmovmskb eax, xmm1
-    mov r9, r11
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
-    mov eax, 115
+    call .Lc1_d11248_s_t
+.Lc1_d11248_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11248_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    mov rax, rcx
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    mov qword ptr [r15 + 448], r9
+    mov qword ptr [r15 + 256], rax
+    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov esi, 251
+    mov esi, 84
+    mov esi, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov edx, 89
+    movzx edx, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov byte ptr [r15 + 384], cl
-    mov ecx, dword ptr [r15 + 64]
-    movzx r9d, cl
-    mov ecx, 73
-    mov r8d, dword ptr [r15 + 512]
-    movzx ecx, r8b
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    mov ebp, 113
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx ebp, dil
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, r11
+    mov r8, r10
+    and r9, 448
+    add rdx, qword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov edi, dword ptr [r15 + 64]
+    mov r9d, 59
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, 95
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c234:
+    jmp 1f
+1:
+    vpaddd xmm13, xmm13, xmm1
+    mov edx, 138
+    inc dword ptr [r15 + 256]
+    mov r8d, 30
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r8
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 384]
+    mov r8, rdx
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9, r11
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 768]
+    mov rsi, rdx
+    and r9, 8128
+    vmovdqu xmm5, xmmword ptr [r15 + r9 + 7488]
+    and r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9d, 15
+    mov byte ptr [r15 + 128], r9b
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 384]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 64]
+    movzx r9d, cl
+    mov byte ptr [r15 + 704], r9b
+    jmp 1f
+1:
+    mov r9, r10
+    mov rcx, r9
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d10871_j]
+    lea rcx, [rip + .Lc1_d11353_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10871_j_t
-.Lc1_d10871_j:
+    call .Lc1_d11353_s_t
+.Lc1_d11353_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11353_s:
+    ret
+    .popsection
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 252
+    mov ecx, 251
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -13295,113 +14287,114 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    mov rcx, rcx
-    mov ecx, 72
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 162
+    mov rsi, rsi
+    mov esi, 233
     jmp 1f
 1:
     mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 576]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movzx r9d, byte ptr [r15 + 128]
+    mov esi, esi
+    mov esi, esi
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], r9b
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
     mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    mov ecx, ecx
-    mov ecx, ecx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 127
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, r8d
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov edi, ebp
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    mov dword ptr [r15 + 320], 230
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    and ebp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d11408_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11408_s_t
+.Lc1_d11408_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11408_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdx
-    mov dword ptr [r15 + 0], 14
-    mov r8d, edx
-    mov dword ptr [r15 + 0], 22
-    mov dword ptr [r15 + 0], 132
+    mov rbp, r10
+    add rax, qword ptr [r15 + 0]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 154
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov ebp, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov rbp, r11
-    test ebx, 221184
+    mov ebp, eax
+    mov ebp, 225
+    add rbp, qword ptr [r15 + 192]
+    vpshufd xmm14, xmm5, 114
+    mov rdi, rax
+    movsxd rax, dword ptr [r15 + 640]
+    test ebx, 1073741824
     jz 1f
 1:
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov rcx, rbp
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 95
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, r10
+    mov edi, ebp
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, edx
-    mov r8, r11
-    mov ebp, 200
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    imul rdx, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx r8d, bpl
-    mov rbp, r8
-    mov r8d, dword ptr [r15 + 768]
-    add r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 1344], 48
+    mov ebp, ecx
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 256]
-    mov edi, edx
-    jmp 1f
-1:
-    mov rdx, rbp
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm1
-    mov rbp, qword ptr [r15 + 448]
-    mov rsi, rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -13409,197 +14402,212 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d10976_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10976_s_t
-    .p2align 3
-.Lc1_d10976_s:
-    .p2align 3
-    jmp .Lc1_d10976_j
-    .p2align 3
-    jmp .Lc1_d10976_j
-.Lc1_d10976_j:
+    vmovdqu xmmword ptr [r15 + 0], xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 167
+    movzx ecx, dil
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov edi, 41
+    mov dword ptr [r15 + 0], edi
+    movzx eax, cl
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 768]
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, ecx
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    movzx ecx, byte ptr [r15 + 576]
-    test ebx, 1536
-    jz 1f
+    mov ecx, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 64]
+    mov r8d, edx
+    jmp 1f
 1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov edi, 247
+    mov eax, 20
+    mov r8, r11
+    mov qword ptr [r15 + 192], rdx
+    mov rdx, rcx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, dword ptr [r15 + 704]
     mov r9, r11
-    mov ecx, 128
-    and r9, 448
     mov rbp, r11
-    movzx eax, byte ptr [r15 + r9 + 832]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm8
-    mov rbp, rdx
-    mov edx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rdx
-    mov edx, 101
-    jmp 1f
-1:
-    mov r9d, 97
-    add r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], r9d
-    movzx r9d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rdi
+    mov edi, 65
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    vpor xmm13, xmm13, xmm14
+    movzx ecx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rcx, [rip + .Lc1_d11505_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11505_s_t
+.Lc1_d11505_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11505_s:
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 448
+    xchg qword ptr [r15 + rbp + 832], rbp
+    mov rcx, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov edx, r9d
+    lock or dword ptr [r15 + 0], 20
+    mov edx, ecx
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    movzx r9d, al
-    movzx eax, byte ptr [r15 + 448]
-    mov edx, 134
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov ecx, 155
+    test ebx, 1073741824
+    jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 128]
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov dword ptr [r15 + 192], 234
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 64], r8
-    mov r8d, edx
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov qword ptr [r15 + 640], rdi
-    mov dword ptr [r15 + 64], edi
-    mov qword ptr [r15 + 704], r9
-    movsxd rdx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rdx
+    mov qword ptr [r15 + 0], rdx
+    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 234
+    mov qword ptr [r15 + 256], rcx
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], r9
+    vmovq qword ptr [r15 + 64], xmm14
+    mov ecx, ecx
+    mov qword ptr [r15 + 512], rcx
+    mov r9, r10
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 448], rdx
+    mov rbp, r10
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d11062_j]
+    lea rcx, [rip + .Lc1_d11551_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11062_j_t
-.Lc1_d11062_j:
-    mov r9, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 6
-    mov dword ptr [r15 + 0], 253
-    mov ecx, 132
+    call .Lc1_d11551_s_t
+.Lc1_d11551_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11551_s:
+    ret
+    .popsection
     mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm13
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov ecx, 7
+    movzx ecx, cl
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ebp
+    mov rcx, qword ptr [r15 + 320]
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 128]
     mov r8, r11
-    movzx ecx, r8b
+    movzx esi, byte ptr [r15 + 704]
+    mov rax, rsi
+    and r8, 448
+    add r9, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], r9d
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, cl
-    mov r8, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rcx
-    mov byte ptr [r15 + 512], cl
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ecx
-    mov rcx, rbp
-    mov dword ptr [r15 + 64], 28
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    lea rcx, [rip + .Lc1_d11107_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11107_j_t
-.Lc1_d11107_j:
-    mov rbp, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], r8
+    vpor xmm14, xmm14, xmm13
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm7
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
+    movzx r9d, r9b
+    mov dword ptr [r15 + 256], 253
+    mov r9d, dword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 64], r9
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ecx, r9b
     mov dword ptr [r15 + 0], ebp
-    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 256]
-    mov r9, r11
-    mov dword ptr [r15 + 192], 31
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    vmovdqu xmmword ptr [r15 + 448], xmm8
-    mov r9d, ebp
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 448]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 512], cl
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + rbp + 7552], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -13608,268 +14616,287 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, cl
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov ecx, esi
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d11647_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11647_s_t
+.Lc1_d11647_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11647_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx r9d, al
     .byte 0x0f, 0x1f, 0x00
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov eax, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movsxd rcx, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 128], 89
-    mov rbp, r11
-    mov esi, ebp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 704], bpl
+    vmovq qword ptr [r15 + 0], xmm13
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ecx, sil
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 320]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], ecx
-    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx r9d, cl
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    mov rcx, r8
     movsxd rcx, dword ptr [r15 + 192]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    add rdx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], sil
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 576]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 384]
+    mov esi, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d11202_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11202_s_t
-    .p2align 3
-.Lc1_d11202_s:
-    .p2align 3
-    jmp .Lc1_d11202_j
-    .p2align 3
-    jmp .Lc1_d11202_j
-.Lc1_d11202_j:
-    movzx eax, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, rax
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    and r8, 1984
     mov r9, r11
-    mov dword ptr [r15 + r8 + 1344], r9d
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 192]
+    movzx r8d, r8b
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    xor dword ptr [r15 + 0], r8d
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jnz 1f
+1:
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov byte ptr [r15 + 768], cl
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    vmovdqu xmm5, xmmword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r9d
+    and r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], 73
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d11241_j]
+    lea rcx, [rip + .Lc1_d11739_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11241_j_t
-.Lc1_d11241_j:
-    mov dword ptr [r15 + 384], ebp
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, ebp
+    call .Lc1_d11739_s_t
+.Lc1_d11739_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11739_s:
+    ret
+    .popsection
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 143
+    vmovdqu xmmword ptr [r15 + 0], xmm5
+    mov dword ptr [r15 + 0], r8d
     mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 136
+    mov edi, ecx
     jmp 1f
 1:
     mov r8, r11
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, rcx
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 88
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm5
+    mov qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 512], r8d
+    mov r8, r11
+    jmp 1f
+1:
     and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm13
-    mov qword ptr [r15 + 64], rdi
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, r8
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    mov eax, edi
-    mov rdi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 896], ebp
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r8
+    mov r8d, r9d
+    movzx r8d, byte ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx r9d, dl
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    movzx r9d, al
-    mov qword ptr [r15 + 256], r9
-    vpcmpeqb xmm8, xmm8, xmm4
-    mov dword ptr [r15 + 0], r8d
+    lea rcx, [rip + .Lc1_d11788_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11788_s_t
+.Lc1_d11788_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11788_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 13
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rcx
+    mov ebp, 126
+    movzx ebp, bpl
+    mov dword ptr [r15 + 192], 107
+    mov rcx, qword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 704]
-    mov rbp, r11
-    mov rdx, rbp
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
+    movzx edx, dl
+    and edx, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rbp
+    mov qword ptr [r15 + 448], rbp
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    mov ecx, 244
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    mov dword ptr [r15 + 320], 247
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + 128], rdx
-    and edx, dword ptr [r15 + 128]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx eax, bpl
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + rbp + 1344], al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d11334_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11334_j_t
-.Lc1_d11334_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 208
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r8d, 199
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
+    lea r8, [r11 + r11*1]
+    mov r9, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov edx, 208
-    mov qword ptr [r15 + 64], rdx
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    and r9d, dword ptr [r15 + r8 + 1344]
-    test ebx, 352256
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 112
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 768], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 196
-    mov rcx, rdx
-    mov dword ptr [r15 + 192], ecx
-    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, r9
-    movzx r9d, r8b
-    mov r8d, 236
+    mov r9, r11
+    mov esi, dword ptr [r15 + r8 + 3456]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov dword ptr [r15 + 256], eax
+    mov r8, rbp
+    movzx r8d, r8b
+    mov r8d, 118
     add r11, 64
     inc rbx
     dec r13
@@ -13878,54 +14905,85 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, 50
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    vpor xmm8, xmm8, xmm8
-    vpcmpeqb xmm8, xmm8, xmm0
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rax
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11886_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11886_s_t
+.Lc1_d11886_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11886_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 128], r8d
+    movzx r8d, byte ptr [r15 + 256]
+    xor dword ptr [r15 + 320], ecx
+    mov eax, eax
     movzx eax, al
+    mov dword ptr [r15 + 384], eax
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 192
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm5
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, r11
     mov rax, qword ptr [r15 + 512]
-    mov ebp, eax
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 384]
-    mov ecx, esi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 183
-    movzx ebp, al
+    mov dword ptr [r15 + 0], 126
+    mov edi, 124
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 320]
+    mov rcx, r8
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 576]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    mov dword ptr [r15 + 64], 199
-    jmp 1f
-1:
-    mov ecx, 95
+    mov ebp, 161
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -13933,179 +14991,173 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11432_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d11948_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11432_s_t
-    .p2align 3
-.Lc1_d11432_s:
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-    .p2align 3
-    jmp .Lc1_d11432_j
-.Lc1_d11432_j:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 64]
-    vpor xmm13, xmm13, xmm0
-    test ebx, 1536
-    jz 1f
-1:
-    mov r8, r11
-    mov ecx, eax
+    call .Lc1_d11948_s_t
+.Lc1_d11948_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11948_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov rax, rax
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, 51
+    mov r9, r10
+    mov eax, ecx
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov r8d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 128]
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], 116
+    jmp 1f
+1:
+    mov r9d, 187
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9d, eax
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm5
+    movzx r9d, cl
+    mov qword ptr [r15 + 192], r9
+    movzx r9d, byte ptr [r15 + 128]
+    and r9d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    nop
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    lea rcx, [rip + .Lc1_d11472_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11472_j_t
-.Lc1_d11472_j:
-    mov r8, r11
-    vmovq xmm2, r8
-    mov rax, qword ptr [r15 + 64]
-    and r8, 8128
-    add rcx, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 0], r9
+    mov ecx, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
-    lock xadd qword ptr [r15 + 0], rcx
-    vpaddd xmm2, xmm2, xmm2
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    test ebx, 10752
-    jz 1f
-1:
-    mov eax, 184
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
-    mov eax, r8d
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    add r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], r8d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, r11
+    add rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    mov r8, r11
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    movzx r9d, cl
+    mov qword ptr [r15 + 64], r9
+    add rcx, qword ptr [r15 + 512]
+    mov r9, r11
+    mov esi, 56
+    and r9, 16320
+    and ecx, dword ptr [r15 + r9 + 15680]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 218
+    mov byte ptr [r15 + 320], sil
+    mov dword ptr [r15 + 64], esi
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov dword ptr [r15 + 768], 69
     jmp 1f
 1:
-    vmovdqu xmm2, xmmword ptr [r15 + 448]
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    and eax, dword ptr [r15 + 384]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 47
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
+    imul rsi, qword ptr [r15 + 256]
+    vpcmpeqb xmm5, xmm5, xmm4
+    mov rdx, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 167
+    lea rcx, [rip + .Lc1_d12041_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12041_s_t
+.Lc1_d12041_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12041_s:
+    ret
+    .popsection
+    imul rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r8d, 208
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
-    mov ecx, 82
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    lea r9, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 320]
     jmp 1f
 1:
     and r9, 4032
-    add rdx, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 117
-    vmovdqu ymmword ptr [r15 + 576], ymm13
-    mov r9d, dword ptr [r15 + 512]
-    vmovq xmm13, r9
-    movzx r9d, al
-    vmovdqu xmm1, xmmword ptr [r15 + 384]
-    mov r9d, eax
+    vmovq qword ptr [r15 + r9 + 3456], xmm5
+    mov r8, r11
+    mov dword ptr [r15 + 128], 208
+    .byte 0x0f, 0x1f, 0x00
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm5
+    test ebx, 4608
+    jnz 1f
+1:
+    mov r8d, eax
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    add rdx, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    mov ebp, dword ptr [r15 + 128]
+    mov ecx, 206
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, al
+    mov dword ptr [r15 + 640], 148
     add r11, 64
     inc rbx
     dec r13
@@ -14114,315 +15166,323 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d11570_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11570_s_t
-    .p2align 3
-.Lc1_d11570_s:
-    .p2align 3
-    jmp .Lc1_d11570_j
-    .p2align 3
-    jmp .Lc1_d11570_j
-.Lc1_d11570_j:
-    movzx r9d, dil
-    mov edi, 60
+    lea rcx, [rip + .Lc1_d12091_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12091_s_t
+.Lc1_d12091_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12091_s:
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    mov eax, 142
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    mov rdi, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm1, xmm2, 8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], dil
+    mov byte ptr [r15 + rbp + 1344], al
+    mov qword ptr [r15 + 512], rax
+    movzx eax, dil
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 256]
+    mov esi, 68
+    vmovq xmm14, rsi
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 640], rdi
     jmp 1f
 1:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], edi
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, dil
-    vmovdqu xmmword ptr [r15 + 512], xmm2
-    movzx ebp, dil
-    mov ebp, 128
+    vpxor xmm14, xmm14, xmm5
+    vmovq qword ptr [r15 + 448], xmm14
+    movsxd rdi, dword ptr [r15 + 704]
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], sil
+    movzx esi, al
+    mov rax, qword ptr [r15 + 192]
+    vpxor xmm14, xmm14, xmm5
+    movzx esi, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
+    mov edi, dword ptr [r15 + 64]
+    movzx esi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], 241
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    test ebx, 4608
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, dword ptr [r15 + 64]
+    vpshufd xmm1, xmm14, 241
     mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], edi
     and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 768]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov rsi, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 4608
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r9, r11
-    vmovq qword ptr [r15 + 320], xmm1
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    and ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 81
+    mov dword ptr [r15 + 64], 61
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r9, rsi
+    mov rsi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], esi
+    mov rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9d, 160
-    add qword ptr [r15 + 512], r9
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 576]
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    and rbp, 4032
+    add r9, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d11659_j]
+    lea rcx, [rip + .Lc1_d12184_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11659_j_t
-.Lc1_d11659_j:
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, ecx
+    call .Lc1_d12184_s_t
+.Lc1_d12184_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12184_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 240
-    movzx ecx, cl
+    mov r9d, 11
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    inc dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 148
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    vmovq xmm8, rcx
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 640], 148
     mov r9, r11
-    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], r9d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 64]
     and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, rbp
-    mov ebp, ecx
-    mov qword ptr [r15 + 256], rbp
-    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 384], eax
+    mov r8, rdi
+    mov r8, r11
+    mov eax, r8d
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movzx r8d, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d11705_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11705_j_t
-.Lc1_d11705_j:
-    mov ecx, 180
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 64]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 151
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 53
-    test ebx, 4608
-    jnz 1f
-1:
-    mov r8, rbp
-    mov r8, qword ptr [r15 + 448]
-    movzx ebp, r8b
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rdi, r8
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
     jmp 1f
 1:
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov rax, rdi
+    and r8, 8128
+    and edi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], 37
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov dword ptr [r15 + 128], edi
+    inc dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 26
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    movzx r9d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
-    vpmovmskb r8d, xmm13
-    mov r8, qword ptr [r15 + 512]
-    mov esi, esi
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov dword ptr [r15 + 384], esi
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], r9d
-    and r9d, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 768], r9
-    mov esi, r8d
-    mov r8, r11
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], esi
-    mov r9, r11
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d12273_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12273_s_t
+.Lc1_d12273_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12273_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 384]
     and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 64]
-    add r9, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 3456], ebp
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 192]
+    mov ebp, eax
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + r9 + 3392], dl
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 512]
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    mov esi, edx
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 256]
+    and r8d, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d11796_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11796_s_t
-    .p2align 3
-.Lc1_d11796_s:
-    .p2align 3
-    jmp .Lc1_d11796_j
-    .p2align 3
-    jmp .Lc1_d11796_j
-.Lc1_d11796_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d12316_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12316_s_t
+.Lc1_d12316_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12316_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 241
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r11
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r8d, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8d, 18
-    mov r8d, eax
-    mov r8, r11
-    mov eax, dword ptr [r15 + 448]
-    mov rdx, rcx
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 16320
-    mov rcx, qword ptr [r15 + r8 + 15680]
-    mov r8, r11
-    movzx eax, al
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 704]
+    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], 112
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 576]
-    mov r9d, 132
-    movzx r9d, byte ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 64]
+    mov esi, edi
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov edx, 50
+    mov dword ptr [r15 + 384], edx
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -14439,70 +15499,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    or qword ptr [r15 + 320], 18
-    mov eax, 205
+    movzx eax, bpl
+    mov eax, 52
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm8
+    movsxd rbp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    xor ecx, eax
+    movsxd rcx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 142
+    movsxd rdi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 142
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, ecx
+    xor edi, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx ecx, sil
-    mov rcx, rax
+    mov dword ptr [r15 + 128], 156
+    movsxd rdi, dword ptr [r15 + 384]
     test ebx, 424
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rdi + rdi*2 + 108]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rsi, [rcx + rcx*2 + 127]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 251
+    vmovdqu xmm1, xmmword ptr [r15 + 448]
     test ebx, 32568
     jz 1f
 1:
-    vmovq xmm7, rcx
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 192]
+    or qword ptr [r15 + 320], 74
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, r8
     test bl, 10
     jnz 1f
 1:
-    jmp 1f
-1:
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -14520,61 +15579,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 320]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d12430_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12430_s_t
+.Lc1_d12430_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12430_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx esi, al
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 56192
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 233
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 256]
-    mov r9d, 72
+    mov byte ptr [r15 + 512], al
+    test ebx, 31680
+    jz 1f
+1:
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
+    mov eax, ecx
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 512]
     and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], edx
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
-    mov byte ptr [r15 + r9 + 3392], cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], ebp
+    mov dword ptr [r15 + 192], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -14584,71 +15659,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d11960_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11960_s_t
-    .p2align 3
-.Lc1_d11960_s:
-    .p2align 3
-    jmp .Lc1_d11960_j
-    .p2align 3
-    jmp .Lc1_d11960_j
-.Lc1_d11960_j:
-    mov r9d, 108
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 448], cl
+    mov r9, rax
+    mov r9d, 34
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 28544
-    jnz 1f
-1:
-    movzx ebp, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 88
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    test bl, 44
-    jz 1f
-1:
-    mov rax, rcx
-    mov r9, r10
+    mov rbp, r10
+    mov byte ptr [r15 + 128], al
     test bl, 36
     jz 1f
 1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, r10
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 64], cl
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 448]
+    test bl, 28
+    jz 1f
+1:
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -14666,103 +15738,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 32
-    movzx r9d, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d12552_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12552_s_t
+.Lc1_d12552_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12552_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 576], rax
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    mov r9, r11
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 336
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], eax
-    mov byte ptr [r15 + 64], cl
-    mov r8, qword ptr [r15 + 704]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 448]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r9, r11
-    mov eax, eax
-    mov eax, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 128]
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
+    mov r8, r10
+    mov dword ptr [r15 + 384], 203
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + 192], r8d
+    mov byte ptr [r15 + 512], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov ecx, r8d
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    movzx eax, byte ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d12062_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12062_j_t
-.Lc1_d12062_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 576]
-    mov r8, r11
-    test bl, 208
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm7
-    mov dword ptr [r15 + 128], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov r9, r9
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    vmovq qword ptr [r15 + 256], xmm8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
+    mov dword ptr [r15 + 320], ecx
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    vmovq qword ptr [r15 + 0], xmm1
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov ebp, dword ptr [r15 + 384]
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 144
+    jz 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov eax, dword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 640], ebp
+    mov rbp, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov eax, 219
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, r8b
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -14771,51 +15847,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12115_j]
+    lea rcx, [rip + .Lc1_d12645_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12115_j_t
-.Lc1_d12115_j:
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rax
-    mov r9, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d12645_s_t
+.Lc1_d12645_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12645_s:
+    ret
+    .popsection
+    mov r8, r10
+    mov qword ptr [r15 + 320], rsi
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov dword ptr [r15 + 384], eax
+    movzx eax, byte ptr [r15 + 448]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9984
     jnz 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov eax, dword ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    vmovq xmm7, r9
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 256], r9b
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r15 + 704]
+    mov rsi, qword ptr [r15 + 448]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    test bl, 48
     jz 1f
 1:
-    mov rbp, rbp
-    movzx ebp, al
-    mov eax, dword ptr [r15 + 128]
+    mov r9, r10
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 512], ymm8
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 128], r8
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm8, rsi
+    mov eax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], bpl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9, rsi
+    movzx esi, al
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -14823,157 +15902,182 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 320]
+    mov rbp, r11
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], 70
-    mov rax, qword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 135
-    mov r8, r11
+    and r9, 8128
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r8, qword ptr [r15 + 256]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 218
-    mov r8, r11
-    mov rbp, rbp
+    movzx eax, byte ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 64]
-    movzx eax, r9b
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 46
+    mov esi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], r9d
-    mov qword ptr [r15 + 704], rbp
-    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 211
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rcx, [rip + .Lc1_d12200_j]
+    lea rcx, [rip + .Lc1_d12730_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12200_j_t
-.Lc1_d12200_j:
-    mov r8, qword ptr [r15 + 512]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 0], 217
+    call .Lc1_d12730_s_t
+.Lc1_d12730_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12730_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 242
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov ebp, 94
-    mov r8d, 64
-    movzx r8d, bpl
+    movzx r8d, cl
+    mov ecx, ebp
+    movzx ebp, bpl
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 94
+    movsxd rax, dword ptr [r15 + 640]
+    mov ecx, r8d
+    mov r8d, 187
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    mov ecx, eax
-    vpcmpeqb xmm7, xmm7, xmm8
+    mov dword ptr [r15 + 384], 203
     mov rbp, r11
-    mov byte ptr [r15 + 64], r8b
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 128]
+    vpcmpeqb xmm8, xmm8, xmm3
+    mov rcx, qword ptr [r15 + 64]
     mov r8, r11
-    mov rcx, r9
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 24064
-    jz 1f
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    mov dword ptr [r15 + 192], 33
-    mov byte ptr [r15 + 768], al
-    mov eax, ecx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 43
+    mov r8d, ebp
+    mov rbp, rcx
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], al
+    mov rax, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], cl
+    mov ecx, 146
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    add r8, qword ptr [r15 + 640]
-    mov r9, rax
-    mov dword ptr [r15 + 128], 57
-    movzx r9d, r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12783_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12783_s_t
+.Lc1_d12783_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12783_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    mov eax, eax
+    vmovdqu ymmword ptr [r15 + 704], ymm3
     test ebx, 1073741824
     jz 1f
-1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm7
-    mov qword ptr [r15 + 512], rbp
-    mov byte ptr [r15 + 320], al
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 176
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov ebp, ebp
-    test bl, 144
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 128], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 199
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
+    mov byte ptr [r15 + r8 + 3392], bpl
+    mov byte ptr [r15 + 64], al
+    movsxd rax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    mov r9, r11
-    mov qword ptr [r15 + 576], rcx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 212
+    mov ebp, r8d
+    movzx ebp, byte ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movzx ecx, r8b
+    mov r8, r11
+    mov byte ptr [r15 + 256], bpl
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    test bl, 112
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 170
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + 192], rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -14981,59 +16085,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d12300_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12300_s_t
-    .p2align 3
-.Lc1_d12300_s:
-    .p2align 3
-    jmp .Lc1_d12300_j
-    .p2align 3
-    jmp .Lc1_d12300_j
-.Lc1_d12300_j:
-    mov r9d, 92
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 704], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 0], 51
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    mov r8, r11
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov ecx, ecx
-    mov ecx, 96
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, 128
+    vpshufd xmm14, xmm8, 201
+    mov eax, 52
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 131
+    mov r9, r11
+    mov qword ptr [r15 + 512], rax
+    movzx eax, bpl
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    test ebx, 58368
+    jnz 1f
+1:
+    mov ebp, ecx
+    imul rcx, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 384]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 54
+    mov r9d, ecx
+    movzx r9d, bpl
+    mov dword ptr [r15 + 64], 78
+    mov byte ptr [r15 + 192], cl
     movzx ecx, cl
-    mov ecx, r8d
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    mov ebp, 169
+    mov r9d, 176
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
@@ -15042,143 +16139,128 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12351_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d12888_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12351_s_t
-    .p2align 3
-.Lc1_d12351_s:
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-    .p2align 3
-    jmp .Lc1_d12351_j
-.Lc1_d12351_j:
-    mov r8, r11
-    movzx r9d, cl
-    movzx ecx, r8b
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    call .Lc1_d12888_s_t
+.Lc1_d12888_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12888_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ebp, r9b
+    mov r9d, 13
+    mov qword ptr [r15 + 448], rcx
+    test ebx, 11776
+    jnz 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov qword ptr [r15 + 192], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov rax, qword ptr [r15 + 192]
+    movzx ecx, cl
+    mov dword ptr [r15 + 512], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 99
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rdx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    mov byte ptr [r15 + 128], r8b
-    vmovdqu xmmword ptr [r15 + 64], xmm4
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov eax, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 256], xmm8
+    mov byte ptr [r15 + 128], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm8
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ebp
+    movzx r9d, bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b5_stubs_t
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
-    .p2align 3
-    jmp .Lc1_b5_c2
-    .p2align 3
-    jmp .Lc1_b5_c3
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d12406_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12406_s_t
-    .p2align 3
-.Lc1_d12406_s:
-    .p2align 3
-    jmp .Lc1_d12406_j
-    .p2align 3
-    jmp .Lc1_d12406_j
-.Lc1_d12406_j:
-    movsxd rbp, dword ptr [r15 + 256]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + 256]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3456], cl
     jmp 1f
 1:
+    mov esi, ecx
+    mov ecx, 211
     mov r8, r11
-    mov eax, ecx
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    jmp 1f
-1:
-    vpor xmm7, xmm7, xmm7
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    test bl, 24
-    jnz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov eax, 255
+    xor dword ptr [r15 + 64], r9d
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmm8, xmmword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 640], rax
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
@@ -15187,133 +16269,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 104
-    mov ecx, dword ptr [r15 + 576]
-    and eax, dword ptr [r15 + 768]
-    mov rbp, r9
-    mov dword ptr [r15 + 512], 19
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d12992_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12992_s_t
+.Lc1_d12992_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12992_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8d, dword ptr [r15 + 448]
+    add qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 128]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rcx
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov r9, rax
+    test bl, 24
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    vpaddd xmm7, xmm7, xmm7
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r11
+    mov rsi, rax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jae 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    movzx r9d, r9b
+    and ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rax
+    mov r8d, 117
     mov r8, r10
-    mov dword ptr [r15 + 320], ebp
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov r8, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, rax
-    mov rcx, qword ptr [r15 + 64]
-    mov rbp, rax
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    lea rcx, [rip + .Lc1_d12508_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13045_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12508_j_t
-.Lc1_d12508_j:
-    movzx eax, bpl
+    call .Lc1_d13045_s_t
+.Lc1_d13045_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13045_s:
+    ret
+    .popsection
+    movzx r9d, al
     jmp 1f
 1:
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + 192]
-    mov r8d, ebp
+    movzx r9d, r8b
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 72
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 576]
+    vmovq qword ptr [r15 + 192], xmm14
+    mov r8d, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rbp, rax
+    mov r9, r9
+    mov r9, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdi
+    mov qword ptr [r15 + 128], r9
+    mov qword ptr [r15 + 320], rax
+    mov eax, r9d
+    jmp 1f
+1:
     mov rcx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r11
     test bl, 56
     jz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    mov r8d, eax
-    jmp 1f
-1:
-    mov rcx, r9
-    mov qword ptr [r15 + 384], rax
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 512], r8
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9d, r9d
-    mov r9d, ecx
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 768]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    vpshufd xmm14, xmm14, 120
+    mov ecx, edi
+    mov ecx, edi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15321,173 +16406,199 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], r9
-    mov r9, qword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 161
-    movzx edi, byte ptr [r15 + 768]
     mov r9, r11
-    mov byte ptr [r15 + rbp + 7488], bpl
+    mov edi, 11
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9, r9
+    mov dword ptr [r15 + 192], 5
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 384]
+    and edi, dword ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 35
+    mov r9d, dword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov rbp, r11
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov r9d, esi
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 704], bpl
-    xchg qword ptr [r15 + 256], r9
+    mov eax, dword ptr [r15 + 256]
+    mov r8, r11
+    mov ecx, r9d
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
+    vmovdqu xmmword ptr [r15 + 64], xmm8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 2048 bytes, 8 chunk(s), 24 chunk executions per call
+// block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 24
+    mov r13d, 16
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    vmovdqu xmm7, xmmword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    mov r9d, r8d
+    mov r9, r10
+    and r8d, dword ptr [r15 + 512]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r9d, 35
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r9b
-    and ecx, dword ptr [r15 + 0]
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov qword ptr [r15 + 0], rax
-    mov eax, ebp
-    mov eax, 12
-    test ebx, 29184
-    jnz 1f
-1:
-    mov ecx, 140
+    mov r8d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm14, xmm14, xmm14
+    add r8, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], cl
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rcx
-    and rbp, 1984
-    mov r8, r11
-    mov eax, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 640], r8d
+    mov r8d, 13
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r11
-    add r8, qword ptr [r15 + 128]
+    mov rdi, r8
+    mov rdi, qword ptr [r15 + 64]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 149
-    mov byte ptr [r15 + 64], r8b
-    mov byte ptr [r15 + 640], r8b
+    mov ecx, dword ptr [r15 + rbp + 832]
+    vpaddd xmm8, xmm8, xmm8
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov qword ptr [r15 + 192], r8
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov byte ptr [r15 + 64], dil
+    mov dword ptr [r15 + 384], 226
+    test bl, 48
     jz 1f
 1:
-    movzx eax, cl
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ebp
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, bpl
+    mov rbp, qword ptr [r15 + 256]
+    vpaddd xmm8, xmm8, xmm8
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13203_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13203_s_t
+.Lc1_d13203_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13203_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd r9, dword ptr [r15 + 128]
+    mov ebp, 140
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 201
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rax, rsi
-    movzx esi, cl
-    test ebx, 27648
-    jnz 1f
+    mov dword ptr [r15 + 192], 9
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    movzx eax, bpl
+    mov qword ptr [r15 + 704], rcx
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 704], rbp
-    mov rax, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 512], 24
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r9
     mov r9, r11
-    mov r8d, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 7
+    mov r9, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ebp
+    mov rax, rcx
+    mov r9, r10
+    movzx eax, bpl
+    mov rbp, r10
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + rbp + 3392], rsi
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    movzx ebp, al
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15495,59 +16606,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12713_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12713_s_t
-    .p2align 3
-.Lc1_d12713_s:
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-    .p2align 3
-    jmp .Lc1_d12713_j
-.Lc1_d12713_j:
-    mov rsi, qword ptr [r15 + 768]
-    mov r8d, eax
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d13262_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13262_s_t
+.Lc1_d13262_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13262_s:
+    ret
+    .popsection
+    mov rbp, r11
+    movzx esi, al
     mov r9, r11
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 4032
-    mov r8, r11
-    mov eax, dword ptr [r15 + r9 + 3392]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], esi
+    mov rdx, rax
+    mov qword ptr [r15 + 448], rsi
+    mov rsi, rsi
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, eax
-    mov edi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, eax
+    mov byte ptr [r15 + 384], dl
+    movsxd rdx, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    mov r9, r9
+    mov rcx, rbp
+    movzx ebp, dl
+    mov rdx, qword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 768], ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov eax, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r9, rax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15555,51 +16668,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 185
-    movsxd r9, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    mov ecx, r9d
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, 182
+    movzx eax, byte ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 142
+    movsxd rbp, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov qword ptr [r15 + 384], r9
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, 174
-    movzx ecx, byte ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 448]
-    mov r9d, ebp
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 190
-    movzx r8d, r9b
-    mov r9d, eax
+    mov rax, r9
+    mov eax, esi
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, 194
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r11
+    mov qword ptr [r15 + 576], rbp
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov esi, 7
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 98
+    movzx ebp, cl
+    mov ebp, r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15607,57 +16721,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12804_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12804_j_t
-.Lc1_d12804_j:
-    mov rcx, r9
-    mov r9, qword ptr [r15 + 640]
-    mov ecx, 212
-    mov ecx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], r9d
-    and rbp, 4032
-    lock add qword ptr [r15 + rbp + 3392], rcx
-    mov rbp, rcx
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d13360_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13360_s_t
+.Lc1_d13360_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13360_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rsi, dword ptr [r15 + 448]
+    lock add qword ptr [r15 + 512], rcx
+    mov ecx, 54
+    mov qword ptr [r15 + 384], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ebp
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, ecx
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    mov rbp, qword ptr [r15 + 256]
+    mov r9d, eax
+    mov eax, eax
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movzx ecx, byte ptr [r15 + 704]
+    mov r8, r10
+    add rcx, qword ptr [r15 + 128]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    test bl, 80
+    jnz 1f
 1:
-    mov ecx, r8d
-    mov qword ptr [r15 + 64], r8
-    add rcx, qword ptr [r15 + 256]
-    test bl, 48
-    jz 1f
-1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 128]
-    mov esi, r8d
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov rax, rsi
+    mov eax, esi
+    mov rbp, r10
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 52
-    mov rcx, qword ptr [r15 + 512]
-    mov rdx, rsi
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 64], 3
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8d, eax
+    mov eax, r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15665,106 +16785,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], 202
-    test bl, 144
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov rbp, r11
-    mov dword ptr [r15 + 448], eax
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, eax
-    mov r8, r11
-    vpshufd xmm7, xmm14, 104
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov dword ptr [r15 + 768], 135
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], esi
-    movzx esi, byte ptr [r15 + 704]
-    mov edi, edi
-    mov dword ptr [r15 + 384], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov rax, rsi
-    mov dword ptr [r15 + 64], esi
-    mov qword ptr [r15 + 256], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12902_j]
+    lea rcx, [rip + .Lc1_d13413_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12902_j_t
-.Lc1_d12902_j:
-    movzx ecx, bpl
-    movzx ebp, al
-    mov eax, ecx
+    call .Lc1_d13413_s_t
+.Lc1_d13413_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13413_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 384], rax
+    mov rax, rax
+    mov r9, r11
+    mov rsi, rcx
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm1, xmm8, 123
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov esi, esi
+    mov rsi, qword ptr [r15 + 512]
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 192], ecx
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, r9
+    mov r9, r10
+    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 448]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov rdx, rcx
-    and rbp, 448
-    add rdx, qword ptr [r15 + rbp + 832]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 384]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    and r9d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov rbp, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov r9d, esi
+    mov dword ptr [r15 + 448], eax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c6:
+    mov byte ptr [r15 + 448], r9b
+    mov r9, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    movsxd rdx, dword ptr [r15 + 512]
+    mov esi, ecx
+    mov rbp, r11
+    movzx esi, sil
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    mov byte ptr [r15 + 128], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    movzx ecx, sil
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 336
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    add rsi, qword ptr [r15 + r9 + 15680]
+    mov r9, r11
+    and esi, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    mov rax, rcx
+    mov byte ptr [r15 + 384], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -15773,54 +16905,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d12950_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12950_s_t
-    .p2align 3
-.Lc1_d12950_s:
-    .p2align 3
-    jmp .Lc1_d12950_j
-    .p2align 3
-    jmp .Lc1_d12950_j
-.Lc1_d12950_j:
+    lea rcx, [rip + .Lc1_d13515_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13515_s_t
+.Lc1_d13515_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13515_s:
+    ret
+    .popsection
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 512], ymm7
+    movzx esi, al
+    mov dword ptr [r15 + 192], 72
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    movzx ebp, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov rcx, rsi
+    add rcx, qword ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 6
+    mov dword ptr [r15 + 128], 112
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov ebp, dword ptr [r15 + 704]
+    and ebp, dword ptr [r15 + 448]
+    mov r9, r8
     mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    add r8, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 448], 7
-    mov r8d, 7
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rax, r8
-    mov eax, dword ptr [r15 + 640]
-    movzx ecx, r8b
-    test bl, 48
-    jz 1f
-1:
-    movzx edx, r9b
-    mov dword ptr [r15 + 320], ecx
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
+    mov r8d, 98
     add r11, 64
     inc rbx
     dec r13
@@ -15834,64 +16967,58 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov edx, 69
-    movzx edx, cl
-    movsxd rdx, dword ptr [r15 + 640]
+    mov r8, r11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
     jmp 1f
 1:
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], dl
-    mov edx, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    lock add qword ptr [r15 + 128], r8
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    mov rax, rcx
-    mov qword ptr [r15 + 64], rdx
-    mov qword ptr [r15 + 0], r9
+    mov r8, r11
+    mov edx, 147
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    mov dword ptr [r15 + 256], edx
+    mov ecx, edx
+    movzx ecx, r8b
+    movzx ecx, r8b
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
     mov edi, 31
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 248
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], eax
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    add qword ptr [r15 + 256], rax
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 192], rcx
+    and edi, dword ptr [r15 + 192]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dil
+    add r8, qword ptr [r15 + 448]
+    mov ecx, 252
+    mov qword ptr [r15 + 704], rdx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -15899,48 +17026,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d13615_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13615_s_t
+.Lc1_d13615_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13615_s:
+    ret
+    .popsection
+    mov r8d, 152
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    mov edi, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], r9b
-    mov r9, r11
-    mov r8d, 116
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    movsxd rdi, dword ptr [r15 + 768]
+    mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 115
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov r8, qword ptr [r15 + 256]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
     mov r9, r11
-    mov edx, 134
-    inc dword ptr [r15 + 512]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    movzx ecx, dil
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    and ecx, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 704]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 240
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 192]
-    movzx r9d, r9b
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -15952,123 +17085,121 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d13097_s]
+    lea rcx, [rip + .Lc1_d13661_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13097_s_t
-    .p2align 3
-.Lc1_d13097_s:
-    .p2align 3
-    jmp .Lc1_d13097_j
-    .p2align 3
-    jmp .Lc1_d13097_j
-.Lc1_d13097_j:
-    mov dword ptr [r15 + 256], 209
-    mov byte ptr [r15 + 320], cl
-    mov byte ptr [r15 + 128], al
-    mov rbp, r10
+    call .Lc1_d13661_s_t
+.Lc1_d13661_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13661_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, qword ptr [r15 + 640]
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 512]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 13
+    mov r8, qword ptr [r15 + 384]
+    mov r8, r11
     test bl, 80
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 768]
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 256], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], eax
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    movzx ecx, byte ptr [r15 + 64]
-    mov rax, r9
-    add rax, qword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    movzx r8d, r8b
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov ebp, eax
+    mov eax, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r9
+    mov r8, r9
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 1
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rbp
+    mov r9, rax
+    test ebx, 44032
     jnz 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
+    mov eax, dword ptr [r15 + 320]
+    movzx r8d, r9b
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
+    mov rbp, qword ptr [r15 + 192]
+    mov r9d, eax
+    mov r9d, r8d
     jmp 1f
 1:
-    mov esi, eax
+    mov r9, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9d, 231
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r8, qword ptr [r15 + 192]
-    and r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    test ebx, 228096
-    jz 1f
-1:
-    vpor xmm7, xmm7, xmm7
-    mov rax, qword ptr [r15 + 256]
-    mov esi, 178
-    mov rbp, r11
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 16320
-    mov ecx, dword ptr [r15 + r8 + 15680]
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -16077,113 +17208,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13198_j]
+    lea rcx, [rip + .Lc1_d13762_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13198_j_t
-.Lc1_d13198_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov edx, edx
-    jmp 1f
-1:
-    test ebx, 26112
-    jnz 1f
-1:
-    mov r8d, 54
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdx
+    call .Lc1_d13762_s_t
+.Lc1_d13762_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13762_s:
+    ret
+    .popsection
+    vmovq xmm14, r9
+    and r9d, dword ptr [r15 + 512]
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 128]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 64]
-    mov rcx, rdi
-    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, r10
+    jmp 1f
+1:
+    mov eax, 139
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, r9d
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9, r10
+    mov rdi, rax
+    mov qword ptr [r15 + 320], rbp
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, edi
-    mov qword ptr [r15 + 64], rdi
-    mov r8, r11
-    mov r9, r11
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8d, 213
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edi, 233
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov ebp, r9d
+    test bl, 48
+    jz 1f
 1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    and ecx, dword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d13244_j]
+    lea rcx, [rip + .Lc1_d13811_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13244_j_t
-.Lc1_d13244_j:
+    call .Lc1_d13811_s_t
+.Lc1_d13811_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13811_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 448]
     mov r8, r11
-    and r8, 4032
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 704]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1344], xmm7
-    movzx r8d, dl
-    movzx edx, cl
+    mov rcx, rsi
+    vpxor xmm14, xmm14, xmm3
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 512]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
+    mov byte ptr [r15 + 128], bpl
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 128]
+    movzx eax, cl
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 256], r9b
-    mov r9, r8
-    movsxd r8, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dl
-    mov rdx, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 128]
-    mov ebp, 9
-    mov ebp, 174
+    vmovq xmm14, rax
     jmp 1f
 1:
-    test bl, 80
-    jnz 1f
+    movzx esi, r8b
+    mov dword ptr [r15 + 512], eax
+    mov eax, 9
+    mov dword ptr [r15 + 64], 182
+    test bl, 208
+    jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], cl
+    mov ecx, 51
     jmp 1f
 1:
-    movzx edi, dl
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 768], xmm7
+    movsxd rcx, dword ptr [r15 + 384]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -16191,52 +17335,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx eax, r9b
+    mov r9d, r9d
+    mov byte ptr [r15 + 448], al
+    mov esi, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 144
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, dil
-    mov edi, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    test bl, 176
-    jz 1f
+    mov r9, r11
+    mov rax, qword ptr [r15 + 704]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 640], sil
+    mov rsi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 128], 63
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, edi
-    mov rdi, qword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 320]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 254
+    mov esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 145
     add r11, 64
     inc rbx
     dec r13
@@ -16245,118 +17385,129 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13342_j]
+    lea rcx, [rip + .Lc1_d13908_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13342_j_t
-.Lc1_d13342_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 64]
-    mov r8, r11
-    mov qword ptr [r15 + 256], rax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 113
-    mov r8, r11
+    call .Lc1_d13908_s_t
+.Lc1_d13908_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13908_s:
+    ret
+    .popsection
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
+    mov dword ptr [r15 + 192], 56
+    mov rdx, rax
+    mov rax, qword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 116
-    mov r8d, ecx
-    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edx
+    mov dword ptr [r15 + 128], 75
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 15
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov ebp, r8d
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add rdx, qword ptr [r15 + 0]
+    mov esi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 2
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov esi, edx
+    test ebx, 400
+    jz 1f
 1:
-    mov byte ptr [r15 + 704], al
+    mov byte ptr [r15 + 0], sil
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 50
+    mov rbp, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rsi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 248
-    mov rbp, qword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 142
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    movzx eax, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 1024 bytes, 4 chunk(s), 24 chunk executions per call
+// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 24
+    mov r13d, 20
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13392_j]
+    lea rcx, [rip + .Lc1_d13961_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13392_j_t
-.Lc1_d13392_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d13961_s_t
+.Lc1_d13961_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13961_s:
+    ret
+    .popsection
+    mov r9, qword ptr [r15 + 576]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 246
+    mov r8, r10
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 83
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 132
-    movsxd r9, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, r9
-    mov rdi, rax
+    mov ebp, r8d
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx r9d, bpl
+    mov r9, rax
+    mov byte ptr [r15 + 320], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], edi
-    movzx edi, al
+    movzx eax, al
+    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8, r10
     test bl, 72
     jz 1f
 1:
-    and rbp, 16320
-    vmovq qword ptr [r15 + rbp + 15680], xmm4
+    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 16320
+    vmovq qword ptr [r15 + r8 + 15680], xmm14
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -16366,117 +17517,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, sil
-    mov rsi, qword ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    mov ecx, esi
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 448], 137
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d14013_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14013_s_t
+.Lc1_d14013_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14013_s:
+    ret
+    .popsection
+    mov r9, r10
+    lea r8, [r10 + r10*1]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], rcx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], sil
+    mov dword ptr [r15 + 320], 238
+    test bl, 72
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    movzx ecx, r9b
+    test bl, 40
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r10
+    mov dword ptr [r15 + 192], r8d
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    movzx r8d, sil
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
+    movsxd r8, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea rcx, [rip + .Lc1_d13489_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13489_j_t
-.Lc1_d13489_j:
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 130176
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test bl, 40
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 190
-    mov byte ptr [r15 + 256], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rcx
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 72
-    mov dword ptr [r15 + 64], 229
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 13
-    and rbp, 1984
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov r9, r11
-    mov qword ptr [r15 + 128], r8
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r10
+    mov dword ptr [r15 + 512], 87
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r9, r10
+    mov byte ptr [r15 + 384], cl
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 196
+    mov byte ptr [r15 + r9 + 7488], dil
+    .byte 0x66, 0x90
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, 227
+    movzx ecx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 85
+    vpcmpeqb xmm14, xmm14, xmm13
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov dword ptr [r15 + 768], 13
+    mov edi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 704]
+    test ebx, 5760
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 191
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -16486,102 +17643,148 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13543_s]
+    lea rcx, [rip + .Lc1_d14114_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13543_s_t
-    .p2align 3
-.Lc1_d13543_s:
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-    .p2align 3
-    jmp .Lc1_d13543_j
-.Lc1_d13543_j:
-    mov r9d, r9d
-    add r9, qword ptr [r15 + 768]
+    call .Lc1_d14114_s_t
+.Lc1_d14114_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14114_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov edi, 17
+    mov edi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 143
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    test bl, 40
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], eax
+    mov qword ptr [r15 + 256], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], cl
-    inc rbx
-    dec r13
-    jnz .Lc1_b8_c0
-.Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 8
-    jmp .Lc1_b9_c0
-    .p2align 6
-.Lc1_b9_c0:
-    lea rcx, [rip + .Lc1_d13590_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13590_j_t
-.Lc1_d13590_j:
-    mov r9, r10
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 320], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 64], edi
+    test bl, 104
+    jz 1f
+1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ecx
+    mov edi, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    vpor xmm13, xmm13, xmm3
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r10
-    mov ecx, r9d
+    movzx edi, byte ptr [r15 + 128]
+    mov r8, r10
+    test bl, 24
+    jnz 1f
+1:
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, r10
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    add rdi, qword ptr [r15 + rbp + 3392]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b8_c0
+.Lc1_b8_done:
+// block 9: 128 bytes, 1 chunk(s), 6 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117808]
+    lea rcx, [rbx + 6]
+    mov qword ptr [r15 + 67117808], rcx
+    mov r13d, 6
+    jmp .Lc1_b9_c0
+    .p2align 6
+.Lc1_b9_c0:
+    lea rcx, [rip + .Lc1_d14189_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14189_s_t
+.Lc1_d14189_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14189_s:
+    ret
+    .popsection
+    mov rbp, r10
+    mov dword ptr [r15 + 256], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     test ebx, 30448
     jz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
+    mov byte ptr [r15 + 64], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -16590,7 +17793,7 @@ ditto_body_c1:
 1:
     mov byte ptr [r15 + 512], bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     add r11, 64
     add r10, r11
@@ -16606,105 +17809,116 @@ ditto_body_c1:
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14235_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14235_s_t
+.Lc1_d14235_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14235_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], ecx
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 89
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov dword ptr [r15 + 448], ecx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov rdi, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov ebp, r8d
-    mov qword ptr [r15 + 64], r8
-    mov r8d, 235
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, bpl
-    movzx ecx, bpl
-    mov dword ptr [r15 + 256], 34
-    vmovdqu ymmword ptr [r15 + 192], ymm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    mov r8, r11
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
     and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movzx eax, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    movzx ecx, r8b
+    mov rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 153
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], edx
+    mov r8d, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13675_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13675_j_t
-.Lc1_d13675_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov eax, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], cl
+    vpmovmskb ecx, xmm13
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 139
-    mov dword ptr [r15 + 64], 87
-    mov qword ptr [r15 + 128], rax
-    vpcmpeqb xmm4, xmm4, xmm6
-    test ebx, 1073741824
+    mov qword ptr [r15 + 768], r8
+    mov rdx, qword ptr [r15 + 512]
+    mov r9d, 166
+    mov r9d, 95
+    mov r9, r11
+    test ebx, 1152
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, eax
-    mov eax, 95
-    mov rbp, r11
+    mov ecx, dword ptr [r15 + 320]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 221
+    vpcmpeqb xmm13, xmm13, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    imul r9, qword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 640]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 512]
-    test ebx, 384
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    mov ebp, edx
-    vpmovmskb edx, xmm3
+    mov r9, r11
+    mov r8, r10
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], 75
+    mov dword ptr [r15 + 448], 238
+    test ebx, 896
+    jz 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 192], edx
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, 197
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -16712,50 +17926,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 384], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rdx
-    mov ebp, 247
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 117
-    mov rsi, qword ptr [r15 + 64]
-    mov edi, 242
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx edx, bpl
-    mov rbp, r11
-    lock xadd qword ptr [r15 + 512], rdx
-    movzx eax, sil
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d14333_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14333_s_t
+.Lc1_d14333_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14333_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ebp, byte ptr [r15 + 64]
+    mov rdx, rax
     mov r8, r11
-    mov rdi, qword ptr [r15 + 704]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r8d, 138
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], eax
+    test ebx, 384
+    jnz 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], 246
+    movzx eax, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8, rax
-    mov eax, ebp
+    mov rdx, qword ptr [r15 + 448]
+    lock xadd qword ptr [r15 + 512], rdx
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov r8d, 171
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 117
+    mov rdx, rax
+    mov eax, dword ptr [r15 + 192]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    movzx ebp, al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -16763,213 +17986,214 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13766_j]
+    lea rcx, [rip + .Lc1_d14382_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13766_j_t
-.Lc1_d13766_j:
-    mov r8, r11
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r8, rcx
-    mov ecx, dword ptr [r15 + 192]
+    call .Lc1_d14382_s_t
+.Lc1_d14382_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14382_s:
+    ret
+    .popsection
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rbp, r11
     mov eax, 179
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, rdi
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 768]
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jae 1f
-1:
-    movzx eax, bpl
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, dword ptr [r15 + 128]
-    mov r9, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    movsxd r9, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 704]
+    mov r8, r10
+    movzx r9d, al
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r15 + 192], r8d
+    movsxd r8, dword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jae 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9, r10
+    mov qword ptr [r15 + 320], rcx
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13811_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13811_j_t
-.Lc1_d13811_j:
-    mov r9d, 195
+    mov dword ptr [r15 + 384], 156
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 108544
-    jnz 1f
-1:
-    mov eax, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 192]
-    movzx ecx, al
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    test ebx, 384
     jz 1f
 1:
-    mov dword ptr [r15 + 448], r9d
-    mov qword ptr [r15 + 640], r9
+    mov r8, rax
+    mov r8d, 143
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rax
+    movzx eax, byte ptr [r15 + 320]
     lea rdi, [r15 + 67109504]
     mov ecx, 12
     rep stosb
     test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, r9d
-    mov r9, r11
-    mov rax, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    and r9, 8128
-    mov rbp, r11
-    mov edi, dword ptr [r15 + r9 + 7488]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 133
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rax, rdi
+    mov r8, r11
+    mov edx, dword ptr [r15 + 512]
+    add rdx, qword ptr [r15 + 768]
+    mov rbp, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    and rbp, 4032
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 3392], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, dl
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    mov r9d, 189
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], ebp
+    lea rcx, [rip + .Lc1_d14472_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14472_s_t
+.Lc1_d14472_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14472_s:
+    ret
+    .popsection
+    mov r9, r9
+    mov qword ptr [r15 + 640], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov rdi, rax
-    mov dword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 128], rdi
-    test ebx, 2688
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 512], al
+    mov ecx, 89
+    mov qword ptr [r15 + 0], r9
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 1984
-    and edi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, al
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 25
-    mov r8, r11
-    mov rcx, r9
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, r11
-    mov eax, edi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov byte ptr [r15 + 256], cl
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 640
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], al
-    mov rax, rdi
+    mov rdx, rcx
+    and edx, dword ptr [r15 + 576]
+    mov esi, ecx
+    movsxd rsi, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    mov dword ptr [r15 + 384], 17
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r9, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 64], edx
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, dl
+    mov rdx, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c6:
-    lea rcx, [rip + .Lc1_d13904_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13904_j_t
-.Lc1_d13904_j:
-    mov dword ptr [r15 + 64], ecx
-    mov edi, 190
-    mov edi, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 768]
-    test ebx, 896
-    jz 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r15 + 0], 182
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov dword ptr [r15 + 0], 2
-    mov qword ptr [r15 + 576], rdi
-    mov edi, 249
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 448]
-    mov r8, r11
-    mov byte ptr [r15 + 64], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    and rbp, 1984
     mov r9, r11
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     and r9, 4032
     mov ecx, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
+    mov r9d, 157
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    test ebx, 2688
     jz 1f
 1:
-    mov r8d, edi
-    mov rdi, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 256], ymm4
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 51
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], ecx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov edx, 77
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 221
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm2
     add r11, 64
     inc rbx
     dec r13
@@ -16978,46 +18202,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d14566_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14566_s_t
+.Lc1_d14566_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14566_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     nop
-    vmovq qword ptr [r15 + 64], xmm11
-    mov byte ptr [r15 + 512], dil
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 38
-    mov r8d, dword ptr [r15 + 640]
+    vmovq qword ptr [r15 + 0], xmm9
+    mov ebp, eax
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq qword ptr [r15 + 128], xmm1
-    mov ebp, eax
-    movzx eax, dil
-    mov qword ptr [r15 + 192], rdi
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], al
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov dword ptr [r15 + 768], 236
+    mov rbp, r11
+    vmovq qword ptr [r15 + 448], xmm1
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, eax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 84
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    and r8, 8128
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 246
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -17026,110 +18261,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d13998_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13998_s_t
-    .p2align 3
-.Lc1_d13998_s:
-    .p2align 3
-    jmp .Lc1_d13998_j
-    .p2align 3
-    jmp .Lc1_d13998_j
-.Lc1_d13998_j:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d14614_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14614_s_t
+.Lc1_d14614_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14614_s:
+    ret
+    .popsection
+    mov rbp, rbp
     mov rbp, qword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    movzx r9d, byte ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r11
-    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 28
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 256]
-    and r9, 4032
+    mov qword ptr [r15 + 256], rcx
     mov rbp, r11
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
+    mov r9, r9
+    and r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r9, r11
-    mov edi, dword ptr [r15 + 448]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c9:
-    lea rcx, [rip + .Lc1_d14040_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14040_j_t
-.Lc1_d14040_j:
-    mov byte ptr [r15 + 256], r8b
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rdi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 704], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 171
+    mov eax, 205
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 192], r9
-    mov r9, r9
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 128], r9
+    mov r9, rax
+    mov eax, 171
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 128]
+    mov edx, eax
+    movsxd rdx, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
     mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 114
-    mov r8, r11
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, r8d
-    mov esi, dword ptr [r15 + 384]
-    mov edi, edi
-    vmovdqu ymmword ptr [r15 + 768], ymm8
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov eax, eax
     and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov r9, r8
-    mov byte ptr [r15 + 128], dil
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov rbp, rdi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rsi, rsi
-    mov byte ptr [r15 + 448], dl
-    mov edx, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov rdi, r9
+    mov byte ptr [r15 + 256], al
+    mov byte ptr [r15 + 448], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -17138,113 +18371,120 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 64], sil
-    vmovdqu xmm7, xmmword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
+    lea rcx, [rip + .Lc1_d14708_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14708_s_t
+.Lc1_d14708_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14708_s:
+    ret
+    .popsection
+    add rdx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], al
+    mov eax, dword ptr [r15 + 576]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
+    mov r9, rax
+    mov byte ptr [r15 + 256], cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 192]
+    mov r8, r10
+    movzx ecx, r9b
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov rdi, rcx
+    xor dword ptr [r15 + 768], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8d, 95
+    movzx r8d, al
+    test ebx, 640
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov dword ptr [r15 + 0], edi
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    movzx eax, dl
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, r11
-    vmovdqu xmm7, xmmword ptr [r15 + 576]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 640]
-    test ebx, 896
-    jz 1f
-1:
-    mov r8, r11
-    mov edx, 66
-    movzx edx, byte ptr [r15 + 512]
-    and r8, 8128
-    and edx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], edi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], dl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    jmp 1f
-1:
-    movzx r8d, bpl
+    mov qword ptr [r15 + 64], rcx
+    vmovdqu ymmword ptr [r15 + 384], ymm8
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c11:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d14141_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14141_s_t
-    .p2align 3
-.Lc1_d14141_s:
-    .p2align 3
-    jmp .Lc1_d14141_j
-    .p2align 3
-    jmp .Lc1_d14141_j
-.Lc1_d14141_j:
-    mov rbp, r8
-    mov qword ptr [r15 + 128], rax
-    mov rax, rcx
-    mov r9, r11
+    lea rcx, [rip + .Lc1_d14756_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14756_s_t
+.Lc1_d14756_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14756_s:
+    ret
+    .popsection
     mov r8, r11
+    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 256], cl
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    movsxd r8, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    vpxor xmm4, xmm4, xmm0
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
+    mov r9, r8
+    mov dword ptr [r15 + 0], 31
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3200
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 704], al
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, r10
+    mov r8, rcx
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], ecx
+    mov byte ptr [r15 + 128], cl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov rbp, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ecx
+    mov rcx, rbp
+    mov byte ptr [r15 + 640], r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17254,48 +18494,48 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 384
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 64]
+    mov rcx, r8
+    movzx ecx, al
+    vpmovmskb eax, xmm7
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 768], ymm7
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r8
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    movzx r8d, byte ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 320]
+    and r9, 16320
+    movzx ebp, byte ptr [r15 + r9 + 15680]
+    mov r9d, dword ptr [r15 + 768]
+    lea r9, [r11 + r11*1]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 320], al
-    movzx eax, byte ptr [r15 + 128]
-    movzx r9d, cl
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + 512], rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + r9 + 1344], rax
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    vpor xmm10, xmm10, xmm10
+    movzx ebp, al
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov rdi, r8
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    mov byte ptr [r15 + 256], cl
+    mov r8, rdi
+    movzx r8d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 704], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -17304,60 +18544,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14235_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14235_j_t
-.Lc1_d14235_j:
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d14854_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14854_s_t
+.Lc1_d14854_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14854_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     movzx r9d, al
-    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 64], rax
+    vmovq xmm10, rax
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    test ebx, 1073741824
+    jnz 1f
+1:
     movzx edi, cl
+    movzx ecx, al
+    mov eax, 129
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rdi
-    jmp 1f
-1:
+    mov r9, r11
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 159
-    add r8, qword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
+    mov rsi, qword ptr [r15 + 128]
     and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    movzx r8d, r9b
+    mov dword ptr [r15 + r8 + 832], edi
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    test ebx, 384
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 512], xmm9
+    mov dword ptr [r15 + 256], eax
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 192]
+    mov r8, r11
+    vmovq qword ptr [r15 + 192], xmm9
+    mov r9, r9
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 128
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, r8b
-    mov r8d, 57
-    mov r8, qword ptr [r15 + 256]
+    mov esi, 167
+    movsxd rsi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], al
     add r11, 64
     inc rbx
     dec r13
@@ -17366,111 +18607,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14286_j]
+    lea rcx, [rip + .Lc1_d14906_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14286_j_t
-.Lc1_d14286_j:
+    call .Lc1_d14906_s_t
+.Lc1_d14906_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14906_s:
+    ret
+    .popsection
     mov r8, r11
-    jmp 1f
-1:
-    mov edi, 92
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 207
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 64]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 200
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 200
-    test ebx, 384
-    jz 1f
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 640], rcx
+    test ebx, 319488
+    jnz 1f
 1:
-    vpmovmskb eax, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov eax, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 24
+    vpcmpeqb xmm10, xmm10, xmm2
+    mov dword ptr [r15 + 128], 51
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r8
-    mov qword ptr [r15 + 704], rax
-    mov r9, r11
-    mov edi, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov esi, r8d
+    mov r8, r11
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 384], 10
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c15:
-    mov qword ptr [r15 + 768], rdi
-    mov r8, r11
-    mov eax, 56
-    mov eax, 219
-    and r8, 4032
-    add qword ptr [r15 + r8 + 3392], r9
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 194
+    movzx esi, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdi, rax
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 256]
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 64]
+    vmovq qword ptr [r15 + 128], xmm0
+    mov rax, rsi
+    mov dword ptr [r15 + 320], 118
+    mov dword ptr [r15 + 512], 129
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9d, ebp
-    movzx ebp, r8b
-    mov ebp, 160
-    test ebx, 108544
+    mov ebp, 195
+    mov rbp, rax
+    movzx ebp, sil
+    mov rbp, r11
+    mov rcx, rsi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], r9d
+    mov eax, ecx
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + 448], rbp
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 54272
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
     mov r9, r11
-    mov rcx, rdi
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 192], 122
-    mov eax, dword ptr [r15 + 64]
+    mov rbp, r11
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -17479,55 +18722,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d14382_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14382_s_t
-    .p2align 3
-.Lc1_d14382_s:
-    .p2align 3
-    jmp .Lc1_d14382_j
-    .p2align 3
-    jmp .Lc1_d14382_j
-.Lc1_d14382_j:
-    mov rbp, rcx
-    mov dword ptr [r15 + 192], 173
-    mov rbp, r11
-    mov r8, r11
-    mov r9, qword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d15003_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15003_s_t
+.Lc1_d15003_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15003_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 15
+    mov esi, 174
+    mov rsi, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm4
+    mov rbp, rsi
+    mov rbp, r11
+    and eax, dword ptr [r15 + 128]
+    movzx ecx, sil
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    test ebx, 384
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    vmovq qword ptr [r15 + 320], xmm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rax
-    mov byte ptr [r15 + 576], al
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov dword ptr [r15 + rbp + 7488], eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+    mov dword ptr [r15 + 320], 135
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1664
+    jz 1f
+1:
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r8, rax
-    mov eax, 194
+    mov qword ptr [r15 + r8 + 832], rcx
+    movzx r8d, bpl
+    mov ebp, eax
+    movzx ebp, byte ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 177
+    mov qword ptr [r15 + 512], rax
+    movsxd rax, dword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r8b
-    movzx ebp, byte ptr [r15 + 64]
+    mov rbp, rax
+    mov rbp, r8
+    mov byte ptr [r15 + 64], al
     add r11, 64
     inc rbx
     dec r13
@@ -17536,50 +18780,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14429_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14429_j_t
-.Lc1_d14429_j:
-    mov r8, r11
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 640], rcx
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 640
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 92
-    jmp 1f
-1:
+    mov rbp, r11
+    mov eax, 92
+    and rbp, 1984
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 1344], 240
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 128], 240
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    mov r8, r11
-    mov eax, 136
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3392], 26
+    movsxd r9, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov eax, 92
+    mov byte ptr [r15 + 512], bpl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    and ebp, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 384
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 128], 93
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -17588,60 +18829,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], r8
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d15094_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15094_s_t
+.Lc1_d15094_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15094_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, r11
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
+    mov byte ptr [r15 + 192], cl
+    mov r9, r10
+    mov esi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], r8
-    mov r8, r11
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8, rbp
+    mov dword ptr [r15 + 128], ebp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
+    mov r9d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov rsi, rcx
-    mov rbp, r11
-    mov esi, r8d
-    mov esi, 7
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jae 1f
+    mov dword ptr [r15 + 320], 110
+    movzx esi, r9b
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
 1:
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
-    movzx ebp, sil
-    mov dword ptr [r15 + 128], eax
-    mov eax, 218
-    test ebx, 2688
-    jz 1f
+    mov rcx, r9
+    mov r9, r11
+    mov rcx, rsi
+    mov ecx, 7
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, rsi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov ecx, eax
+    mov qword ptr [r15 + 384], rsi
+    movsxd rsi, dword ptr [r15 + 704]
     mov rcx, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], 231
-    movzx esi, cl
-    mov esi, 58
-    movzx esi, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rsi
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 190
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17649,50 +18894,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14526_j]
+    lea rcx, [rip + .Lc1_d15147_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14526_j_t
-.Lc1_d14526_j:
-    mov rbp, r11
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 149
+    call .Lc1_d15147_s_t
+.Lc1_d15147_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15147_s:
+    ret
+    .popsection
+    movzx esi, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov dword ptr [r15 + 0], 156
+    mov r9, r10
+    mov r8, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], 127
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 384]
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], 203
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 149
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rbp
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 95
+    mov dword ptr [r15 + 128], 230
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    vpmovmskb eax, xmm14
-    vpshufd xmm14, xmm9, 212
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
     add r11, 64
@@ -17704,113 +18949,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, r9d
+    mov r9, rax
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 384]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov r8d, ebp
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 256], xmm0
-    mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], r8
+    add rdi, qword ptr [r15 + 448]
+    mov r9, r11
+    mov byte ptr [r15 + 384], bpl
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov byte ptr [r15 + 512], dil
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, rbp
+    movzx ebp, byte ptr [r15 + 640]
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 512]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 640], r8b
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 256]
+    vmovq qword ptr [r15 + 320], xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c21:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d14616_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14616_s_t
-    .p2align 3
-.Lc1_d14616_s:
-    .p2align 3
-    jmp .Lc1_d14616_j
-    .p2align 3
-    jmp .Lc1_d14616_j
-.Lc1_d14616_j:
-    mov r8d, ecx
-    mov r8, rcx
-    vpmovmskb r8d, xmm4
-    test ebx, 1152
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
+    lea rcx, [rip + .Lc1_d15231_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15231_s_t
+.Lc1_d15231_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15231_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 128], r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov rdx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], r8d
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov r8, r11
-    mov eax, 21
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 1664
-    jz 1f
-1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov r8d, 75
-    mov r8, rax
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    mov esi, 139
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, eax
-    movsxd rax, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 107
+    mov dword ptr [r15 + 448], esi
+    mov esi, 21
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov r9d, esi
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1408
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dl
+    mov r9d, edx
+    mov dword ptr [r15 + 384], 222
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    mov r9, r11
+    mov ecx, 174
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17818,52 +19063,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14668_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14668_j_t
-.Lc1_d14668_j:
-    movzx ecx, sil
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15287_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15287_s_t
+.Lc1_d15287_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15287_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, r10
+    movzx r8d, cl
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rcx
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov rbp, r11
-    xor dword ptr [r15 + 0], ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 384
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, esi
-    mov r9, r10
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r15 + 384], cl
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 155
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 22
+    mov rcx, rcx
+    mov qword ptr [r15 + 64], r9
+    movzx r9d, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov dword ptr [r15 + 0], 185
+    mov byte ptr [r15 + 512], r8b
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], eax
+    vpshufd xmm13, xmm6, 168
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], r8d
+    mov r8, r11
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov dword ptr [r15 + 576], 163
     jmp 1f
 1:
     add r11, 64
@@ -17872,60 +19138,56 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c23:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 384]
-    mov ebp, ebp
-    mov ebp, eax
-    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, r8b
+    mov r8d, r8d
+    mov r8d, 6
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 156
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 8
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 417792
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov r8d, ecx
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 56
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, r8d
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, dword ptr [r15 + 320]
+    mov r9d, eax
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    test ebx, 1152
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 640]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, rax
-    mov r8d, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 128], xmm4
-    mov ebp, ebp
+    mov r8d, dword ptr [r15 + 64]
+    and r9, 448
     mov rbp, r11
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + r9 + 832], eax
+    mov dword ptr [r15 + 192], r9d
+    mov dword ptr [r15 + 448], 68
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 158
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], cl
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + 320]
-    movzx esi, bpl
-    mov dword ptr [r15 + 448], eax
+    mov r8, r11
+    mov rcx, r9
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -17934,51 +19196,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14768_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14768_j_t
-.Lc1_d14768_j:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d15395_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15395_s_t
+.Lc1_d15395_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15395_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, rax
+    mov r9d, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    mov dword ptr [r15 + 320], 47
-    mov eax, 162
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 206
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], esi
-    mov rsi, rsi
-    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 47
+    mov r8d, dword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    mov ecx, 33
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 704]
-    mov rbp, r11
-    jmp 1f
+    vpxor xmm13, xmm13, xmm12
+    test ebx, 1073741824
+    jz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    test ebx, 640
+    jz 1f
+1:
+    mov eax, 158
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r9b
+    movsxd r8, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov ebp, 7
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 125
+    mov r9, r10
+    mov qword ptr [r15 + 384], rax
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17986,51 +19258,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, eax
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 5
-    and r9, 1984
-    mov r8, r10
-    mov qword ptr [r15 + r9 + 1344], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov rax, rax
+    lea rcx, [rip + .Lc1_d15445_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15445_s_t
+.Lc1_d15445_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15445_s:
+    ret
+    .popsection
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 192]
+    mov rbp, r10
     movsxd rax, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
     and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], 49
-    mov rdx, qword ptr [r15 + 768]
-    mov r9, rbp
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 181
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, rax
+    mov rbp, rcx
+    mov dword ptr [r15 + 256], 53
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 64]
+    movzx r9d, al
+    mov r9, r10
+    mov r8, rbp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -18040,61 +19317,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14860_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14860_s_t
-    .p2align 3
-.Lc1_d14860_s:
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-    .p2align 3
-    jmp .Lc1_d14860_j
-.Lc1_d14860_j:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
+    mov rbp, r11
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
+    vpcmpeqb xmm13, xmm13, xmm2
+    mov dword ptr [r15 + 0], edi
+    mov rdi, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rcx
-    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 192]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dil
-    mov dword ptr [r15 + 128], edx
+    and r8, 448
+    and edi, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 64], r9b
+    mov r9, r8
+    mov qword ptr [r15 + 128], r8
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    mov r9, r10
-    mov ecx, 125
+    movzx ebp, dil
+    mov byte ptr [r15 + 576], r8b
+    mov dword ptr [r15 + 448], 100
+    mov eax, 33
+    imul rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 256], r8
+    mov r8d, 186
+    mov r8d, eax
+    mov r8, qword ptr [r15 + 320]
+    test ebx, 47104
+    jz 1f
+1:
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
+    mov rdi, qword ptr [r15 + 640]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    movzx ebp, byte ptr [r15 + 384]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18102,63 +19373,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d14906_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14906_s_t
-    .p2align 3
-.Lc1_d14906_s:
-    .p2align 3
-    jmp .Lc1_d14906_j
-    .p2align 3
-    jmp .Lc1_d14906_j
-.Lc1_d14906_j:
-    mov edx, dword ptr [r15 + 384]
-    mov r9, rcx
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d15542_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15542_s_t
+.Lc1_d15542_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15542_s:
+    ret
+    .popsection
+    mov rbp, rdi
+    mov edi, dword ptr [r15 + 384]
+    mov rbp, rcx
+    vmovq qword ptr [r15 + 128], xmm11
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + 640]
-    test ebx, 1073741824
+    mov r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rdi
+    movsxd rdi, dword ptr [r15 + 128]
+    test ebx, 640
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rdx
+    mov ecx, ecx
+    vpcmpeqb xmm11, xmm11, xmm5
     jmp 1f
-1:
-    mov r9, r10
-    mov r8, rdx
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
 1:
     mov rbp, r10
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    mov r9, rbp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
+    vpcmpeqb xmm11, xmm11, xmm13
+    mov r8, qword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    mov r8, r10
-    mov eax, 135
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    mov edi, dword ptr [r15 + 64]
+    mov rax, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov ecx, 2
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    mov eax, ebp
+    movzx eax, r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -18168,64 +19444,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov r8d, eax
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov edx, dword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 144
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1408
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    imul r8, qword ptr [r15 + 704]
+    lea rcx, [rip + .Lc1_d15598_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15598_s_t
+.Lc1_d15598_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15598_s:
+    ret
+    .popsection
+    vpshufd xmm9, xmm13, 86
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov r8, r10
+    mov byte ptr [r15 + 448], cl
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov edx, 197
+    mov rbp, r10
     jmp 1f
 1:
-    movzx edx, r8b
-    movzx edx, byte ptr [r15 + 128]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 576], rdi
+    mov edi, ebp
+    mov edi, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov byte ptr [r15 + 64], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, edx
-    vpaddd xmm4, xmm4, xmm4
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
     mov r8, r10
-    movzx edi, byte ptr [r15 + 256]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 104
-    mov qword ptr [r15 + 128], rdi
+    test ebx, 384
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and r8, 8128
+    or qword ptr [r15 + r8 + 7488], 114
+    mov dword ptr [r15 + 128], 197
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18235,59 +19508,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15011_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15011_j_t
-.Lc1_d15011_j:
-    add r8, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 7
     jmp 1f
 1:
-    mov r9, r11
-    add rax, qword ptr [r15 + 384]
-    mov rbp, r10
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1664
     jz 1f
 1:
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    mov eax, 15
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 434176
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 149
-    mov edi, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 512]
-    mov rax, rax
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 22
-    mov r8d, 160
-    mov byte ptr [r15 + 448], al
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov r8d, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 512], r8d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov r8d, 80
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx edi, byte ptr [r15 + 256]
-    jmp 1f
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rcx, rbp
+    mov ebp, 160
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 256], rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    vpcmpeqb xmm14, xmm14, xmm15
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], ebp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18295,56 +19568,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d15698_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15698_s_t
+.Lc1_d15698_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15698_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rdx, qword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 704]
+    mov r8d, 28
+    test ebx, 1664
+    jz 1f
 1:
-    mov ebp, edi
-    movzx ebp, dil
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r9, r10
+    mov eax, ecx
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov dword ptr [r15 + 448], 210
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
+    and r9, 448
+    lock or dword ptr [r15 + r9 + 832], 100
     jmp 1f
 1:
-    mov edi, ebp
-    movzx edi, byte ptr [r15 + 576]
-    mov esi, 156
-    mov rbp, r11
+    movzx edx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 64], rdx
+    mov edx, 196
+    movzx edx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, sil
-    mov dword ptr [r15 + 128], 133
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
+    mov rcx, rdx
+    mov byte ptr [r15 + 448], al
+    movsxd rax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 124
     jmp 1f
 1:
-    and rbp, 4032
-    lock or dword ptr [r15 + rbp + 3392], 75
+    mov r9, r10
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 136
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    mov dword ptr [r15 + 64], 136
-    mov dword ptr [r15 + 192], edi
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 159
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18352,112 +19640,146 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15109_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15109_j_t
-.Lc1_d15109_j:
-    vpcmpeqb xmm4, xmm4, xmm1
-    jmp 1f
-1:
+    mov eax, 25
+    mov eax, r9d
+    mov dword ptr [r15 + 0], 235
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    mov rcx, rcx
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 135
+    mov r8d, dword ptr [r15 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], 222
-    mov dword ptr [r15 + 704], 240
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
     mov r8, r11
-    test ebx, 1073741824
+    test ebx, 896
     jz 1f
 1:
-    mov ecx, 209
-    vmovq xmm4, r8
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jae 1f
-1:
-    mov eax, dword ptr [r15 + 192]
+    mov rbp, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 240
+    mov r8d, 209
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 192], rax
     mov r9, r11
-    mov dword ptr [r15 + 512], 231
-    and r9, 16320
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 256], r9
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    movzx eax, byte ptr [r15 + 768]
+    mov esi, dword ptr [r15 + 384]
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rbp
+    and r8d, dword ptr [r15 + 64]
+    movzx ebp, r9b
+    movzx ebp, byte ptr [r15 + 320]
+    mov rsi, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c32:
-    lea rcx, [rip + .Lc1_d15154_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15154_j_t
-.Lc1_d15154_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d15802_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15802_s_t
+.Lc1_d15802_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15802_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov esi, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 384]
+    mov r9d, 50
+    mov r9, qword ptr [r15 + 320]
+    mov rbp, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov r8, r10
+    mov esi, dword ptr [r15 + rbp + 832]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov r9, r9
+    add r9, qword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov dword ptr [r15 + 448], 165
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 768]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, 165
-    test ebx, 640
-    jnz 1f
-1:
-    mov rcx, rbp
-    mov ecx, ebp
-    mov qword ptr [r15 + 64], rax
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 165
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 384]
+    mov esi, 238
+    movzx esi, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 576], eax
+    mov rax, qword ptr [r15 + 64]
+    mov r9d, esi
+    mov r9, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8d, 44
-    mov r8d, edx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rsi
+    mov r9, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18465,65 +19787,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    mov ebp, r8d
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d15868_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15868_s_t
+.Lc1_d15868_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15868_s:
+    ret
+    .popsection
+    vmovq xmm10, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2082816
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ebp, 49
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm4
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov r9, r11
+    mov eax, ecx
+    mov byte ptr [r15 + 0], cl
+    mov r9, r10
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 256]
     and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov byte ptr [r15 + 128], bpl
+    movzx ebp, al
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rbp, r11
-    mov esi, ebp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    mov qword ptr [r15 + 320], rbp
-    mov byte ptr [r15 + 128], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], eax
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 640
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 162
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18531,131 +19854,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d15261_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15261_s_t
-    .p2align 3
-.Lc1_d15261_s:
-    .p2align 3
-    jmp .Lc1_d15261_j
-    .p2align 3
-    jmp .Lc1_d15261_j
-.Lc1_d15261_j:
-    mov rbp, r11
     jmp 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm14
-    movzx eax, al
-    movzx eax, cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r8d, eax
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov edx, 123
-    movzx edx, al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r8, r11
-    test ebx, 1152
-    jnz 1f
 1:
     mov rbp, rcx
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 128]
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 512]
+    vpmovmskb r9d, xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 90
+    mov eax, 59
+    movzx eax, r9b
+    mov r9, rbp
+    movzx ebp, cl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx ecx, r9b
+    movzx ecx, al
+    movzx ecx, byte ptr [r15 + 256]
+    mov r8, r10
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], 66
+    mov r8, rax
+    and r9, 16320
+    mov r8, qword ptr [r15 + r9 + 15680]
+    mov r9d, dword ptr [r15 + 768]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    movzx ecx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15970_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15970_s_t
+.Lc1_d15970_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15970_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    mov ebp, 205
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    movsxd rbp, dword ptr [r15 + 320]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r9b
+    mov ecx, r8d
     movzx r8d, al
-    jmp 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 30
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx eax, bpl
-    mov r8, r11
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    movzx edi, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    mov r8, r10
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ebp
-    mov rbp, qword ptr [r15 + 448]
-    mov rsi, r8
-    vmovdqu xmmword ptr [r15 + 384], xmm4
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], edi
+    mov rdi, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9d, 61
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 12
+    mov ebp, 26
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov byte ptr [r15 + 448], cl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18663,172 +19979,179 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15364_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d16024_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15364_s_t
-    .p2align 3
-.Lc1_d15364_s:
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-    .p2align 3
-    jmp .Lc1_d15364_j
-.Lc1_d15364_j:
-    mov qword ptr [r15 + 64], r8
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    call .Lc1_d16024_s_t
+.Lc1_d16024_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16024_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 512]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, eax
+    movzx eax, byte ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 384], rax
+    mov rbp, r10
+    test ebx, 640
     jnz 1f
 1:
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 768]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov ebp, r8d
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    movzx ecx, al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15405_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15405_j_t
-.Lc1_d15405_j:
-    mov ecx, eax
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 448]
-    movzx esi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rax
-    mov r9, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 71
-    mov r8d, dword ptr [r15 + 64]
-    movzx eax, r9b
-    mov r9, r11
+    mov r8, r10
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, r11
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ebp, ecx
     test ebx, 896
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 512]
-    mov rbp, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 152
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov eax, 74
+    mov rax, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov esi, ebp
-    mov esi, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, eax
+    mov dword ptr [r15 + 384], 32
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, rax
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    movzx edi, al
+    mov edi, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ebp, 235
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 704]
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c38:
-    mov dword ptr [r15 + 128], 132
-    mov dword ptr [r15 + 448], 57
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16124_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16124_s_t
+.Lc1_d16124_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16124_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 896
-    jz 1f
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 57
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jae 1f
 1:
-    mov dword ptr [r15 + 0], 111
-    mov qword ptr [r15 + 0], rsi
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 384], r9b
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx edi, sil
     mov edi, dword ptr [r15 + 512]
-    mov edx, 196
-    and edx, dword ptr [r15 + 64]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 256]
+    mov eax, ebp
+    mov ebp, 169
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 239
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 0
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
+    mov byte ptr [r15 + 128], bpl
+    movzx ebp, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + 512], 156
+    movzx edi, dl
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 121
+    mov r8d, 40
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18836,115 +20159,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15499_j]
+    lea rcx, [rip + .Lc1_d16172_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15499_j_t
-.Lc1_d15499_j:
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, ecx
-    mov dword ptr [r15 + 64], 205
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
+    call .Lc1_d16172_s_t
+.Lc1_d16172_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16172_s:
+    ret
+    .popsection
+    mov r8, r10
+    movzx edi, cl
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 256]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 160
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 190
+    movzx ebp, byte ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
 1:
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 229
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    test ebx, 640
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 372736
     jz 1f
 1:
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 448]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm2
+    jmp 1f
+1:
+    mov edi, ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 192]
-    movzx eax, r8b
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 98
-    mov rdi, rdx
-    mov byte ptr [r15 + 128], r9b
+    mov edi, 85
+    mov rdi, r9
+    mov byte ptr [r15 + 128], cl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d15547_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15547_s_t
-    .p2align 3
-.Lc1_d15547_s:
-    .p2align 3
-    jmp .Lc1_d15547_j
-    .p2align 3
-    jmp .Lc1_d15547_j
-.Lc1_d15547_j:
-    mov r9, r10
-    mov edi, eax
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r8d, eax
-    mov rax, rax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 61440
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 160
-    mov dword ptr [r15 + 448], 159
+    mov rbp, r8
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 768]
+    mov edi, 142
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], rax
-    mov dword ptr [r15 + 512], 63
-    movsxd rax, dword ptr [r15 + 256]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8, r11
-    test ebx, 1073741824
+    movzx ecx, bpl
+    mov qword ptr [r15 + 256], rbp
+    mov ebp, r9d
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    test ebx, 1152
     jnz 1f
 1:
+    mov rdi, qword ptr [r15 + 448]
+    mov r9, r11
+    mov ecx, 197
     jmp 1f
 1:
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, byte ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18952,170 +20277,184 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 128], r8
+    lea rcx, [rip + .Lc1_d16269_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16269_s_t
+.Lc1_d16269_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16269_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    movzx edx, bpl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx edx, al
+    movzx eax, al
     mov eax, 72
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov dword ptr [r15 + 0], 79
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 1664
     jz 1f
 1:
-    mov r9d, r8d
-    mov r9, r11
-    mov edx, 222
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 64]
-    mov r8, r11
-    mov byte ptr [r15 + 256], r9b
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    add rax, qword ptr [r15 + 448]
-    mov rdi, rdx
-    movzx edx, byte ptr [r15 + 640]
-    mov r9, r11
+    mov ebp, edx
+    and ebp, dword ptr [r15 + 256]
+    mov edx, eax
+    mov edx, 122
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    movsxd r9, dword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15644_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15644_j_t
-.Lc1_d15644_j:
-    mov r9, r11
-    mov rdi, rax
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 896
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rbp, r10
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, dword ptr [r15 + 512]
-    mov eax, 101
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 704]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], dil
-    mov edi, dword ptr [r15 + 128]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm6, rcx
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 145
+    mov qword ptr [r15 + 192], rdx
+    movsxd rdx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], edx
+    mov dword ptr [r15 + 576], 77
+    mov rbp, rbp
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r11
+    add rbp, qword ptr [r15 + 128]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
-.Lc1_b10_c43:
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 512], r9d
+.Lc1_b10_c42:
+    movsxd rax, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1152
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, dl
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 65
-    mov qword ptr [r15 + 128], r9
-    mov r9, qword ptr [r15 + 384]
-    vmovq xmm6, r9
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 768], 117
-    movzx edx, r9b
-    vmovq qword ptr [r15 + 576], xmm6
-    mov edx, dword ptr [r15 + 192]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 80
+    mov ebp, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 640], dl
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 320]
+    movzx r8d, bpl
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 448], rdx
+    mov rdx, rax
     mov r9, r11
+    mov edx, dword ptr [r15 + 256]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    test ebx, 384
+    jnz 1f
+1:
+    vmovq xmm11, rdx
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 64], al
+    and edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
     mov rbp, r11
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
-    and rbp, 16320
-    movzx r8d, byte ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 704]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    mov ebp, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c43:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d16371_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16371_s_t
+.Lc1_d16371_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16371_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    vmovq qword ptr [r15 + 0], xmm7
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 128], 64
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 65
+    mov ecx, dword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1152
+    jz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -19124,109 +20463,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15739_j]
+    lea rcx, [rip + .Lc1_d16421_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15739_j_t
-.Lc1_d15739_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov edx, 6
-    mov edx, 156
-    mov rdx, rax
-    test ebx, 27648
-    jnz 1f
+    call .Lc1_d16421_s_t
+.Lc1_d16421_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16421_s:
+    ret
+    .popsection
+    movzx edx, byte ptr [r15 + 576]
+    mov ebp, 6
+    mov ebp, 156
+    mov rbp, rax
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r10
+    mov rbp, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 94208
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov rbp, r11
+    mov qword ptr [r15 + rbp + 832], rdx
+    mov byte ptr [r15 + 192], r9b
+    or qword ptr [r15 + 384], 104
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    and eax, dword ptr [r15 + 192]
-    and rbp, 1984
-    add rax, qword ptr [r15 + rbp + 1344]
+    movsxd r8, dword ptr [r15 + 640]
+    add qword ptr [r15 + 64], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    add qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 640], eax
+    vpaddd xmm11, xmm11, xmm11
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 384
-    jnz 1f
+    mov dword ptr [r15 + 128], r8d
+    mov r8, qword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    vmovdqu ymmword ptr [r15 + 256], ymm2
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], r8
+    vmovdqu ymmword ptr [r15 + 512], ymm11
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15785_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15785_j_t
-.Lc1_d15785_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 177
-    mov rbp, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    .byte 0x0f, 0x1f, 0x00
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 132
+    mov r8d, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    mov r8, r11
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 189
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 3392], 169
+    and r9, 16320
+    mov r8, qword ptr [r15 + r9 + 15680]
+    movzx r9d, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    movzx r8d, byte ptr [r15 + 512]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 192]
+    mov edi, r9d
+    mov qword ptr [r15 + 704], rbp
+    mov byte ptr [r15 + 448], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov edx, r9d
+    mov r9d, r8d
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov eax, ebp
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov rdi, rdx
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
 1:
-    mov r8, r11
-    mov esi, ebp
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    movzx r8d, dil
+    vmovq qword ptr [r15 + 128], xmm12
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19234,60 +20586,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16521_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16521_s_t
+.Lc1_d16521_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16521_s:
+    ret
+    .popsection
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8d, eax
-    mov r8d, esi
-    movzx esi, sil
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 384
     jnz 1f
 1:
-    mov rcx, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx edi, bpl
+    mov edi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 320]
+    mov rax, rdi
+    mov dword ptr [r15 + 256], 19
+    mov eax, 120
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jb 1f
 1:
-    mov rax, rcx
-    movzx ecx, r8b
-    mov ecx, eax
-    mov ecx, edi
-    test ebx, 2688
-    jz 1f
+    mov qword ptr [r15 + 384], rax
+    mov eax, dword ptr [r15 + 64]
+    movzx ebp, cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 768]
-    mov r8, r11
-    mov qword ptr [r15 + 64], r9
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov edi, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edi, 247
-    mov edi, 76
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 82
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 448], rcx
+    mov rbp, r11
     jmp 1f
 1:
+    mov ecx, edi
+    mov r8, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8d, 247
+    mov r8d, 76
     add r11, 64
     inc rbx
     dec r13
@@ -19299,61 +20653,64 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d15885_s]
+    lea rcx, [rip + .Lc1_d16572_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15885_s_t
-    .p2align 3
-.Lc1_d15885_s:
-    .p2align 3
-    jmp .Lc1_d15885_j
-    .p2align 3
-    jmp .Lc1_d15885_j
-.Lc1_d15885_j:
+    call .Lc1_d16572_s_t
+.Lc1_d16572_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16572_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
     and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], 62
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov eax, ecx
-    mov ecx, r9d
-    test ebx, 188416
+    mov edx, eax
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov ecx, 130
+    mov ecx, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 128]
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 896
     jz 1f
 1:
-    mov r8d, 169
-    mov dword ptr [r15 + 576], 100
-    mov r8, r11
-    mov rbp, r11
-    mov edx, 96
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9, r10
     and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
-    mov r8d, eax
-    mov eax, 39
-    test ebx, 1073741824
+    vmovq qword ptr [r15 + rbp + 832], xmm11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov dword ptr [r15 + 448], 96
+    test ebx, 221184
+    jz 1f
+1:
+    mov esi, ecx
+    mov qword ptr [r15 + 256], r8
+    mov r8d, 40
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    test ebx, 640
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rdx
-    mov rdx, r8
-    mov rdx, r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    movsxd rdx, dword ptr [r15 + 576]
+    mov r9d, esi
+    mov r9, rbp
+    mov ebp, 5
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 192], edx
-    mov dword ptr [r15 + 64], eax
-    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], r9d
+    mov r9, rbp
+    mov dword ptr [r15 + 320], 125
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19361,113 +20718,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    or qword ptr [r15 + 128], 117
-    mov dword ptr [r15 + 64], 230
-    mov r8d, eax
-    mov r8d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], eax
+    and eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, al
+    movsxd rdx, dword ptr [r15 + 640]
+    movzx ebp, al
+    mov ebp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, edx
+    mov dword ptr [r15 + 192], 179
+    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, dl
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], esi
-    mov rsi, qword ptr [r15 + 384]
+    mov rbp, r9
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, byte ptr [r15 + 320]
+    mov rbp, r11
+    movzx edx, dl
     mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov byte ptr [r15 + 704], sil
-    mov esi, dword ptr [r15 + 448]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 155
-    mov dword ptr [r15 + 512], r8d
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov dword ptr [r15 + 640], eax
-    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
+    mov dword ptr [r15 + 384], 60
+    mov rdx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    lea rcx, [rip + .Lc1_d15980_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16672_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15980_j_t
-.Lc1_d15980_j:
+    call .Lc1_d16672_s_t
+.Lc1_d16672_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16672_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 384]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 256]
-    mov r8, r8
+    mov rcx, r8
+    mov rcx, rax
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov r8, r11
-    mov rbp, r11
+    mov rdi, qword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rsi
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, dword ptr [r15 + 512]
-    mov rcx, rsi
-    mov esi, ecx
-    test ebx, 896
-    jz 1f
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 448], dil
+    and edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 214
-    mov rbp, qword ptr [r15 + 448]
-    and ebp, dword ptr [r15 + 768]
+    mov r8, r11
+    mov ecx, edx
+    mov ecx, edx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 222
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    movsxd r8, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -19476,60 +20838,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16034_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16034_j_t
-.Lc1_d16034_j:
-    mov r8, r11
-    mov dword ptr [r15 + 320], eax
-    movsxd rax, dword ptr [r15 + 256]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, r8d
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16725_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16725_s_t
+.Lc1_d16725_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16725_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r10
+    mov rbp, r10
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 448], rcx
+    test ebx, 176128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    mov dword ptr [r15 + 64], 87
+    movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 192], rax
     mov eax, 177
+    mov dword ptr [r15 + 128], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rcx
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 128], 87
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rax
-    mov r9, r11
-    mov eax, 162
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, r9d
     test ebx, 640
     jnz 1f
 1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 576]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 90
+    mov r8d, eax
+    mov r8, r10
+    mov rax, rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 39
+    mov rbp, rax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19537,121 +20918,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov rbp, r11
-    popcnt r8, rax
-    and r9, 4032
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
+    vpor xmm11, xmm11, xmm0
+    mov rcx, rax
+    popcnt rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 152
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rax
-    movzx eax, byte ptr [r15 + 128]
-    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rbp, r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r10
+    add rbp, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
+    mov r9, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov rdi, r8
-    mov qword ptr [r15 + 448], rax
-    mov edi, r8d
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov eax, r8d
+    movzx r8d, byte ptr [r15 + 192]
+    mov r9, r11
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    vpmovmskb ebp, xmm1
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    mov eax, 87
-    mov rax, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    and r9, 1984
+    or qword ptr [r15 + r9 + 1344], 44
+    movsxd r9, dword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d16134_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16134_s_t
-    .p2align 3
-.Lc1_d16134_s:
-    .p2align 3
-    jmp .Lc1_d16134_j
-    .p2align 3
-    jmp .Lc1_d16134_j
-.Lc1_d16134_j:
-    mov dword ptr [r15 + 512], 82
-    mov dword ptr [r15 + 64], 18
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
+    lea rcx, [rip + .Lc1_d16830_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16830_s_t
+.Lc1_d16830_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16830_s:
+    ret
+    .popsection
+    jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 704]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 192], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, eax
-    jmp 1f
+    mov rax, rcx
+    mov dword ptr [r15 + 256], 43
+    mov eax, ecx
+    mov ecx, ecx
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9, r11
+    mov qword ptr [r15 + 768], rax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    mov byte ptr [r15 + 128], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], eax
+    movzx eax, bpl
+    mov eax, 220
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 171
     mov ecx, eax
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 192
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 448], al
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov ebp, r9d
     jmp 1f
 1:
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    movzx r9d, sil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, esi
-    mov esi, r9d
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov rcx, r9
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19659,48 +21042,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 384], 150
-    mov ecx, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 0], 46
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 576]
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    movsxd r8, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r11
-    test ebx, 1152
-    jz 1f
-1:
     jmp 1f
 1:
+    test ebx, 3200
+    jz 1f
+1:
     mov r9, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    mov dword ptr [r15 + 384], r9d
+    movsxd r9, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm4
-    movzx edx, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ecx, dl
+    vmovdqu ymmword ptr [r15 + 576], ymm11
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -19709,62 +21093,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16227_j]
+    lea rcx, [rip + .Lc1_d16930_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16227_j_t
-.Lc1_d16227_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 640], 127
+    call .Lc1_d16930_s_t
+.Lc1_d16930_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16930_s:
+    ret
+    .popsection
     mov rbp, r11
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    movzx ebp, r9b
+    mov dword ptr [r15 + 448], 13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov ecx, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 640]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 26
+    test ebx, 504832
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    movzx r9d, cl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 504832
-    jz 1f
-1:
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    test ebx, 896
-    jz 1f
-1:
-    mov edx, eax
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r15 + 128], 26
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dl
-    mov rdx, qword ptr [r15 + 192]
-    mov r8d, r8d
+    movzx edi, r9b
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
@@ -19773,112 +21159,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16278_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d16981_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16278_s_t
-    .p2align 3
-.Lc1_d16278_s:
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-    .p2align 3
-    jmp .Lc1_d16278_j
-.Lc1_d16278_j:
-    mov r8, r10
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 704], edx
+    call .Lc1_d16981_s_t
+.Lc1_d16981_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16981_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r8b
-    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov qword ptr [r15 + 448], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov rbp, r10
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], bpl
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], edi
+    movsxd rdi, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov edx, 185
-    mov dword ptr [r15 + 64], 85
-    vpaddd xmm4, xmm4, xmm4
-    mov dword ptr [r15 + 512], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    movzx r9d, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 185
+    vpaddd xmm11, xmm11, xmm11
+    mov rbp, r11
+    mov edi, 32
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], edi
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], dl
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 38
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 25
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
+    and ebp, dword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 0], xmm11
+    mov dword ptr [r15 + 0], 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 93
-    mov qword ptr [r15 + 0], r8
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    inc dword ptr [r15 + 256]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, r11
-    test ebx, 384
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, 15
+    mov dword ptr [r15 + 512], 29
+    mov byte ptr [r15 + 64], r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 120
+    mov dword ptr [r15 + 64], ebp
+    movzx ebp, byte ptr [r15 + 576]
     mov r8, r10
+    movzx esi, byte ptr [r15 + 384]
     jmp 1f
 1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 41
+    mov qword ptr [r15 + r8 + 7488], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -19888,54 +21275,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16369_j]
+    lea rcx, [rip + .Lc1_d17076_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16369_j_t
-.Lc1_d16369_j:
+    call .Lc1_d17076_s_t
+.Lc1_d17076_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17076_s:
+    ret
+    .popsection
+    vpcmpeqb xmm15, xmm15, xmm13
+    mov dword ptr [r15 + 128], 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    test ebx, 896
+    jz 1f
+1:
+    mov rax, rcx
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8d, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0xb504f33
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 255
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 256]
-    test ebx, 384
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 195
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 128]
-    vpshufd xmm12, xmm0, 57
+    vpshufd xmm15, xmm0, 57
+    mov rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    mov ecx, 195
-    movsxd rcx, dword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    mov rbp, r8
+    movsxd r8, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 128], 49
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov rsi, rcx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 320], eax
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov esi, 245
+    mov qword ptr [r15 + 192], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -19945,54 +21337,88 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17126_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17126_s_t
+.Lc1_d17126_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17126_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    mov esi, 132
     mov r8, r10
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
     and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx edi, al
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov ebp, 178
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rdi, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    mov rdi, rdi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 512], 130
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov r8, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], 86
-    movsxd rdi, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov rsi, rsi
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ebp, 152
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 178
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 188
+    movzx r8d, byte ptr [r15 + 256]
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, rsi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 704], 170
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    movsxd r8, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20002,66 +21428,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d16466_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16466_s_t
-    .p2align 3
-.Lc1_d16466_s:
-    .p2align 3
-    jmp .Lc1_d16466_j
-    .p2align 3
-    jmp .Lc1_d16466_j
-.Lc1_d16466_j:
     mov rbp, r11
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov edi, 28
-    mov dword ptr [r15 + 704], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 22
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    mov ebp, 153
-    movzx ebp, dil
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0xb504f33
     jb 1f
 1:
-    mov rax, qword ptr [r15 + 192]
+    mov eax, 40
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    mov r8d, 42
     mov dword ptr [r15 + 256], ebp
-    vpmovmskb ebp, xmm0
-    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov byte ptr [r15 + 128], al
+    mov ecx, 175
+    or qword ptr [r15 + 576], 8
+    mov byte ptr [r15 + 384], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9d, 193
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r8, r11
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    or qword ptr [r15 + 448], 14
+    mov ecx, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx eax, cl
+    mov eax, 193
+    mov rax, rbp
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20069,57 +21484,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16519_j]
+    lea rcx, [rip + .Lc1_d17238_s]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16519_j_t
-.Lc1_d16519_j:
-    movzx ecx, byte ptr [r15 + 256]
+    call .Lc1_d17238_s_t
+.Lc1_d17238_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17238_s:
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    add rax, qword ptr [r15 + 0]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov rdx, rcx
+    mov r8d, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, edi
-    movzx edi, byte ptr [r15 + 128]
-    mov r9, r10
-    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov rdi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, edx
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r10
+    mov r9d, ecx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
-    add r9, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 448]
-    mov rbp, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edx
+    add r8, qword ptr [r15 + 640]
+    add r8, qword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov ebp, 99
-    movzx ebp, r9b
+    mov eax, dword ptr [r15 + 384]
+    mov ebp, 16
+    movzx ebp, r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov eax, 250
-    mov rax, r9
+    mov rdx, qword ptr [r15 + 128]
+    mov ecx, 174
+    mov rcx, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -20129,58 +21549,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 576], sil
-    jmp 1f
-1:
-    mov esi, ebp
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d17291_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17291_s_t
+.Lc1_d17291_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17291_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, qword ptr [r15 + 320]
-    test ebx, 896
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov rbp, r10
-    popcnt rax, rsi
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 159
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rbp
-    jmp 1f
-1:
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r9, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 185
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], r9b
-    movzx r9d, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 256], esi
-    mov rsi, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    popcnt rdx, rax
     test ebx, 384
     jnz 1f
 1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
     mov eax, dword ptr [r15 + 512]
-    movzx ebp, sil
-    mov ebp, 26
+    jmp 1f
+1:
+    test ebx, 2432
+    jz 1f
+1:
+    movzx ebp, al
+    mov ebp, 32
+    mov ebp, 159
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dl
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 142
+    movsxd rbp, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, ecx
+    mov rcx, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -20190,125 +21617,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16622_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16622_j_t
-.Lc1_d16622_j:
-    movzx ecx, bpl
-    movsxd rbp, dword ptr [r15 + 704]
-    mov ecx, 106
-    mov dword ptr [r15 + 512], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    movzx eax, cl
-    mov eax, 109
-    mov eax, r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 203
+    movzx eax, bpl
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 194
+    mov ecx, 10
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov rbp, rbp
-    mov byte ptr [r15 + 384], al
-    mov byte ptr [r15 + 0], bpl
+    movzx r8d, al
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rbp, r10
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 512], al
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 640
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 768]
+    mov r8d, eax
+    mov r8, r10
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov rax, rbp
-    mov dword ptr [r15 + 448], edx
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov eax, 59
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 192], r8d
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16674_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16674_s_t
-    .p2align 3
-.Lc1_d16674_s:
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-    .p2align 3
-    jmp .Lc1_d16674_j
-.Lc1_d16674_j:
-    mov r9, rax
-    mov r9, r10
-    mov edx, ecx
+    lea rcx, [rip + .Lc1_d17389_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17389_s_t
+.Lc1_d17389_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17389_s:
+    ret
+    .popsection
+    mov r8, r10
+    mov edx, dword ptr [r15 + 576]
+    mov eax, ecx
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq xmm6, rax
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 215
+    mov ebp, 216
+    mov ebp, r8d
+    mov ebp, 52
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r9, r11
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 188
-    test ebx, 221184
+    mov dword ptr [r15 + 128], 203
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    test ebx, 640
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 128]
+    mov rdx, rbp
+    movzx ebp, byte ptr [r15 + 256]
+    mov edx, r9d
+    movzx edx, r9b
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 237
+    mov r9, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    movsxd rbp, dword ptr [r15 + 448]
+    mov edx, edx
+    mov edx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 204
+    .byte 0x0f, 0x1f, 0x00
+    vmovq xmm10, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -20382,451 +21805,471 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d13590_j_t:
+.Lc1_d12430_s_t:
     jmp rcx
-.Lc1_d11960_s_t:
+.Lc1_d14189_s_t:
     jmp rcx
-.Lc1_d13392_j_t:
+.Lc1_d13961_s_t:
     jmp rcx
-.Lc1_d13489_j_t:
+.Lc1_d14013_s_t:
     jmp rcx
-.Lc1_d13543_s_t:
+.Lc1_d14114_s_t:
     jmp rcx
-.Lc1_d12713_s_t:
+.Lc1_d12552_s_t:
     jmp rcx
-.Lc1_d12804_j_t:
+.Lc1_d12645_s_t:
     jmp rcx
-.Lc1_d12902_j_t:
+.Lc1_d12730_s_t:
     jmp rcx
-.Lc1_d12950_s_t:
+.Lc1_d12783_s_t:
     jmp rcx
-.Lc1_d12062_j_t:
+.Lc1_d12888_s_t:
     jmp rcx
-.Lc1_d12115_j_t:
+.Lc1_d13203_s_t:
     jmp rcx
-.Lc1_d12200_j_t:
+.Lc1_d13262_s_t:
     jmp rcx
-.Lc1_d12300_s_t:
+.Lc1_d13360_s_t:
     jmp rcx
-.Lc1_d12351_s_t:
+.Lc1_d13413_s_t:
+    jmp rcx
+.Lc1_d13515_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_b5_stubs_t:
+.Lc1_d12992_s_t:
     jmp rcx
-.Lc1_d13097_s_t:
+.Lc1_d13045_s_t:
     jmp rcx
-.Lc1_d13198_j_t:
+.Lc1_d13615_s_t:
     jmp rcx
-.Lc1_d13244_j_t:
+.Lc1_d13661_s_t:
     jmp rcx
-.Lc1_d13342_j_t:
+.Lc1_d13762_s_t:
     jmp rcx
-.Lc1_d13675_j_t:
+.Lc1_d13811_s_t:
     jmp rcx
-.Lc1_d13766_j_t:
+.Lc1_d13908_s_t:
     jmp rcx
-.Lc1_d13811_j_t:
+.Lc1_d14235_s_t:
     jmp rcx
-.Lc1_d13904_j_t:
-    jmp rcx
-.Lc1_d13998_s_t:
-    jmp rcx
-.Lc1_d14040_j_t:
-    jmp rcx
-.Lc1_d14141_s_t:
-    jmp rcx
-.Lc1_d14235_j_t:
-    jmp rcx
-.Lc1_d14286_j_t:
+.Lc1_d14333_s_t:
     jmp rcx
 .Lc1_d14382_s_t:
     jmp rcx
-.Lc1_d14429_j_t:
+.Lc1_d14472_s_t:
     jmp rcx
-.Lc1_d14526_j_t:
+.Lc1_d14566_s_t:
     jmp rcx
-.Lc1_d14616_s_t:
+.Lc1_d14614_s_t:
     jmp rcx
-.Lc1_d14668_j_t:
+.Lc1_d14708_s_t:
     jmp rcx
-.Lc1_d14768_j_t:
+.Lc1_d14756_s_t:
     jmp rcx
-.Lc1_d14860_s_t:
+.Lc1_d14854_s_t:
     jmp rcx
 .Lc1_d14906_s_t:
     jmp rcx
-.Lc1_d15011_j_t:
+.Lc1_d15003_s_t:
     jmp rcx
-.Lc1_d15109_j_t:
+.Lc1_d15094_s_t:
     jmp rcx
-.Lc1_d15154_j_t:
+.Lc1_d15147_s_t:
     jmp rcx
-.Lc1_d15261_s_t:
+.Lc1_d15231_s_t:
     jmp rcx
-.Lc1_d15364_s_t:
+.Lc1_d15287_s_t:
     jmp rcx
-.Lc1_d15405_j_t:
+.Lc1_d15395_s_t:
     jmp rcx
-.Lc1_d15499_j_t:
+.Lc1_d15445_s_t:
     jmp rcx
-.Lc1_d15547_s_t:
+.Lc1_d15542_s_t:
     jmp rcx
-.Lc1_d15644_j_t:
+.Lc1_d15598_s_t:
     jmp rcx
-.Lc1_d15739_j_t:
+.Lc1_d15698_s_t:
     jmp rcx
-.Lc1_d15785_j_t:
+.Lc1_d15802_s_t:
     jmp rcx
-.Lc1_d15885_s_t:
+.Lc1_d15868_s_t:
     jmp rcx
-.Lc1_d15980_j_t:
+.Lc1_d15970_s_t:
     jmp rcx
-.Lc1_d16034_j_t:
+.Lc1_d16024_s_t:
     jmp rcx
-.Lc1_d16134_s_t:
+.Lc1_d16124_s_t:
     jmp rcx
-.Lc1_d16227_j_t:
+.Lc1_d16172_s_t:
     jmp rcx
-.Lc1_d16278_s_t:
+.Lc1_d16269_s_t:
     jmp rcx
-.Lc1_d16369_j_t:
+.Lc1_d16371_s_t:
     jmp rcx
-.Lc1_d16466_s_t:
+.Lc1_d16421_s_t:
     jmp rcx
-.Lc1_d16519_j_t:
+.Lc1_d16521_s_t:
     jmp rcx
-.Lc1_d16622_j_t:
+.Lc1_d16572_s_t:
     jmp rcx
-.Lc1_d16674_s_t:
+.Lc1_d16672_s_t:
     jmp rcx
-.Lc1_d12406_s_t:
+.Lc1_d16725_s_t:
     jmp rcx
-.Lc1_d12508_j_t:
+.Lc1_d16830_s_t:
     jmp rcx
-.Lc1_d53_j_t:
+.Lc1_d16930_s_t:
     jmp rcx
-.Lc1_d57_j_t:
+.Lc1_d16981_s_t:
     jmp rcx
-.Lc1_d61_j_t:
+.Lc1_d17076_s_t:
     jmp rcx
-.Lc1_d65_s_t:
+.Lc1_d17126_s_t:
     jmp rcx
-.Lc1_d98_j_t:
+.Lc1_d17238_s_t:
     jmp rcx
-.Lc1_d102_s_t:
+.Lc1_d17291_s_t:
     jmp rcx
-.Lc1_d111_s_t:
+.Lc1_d17389_s_t:
     jmp rcx
-.Lc1_d141_j_t:
+.Lc1_d61_s_t:
     jmp rcx
-.Lc1_d241_j_t:
+.Lc1_d83_s_t:
     jmp rcx
-.Lc1_d293_s_t:
+.Lc1_d92_s_t:
     jmp rcx
-.Lc1_d386_s_t:
+.Lc1_d114_s_t:
     jmp rcx
-.Lc1_d470_j_t:
+.Lc1_d147_s_t:
     jmp rcx
-.Lc1_d521_j_t:
+.Lc1_d156_s_t:
     jmp rcx
-.Lc1_d615_s_t:
+.Lc1_d178_s_t:
     jmp rcx
-.Lc1_d700_j_t:
+.Lc1_d260_s_t:
     jmp rcx
-.Lc1_d749_s_t:
+.Lc1_d308_s_t:
     jmp rcx
-.Lc1_d834_j_t:
+.Lc1_d403_s_t:
     jmp rcx
-.Lc1_d926_j_t:
+.Lc1_d454_s_t:
     jmp rcx
-.Lc1_d976_j_t:
+.Lc1_d559_s_t:
     jmp rcx
-.Lc1_d1075_j_t:
+.Lc1_d659_s_t:
     jmp rcx
-.Lc1_d1123_s_t:
+.Lc1_d703_s_t:
     jmp rcx
-.Lc1_d1213_j_t:
+.Lc1_d795_s_t:
     jmp rcx
-.Lc1_d1301_j_t:
+.Lc1_d842_s_t:
     jmp rcx
-.Lc1_d1347_s_t:
+.Lc1_d930_s_t:
     jmp rcx
-.Lc1_d1445_j_t:
+.Lc1_d977_s_t:
     jmp rcx
-.Lc1_d1545_s_t:
+.Lc1_d1074_s_t:
     jmp rcx
-.Lc1_d1593_j_t:
+.Lc1_d1176_s_t:
     jmp rcx
-.Lc1_d1679_j_t:
+.Lc1_d1222_s_t:
     jmp rcx
-.Lc1_d1769_s_t:
+.Lc1_d1320_s_t:
     jmp rcx
-.Lc1_d1812_j_t:
+.Lc1_d1366_s_t:
     jmp rcx
-.Lc1_d1898_j_t:
+.Lc1_d1460_s_t:
     jmp rcx
-.Lc1_d1991_j_t:
+.Lc1_d1507_s_t:
     jmp rcx
-.Lc1_d2038_j_t:
+.Lc1_d1616_s_t:
     jmp rcx
-.Lc1_d2126_j_t:
+.Lc1_d1730_s_t:
     jmp rcx
-.Lc1_d2173_s_t:
+.Lc1_d1777_s_t:
     jmp rcx
-.Lc1_d2255_s_t:
+.Lc1_d1865_s_t:
     jmp rcx
-.Lc1_d2345_j_t:
+.Lc1_d1906_s_t:
     jmp rcx
-.Lc1_d2388_j_t:
+.Lc1_d2007_s_t:
     jmp rcx
-.Lc1_d2477_j_t:
+.Lc1_d2050_s_t:
     jmp rcx
-.Lc1_d2571_j_t:
+.Lc1_d2141_s_t:
     jmp rcx
-.Lc1_d2615_s_t:
+.Lc1_d2236_s_t:
     jmp rcx
-.Lc1_d2712_s_t:
+.Lc1_d2278_s_t:
     jmp rcx
-.Lc1_d2800_j_t:
+.Lc1_d2365_s_t:
     jmp rcx
-.Lc1_d2846_j_t:
+.Lc1_d2413_s_t:
     jmp rcx
-.Lc1_d2935_j_t:
+.Lc1_d2509_s_t:
     jmp rcx
-.Lc1_d3030_s_t:
+.Lc1_d2554_s_t:
     jmp rcx
-.Lc1_d3071_j_t:
+.Lc1_d2644_s_t:
     jmp rcx
-.Lc1_d3165_j_t:
+.Lc1_d2695_s_t:
     jmp rcx
-.Lc1_d3214_j_t:
+.Lc1_d2780_s_t:
     jmp rcx
-.Lc1_d3306_j_t:
+.Lc1_d2877_s_t:
     jmp rcx
-.Lc1_d3393_j_t:
+.Lc1_d2934_s_t:
     jmp rcx
-.Lc1_d3445_j_t:
+.Lc1_d3026_s_t:
     jmp rcx
-.Lc1_d3539_j_t:
+.Lc1_d3070_s_t:
     jmp rcx
-.Lc1_d3632_s_t:
+.Lc1_d3166_s_t:
     jmp rcx
-.Lc1_d3673_j_t:
+.Lc1_d3215_s_t:
     jmp rcx
-.Lc1_d3767_j_t:
+.Lc1_d3301_s_t:
     jmp rcx
-.Lc1_d3858_s_t:
+.Lc1_d3403_s_t:
     jmp rcx
-.Lc1_d3901_j_t:
+.Lc1_d3447_s_t:
     jmp rcx
-.Lc1_d3997_j_t:
+.Lc1_d3536_s_t:
     jmp rcx
-.Lc1_d4091_s_t:
+.Lc1_d3586_s_t:
     jmp rcx
-.Lc1_d4135_j_t:
+.Lc1_d3681_s_t:
     jmp rcx
-.Lc1_d4224_j_t:
+.Lc1_d3730_s_t:
     jmp rcx
-.Lc1_d4270_s_t:
+.Lc1_d3819_s_t:
     jmp rcx
-.Lc1_d4360_j_t:
+.Lc1_d3924_s_t:
     jmp rcx
-.Lc1_d4456_j_t:
+.Lc1_d3972_s_t:
     jmp rcx
-.Lc1_d4508_j_t:
+.Lc1_d4063_s_t:
     jmp rcx
-.Lc1_d4607_j_t:
+.Lc1_d4112_s_t:
     jmp rcx
-.Lc1_d4702_s_t:
+.Lc1_d4202_s_t:
     jmp rcx
-.Lc1_d4740_j_t:
+.Lc1_d4249_s_t:
     jmp rcx
-.Lc1_d4837_s_t:
+.Lc1_d4346_s_t:
     jmp rcx
-.Lc1_d4933_j_t:
+.Lc1_d4434_s_t:
     jmp rcx
-.Lc1_d4978_j_t:
+.Lc1_d4480_s_t:
     jmp rcx
-.Lc1_d5066_j_t:
+.Lc1_d4570_s_t:
     jmp rcx
-.Lc1_d5111_j_t:
+.Lc1_d4621_s_t:
     jmp rcx
-.Lc1_d5200_j_t:
+.Lc1_d4723_s_t:
     jmp rcx
-.Lc1_d5293_j_t:
+.Lc1_d4770_s_t:
     jmp rcx
-.Lc1_d5342_s_t:
+.Lc1_d4862_s_t:
     jmp rcx
-.Lc1_d5432_s_t:
+.Lc1_d4915_s_t:
     jmp rcx
-.Lc1_d5525_s_t:
+.Lc1_d5017_s_t:
     jmp rcx
-.Lc1_d5571_j_t:
+.Lc1_d5119_s_t:
     jmp rcx
-.Lc1_d5656_j_t:
+.Lc1_d5172_s_t:
     jmp rcx
-.Lc1_d5744_j_t:
+.Lc1_d5260_s_t:
     jmp rcx
-.Lc1_d5794_s_t:
+.Lc1_d5311_s_t:
     jmp rcx
-.Lc1_d5878_j_t:
+.Lc1_d5395_s_t:
     jmp rcx
-.Lc1_d5969_j_t:
+.Lc1_d5443_s_t:
     jmp rcx
-.Lc1_d6023_s_t:
+.Lc1_d5541_s_t:
     jmp rcx
-.Lc1_d6106_j_t:
+.Lc1_d5636_s_t:
     jmp rcx
-.Lc1_d6160_s_t:
+.Lc1_d5683_s_t:
     jmp rcx
-.Lc1_d6250_j_t:
+.Lc1_d5782_s_t:
     jmp rcx
-.Lc1_d6340_j_t:
+.Lc1_d5830_s_t:
     jmp rcx
-.Lc1_d6387_j_t:
+.Lc1_d5923_s_t:
     jmp rcx
-.Lc1_d6482_j_t:
+.Lc1_d5966_s_t:
     jmp rcx
-.Lc1_d6583_s_t:
+.Lc1_d6058_s_t:
     jmp rcx
-.Lc1_d6627_j_t:
+.Lc1_d6153_s_t:
     jmp rcx
-.Lc1_d6724_s_t:
+.Lc1_d6215_s_t:
     jmp rcx
-.Lc1_d6811_s_t:
+.Lc1_d6306_s_t:
     jmp rcx
-.Lc1_d6853_j_t:
+.Lc1_d6349_s_t:
     jmp rcx
-.Lc1_d6942_s_t:
+.Lc1_d6445_s_t:
     jmp rcx
-.Lc1_d7035_j_t:
+.Lc1_d6493_s_t:
     jmp rcx
-.Lc1_d7083_j_t:
+.Lc1_d6584_s_t:
     jmp rcx
-.Lc1_d7175_j_t:
+.Lc1_d6676_s_t:
     jmp rcx
-.Lc1_d7225_j_t:
+.Lc1_d6727_s_t:
     jmp rcx
-.Lc1_d7320_s_t:
+.Lc1_d6825_s_t:
     jmp rcx
-.Lc1_d7408_j_t:
+.Lc1_d6877_s_t:
     jmp rcx
-.Lc1_d7456_j_t:
+.Lc1_d6977_s_t:
     jmp rcx
-.Lc1_d7549_j_t:
+.Lc1_d7024_s_t:
     jmp rcx
-.Lc1_d7646_s_t:
+.Lc1_d7120_s_t:
     jmp rcx
-.Lc1_d7691_j_t:
+.Lc1_d7217_s_t:
     jmp rcx
-.Lc1_d7783_s_t:
+.Lc1_d7262_s_t:
     jmp rcx
-.Lc1_d7872_s_t:
+.Lc1_d7353_s_t:
     jmp rcx
-.Lc1_d7915_j_t:
+.Lc1_d7398_s_t:
     jmp rcx
-.Lc1_d8001_j_t:
+.Lc1_d7503_s_t:
     jmp rcx
-.Lc1_d8102_j_t:
+.Lc1_d7552_s_t:
     jmp rcx
-.Lc1_d8148_s_t:
+.Lc1_d7639_s_t:
     jmp rcx
-.Lc1_d8239_j_t:
+.Lc1_d7693_s_t:
     jmp rcx
-.Lc1_d8292_s_t:
+.Lc1_d7782_s_t:
     jmp rcx
-.Lc1_d8380_j_t:
+.Lc1_d7876_s_t:
     jmp rcx
-.Lc1_d8472_j_t:
+.Lc1_d7924_s_t:
     jmp rcx
-.Lc1_d8522_j_t:
+.Lc1_d8021_s_t:
     jmp rcx
-.Lc1_d8617_s_t:
+.Lc1_d8068_s_t:
     jmp rcx
-.Lc1_d8702_j_t:
+.Lc1_d8161_s_t:
     jmp rcx
-.Lc1_d8747_j_t:
+.Lc1_d8211_s_t:
     jmp rcx
-.Lc1_d8835_s_t:
+.Lc1_d8306_s_t:
     jmp rcx
-.Lc1_d8925_j_t:
+.Lc1_d8404_s_t:
     jmp rcx
-.Lc1_d8970_s_t:
+.Lc1_d8451_s_t:
     jmp rcx
-.Lc1_d9063_j_t:
+.Lc1_d8557_s_t:
     jmp rcx
-.Lc1_d9161_j_t:
+.Lc1_d8605_s_t:
     jmp rcx
-.Lc1_d9207_s_t:
+.Lc1_d8699_s_t:
     jmp rcx
-.Lc1_d9302_j_t:
+.Lc1_d8747_s_t:
     jmp rcx
-.Lc1_d9355_j_t:
+.Lc1_d8841_s_t:
     jmp rcx
-.Lc1_d9447_s_t:
+.Lc1_d8933_s_t:
     jmp rcx
-.Lc1_d9538_j_t:
+.Lc1_d8988_s_t:
     jmp rcx
-.Lc1_d9589_s_t:
+.Lc1_d9085_s_t:
     jmp rcx
-.Lc1_d9679_j_t:
+.Lc1_d9132_s_t:
     jmp rcx
-.Lc1_d9780_s_t:
+.Lc1_d9217_s_t:
     jmp rcx
-.Lc1_d9822_j_t:
+.Lc1_d9264_s_t:
     jmp rcx
-.Lc1_d9912_j_t:
+.Lc1_d9358_s_t:
     jmp rcx
-.Lc1_d10007_s_t:
+.Lc1_d9453_s_t:
     jmp rcx
-.Lc1_d10047_s_t:
+.Lc1_d9507_s_t:
     jmp rcx
-.Lc1_d10128_j_t:
+.Lc1_d9608_s_t:
     jmp rcx
-.Lc1_d10228_j_t:
+.Lc1_d9661_s_t:
     jmp rcx
-.Lc1_d10274_j_t:
+.Lc1_d9761_s_t:
     jmp rcx
-.Lc1_d10367_s_t:
+.Lc1_d9813_s_t:
     jmp rcx
-.Lc1_d10405_j_t:
+.Lc1_d9912_s_t:
     jmp rcx
-.Lc1_d10498_j_t:
+.Lc1_d10006_s_t:
     jmp rcx
-.Lc1_d10592_s_t:
+.Lc1_d10051_s_t:
     jmp rcx
-.Lc1_d10634_j_t:
+.Lc1_d10149_s_t:
     jmp rcx
-.Lc1_d10732_j_t:
+.Lc1_d10199_s_t:
     jmp rcx
-.Lc1_d10828_s_t:
+.Lc1_d10293_s_t:
     jmp rcx
-.Lc1_d10871_j_t:
+.Lc1_d10337_s_t:
     jmp rcx
-.Lc1_d10976_s_t:
+.Lc1_d10426_s_t:
     jmp rcx
-.Lc1_d11062_j_t:
+.Lc1_d10484_s_t:
     jmp rcx
-.Lc1_d11107_j_t:
+.Lc1_d10570_s_t:
     jmp rcx
-.Lc1_d11202_s_t:
+.Lc1_d10670_s_t:
     jmp rcx
-.Lc1_d11241_j_t:
+.Lc1_d10732_s_t:
     jmp rcx
-.Lc1_d11334_j_t:
+.Lc1_d10827_s_t:
     jmp rcx
-.Lc1_d11432_s_t:
+.Lc1_d10866_s_t:
     jmp rcx
-.Lc1_d11472_j_t:
+.Lc1_d10960_s_t:
     jmp rcx
-.Lc1_d11570_s_t:
+.Lc1_d11006_s_t:
     jmp rcx
-.Lc1_d11659_j_t:
+.Lc1_d11103_s_t:
     jmp rcx
-.Lc1_d11705_j_t:
+.Lc1_d11204_s_t:
     jmp rcx
-.Lc1_d11796_s_t:
+.Lc1_d11248_s_t:
+    jmp rcx
+.Lc1_d11353_s_t:
+    jmp rcx
+.Lc1_d11408_s_t:
+    jmp rcx
+.Lc1_d11505_s_t:
+    jmp rcx
+.Lc1_d11551_s_t:
+    jmp rcx
+.Lc1_d11647_s_t:
+    jmp rcx
+.Lc1_d11739_s_t:
+    jmp rcx
+.Lc1_d11788_s_t:
+    jmp rcx
+.Lc1_d11886_s_t:
+    jmp rcx
+.Lc1_d11948_s_t:
+    jmp rcx
+.Lc1_d12041_s_t:
+    jmp rcx
+.Lc1_d12091_s_t:
+    jmp rcx
+.Lc1_d12184_s_t:
+    jmp rcx
+.Lc1_d12273_s_t:
+    jmp rcx
+.Lc1_d12316_s_t:
     jmp rcx
     .text
 
