@@ -562,11 +562,19 @@ pub fn skeleton(p: &Profile) -> Skeleton {
         });
     }
     if !clusters.iter().any(|c| c.role == "DITTO_ROLE_WORKER") {
-        warnings.push(
+        // A plain program's profile has one body and no thread clusters: the worker runs it
+        // (`generate`).
+        let one_body =
+            p.threads.clusters.is_empty() && p.body.as_ref().is_some_and(|b| b.clusters.len() == 1);
+        let body = if one_body {
+            "the profile's one body"
+        } else {
+            "the default body"
+        };
+        warnings.push(format!(
             "no request-serving thread cluster in the profile; the clone adds one worker cluster `w0` \
-             with the default body"
-                .into(),
-        );
+             with {body}"
+        ));
         clusters.push(RtCluster {
             id: "w0".into(),
             cname: "w0".into(),
@@ -872,6 +880,26 @@ mod tests {
             .join("../profiles")
             .join(format!("{name}.json"));
         Profile::load(&path).expect("example profile")
+    }
+
+    #[test]
+    fn a_plain_programs_added_worker_is_said_to_run_its_one_body() {
+        // A plain program's profile: no thread clusters, one body.
+        let mut p = example("memcached");
+        p.threads.clusters.clear();
+        let added = |p: &Profile| {
+            skeleton(p)
+                .warnings
+                .into_iter()
+                .find(|w| w.contains("adds one worker cluster `w0`"))
+                .expect("a worker is added")
+        };
+        if let Some(b) = p.body.as_mut() {
+            b.clusters.truncate(1);
+        }
+        assert!(added(&p).ends_with("with the profile's one body"));
+        p.body = None;
+        assert!(added(&p).ends_with("with the default body"));
     }
 
     #[test]
