@@ -166,7 +166,7 @@ pub struct ClusterAsm {
     pub body_symbol: String,
     pub init_symbol: String,
     pub text: String,
-    /// The body's indirect jumps' trampolines (`jump_via_trampoline`): label and executions per
+    /// The body's indirect jumps' trampolines (`via_trampoline`): label and executions per
     /// call, which `render_clone` turns into per request (the cluster's calls per request) before
     /// the file's one table (`trampoline_table`) ranks every body's.
     pub trampolines: Vec<(String, f64)>,
@@ -519,7 +519,7 @@ fn item_instrs(it: &Item) -> u64 {
 /// Predictor entries of the indirect-jump table.
 const PREDICTOR_ENTRIES: usize = 512;
 
-/// Every body's trampolines (`jump_via_trampoline`; label and executions per request) in one table
+/// Every body's trampolines (`via_trampoline`; label and executions per request) in one table
 /// in their own section, each `jmp rcx` (2 bytes) at a chosen value of address bits 0–8, its
 /// predictor entry (`trampoline_slots`): the hottest 512 jumps of the clone have an entry each, a
 /// colder one shares the entry of the coldest of those. One table for the file, because bodies
@@ -2239,7 +2239,7 @@ struct Renderer<'a> {
     static_instrs: u64,
     /// (estimated bytes × weight, weight) for the dynamic mean length.
     len_acc: (f64, f64),
-    /// Every indirect jump's trampoline (`Renderer::jump_via_trampoline`): its label and executions
+    /// Every indirect jump's trampoline (`Renderer::via_trampoline`): its label and executions
     /// per call.
     trampolines: Vec<(String, f64)>,
 }
@@ -2750,7 +2750,7 @@ impl Renderer<'_> {
     fn jump_through_stubs(&mut self, stubs: &str, targets: &[String]) {
         self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
         self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
-        self.jump_via_trampoline(stubs);
+        self.via_trampoline(stubs, Link::Jump);
         // Alignment padding after each `jmp` is never executed.
         let _ = writeln!(self.out, "    .p2align 3\n{stubs}:");
         for t in targets {
@@ -2765,18 +2765,15 @@ impl Renderer<'_> {
     /// random: the tuned memcached clone's 106 sites sat on 90 entries, and 46,719 of its
     /// single-target dispatches' 46,776 mispredictions were on shared ones. `key` (the label the
     /// jump's rcx was loaded from) names the trampoline.
-    fn jump_via_trampoline(&mut self, key: &str) {
-        let trampoline = format!("{key}_t");
-        self.fixed(&format!("jmp {trampoline}"), &[], &[], 5);
-        self.commit(&[RCX], &[], 2);
-        self.trampolines.push((trampoline, self.w));
-    }
-
-    /// `jump_via_trampoline`, reached by a `call` instead (`Link::Call`): the stub it lands on
+    ///
+    /// A `call` instead of the `jmp` (`Link::Call`) pushes the return address: the stub it lands on
     /// returns to the instruction after the call.
-    fn call_via_trampoline(&mut self, key: &str) {
+    fn via_trampoline(&mut self, key: &str, link: Link) {
         let trampoline = format!("{key}_t");
-        self.fixed(&format!("call {trampoline}"), &[RSP], &[RSP], 5);
+        match link {
+            Link::Jump => self.fixed(&format!("jmp {trampoline}"), &[], &[], 5),
+            Link::Call => self.fixed(&format!("call {trampoline}"), &[RSP], &[RSP], 5),
+        }
         self.commit(&[RCX], &[], 2);
         self.trampolines.push((trampoline, self.w));
     }
@@ -2809,33 +2806,26 @@ impl Renderer<'_> {
         let id = format!(".L{}_d{}", self.name, self.static_instrs);
         let (stubs, join) = (format!("{id}_s"), format!("{id}_j"));
         match d {
-            Dispatch::Fixed if link == Link::Call => {
-                let o = self.layout.hdr_lo + HDR_ZERO;
-                self.prove(Buffer::Priv, o, o + 8)?;
-                self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
-                self.fixed(
-                    &format!("add rcx, qword ptr [r15 + {o}]"),
-                    &[RCX, R15],
-                    &[RCX],
-                    4 + disp_bytes(o),
-                );
-                self.call_via_trampoline(&stubs);
-                self.return_stubs(&stubs, &join, 1);
-                self.deps.carriers = [0; NREGS];
-                return Ok(());
-            }
             Dispatch::Fixed => {
+                // A call lands on its one `ret` stub, a jump on the join itself.
+                let target = match link {
+                    Link::Call => &stubs,
+                    Link::Jump => &join,
+                };
                 let o = self.layout.hdr_lo + HDR_ZERO;
                 self.prove(Buffer::Priv, o, o + 8)?;
-                self.fixed(&format!("lea rcx, [rip + {join}]"), &[], &[RCX], 7);
+                self.fixed(&format!("lea rcx, [rip + {target}]"), &[], &[RCX], 7);
                 self.fixed(
                     &format!("add rcx, qword ptr [r15 + {o}]"),
                     &[RCX, R15],
                     &[RCX],
                     4 + disp_bytes(o),
                 );
-                self.jump_via_trampoline(&join);
-                self.label(&join);
+                self.via_trampoline(target, link);
+                match link {
+                    Link::Call => self.return_stubs(&stubs, &join, 1),
+                    Link::Jump => self.label(&join),
+                }
                 self.deps.carriers = [0; NREGS];
                 return Ok(());
             }
@@ -2868,7 +2858,7 @@ impl Renderer<'_> {
         if link == Link::Call {
             self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
             self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
-            self.call_via_trampoline(&stubs);
+            self.via_trampoline(&stubs, Link::Call);
             self.return_stubs(&stubs, &join, d.targets());
         } else {
             let targets = vec![join.clone(); d.targets() as usize];
