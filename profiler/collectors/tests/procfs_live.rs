@@ -590,8 +590,26 @@ fn snapshot_memory_figures_are_consistent_for_our_own_process() {
     );
     assert_eq!(maps.heap.count, 1);
     assert_eq!(maps.stack.count, 1);
-    // maps also lists the vsyscall page, which VmSize leaves out.
-    assert!(maps.total.bytes.abs_diff(p.memory.vm_size) <= 4096 * 4);
+    // maps also lists the vsyscall page, which VmSize leaves out. The two files are read one after
+    // the other, and this process's other test threads map and unmap memory (their stacks) in
+    // between: compare them in a snapshot where nothing moved, of a few.
+    let apart = |p: &procfs::ProcessSnapshot| {
+        p.maps
+            .map(|m| m.total.bytes.abs_diff(p.memory.vm_size))
+            .unwrap_or(u64::MAX)
+    };
+    let mut closest = apart(p);
+    for _ in 0..20 {
+        if closest <= 4096 * 4 {
+            break;
+        }
+        let again = procfs::snapshot(&[me]).expect("snapshot");
+        closest = closest.min(apart(&again.processes[&me]));
+    }
+    assert!(
+        closest <= 4096 * 4,
+        "maps and VmSize {closest} bytes apart in every one of 21 snapshots"
+    );
     assert!(p.io.is_some());
     assert_eq!(snap.clock_ticks_per_sec, 100);
 }
