@@ -1145,8 +1145,6 @@ struct Composer<'a> {
     /// Executions per call of the dispatches so far, and of those that changed target (expected).
     indirect_execs: f64,
     indirect_changes: f64,
-    /// Executions per call of the dispatches linked by a call (`Link::Call`).
-    calls: f64,
     /// Executions (per call) of the rep-string instructions so far, and their repetitions: fills,
     /// then copies.
     rep_execs: [f64; 2],
@@ -1852,7 +1850,13 @@ impl Composer<'_> {
         self.indirect.add(IndirectBranches::bin(rate), w);
         self.indirect_execs += w;
         self.indirect_changes += w * rate;
-        let link = if self.plan.call_ratio * (self.mix.total() + w) - self.calls >= 0.5 * w {
+        // Only a called dispatch makes a branch/store: the body's calls so far.
+        let calls = self
+            .realised_mix
+            .get(&(Class::Branch, Opnd::Store))
+            .copied()
+            .unwrap_or(0.0);
+        let link = if self.plan.call_ratio * (self.mix.total() + w) - calls >= 0.5 * w {
             Link::Call
         } else {
             Link::Jump
@@ -1866,7 +1870,6 @@ impl Composer<'_> {
                 self.account((Class::Branch, Opnd::Reg), w * jumps);
             }
             Link::Call => {
-                self.calls += w;
                 self.account((Class::Branch, Opnd::Store), w);
                 self.account((Class::Branch, Opnd::Reg), w);
                 self.account((Class::Branch, Opnd::Load), w);
@@ -2748,9 +2751,7 @@ impl Renderer<'_> {
     /// table, so the body reads no memory outside its buffers. Counts the three instructions before
     /// the stubs; what the stubs execute is the caller's to count.
     fn jump_through_stubs(&mut self, stubs: &str, targets: &[String]) {
-        self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
-        self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
-        self.via_trampoline(stubs, Link::Jump);
+        self.through_stub_table(stubs, Link::Jump);
         // Alignment padding after each `jmp` is never executed.
         let _ = writeln!(self.out, "    .p2align 3\n{stubs}:");
         for t in targets {
@@ -2776,6 +2777,13 @@ impl Renderer<'_> {
         }
         self.commit(&[RCX], &[], 2);
         self.trampolines.push((trampoline, self.w));
+    }
+
+    /// rcx = stub rax of the 8-byte stubs at `stubs`, then `via_trampoline`: three instructions.
+    fn through_stub_table(&mut self, stubs: &str, link: Link) {
+        self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
+        self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
+        self.via_trampoline(stubs, link);
     }
 
     /// The `ret` stubs of a dispatch linked by a call, in a section of their own (a stub inline
@@ -2856,9 +2864,7 @@ impl Renderer<'_> {
             }
         }
         if link == Link::Call {
-            self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
-            self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
-            self.via_trampoline(&stubs, Link::Call);
+            self.through_stub_table(&stubs, Link::Call);
             self.return_stubs(&stubs, &join, d.targets());
         } else {
             let targets = vec![join.clone(); d.targets() as usize];
@@ -3111,7 +3117,6 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         dispatch_len: mean_len,
         indirect_execs: 0.0,
         indirect_changes: 0.0,
-        calls: 0.0,
         rep_execs: [0.0; 2],
         rep_iterations: [0.0; 2],
         realised_mix: BTreeMap::new(),
