@@ -251,6 +251,19 @@ fn assert_answered(report: &LoadReport, what: &str) {
     );
 }
 
+/// Every request sent was answered successfully, and at least `min_sent` were sent: the bound for
+/// tests about well-formed responses or memory errors rather than keeping up (see
+/// `extras_clone_answers_every_framing_with_large_requests`).
+fn assert_answered_at_least(report: &LoadReport, what: &str, min_sent: u64) {
+    assert_answered(report, what);
+    assert!(
+        report.requests_sent >= min_sent,
+        "{what}: only {} requests sent, need {min_sent}\n{}",
+        report.requests_sent,
+        report.to_summary()
+    );
+}
+
 /// A clean stop: exit 0 and nothing on stderr but the listening line.
 fn assert_clean_exit(status: ExitStatus, stderr: &[String], what: &str) {
     assert!(
@@ -339,13 +352,7 @@ fn extras_clone_answers_every_framing_with_large_requests() {
         // whose latency is the machine's, and the test is about well-formed responses, so the
         // kept-up bound does not apply here; every request sent must still be answered, and enough
         // of them (each extra op runs at least ten times) for the check to mean something.
-        assert_answered(&report, &what);
-        assert!(
-            report.requests_sent >= 100,
-            "{what}: only {} requests sent\n{}",
-            report.requests_sent,
-            report.to_summary()
-        );
+        assert_answered_at_least(&report, &what, 100);
         let (status, stderr) = clone.stop();
         assert_clean_exit(status, &stderr, &what);
     }
@@ -424,7 +431,10 @@ fn asan_and_ubsan_find_no_errors() {
             500.0,
             Duration::from_millis(700),
         );
-        assert_all_ok(&report, &what);
+        // The extras clone's `fdatasync` stalls every connection on a busy disk (in one CI run, an
+        // ASan build: p99 286 ms, 213 of 350 scheduled requests sent); sanitizers judge the
+        // requests that ran, so the kept-up bound does not apply.
+        assert_answered_at_least(&report, &what, 100);
         let (status, stderr) = clone.stop();
         let log = stderr.join("\n");
         assert!(
