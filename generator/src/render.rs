@@ -113,7 +113,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
     );
     out.push_str(
         "/* body.S reads these fields at fixed offsets and was generated for this ABI. */\n\
-         _Static_assert(DITTO_RUNTIME_ABI == 3, \"body.S was generated for runtime ABI 3\");\n\
+         _Static_assert(DITTO_RUNTIME_ABI == 4, \"body.S was generated for runtime ABI 4\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, \"body.S reads ctx->priv at 0\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, \"body.S reads ctx->shared at 8\");\n",
     );
@@ -142,9 +142,10 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         );
         let d = dist_arrays(&mut out, &format!("extra{i}"), &e.bytes);
         extra_lines.push(format!(
-            "    {{{}, {}, {d}}},",
+            "    {{{}, {}, {d}, {}}},",
             e.op,
-            c_double(e.per_request)
+            c_double(e.per_request),
+            i32::from(e.contended)
         ));
     }
     if !extra_lines.is_empty() {
@@ -218,7 +219,10 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
          \x20   .data_file_bytes = {dfb},\n\
          \x20   .data_files = {df},\n\
          \x20   .seed = UINT64_C({seed}),\n\
-         {classes}}};\n",
+         {classes}\
+         \x20   .profiled_rate = {profiled_rate},\n\
+         \x20   .in_flight_s = {in_flight_s},\n\
+         }};\n",
         name = c.name,
         net = s.net_model,
         framing = s.framing,
@@ -240,6 +244,8 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         dfb = s.data_file_bytes,
         df = s.data_files,
         seed = c.seed,
+        profiled_rate = c_double(s.profiled_rate),
+        in_flight_s = c_double(s.in_flight_s),
     );
     out
 }
@@ -414,11 +420,27 @@ pub fn skeleton_md(s: &Skeleton) -> String {
         for e in &s.extras {
             let _ = writeln!(
                 out,
-                "| `{}` | {:.4} | {} | {} |",
+                "| `{}` | {:.4}{} | {} | {} |",
                 e.op,
                 e.per_request,
+                if e.contended {
+                    " at the profiled load"
+                } else {
+                    ""
+                },
                 e.from,
                 bins_summary(&e.bytes)
+            );
+        }
+        if s.extras.iter().any(|e| e.contended) && s.in_flight_s > 0.0 {
+            let _ = writeln!(
+                out,
+                "\nThe ops marked \"at the profiled load\" synchronise threads, which the original does when \
+                 requests overlap: the runtime scales them by the share of requests that find another in \
+                 flight, 1 − exp(−rate × {:.0} µs), at its current rate over that share at the profiled \
+                 {:.0} req/s.",
+                s.in_flight_s * 1e6,
+                s.profiled_rate
             );
         }
     }

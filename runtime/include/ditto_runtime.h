@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DITTO_RUNTIME_ABI 3
+#define DITTO_RUNTIME_ABI 4
 
 /* How the server side handles connections (profile: network.model / threads.process_model). */
 enum ditto_net_model {
@@ -85,6 +85,10 @@ struct ditto_extra {
     enum ditto_extra_op op;
     double per_request;        /* mean count per request; fractions realised by an accumulator */
     struct ditto_dist bytes;   /* size per call where the op moves bytes (bins == 0: 4096) */
+    /* Nonzero: the op is a synchronisation between threads (a wake, a yield), which the original
+     * makes when requests overlap, so per_request holds at the profiled load only and scales with
+     * the share of requests that find another in flight (ditto_config.in_flight_s). */
+    int contended;
 };
 
 struct ditto_body_ctx {
@@ -164,6 +168,13 @@ struct ditto_config {
     uint64_t seed;
     const struct ditto_request_class *request_classes; /* NULL: every request draws from all */
     uint32_t n_request_classes;
+    /* The profiled load, for the contended extras: its request rate (all processes together) and
+     * how long a request was in flight (its median latency). A request arriving at rate r finds
+     * another in flight with probability 1 - exp(-r * in_flight_s) (Poisson arrivals); a contended
+     * extra runs per_request times that share at the current rate over that share at
+     * profiled_rate. 0: no scaling. */
+    double profiled_rate;
+    double in_flight_s;
 };
 
 /* Defined by the generated src/config.c. */

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 3, "body.S was generated for runtime ABI 3");
+_Static_assert(DITTO_RUNTIME_ABI == 4, "body.S was generated for runtime ABI 4");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -29,12 +29,12 @@ static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(331
 /* extra 5: epoll_wait per request (total; the loop makes at most one) (1.0750 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_SCHED_YIELD, 0.0197652252433029, {0, NULL, NULL, NULL}},
-    {DITTO_OP_MPROTECT, 0.1647938196046955, {0, NULL, NULL, NULL}},
-    {DITTO_OP_FUTEX_WAKE, 0.158673622955754, {0, NULL, NULL, NULL}},
-    {DITTO_OP_EVENTFD_WRITE, 0.004163740343132337, {0, NULL, NULL, NULL}},
-    {DITTO_OP_RECV_TOPUP, 1.1197953245710845, {0, NULL, NULL, NULL}},
-    {DITTO_OP_WAKEUP_TOPUP, 1.0749974917226848, {0, NULL, NULL, NULL}},
+    {DITTO_OP_SCHED_YIELD, 0.0197652252433029, {0, NULL, NULL, NULL}, 1},
+    {DITTO_OP_MPROTECT, 0.1647938196046955, {0, NULL, NULL, NULL}, 0},
+    {DITTO_OP_FUTEX_WAKE, 0.158673622955754, {0, NULL, NULL, NULL}, 1},
+    {DITTO_OP_EVENTFD_WRITE, 0.004163740343132337, {0, NULL, NULL, NULL}, 0},
+    {DITTO_OP_RECV_TOPUP, 1.1197953245710845, {0, NULL, NULL, NULL}, 0},
+    {DITTO_OP_WAKEUP_TOPUP, 1.0749974917226848, {0, NULL, NULL, NULL}, 0},
 };
 
 /* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
@@ -103,4 +103,6 @@ const struct ditto_config ditto_clone_config = {
     .data_file_bytes = 0,
     .data_files = 0,
     .seed = UINT64_C(1),
+    .profiled_rate = 1988.426079024903,
+    .in_flight_s = 0.000202239,
 };

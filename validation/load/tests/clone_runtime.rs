@@ -422,6 +422,7 @@ fn asan_and_ubsan_find_no_errors() {
         ("poll", "http"),
         ("prefork", "mc"),
         ("epoll_single", "grpc"),
+        ("contended", "http"),
     ] {
         let _turn = common::one_at_a_time();
         let what = format!("asan clone-{model}-{framing}");
@@ -496,6 +497,18 @@ fn strace_during_load(
     workload: Workload,
     requests: u64,
 ) -> (BTreeMap<String, u64>, String) {
+    strace_during_load_at(pids, addr, workload, requests, 1000.0)
+}
+
+/// `strace -f -c` of `pids` while `requests` requests are sent at `rate` per second over 2
+/// connections: the syscall counts and strace's summary.
+fn strace_during_load_at(
+    pids: &[i32],
+    addr: SocketAddr,
+    workload: Workload,
+    requests: u64,
+    rate: f64,
+) -> (BTreeMap<String, u64>, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("strace.txt");
     let mut cmd = Command::new("strace");
@@ -528,11 +541,11 @@ fn strace_during_load(
         let _ = std::io::Read::read_to_string(&mut err, &mut rest);
         rest
     });
-    let mut cfg = LoadConfig::new(addr, workload, 1000.0);
+    let mut cfg = LoadConfig::new(addr, workload, rate);
     cfg.connections = 2;
     cfg.arrival = Arrival::Fixed;
     cfg.warmup = Duration::ZERO;
-    cfg.duration = Duration::from_secs(20);
+    cfg.duration = Duration::from_secs_f64(20.0f64.max(2.0 * requests as f64 / rate));
     cfg.max_requests = Some(requests);
     let report = run(&cfg, &mut |_| {}).expect("load under strace");
     assert_all_ok(&report, "load under strace");
@@ -646,6 +659,41 @@ fn strace_eventfd_writes_are_a_process_total_that_counts_the_accept_hand_overs()
         problems.is_empty(),
         "per-request syscalls differ from the config:\n{}\n\nstrace -c:\n{text}",
         problems.join("\n")
+    );
+}
+
+/// A contended extra (a futex wake) runs its configured 0.5 per request at the profiled rate
+/// (1000 req/s, requests 1 ms in flight) and falls with the share of requests that find another in
+/// flight at a lower one: 0.5 x (1 - e^-0.25) / (1 - e^-1) = 0.175 at 250 req/s. The clone
+/// estimates the rate over windows of 0.25 s from the first request on, so the first window of
+/// each run counts at the scale of the one before (the profiled load's for the first run).
+#[test]
+fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
+    require("strace", "strace");
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let clone = Clone::start(&clone_binary(&bin, "contended", "lp"), &[], &[]);
+    let mut per_request = Vec::new();
+    for (rate, requests) in [(250.0, 1000), (1000.0, 3000)] {
+        let (counts, text) =
+            strace_during_load_at(&[clone.pid()], clone.addr, workload("lp"), requests, rate);
+        let futex = counts.get("futex").copied().unwrap_or(0) as f64 / requests as f64;
+        eprintln!("{rate} req/s: futex {futex:.3} per request\n{text}");
+        per_request.push(futex);
+    }
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "clone-contended-lp");
+    let expected_low = 0.5 * (1.0 - (-0.25f64).exp()) / (1.0 - (-1.0f64).exp());
+    // At 250 req/s the first 0.25 s (about 60 requests) run at the profiled scale, 0.5.
+    assert!(
+        (per_request[0] - expected_low).abs() <= 0.04,
+        "250 req/s: {:.3} futex wakes per request, expected {expected_low:.3}",
+        per_request[0]
+    );
+    assert!(
+        (per_request[1] - 0.5).abs() <= 0.05,
+        "1000 req/s: {:.3} futex wakes per request, configured 0.5",
+        per_request[1]
     );
 }
 

@@ -3,6 +3,7 @@
  * accumulators) and what it does per request: body, extras, response plan. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ditto_internal.h"
@@ -31,6 +33,7 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     w->cluster = cluster;
     w->pipe_rd = w->pipe_wr = w->event_fd = w->epoll_fd = -1;
     w->rng = ditto_rng_seed(cfg->seed, stream);
+    w->contention_scale = 1.0; /* the profiled load's, until a rate is measured */
     w->ctx.shared = rt->shared;
     w->ctx.stream = stream;
     w->ctx.priv = ditto_buffer_alloc(cfg->priv_bytes);
@@ -156,6 +159,45 @@ static uint64_t claim_eventfd_writes(double per_request)
     }
 }
 
+/* The share of requests arriving at `rate` per second that find another in flight for in_flight_s. */
+static double overlap_share(double rate, double in_flight_s)
+{
+    return 1.0 - exp(-rate * in_flight_s);
+}
+
+/* Re-estimates the contended extras' scale from the process's request rate over the last window of
+ * at least DITTO_RATE_WINDOW_NS (checked every DITTO_RATE_CHECK requests of this thread, so the clock
+ * is read rarely). The window starts at this thread's first request, not at start-up, so that the
+ * idle time before a load does not count as a low rate. Each process serves its share of the load:
+ * its rate times the processes is the total the profiled rate was. */
+static void update_contention(struct ditto_worker *w, const struct ditto_config *cfg)
+{
+    if (cfg->in_flight_s <= 0.0 || cfg->profiled_rate <= 0.0)
+        return;
+    if (w->rate_mark_ns != 0 && (++w->rate_tick % DITTO_RATE_CHECK) != 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t served = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
+    if (w->rate_mark_ns == 0) {
+        w->rate_mark_ns = now;
+        w->rate_mark_served = served;
+        return;
+    }
+    uint64_t elapsed = now - w->rate_mark_ns;
+    if (elapsed < DITTO_RATE_WINDOW_NS)
+        return;
+    double processes = cfg->processes > 0 ? (double)cfg->processes : 1.0;
+    double rate = count_to_double(served - w->rate_mark_served) * processes /
+                  (count_to_double(elapsed) * 1e-9);
+    double at_profile = overlap_share(cfg->profiled_rate, cfg->in_flight_s);
+    if (at_profile > 0.0)
+        w->contention_scale = overlap_share(rate, cfg->in_flight_s) / at_profile;
+    w->rate_mark_ns = now;
+    w->rate_mark_served = served;
+}
+
 void ditto_worker_body(struct ditto_worker *w)
 {
     if (w->cluster != NULL && w->cluster->body != NULL)
@@ -197,6 +239,7 @@ void ditto_worker_serve(struct ditto_worker *w, const struct ditto_request_class
     plan->corks = 0;
     plan->peeks = 0;
     __atomic_fetch_add(&ditto_requests_served, 1, __ATOMIC_RELAXED);
+    update_contention(w, cfg);
     ditto_worker_body(w);
     plan->payload = payload_in(w, lo, hi);
     uint64_t body_room = UINT32_MAX - plan->payload;
@@ -221,7 +264,7 @@ void ditto_worker_serve(struct ditto_worker *w, const struct ditto_request_class
         /* The accumulator realises fractional means exactly over a run: with 0.25 per request
          * every fourth request does the op. The epsilon absorbs binary rounding of sums such as
          * 0.1 + 0.1 + ... so that ten of them make one op, not zero. */
-        w->acc[i] += e->per_request;
+        w->acc[i] += e->contended ? e->per_request * w->contention_scale : e->per_request;
         uint64_t n = (uint64_t)(w->acc[i] + 1e-9);
         if (n == 0)
             continue;

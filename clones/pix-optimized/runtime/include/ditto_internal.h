@@ -17,6 +17,8 @@
 /* Limits that keep every buffer bounded; each is documented in docs/runtime.md. */
 #define DITTO_MAX_PAYLOAD ((uint64_t)64 << 20)   /* largest response payload or extra-op byte count */
 #define DITTO_MAX_OPS_PER_REQUEST 64             /* largest per_request of one extra op */
+#define DITTO_RATE_WINDOW_NS 250000000u          /* shortest window of a request-rate estimate */
+#define DITTO_RATE_CHECK 8u                      /* a thread's requests between clock reads */
 #define DITTO_MAX_FILE_SEGS 64                   /* sendfile calls one response can carry */
 #define DITTO_DEFAULT_OP_BYTES 4096              /* bytes of an op whose distribution is empty */
 #define DITTO_IN_BUFFER (64 * 1024)              /* per-connection read buffer */
@@ -140,6 +142,11 @@ struct ditto_worker {
     size_t scratch_len;
     uint8_t *stage; /* contiguous copy for write/sendto of several pieces */
     size_t stage_cap;
+    /* The contended extras' scale (ditto_config.in_flight_s) and the window of the process's
+     * request rate it was last estimated over. */
+    double contention_scale;
+    uint64_t rate_mark_ns, rate_mark_served;
+    uint32_t rate_tick;
 };
 
 struct ditto_req;
