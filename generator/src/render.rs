@@ -222,6 +222,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
          {classes}\
          \x20   .profiled_rate = {profiled_rate},\n\
          \x20   .in_flight_s = {in_flight_s},\n\
+         \x20   .conn_calls = {{{peer}, {sock}, {shut}}},\n\
          }};\n",
         name = c.name,
         net = s.net_model,
@@ -246,6 +247,9 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         seed = c.seed,
         profiled_rate = c_double(s.profiled_rate),
         in_flight_s = c_double(s.in_flight_s),
+        peer = s.conn_calls.peer_names,
+        sock = s.conn_calls.sock_names,
+        shut = s.conn_calls.shutdowns,
     );
     out
 }
@@ -443,6 +447,15 @@ pub fn skeleton_md(s: &Skeleton) -> String {
                 s.profiled_rate
             );
         }
+    }
+    let cc = s.conn_calls;
+    if cc != crate::skeleton::ConnCalls::default() {
+        let _ = writeln!(
+            out,
+            "\nPer accepted connection, as the original: getpeername ×{}, getsockname ×{} after \
+             accepting it, shutdown ×{} before closing it.",
+            cc.peer_names, cc.sock_names, cc.shutdowns
+        );
     }
     if !s.not_extras.is_empty() {
         out.push_str("\nOther profiled system calls of the serving cluster:\n\n| syscall | per request | in the clone |\n|---|---|---|\n");

@@ -235,12 +235,14 @@ struct ditto_conn {
     int want_write;       /* output is blocked until the socket is writable */
     struct ditto_conn *prev, *next; /* the owning loop's list */
     size_t slot;          /* the owning loop's index (poll model) */
+    uint32_t shutdowns;   /* shutdown() calls before close (ditto_config.conn_calls) */
 };
 
 enum ditto_flush { DITTO_FLUSH_DONE = 0, DITTO_FLUSH_WAIT = 1, DITTO_FLUSH_ERROR = -1 };
 
-struct ditto_conn *ditto_conn_new(int fd, int blocking);
-void ditto_conn_free(struct ditto_conn *c); /* closes the socket */
+struct ditto_conn *ditto_conn_new(const struct ditto_config *cfg, int fd, int blocking);
+/* Shuts the socket down as often as the config's conn_calls say, then closes it. */
+void ditto_conn_free(struct ditto_conn *c);
 /* One receive call. Returns bytes read, 0 at end of stream, -1 on error, -2 for EAGAIN. */
 ssize_t ditto_conn_read(struct ditto_conn *c, const struct ditto_rt *rt);
 /* Parses every complete request in the buffer and queues its response. Returns -1 when the

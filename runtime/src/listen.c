@@ -63,6 +63,15 @@ int ditto_accept(const struct ditto_rt *rt, int nonblocking)
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         }
+        struct sockaddr_storage name;
+        for (uint32_t i = 0; i < rt->cfg->conn_calls.peer_names; i++) {
+            socklen_t len = sizeof name;
+            (void)getpeername(fd, (struct sockaddr *)&name, &len);
+        }
+        for (uint32_t i = 0; i < rt->cfg->conn_calls.sock_names; i++) {
+            socklen_t len = sizeof name;
+            (void)getsockname(fd, (struct sockaddr *)&name, &len);
+        }
         return fd;
     }
 }

@@ -2,7 +2,8 @@
  * futex wake configured at 0.5 per request at a profiled 1000 req/s with requests 1 ms in flight,
  * where 1 - exp(-1) of them overlap. At 250 req/s, 1 - exp(-0.25) overlap, so the wakes fall to
  * 0.5 x 0.221 / 0.632 = 0.175 per request; at 1000 req/s they stay at 0.5
- * (validation/load/tests/clone_runtime.rs checks both under strace). */
+ * (validation/load/tests/clone_runtime.rs checks both under strace). Each connection also gets one
+ * getpeername and getsockname after accept and one shutdown before close. */
 #include "test_common.h"
 
 static const struct ditto_extra test_extras[] = {
@@ -32,4 +33,5 @@ const struct ditto_config ditto_clone_config = {
     .seed = 44,
     .profiled_rate = 1000.0,
     .in_flight_s = 0.001,
+    .conn_calls = {1, 1, 1},
 };

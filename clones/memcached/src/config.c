@@ -121,4 +121,5 @@ const struct ditto_config ditto_clone_config = {
     .seed = UINT64_C(1),
     .profiled_rate = 9972.98352086054,
     .in_flight_s = 7.884699999999999e-5,
+    .conn_calls = {1, 0, 0},
 };

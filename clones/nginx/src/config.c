@@ -86,4 +86,5 @@ const struct ditto_config ditto_clone_config = {
     .n_request_classes = 4,
     .profiled_rate = 4986.185250876161,
     .in_flight_s = 0.000178047,
+    .conn_calls = {0, 0, 0},
 };

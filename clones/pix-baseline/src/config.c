@@ -105,4 +105,5 @@ const struct ditto_config ditto_clone_config = {
     .seed = UINT64_C(1),
     .profiled_rate = 1988.426079024903,
     .in_flight_s = 0.000202239,
+    .conn_calls = {1, 1, 1},
 };

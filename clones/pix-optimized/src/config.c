@@ -101,4 +101,5 @@ const struct ditto_config ditto_clone_config = {
     .seed = UINT64_C(1),
     .profiled_rate = 1991.9269723942268,
     .in_flight_s = 0.00018329499999999999,
+    .conn_calls = {1, 1, 1},
 };

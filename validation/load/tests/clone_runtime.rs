@@ -497,17 +497,19 @@ fn strace_during_load(
     workload: Workload,
     requests: u64,
 ) -> (BTreeMap<String, u64>, String) {
-    strace_during_load_at(pids, addr, workload, requests, 1000.0)
+    strace_during_load_at(pids, addr, workload, requests, 1000.0, Duration::ZERO)
 }
 
 /// `strace -f -c` of `pids` while `requests` requests are sent at `rate` per second over 2
-/// connections: the syscall counts and strace's summary.
+/// connections, and for `settle` after (the server closes its side of the connections then): the
+/// syscall counts and strace's summary.
 fn strace_during_load_at(
     pids: &[i32],
     addr: SocketAddr,
     workload: Workload,
     requests: u64,
     rate: f64,
+    settle: Duration,
 ) -> (BTreeMap<String, u64>, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("strace.txt");
@@ -550,6 +552,7 @@ fn strace_during_load_at(
     let report = run(&cfg, &mut |_| {}).expect("load under strace");
     assert_all_ok(&report, "load under strace");
     assert_eq!(report.requests_sent, requests);
+    std::thread::sleep(settle);
     // SIGINT makes strace detach and write its summary; the clone keeps running.
     // SAFETY: signals our own child.
     unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
@@ -666,7 +669,8 @@ fn strace_eventfd_writes_are_a_process_total_that_counts_the_accept_hand_overs()
 /// (1000 req/s, requests 1 ms in flight) and falls with the share of requests that find another in
 /// flight at a lower one: 0.5 x (1 - e^-0.25) / (1 - e^-1) = 0.175 at 250 req/s. The clone
 /// estimates the rate over windows of 0.25 s from the first request on, so the first window of
-/// each run counts at the scale of the one before (the profiled load's for the first run).
+/// each run counts at the scale of the one before (the profiled load's for the first run). The
+/// config's per-connection calls (getpeername, getsockname, shutdown) come once per connection.
 #[test]
 fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
     require("strace", "strace");
@@ -675,11 +679,25 @@ fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
     let clone = Clone::start(&clone_binary(&bin, "contended", "lp"), &[], &[]);
     let mut per_request = Vec::new();
     for (rate, requests) in [(250.0, 1000), (1000.0, 3000)] {
-        let (counts, text) =
-            strace_during_load_at(&[clone.pid()], clone.addr, workload("lp"), requests, rate);
+        let (counts, text) = strace_during_load_at(
+            &[clone.pid()],
+            clone.addr,
+            workload("lp"),
+            requests,
+            rate,
+            Duration::from_millis(300),
+        );
         let futex = counts.get("futex").copied().unwrap_or(0) as f64 / requests as f64;
         eprintln!("{rate} req/s: futex {futex:.3} per request\n{text}");
         per_request.push(futex);
+        // Its config's per-connection calls, once for each of the load's 2 connections.
+        for call in ["getpeername", "getsockname", "shutdown"] {
+            assert_eq!(
+                counts.get(call).copied().unwrap_or(0),
+                2,
+                "{call} at {rate} req/s, once per connection:\n{text}"
+            );
+        }
     }
     let (status, stderr) = clone.stop();
     assert_clean_exit(status, &stderr, "clone-contended-lp");

@@ -145,6 +145,14 @@ struct ditto_request_class {
     double lo, hi;     /* 0 <= lo <= hi <= 1 */
 };
 
+/* Calls the original made once or more per accepted connection (as servers log or check the
+ * addresses, and shut a socket down before closing it): made after accept and before close. */
+struct ditto_conn_calls {
+    uint32_t peer_names; /* getpeername */
+    uint32_t sock_names; /* getsockname */
+    uint32_t shutdowns;  /* shutdown(SHUT_RDWR) */
+};
+
 struct ditto_config {
     uint32_t abi;                      /* DITTO_RUNTIME_ABI */
     const char *clone_name;
@@ -175,6 +183,7 @@ struct ditto_config {
      * profiled_rate. 0: no scaling. */
     double profiled_rate;
     double in_flight_s;
+    struct ditto_conn_calls conn_calls;
 };
 
 /* Defined by the generated src/config.c. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -20,13 +21,14 @@
 
 #define MAX_IOV 64
 
-struct ditto_conn *ditto_conn_new(int fd, int blocking)
+struct ditto_conn *ditto_conn_new(const struct ditto_config *cfg, int fd, int blocking)
 {
     struct ditto_conn *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     c->fd = fd;
     c->blocking = blocking;
+    c->shutdowns = cfg->conn_calls.shutdowns;
     c->in = malloc(DITTO_IN_BUFFER);
     c->segs_cap = 16;
     c->segs = malloc(sizeof *c->segs * c->segs_cap);
@@ -46,6 +48,8 @@ void ditto_conn_free(struct ditto_conn *c)
 {
     if (c == NULL)
         return;
+    for (uint32_t i = 0; i < c->shutdowns; i++)
+        shutdown(c->fd, SHUT_RDWR);
     close(c->fd);
     free(c->in);
     free(c->segs);

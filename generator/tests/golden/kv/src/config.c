@@ -81,4 +81,5 @@ const struct ditto_config ditto_clone_config = {
     .seed = UINT64_C(1),
     .profiled_rate = 9965.302657418286,
     .in_flight_s = 8.4159e-5,
+    .conn_calls = {1, 0, 0},
 };
