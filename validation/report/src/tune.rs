@@ -53,8 +53,8 @@ macro_rules! cpu_metrics {
         /// The CPU metrics: those a history records errors for and `--metrics` may tune.
         pub const CPU_METRICS: &[&str] = &[$($key),*];
 
-        /// A figure by metric key, of the CPU metrics only.
-        fn counter_figure(f: &CounterFigures, key: &str) -> Option<f64> {
+        /// A figure by metric key.
+        pub fn figure(f: &CounterFigures, key: &str) -> Option<f64> {
             match key {
                 $($key => f.$field,)*
                 _ => None,
@@ -83,35 +83,6 @@ cpu_metrics! {
     "llc_miss_rate" => llc_miss_rate,
     "itlb_misses_per_request" => itlb_misses_per_request,
 }
-
-/// A figure by metric key: a CPU metric, or a driver derived from them ([`LLC_PER_L1_MISS`]).
-pub fn figure(f: &CounterFigures, key: &str) -> Option<f64> {
-    match key {
-        LLC_PER_L1_MISS => f
-            .l2_miss_rate
-            .zip(f.llc_miss_rate)
-            .map(|(l2, llc)| l2 * llc),
-        _ => counter_figure(f, key),
-    }
-}
-
-/// LLC misses per L1 miss (the L2 miss rate times the LLC miss rate): the last-level group's driver
-/// where a first-touch stream leads it. The stream's accesses miss every level, so its share moves
-/// this product and the L2's misses alike; the tail share moves the L2's misses (reuses past 1 MiB
-/// that the LLC holds) and hardly this product. Driven by the LLC miss rate, a ratio over the L2's
-/// misses, the group answered the tail share's steps as its own: Pix baseline's tuning moved the
-/// share ×1.44, ×1.28, ×1.06, ×1.10 and the LLC rate read 0.217, 0.177, 0.303, 0.165 (original
-/// 0.221) with the first-touch scale at ×0.70, ×0.70, ×0.88, ×0.64, and ended 25 % under.
-pub const LLC_PER_L1_MISS: &str = "llc_misses_per_l1_miss";
-
-/// The row definition of a derived driver (a plain number: no absolute floor).
-const LLC_PER_L1_MISS_DEF: metrics::MetricDef = metrics::MetricDef {
-    key: LLC_PER_L1_MISS,
-    label: "LLC misses per L1 miss",
-    unit: "LLC misses / L1 misses",
-    group: metrics::Group::Cpu,
-    format: metrics::Format::Number,
-};
 
 /// The metrics tuned by default: those a knob group drives under the backend. The L2 miss rate is
 /// measured by the simulated backend's L2 runs only (`with_l2`); without them its LLC miss rate is
@@ -316,15 +287,6 @@ const NOT_INSTRUCTION_FETCHES: &[Knob] = &[
 /// with the tail's step between them the bracket (2.09, 2.62) was not comparable and the mid went
 /// ×1.44 at its assumed elasticity, to 3.02 (75 % over).
 const BRANCH_SHARE_AND_TAIL: &[Knob] = &[Knob::DataDependent, Knob::IndirectChange, Knob::DataTail];
-
-/// What LLC misses per L1 miss do not follow where a first-touch stream leads the last level
-/// ([`LLC_PER_L1_MISS`]): the branch knobs, and the tail share, whose accesses past 1 MiB the LLC
-/// holds.
-const BRANCH_SHARE_AND_TAIL_SHARE: &[Knob] = &[
-    Knob::DataDependent,
-    Knob::IndirectChange,
-    Knob::DataTailShare,
-];
 
 /// The first level's driver and the tail: the tail starts at 1 MiB and never takes the curve below
 /// 2 MiB (`plan::stretch_above`), far above the L1d's size, so it moves which larger level an access
@@ -706,14 +668,10 @@ pub trait TuneBackend {
     }
 }
 
-/// The row definition of a metric or derived driver.
-fn def_of(key: &str) -> Option<&'static metrics::MetricDef> {
-    metrics::metric(key).or((key == LLC_PER_L1_MISS).then_some(&LLC_PER_L1_MISS_DEF))
-}
-
 fn row(key: &str, original: &CounterFigures, clone: &CounterFigures) -> Option<MetricRow> {
+    let def = metrics::metric(key)?;
     Some(MetricRow::new(
-        def_of(key)?,
+        def,
         clone.source.clone(),
         vec![figure(original, key)],
         figure(clone, key),
@@ -727,7 +685,7 @@ pub fn within(
     clone: &CounterFigures,
     tolerance: f64,
 ) -> bool {
-    match (row(key, original, clone), def_of(key)) {
+    match (row(key, original, clone), metrics::metric(key)) {
         (Some(r), Some(def)) => r.within(tolerance, metrics::abs_floor(def)),
         _ => false,
     }
@@ -912,7 +870,6 @@ fn indirect_aim(original: &CounterFigures, clone: &CounterFigures) -> Option<Ind
 fn tuned_as(key: &str) -> &str {
     match key {
         "conditional_mispredict_rate" | "indirect_mispredict_rate" => "branch_mispredict_rate",
-        LLC_PER_L1_MISS => "llc_miss_rate",
         k => k,
     }
 }
@@ -1296,12 +1253,7 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
     if g.knob == Knob::DataTail && levers.first_touch {
         return Some(Group {
             knob: FIRST_TOUCH_LEADS_THE_LAST_LEVEL,
-            driver: LLC_PER_L1_MISS,
             cliff: false,
-            // The tail share moves the L2's misses, not this product; the data size moves its
-            // denominator.
-            coupled_to: &[Knob::DataWorkingSet],
-            unaffected_by: BRANCH_SHARE_AND_TAIL_SHARE,
             ..*g
         });
     }
@@ -2789,17 +2741,14 @@ mod tests {
 
     #[test]
     fn with_a_first_touch_stream_the_llc_moves_the_streams_share_and_not_the_tail() {
-        // Pix optimized's fourth iteration: LLC 0.267 of the L2's misses against 0.421, the L2's
-        // misses as the original's, so the LLC's misses per L1 miss are under by the same ratio.
+        // Pix optimized's fourth iteration: LLC 0.267 of the L2's misses against 0.421.
         let original = CounterFigures {
             l1d_miss_rate: Some(0.0342),
-            l2_miss_rate: Some(0.0042),
             llc_miss_rate: Some(0.421),
             ..CounterFigures::default()
         };
         let mut it = iteration_with(1, (Knob::DataFirstTouch, 1.0), ("llc_miss_rate", 0.267));
         it.figures.l1d_miss_rate = Some(0.0342);
-        it.figures.l2_miss_rate = Some(0.0042);
         let tuned = default_tuned_metrics(false, false);
         let tol = Tolerances::uniform(0.05);
         let levers = Levers {
@@ -2812,24 +2761,9 @@ mod tests {
         let want = 0.421 / 0.267;
         let got = k.data_working_set.first_touch_scale;
         assert!((got - want).abs() < 1e-9, "{got} against {want}");
-        assert!(adj
-            .iter()
-            .any(|a| a.knob == "data_working_set.first_touch_scale"
-                && a.group == "last-level data"
-                && a.driver == LLC_PER_L1_MISS));
-        // LLC misses per L1 miss on the original's, the L2's misses 1.5 times its (reuses past
-        // 1 MiB that the LLC holds): the LLC rate reads a third under, and it is the tail share's
-        // to move, not the stream's.
-        let mut over = it.clone();
-        over.figures.l2_miss_rate = Some(0.0063);
-        over.figures.llc_miss_rate = Some(0.421 / 1.5);
-        let (k, adj) = adjust_with(&[over], &original, &tuned, &tol, levers);
-        assert_eq!(k.data_working_set.first_touch_scale, 1.0);
-        let held = adj
-            .iter()
-            .find(|a| a.knob == "data_working_set.first_touch_scale")
-            .expect("listed");
-        assert!(held.reason.contains("within tolerance"), "{}", held.reason);
+        assert!(adj.iter().any(
+            |a| a.knob == "data_working_set.first_touch_scale" && a.group == "last-level data"
+        ));
         // Without the stream, the tail leads as before.
         let mut it = iteration_with(1, (Knob::DataTail, 1.0), ("llc_miss_rate", 0.267));
         it.figures.l1d_miss_rate = Some(0.0342);
