@@ -703,7 +703,7 @@ fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
     }
     let (status, stderr) = clone.stop();
     assert_clean_exit(status, &stderr, "clone-contended-lp");
-    // The model at the rate each load achieved (a busy machine may send behind the schedule).
+    // The model at each load's achieved rate (answered requests over its scheduled window).
     let expected = |rate: f64| 0.5 * (1.0 - (-rate * 0.001f64).exp()) / (1.0 - (-1.0f64).exp());
     let ((low, low_rate), (high, high_rate)) = (per_request[0], per_request[1]);
     // At 250 req/s the first 0.25 s (about 60 requests) run at the profiled scale, 0.5.
