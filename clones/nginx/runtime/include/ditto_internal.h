@@ -101,6 +101,9 @@ struct ditto_rt {
     struct ditto_datadir data;
     uint64_t max_pipe_bytes, max_scratch_bytes;   /* from the extras' distributions */
     int need_pipe, need_eventfd, need_mprotect, need_epoll;
+    /* A contended extra with a profiled load to scale it by: the workers estimate the request rate
+     * (worker.c, update_contention); without one they never read the clock for it. */
+    int need_rate;
 };
 
 /* This thread's receive calls on connections and the epoll_wait calls of its event loop, what the

@@ -172,7 +172,7 @@ static double overlap_share(double rate, double in_flight_s)
  * its rate times the processes is the total the profiled rate was. */
 static void update_contention(struct ditto_worker *w, const struct ditto_config *cfg)
 {
-    if (cfg->in_flight_s <= 0.0 || cfg->profiled_rate <= 0.0)
+    if (!w->rt->need_rate)
         return;
     if (w->rate_mark_ns != 0 && (++w->rate_tick % DITTO_RATE_CHECK) != 0)
         return;
@@ -191,9 +191,9 @@ static void update_contention(struct ditto_worker *w, const struct ditto_config 
     double processes = cfg->processes > 0 ? (double)cfg->processes : 1.0;
     double rate = count_to_double(served - w->rate_mark_served) * processes /
                   (count_to_double(elapsed) * 1e-9);
-    double at_profile = overlap_share(cfg->profiled_rate, cfg->in_flight_s);
-    if (at_profile > 0.0)
-        w->contention_scale = overlap_share(rate, cfg->in_flight_s) / at_profile;
+    /* need_rate: both profiled figures are positive, so the share at the profile is too. */
+    w->contention_scale = overlap_share(rate, cfg->in_flight_s) /
+                          overlap_share(cfg->profiled_rate, cfg->in_flight_s);
     w->rate_mark_ns = now;
     w->rate_mark_served = served;
 }

@@ -173,6 +173,8 @@ static void size_buffers(struct ditto_rt *rt)
         if (e->per_request <= 0)
             continue;
         uint64_t m = op_max_bytes(e);
+        if (e->contended && cfg->in_flight_s > 0.0 && cfg->profiled_rate > 0.0)
+            rt->need_rate = 1;
         switch (e->op) {
         case DITTO_OP_FILE_PWRITE:
             if (m > pattern)
