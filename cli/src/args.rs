@@ -114,6 +114,32 @@ fn parse_level(s: &str) -> Result<Level, String> {
     s.parse()
 }
 
+/// `ditto profile --second-level`: a level, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecondLevel {
+    At(Level),
+    None,
+}
+
+impl SecondLevel {
+    /// The level to run, given the profiled one: unset means low, or medium when profiling at low.
+    pub fn resolve(flag: Option<SecondLevel>, profiled: Level) -> Option<Level> {
+        match flag {
+            Some(SecondLevel::At(l)) if l != profiled => Some(l),
+            Some(_) => None,
+            None if profiled == Level::Low => Some(Level::Medium),
+            None => Some(Level::Low),
+        }
+    }
+}
+
+fn parse_second_level(s: &str) -> Result<SecondLevel, String> {
+    if s == "none" {
+        return Ok(SecondLevel::None);
+    }
+    s.parse().map(SecondLevel::At)
+}
+
 /// `PROTOCOL[,FIELD=VALUE...]` or a JSON object → a validated workload. Values that read as
 /// numbers or booleans are taken as such, anything else as a string; fields that need a list
 /// (HTTP paths) need the JSON form.
@@ -237,6 +263,11 @@ pub struct ProfileArgs {
     /// the warm-up wrote (launch mode with --target).
     #[arg(long, default_value_t = 0, requires = "launch")]
     pub body_warmup_requests: u64,
+    /// Keep the body of this earlier launch profile of the same target instead of tracing it again:
+    /// the skeleton (syscalls, threads, network, the second load) is re-taken natively in seconds
+    /// (launch mode with --target; the thread clusters must match).
+    #[arg(long, value_name = "PROFILE", requires = "launch")]
+    pub body_from: Option<PathBuf>,
     /// What one run of a plain program counts as, in requests (launch mode without --target).
     #[arg(long, default_value_t = 1, requires = "launch")]
     pub requests: u64,
@@ -252,6 +283,12 @@ pub struct ProfileArgs {
     /// Address the running target listens on (with --target; default: 127.0.0.1 and the spec's port).
     #[arg(long, value_name = "HOST:PORT", requires = "target")]
     pub addr: Option<SocketAddr>,
+    /// With --target: after the profiled window, a second window at this level on the same running
+    /// server, whose syscall counts tell the clone how they change with load (a timer thread that
+    /// wakes more when busy, an event loop woken more than once per request when requests arrive
+    /// alone). `none` skips it. Default: low, or medium when profiling at low.
+    #[arg(long, value_name = "LEVEL|none", value_parser = parse_second_level, requires = "target")]
+    pub second_level: Option<SecondLevel>,
     /// Seconds to observe (with --target: seconds of load).
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use ditto_profile::Profile;
 use ditto_profiler::{AttachLoad, AttachOptions, CollectorChoice};
 
-use crate::args::{CollectorFlag, ProfileArgs};
+use crate::args::{CollectorFlag, ProfileArgs, SecondLevel};
 use crate::load::load_spec;
 
 pub fn run(args: ProfileArgs) -> Result<()> {
@@ -29,9 +29,15 @@ pub fn run(args: ProfileArgs) -> Result<()> {
             let addr = args
                 .addr
                 .unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, spec.server.port)));
+            let second_level = SecondLevel::resolve(args.second_level, args.level).map(|l| {
+                let mut second = spec.load.resolve(l);
+                second.duration_s = args.duration;
+                second
+            });
             Some(AttachLoad {
                 spec,
                 level,
+                second_level,
                 addr,
                 seed: args.seed,
             })
@@ -96,10 +102,16 @@ fn run_launch(args: ProfileArgs) -> Result<()> {
             "--body-warmup-requests needs --target SPEC: a plain program's whole run is the window"
         );
     }
+    if spec.is_none() && args.body_from.is_some() {
+        anyhow::bail!("--body-from needs --target SPEC");
+    }
+    let body_from = args.body_from.as_deref().map(Profile::load).transpose()?;
     let opts = ditto_profiler::launch::LaunchOptions {
         spec,
+        body_from,
         command: args.command.clone(),
         level: args.level,
+        second_level: SecondLevel::resolve(args.second_level, args.level),
         collector: collector(args.collector),
         body_requests: args.body_requests,
         body_rate: args.body_rate,
@@ -111,12 +123,14 @@ fn run_launch(args: ProfileArgs) -> Result<()> {
     save(&result.profile, &args.output)?;
     print!("{}", summary(&result.profile));
     let words = result.body_words as f64;
-    eprintln!(
-        "ditto: body pass {:.1} s, {:.1} M trace words ({:.1} M/s)",
-        result.body_seconds,
-        words / 1e6,
-        words / 1e6 / result.body_seconds.max(1e-9)
-    );
+    if result.body_load.is_some() {
+        eprintln!(
+            "ditto: body pass {:.1} s, {:.1} M trace words ({:.1} M/s)",
+            result.body_seconds,
+            words / 1e6,
+            words / 1e6 / result.body_seconds.max(1e-9)
+        );
+    }
     eprintln!("ditto: wrote {}", args.output.display());
     if let Some(p) = &result.profile.conditions.partial {
         anyhow::bail!(

@@ -157,6 +157,37 @@ fn memcached_profile_finds_epoll_and_an_acceptor_dispatching_to_four_workers() {
     assert!((0.9..1.1).contains(&sendmsg), "sendmsg/request {sendmsg}");
     assert!(p["conditions"]["requests"].as_u64().expect("requests") > 1000);
     assert!(p["memory"]["working_set_bytes"].as_u64().expect("ws") > 0);
+    // The second window (the low level, by default): memcached's maintainer thread wakes about
+    // 1,100 times a second at either load, so about 0.54 times a request at 2,000 req/s against
+    // 0.12 at 10,000.
+    let second = &p["syscalls"]["at_second_load"];
+    let second_rate = second["achieved_rate"].as_f64().expect("second load rate");
+    assert!(
+        (1800.0..2200.0).contains(&second_rate),
+        "the low level is 2,000 req/s: {second}"
+    );
+    let profiled_rate = p["conditions"]["load"]["achieved_rate"]
+        .as_f64()
+        .expect("rate");
+    let timers = clusters_with_role(&p, "timer");
+    assert_eq!(timers.len(), 1, "{:#}", p["threads"]);
+    let timer = timers[0]["id"].as_str().expect("cluster id");
+    let sleeps = |table: &serde_json::Value| -> f64 {
+        table["clusters"]
+            .as_array()
+            .expect("clusters")
+            .iter()
+            .filter(|c| c["cluster"] == timer)
+            .flat_map(|c| c["calls"].as_array().expect("calls"))
+            .filter(|c| c["name"] == "clock_nanosleep")
+            .map(|c| c["per_request"].as_f64().expect("per_request"))
+            .sum()
+    };
+    let (at_profile, at_second) = (sleeps(&p["syscalls"]), sleeps(second));
+    assert!(
+        at_second > 1.5 * at_profile,
+        "timer sleeps per request: {at_profile:.3} at {profiled_rate:.0} req/s, {at_second:.3} at {second_rate:.0}"
+    );
     still_serves(&served, "memcached");
 }
 
@@ -196,7 +227,11 @@ fn nginx_profile_finds_a_master_and_one_epoll_worker_process_with_file_and_socke
 fn pix_profile_finds_tokio_workers_on_epoll() {
     let _serial = serial();
     let served = Served::start("pix-optimized");
-    let (_, p) = profile(&served, "pix-optimized", &[]);
+    let (_, p) = profile(&served, "pix-optimized", &["--second-level", "none"]);
+    assert!(
+        p["syscalls"].get("at_second_load").is_none(),
+        "--second-level none runs no second window"
+    );
     let server = &p["network"]["server"];
     assert_eq!(server["io"], "epoll", "{server}");
     assert_eq!(p["network"]["framing"], "http2");

@@ -113,7 +113,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
     );
     out.push_str(
         "/* body.S reads these fields at fixed offsets and was generated for this ABI. */\n\
-         _Static_assert(DITTO_RUNTIME_ABI == 4, \"body.S was generated for runtime ABI 4\");\n\
+         _Static_assert(DITTO_RUNTIME_ABI == 5, \"body.S was generated for runtime ABI 5\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, \"body.S reads ctx->priv at 0\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, \"body.S reads ctx->shared at 8\");\n",
     );
@@ -141,8 +141,11 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
             e.from, e.per_request
         );
         let d = dist_arrays(&mut out, &format!("extra{i}"), &e.bytes);
+        // The count at the second load; -1: not measured (the runtime reads it only when the
+        // config has a second load).
+        let second = c_double(e.per_request_second.unwrap_or(-1.0));
         extra_lines.push(format!(
-            "    {{{}, {}, {d}, {}}},",
+            "    {{{}, {}, {d}, {}, {second}}},",
             e.op,
             c_double(e.per_request),
             i32::from(e.contended)
@@ -188,9 +191,14 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
             Some(a) => (a.body_symbol.as_str(), a.init_symbol.as_str()),
             None => ("NULL", "NULL"),
         };
+        let second = if cl.period_us_second > 0 {
+            format!(", .period_us_second = {}", cl.period_us_second)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}, .calls_per_request = {}, .warm = {warm}, .n_warm = {n_warm}}},",
+            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}{second}, .calls_per_request = {}, .warm = {warm}, .n_warm = {n_warm}}},",
             cl.cname, cl.role, cl.threads, cl.period_us,
             if cl.role == "DITTO_ROLE_BACKGROUND" && cl.has_body { format!("{:e}", cl.calls_per_request) } else { "0".to_string() }
         );
@@ -222,6 +230,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
          {classes}\
          \x20   .profiled_rate = {profiled_rate},\n\
          \x20   .in_flight_s = {in_flight_s},\n\
+         {second_rate}\
          \x20   .conn_calls = {{{peer}, {sock}, {shut}}},\n\
          }};\n",
         name = c.name,
@@ -247,6 +256,11 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         seed = c.seed,
         profiled_rate = c_double(s.profiled_rate),
         in_flight_s = c_double(s.in_flight_s),
+        second_rate = if s.second_rate > 0.0 {
+            format!("    .second_rate = {},\n", c_double(s.second_rate))
+        } else {
+            String::new()
+        },
         peer = s.conn_calls.peer_names,
         sock = s.conn_calls.sock_names,
         shut = s.conn_calls.shutdowns,
@@ -398,6 +412,11 @@ pub fn skeleton_md(s: &Skeleton) -> String {
         let period = if c.role == "DITTO_ROLE_BACKGROUND" {
             if c.period_us == 0 {
                 "idle".to_string()
+            } else if c.period_us_second > 0 {
+                format!(
+                    "{} µs ({} µs at {:.0} req/s)",
+                    c.period_us, c.period_us_second, s.second_rate
+                )
             } else {
                 format!("{} µs", c.period_us)
             }
@@ -427,16 +446,32 @@ pub fn skeleton_md(s: &Skeleton) -> String {
                 "| `{}` | {:.4}{} | {} | {} |",
                 e.op,
                 e.per_request,
-                if e.contended {
-                    " at the profiled load"
-                } else {
-                    ""
+                match e.per_request_second {
+                    Some(v) if s.second_rate > 0.0 => format!(
+                        " at {:.0} req/s, {v:.4} at {:.0}",
+                        s.profiled_rate, s.second_rate
+                    ),
+                    _ if e.contended => " at the profiled load".to_string(),
+                    _ => String::new(),
                 },
                 e.from,
                 bins_summary(&e.bytes)
             );
         }
-        if s.extras.iter().any(|e| e.contended) && s.in_flight_s > 0.0 {
+        if s.second_rate > 0.0 && s.in_flight_s > 0.0 {
+            let _ = writeln!(
+                out,
+                "\nThe profile measured these calls at two loads: at any other, the runtime takes the line \
+                 through both counts in the share of requests that find another in flight, \
+                 1 − exp(−rate × {:.0} µs), at its current rate.{}",
+                s.in_flight_s * 1e6,
+                if s.clusters.iter().any(|c| c.period_us_second > 0) {
+                    " Background periods follow the line through both wakeup rates in the request rate."
+                } else {
+                    ""
+                }
+            );
+        } else if s.extras.iter().any(|e| e.contended) && s.in_flight_s > 0.0 {
             let _ = writeln!(
                 out,
                 "\nThe ops marked \"at the profiled load\" synchronise threads, which the original does when \

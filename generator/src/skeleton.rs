@@ -28,6 +28,9 @@ pub struct Extra {
     /// `DITTO_OP_*` name.
     pub op: &'static str,
     pub per_request: f64,
+    /// Its count per request at the profile's second load, where it has one
+    /// (`syscalls.at_second_load`): the runtime follows the line through both.
+    pub per_request_second: Option<f64>,
     pub bytes: Bins,
     /// The profiled syscalls it stands for, for the README.
     pub from: String,
@@ -56,6 +59,8 @@ pub struct RtCluster {
     pub profile_role: String,
     pub threads: u32,
     pub period_us: u32,
+    /// Background threads: the period at the profile's second load (0: none, the period is fixed).
+    pub period_us_second: u32,
     /// Body calls per request (1 for the request worker).
     pub calls_per_request: f64,
     /// Whether this cluster gets a generated body.
@@ -89,6 +94,9 @@ pub struct Skeleton {
     /// load, which leaves the contended extras at their per-request count).
     pub profiled_rate: f64,
     pub in_flight_s: f64,
+    /// The second load's request rate, where the profile has one (0: none): the extras'
+    /// `per_request_second` and the clusters' `period_us_second` hold at it.
+    pub second_rate: f64,
     /// Calls the original made per accepted connection ([`conn_calls`]).
     pub conn_calls: ConnCalls,
     pub warnings: Vec<String>,
@@ -196,6 +204,160 @@ fn fd_share(s: &SyscallStat, kind: &str) -> f64 {
     } else {
         s.fd_kinds.get(kind).copied().unwrap_or(0.0)
     }
+}
+
+/// Below this many calls per request above the loop's one, receives and wakeups are not topped up.
+const TOPUP_MIN: f64 = 0.01;
+
+/// One candidate extra op and its count per request in one syscall table.
+struct ExtraCount {
+    op: &'static str,
+    per_request: f64,
+    bytes: Bins,
+    from: &'static str,
+    /// A top-up: `per_request` is the total the loop's own calls count towards.
+    topup: bool,
+}
+
+/// Rows [`extra_counts`] returns, whatever the table holds.
+const EXTRA_COUNT_ROWS: usize = 14;
+
+/// Every extra op the runtime has and its count per request in the serving cluster's table `wcs`,
+/// zero where the table lacks the call; always the same rows in the same order, so that two tables
+/// (the profiled load's and the second load's) line up. `recv` is the receive call the runtime
+/// makes and the syscall it stands for.
+fn extra_counts(
+    wcs: Option<&ClusterSyscalls>,
+    recv: Option<(&'static str, &str)>,
+    epoll_model: bool,
+) -> Vec<ExtraCount> {
+    let row = |op, per_request, bytes, from| ExtraCount {
+        op,
+        per_request,
+        bytes,
+        from,
+        topup: false,
+    };
+    let mut rows = vec![row(
+        "DITTO_OP_OPEN_FSTAT_CLOSE",
+        per_request(wcs, &["openat", "open"]),
+        Bins::new(),
+        "openat + newfstatat + close",
+    )];
+    for (names, op) in [
+        (&["sendfile", "sendfile64"][..], "DITTO_OP_SENDFILE"),
+        (&["pread64", "preadv", "preadv2"][..], "DITTO_OP_FILE_PREAD"),
+        (
+            &["pwrite64", "pwritev", "pwritev2"][..],
+            "DITTO_OP_FILE_PWRITE",
+        ),
+    ] {
+        let cs = calls(wcs, names);
+        let per: f64 = cs.iter().map(|s| s.per_request).sum();
+        let mut bytes = Bins::new();
+        for s in &cs {
+            bytes.extend(bins_of(&s.bytes));
+        }
+        bytes.sort();
+        rows.push(row(op, per, merge_bins(bytes), names[0]));
+    }
+    for (op, names, from) in [
+        (
+            "DITTO_OP_CORK",
+            &["setsockopt"][..],
+            "setsockopt pairs (TCP_CORK on/off)",
+        ),
+        ("DITTO_OP_SCHED_YIELD", &["sched_yield"][..], "sched_yield"),
+        ("DITTO_OP_MPROTECT", &["mprotect"][..], "mprotect"),
+        ("DITTO_OP_FUTEX_WAKE", &["futex"][..], "futex"),
+        (
+            "DITTO_OP_GETTIME",
+            &["clock_gettime", "gettimeofday"][..],
+            "clock_gettime",
+        ),
+        (
+            "DITTO_OP_FSYNC",
+            &["fsync", "fdatasync"][..],
+            "fsync/fdatasync",
+        ),
+    ] {
+        let per = per_request(wcs, names);
+        // Cork on and off are two setsockopt calls.
+        let per = if op == "DITTO_OP_CORK" {
+            per / 2.0
+        } else {
+            per
+        };
+        rows.push(row(op, per, Bins::new(), from));
+    }
+    // write/read on an eventfd (fd kind `anon`) wake an idle peer; on a pipe they are a pipe round trip.
+    // (Socket writes are the send call's, which the runtime makes by itself.)
+    let writes = calls(wcs, &["write"]);
+    let anon_writes: f64 = writes
+        .iter()
+        .map(|s| s.per_request * fd_share(s, "anon"))
+        .sum();
+    rows.push(row(
+        "DITTO_OP_EVENTFD_WRITE",
+        anon_writes,
+        Bins::new(),
+        "write to an eventfd",
+    ));
+    let pipe_writes: Vec<&&SyscallStat> = writes
+        .iter()
+        .filter(|s| fd_share(s, "pipe") > 0.0)
+        .collect();
+    rows.push(row(
+        "DITTO_OP_PIPE_RW",
+        pipe_writes
+            .iter()
+            .map(|s| s.per_request * fd_share(s, "pipe"))
+            .sum(),
+        pipe_writes
+            .first()
+            .map(|s| bins_of(&s.bytes))
+            .unwrap_or_default(),
+        "write + read on a pipe",
+    ));
+
+    // Receives and wakeups beyond one per request (a server that reads again until EAGAIN, an event
+    // loop woken by more than its requests): the runtime's loop makes one receive per request and at
+    // most one epoll_wait, so these are topped up to the profile's totals (docs/runtime.md). Peeking
+    // needs recvfrom or recvmsg (a read cannot peek and would have to consume), and only the epoll
+    // loops count their wakeups.
+    let receives = match recv {
+        Some((call, name)) if call != "DITTO_IO_READ" => calls(wcs, &[name])
+            .into_iter()
+            .find(|s| fd_share(s, "socket") > 0.5)
+            .map(|s| s.per_request)
+            .unwrap_or(0.0),
+        _ => 0.0,
+    };
+    rows.push(ExtraCount {
+        topup: true,
+        ..row(
+            "DITTO_OP_RECV_TOPUP",
+            receives,
+            Bins::new(),
+            "receives per request (total; the loop makes one)",
+        )
+    });
+    let wakeups = if epoll_model {
+        per_request(wcs, &["epoll_wait", "epoll_pwait"])
+    } else {
+        0.0
+    };
+    rows.push(ExtraCount {
+        topup: true,
+        ..row(
+            "DITTO_OP_WAKEUP_TOPUP",
+            wakeups,
+            Bins::new(),
+            "epoll_wait per request (total; the loop makes at most one)",
+        )
+    });
+    debug_assert_eq!(rows.len(), EXTRA_COUNT_ROWS);
+    rows
 }
 
 pub fn skeleton(p: &Profile) -> Skeleton {
@@ -339,138 +501,43 @@ pub fn skeleton(p: &Profile) -> Skeleton {
         response = vec![(b, b + 1, 1)];
     }
 
-    // Extra per-request system calls, from the serving cluster's syscall table.
-    let mut extras: Vec<Extra> = Vec::new();
-    let mut push = |op: &'static str, per: f64, bytes: Bins, from: &str| {
-        let per = per.clamp(0.0, 64.0);
-        if per > 0.0 {
-            extras.push(Extra {
-                op,
-                per_request: per,
-                bytes,
-                from: from.to_string(),
-                contended: CONTENDED_OPS.contains(&op),
-            });
-        }
-    };
-    let opens = per_request(wcs, &["openat", "open"]);
-    push(
-        "DITTO_OP_OPEN_FSTAT_CLOSE",
-        opens,
-        Bins::new(),
-        "openat + newfstatat + close",
-    );
-    for (names, op) in [
-        (&["sendfile", "sendfile64"][..], "DITTO_OP_SENDFILE"),
-        (&["pread64", "preadv", "preadv2"][..], "DITTO_OP_FILE_PREAD"),
-        (
-            &["pwrite64", "pwritev", "pwritev2"][..],
-            "DITTO_OP_FILE_PWRITE",
-        ),
-    ] {
-        let cs = calls(wcs, names);
-        let per: f64 = cs.iter().map(|s| s.per_request).sum();
-        let mut bytes = Bins::new();
-        for s in &cs {
-            bytes.extend(bins_of(&s.bytes));
-        }
-        bytes.sort();
-        push(op, per, merge_bins(bytes), names[0]);
-    }
-    push(
-        "DITTO_OP_CORK",
-        per_request(wcs, &["setsockopt"]) / 2.0,
-        Bins::new(),
-        "setsockopt pairs (TCP_CORK on/off)",
-    );
-    push(
-        "DITTO_OP_SCHED_YIELD",
-        per_request(wcs, &["sched_yield"]),
-        Bins::new(),
-        "sched_yield",
-    );
-    push(
-        "DITTO_OP_MPROTECT",
-        per_request(wcs, &["mprotect"]),
-        Bins::new(),
-        "mprotect",
-    );
-    push(
-        "DITTO_OP_FUTEX_WAKE",
-        per_request(wcs, &["futex"]),
-        Bins::new(),
-        "futex",
-    );
-    push(
-        "DITTO_OP_GETTIME",
-        per_request(wcs, &["clock_gettime", "gettimeofday"]),
-        Bins::new(),
-        "clock_gettime",
-    );
-    push(
-        "DITTO_OP_FSYNC",
-        per_request(wcs, &["fsync", "fdatasync"]),
-        Bins::new(),
-        "fsync/fdatasync",
-    );
-    // write/read on an eventfd (fd kind `anon`) wake an idle peer; on a pipe they are a pipe round trip.
-    // (Socket writes are the send call's, which the runtime makes by itself.)
-    let anon_writes: f64 = calls(wcs, &["write"])
-        .iter()
-        .map(|s| s.per_request * fd_share(s, "anon"))
-        .sum();
-    push(
-        "DITTO_OP_EVENTFD_WRITE",
-        anon_writes,
-        Bins::new(),
-        "write to an eventfd",
-    );
-    let pipe_writes: Vec<&SyscallStat> = calls(wcs, &["write"])
-        .into_iter()
-        .filter(|s| fd_share(s, "pipe") > 0.0)
-        .collect();
-    let pipe_per: f64 = pipe_writes
-        .iter()
-        .map(|s| s.per_request * fd_share(s, "pipe"))
-        .sum();
-    push(
-        "DITTO_OP_PIPE_RW",
-        pipe_per,
-        pipe_writes
-            .first()
-            .map(|s| bins_of(&s.bytes))
-            .unwrap_or_default(),
-        "write + read on a pipe",
-    );
-
-    // Receives and wakeups beyond one per request (a server that reads again until EAGAIN, an event
-    // loop woken by more than its requests): the runtime's loop makes one receive per request and at
-    // most one epoll_wait, so these are topped up to the profile's totals (docs/runtime.md). Below
-    // 1% of a call per request is left alone. Peeking needs recvfrom or recvmsg (a read cannot peek
-    // and would have to consume), and only the epoll loops count their wakeups.
-    const TOPUP_MIN: f64 = 0.01;
-    if let Some((call, s)) = recv {
-        if call != "DITTO_IO_READ" && s.per_request > 1.0 + TOPUP_MIN {
-            push(
-                "DITTO_OP_RECV_TOPUP",
-                s.per_request,
-                Bins::new(),
-                "receives per request (total; the loop makes one)",
-            );
-        }
-    }
-    let wakeups = per_request(wcs, &["epoll_wait", "epoll_pwait"]);
+    // Extra per-request system calls, from the serving cluster's syscall table, and the same at the
+    // second load where the profile has one: the runtime draws a line through the two.
     let epoll_model = matches!(
         net_model,
         "DITTO_NET_EPOLL_DISPATCH" | "DITTO_NET_EPOLL_SINGLE" | "DITTO_NET_PREFORK"
     );
-    if epoll_model && wakeups > 1.0 + TOPUP_MIN {
-        push(
-            "DITTO_OP_WAKEUP_TOPUP",
-            wakeups,
-            Bins::new(),
-            "epoll_wait per request (total; the loop makes at most one)",
-        );
+    let recv_name = recv.map(|(call, s)| (call, s.name.as_str()));
+    let second = p.syscalls.at_second_load.as_ref();
+    // A serving cluster missing from the second table is a mapping that failed, not zero calls.
+    let wcs2 = second.and_then(|s| s.clusters.iter().find(|c| c.cluster == worker_id));
+    let at_second: Vec<Option<f64>> = match wcs2 {
+        Some(wcs2) => extra_counts(Some(wcs2), recv_name, epoll_model)
+            .into_iter()
+            .map(|c| Some(c.per_request))
+            .collect(),
+        None => vec![None; EXTRA_COUNT_ROWS],
+    };
+    let mut extras: Vec<Extra> = Vec::new();
+    for (c, second) in extra_counts(wcs, recv_name, epoll_model)
+        .into_iter()
+        .zip(at_second)
+    {
+        let per = c.per_request.clamp(0.0, 64.0);
+        let second = second.map(|v| v.clamp(0.0, 64.0));
+        // A top-up stands for the calls above the loop's one per request: below 1 % of a call
+        // over that at both loads it is left alone.
+        let floor = if c.topup { 1.0 + TOPUP_MIN } else { 0.0 };
+        if per > floor || second.is_some_and(|v| v > floor) {
+            extras.push(Extra {
+                op: c.op,
+                per_request: per,
+                per_request_second: second,
+                bytes: c.bytes,
+                from: c.from.to_string(),
+                contended: CONTENDED_OPS.contains(&c.op),
+            });
+        }
     }
 
     // What the runtime does by itself, or what is not reproduced.
@@ -572,13 +639,13 @@ pub fn skeleton(p: &Profile) -> Skeleton {
             continue; // the runtime's own master process stands for these
         }
         let cs = p.syscalls.clusters.iter().find(|s| s.cluster == c.id);
-        let (role, period_us, calls_per_request, has_body) = match c.role {
+        let (role, period_us, period_us_second, calls_per_request, has_body) = match c.role {
             ThreadRole::NetworkWorker | ThreadRole::AcceptorWorker => {
-                ("DITTO_ROLE_WORKER", 0, 1.0, true)
+                ("DITTO_ROLE_WORKER", 0, 0, 1.0, true)
             }
             ThreadRole::Acceptor => {
                 let accepts = per_request(cs, &["accept", "accept4"]).max(1e-9);
-                ("DITTO_ROLE_ACCEPTOR", 0, accepts, true)
+                ("DITTO_ROLE_ACCEPTOR", 0, 0, accepts, true)
             }
             ThreadRole::Timer | ThreadRole::Background => {
                 let wakeups = wakeups_per_request(c, cs);
@@ -588,15 +655,26 @@ pub fn skeleton(p: &Profile) -> Skeleton {
                 } else {
                     1e6
                 };
+                // The same cluster's wakeups at the second load: the runtime moves the period
+                // along the line through both wakeup rates.
+                let second_period = second
+                    .and_then(|s| {
+                        let cs2 = s.clusters.iter().find(|x| x.cluster == c.id)?;
+                        let hz = trigger_calls(c, Some(cs2)) * s.achieved_rate
+                            / f64::from(c.threads.max(1));
+                        (hz > 0.0 && per_thread_hz > 0.0).then(|| (1e6 / hz).clamp(100.0, 3.6e9))
+                    })
+                    .map_or(0, |p| p.round() as u32);
                 (
                     "DITTO_ROLE_BACKGROUND",
                     period.round() as u32,
+                    second_period,
                     wakeups,
                     true,
                 )
             }
             // period 0: threads that only exist, as the original's idle helpers do.
-            ThreadRole::Idle => ("DITTO_ROLE_BACKGROUND", 0, 0.0, false),
+            ThreadRole::Idle => ("DITTO_ROLE_BACKGROUND", 0, 0, 0.0, false),
         };
         let mut cname = c_ident(&c.id);
         while names.contains(&cname) {
@@ -610,6 +688,7 @@ pub fn skeleton(p: &Profile) -> Skeleton {
             profile_role: format!("{:?}", c.role),
             threads: c.threads.max(1),
             period_us,
+            period_us_second,
             calls_per_request,
             has_body,
         });
@@ -635,6 +714,7 @@ pub fn skeleton(p: &Profile) -> Skeleton {
             profile_role: "NetworkWorker (assumed)".into(),
             threads: server.workers.max(1),
             period_us: 0,
+            period_us_second: 0,
             calls_per_request: 1.0,
             has_body: true,
         });
@@ -706,6 +786,7 @@ pub fn skeleton(p: &Profile) -> Skeleton {
             .map(|l| l.latency_p50_us * 1e-6)
             .filter(|s| s.is_finite() && *s > 0.0 && rate > 0.0)
             .unwrap_or(0.0),
+        second_rate: second.map_or(0.0, |s| s.achieved_rate),
         conn_calls: conn_calls(p),
         warnings,
     }
@@ -883,6 +964,14 @@ fn scale_bins(b: &Bins, target: f64) -> Option<Bins> {
 
 /// Wakeups per request of a timer or background cluster, from the syscall its trigger blocks in.
 fn wakeups_per_request(c: &ThreadCluster, cs: Option<&ClusterSyscalls>) -> f64 {
+    match trigger_calls(c, cs) {
+        v if v > 0.0 => v,
+        _ => c.syscalls_per_request,
+    }
+}
+
+/// Calls per request of the syscall a cluster's first trigger with any blocks in; 0 when none.
+fn trigger_calls(c: &ThreadCluster, cs: Option<&ClusterSyscalls>) -> f64 {
     for t in &c.triggers {
         let names: &[&str] = match t {
             Trigger::Timer => &["clock_nanosleep", "nanosleep"],
@@ -899,7 +988,7 @@ fn wakeups_per_request(c: &ThreadCluster, cs: Option<&ClusterSyscalls>) -> f64 {
             return v;
         }
     }
-    c.syscalls_per_request
+    0.0
 }
 
 /// Sorts bins and merges overlapping or duplicate ones (the runtime requires increasing, disjoint bins).
@@ -1058,6 +1147,108 @@ mod tests {
         let mut bare = p.clone();
         bare.conditions.load = None;
         assert_eq!(skeleton(&bare).in_flight_s, 0.0);
+    }
+
+    /// The memcached profile with a second load made from its own counts: its workers woke 1.5
+    /// times as often per request, yielded where they never did, and its timer thread woke three
+    /// times as often per request at a fifth of the rate.
+    fn with_second_load(p: &Profile) -> Profile {
+        let mut p = p.clone();
+        let rate = request_rate(&p) / 5.0;
+        let mut clusters = p.syscalls.clusters.clone();
+        for cs in &mut clusters {
+            for call in &mut cs.calls {
+                call.bytes = None;
+                match call.name.as_str() {
+                    "epoll_wait" => call.per_request *= 1.5,
+                    "clock_nanosleep" => call.per_request *= 3.0,
+                    _ => {}
+                }
+            }
+        }
+        let worker = p
+            .network
+            .server
+            .worker_cluster
+            .clone()
+            .expect("a worker cluster");
+        let wcs = clusters
+            .iter_mut()
+            .find(|c| c.cluster == worker)
+            .expect("the worker's calls");
+        wcs.calls.push(SyscallStat {
+            name: "sched_yield".into(),
+            per_request: 0.2,
+            count: 1,
+            ..SyscallStat::default()
+        });
+        p.syscalls.at_second_load = Some(ditto_profile::SecondLoadSyscalls {
+            offered_rate: rate,
+            achieved_rate: rate,
+            duration_s: 10.0,
+            requests: (rate * 10.0) as u64,
+            clusters,
+        });
+        p
+    }
+
+    #[test]
+    fn a_second_load_gives_each_extra_and_timer_its_count_there() {
+        let mut p = example("memcached");
+        p.syscalls.at_second_load = None;
+        let one = skeleton(&p);
+        assert_eq!(one.second_rate, 0.0);
+        assert!(one.extras.iter().all(|e| e.per_request_second.is_none()));
+        assert!(one.clusters.iter().all(|c| c.period_us_second == 0));
+
+        let two_p = with_second_load(&p);
+        let two = skeleton(&two_p);
+        let second = two_p.syscalls.at_second_load.as_ref().expect("second load");
+        assert_eq!(two.second_rate, second.achieved_rate);
+        // The profiled counts are what they were without a second load.
+        for e in &one.extras {
+            let same = two
+                .extras
+                .iter()
+                .find(|x| x.op == e.op)
+                .expect("same extras");
+            assert_eq!(same.per_request, e.per_request, "{}", e.op);
+        }
+        // An op the workers made only at the second load is an extra at 0 per request there.
+        let yields = two
+            .extras
+            .iter()
+            .find(|e| e.op == "DITTO_OP_SCHED_YIELD")
+            .expect("the second load's yields");
+        assert_eq!(yields.per_request, 0.0);
+        assert_eq!(yields.per_request_second, Some(0.2));
+        // memcached's workers made 1 epoll_wait a request or fewer at the profiled load; at 1.5
+        // times that the second load tops them up.
+        let profiled_waits = per_request(
+            p.syscalls.clusters.iter().find(|c| c.cluster == "c1"),
+            &["epoll_wait"],
+        );
+        let waits = two.extras.iter().find(|e| e.op == "DITTO_OP_WAKEUP_TOPUP");
+        if profiled_waits * 1.5 > 1.0 + TOPUP_MIN {
+            let waits = waits.expect("a wakeup top-up at the second load");
+            assert!((waits.per_request_second.unwrap_or(0.0) - profiled_waits * 1.5).abs() < 1e-9);
+        }
+        // The timer's period at the second load: three times the wakeups per request at a fifth
+        // of the rate, so 3/5 of the wakeups a second, a period 5/3 as long.
+        for (a, b) in one.clusters.iter().zip(&two.clusters) {
+            if a.role == "DITTO_ROLE_BACKGROUND" && a.period_us > 0 {
+                let want = f64::from(a.period_us) * 5.0 / 3.0;
+                assert!(
+                    (f64::from(b.period_us_second) - want).abs() <= 1.0 + want * 1e-3,
+                    "{}: {} µs at the second load, want {want:.0}",
+                    b.id,
+                    b.period_us_second
+                );
+            } else {
+                assert_eq!(b.period_us_second, 0, "{}", b.id);
+            }
+        }
+        assert!(two.clusters.iter().any(|c| c.period_us_second > 0));
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub use network::{
     request_key_hash, AcceptModel, Framing, IoModel, ListenSocket, Network, RequestClass,
     ServerModel, SocketOptions,
 };
-pub use syscalls::{ClusterSyscalls, SyscallStat, Syscalls};
+pub use syscalls::{ClusterSyscalls, SecondLoadSyscalls, SyscallStat, Syscalls};
 pub use threads::{
     Lifetime, ProcessGroup, ProcessRole, ThreadCluster, ThreadRole, ThreadScaling, Threads, Trigger,
 };
@@ -51,7 +51,7 @@ pub use topology::{RpcEdge, Service, Topology};
 /// Major version: a reader refuses profiles of any other major version.
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: added optional fields only.
-pub const SCHEMA_MINOR: u32 = 0;
+pub const SCHEMA_MINOR: u32 = 1;
 
 /// The whole profile of one service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -226,6 +226,28 @@ impl Profile {
                 ] {
                     if let Some(h) = h {
                         h.check().map_err(|m| (at(name), m))?;
+                    }
+                }
+            }
+        }
+        if let Some(second) = &self.syscalls.at_second_load {
+            let at = |f: &str| format!("syscalls.at_second_load.{f}");
+            if !(second.achieved_rate.is_finite() && second.achieved_rate > 0.0) {
+                return Err((at("achieved_rate"), "must be a positive number".into()));
+            }
+            for (i, cs) in second.clusters.iter().enumerate() {
+                if !cluster_ids.contains(&cs.cluster.as_str()) {
+                    return Err((
+                        at(&format!("clusters[{i}].cluster")),
+                        format!("'{}' is not a cluster in threads.clusters", cs.cluster),
+                    ));
+                }
+                for (j, call) in cs.calls.iter().enumerate() {
+                    if !(call.per_request.is_finite() && call.per_request >= 0.0) {
+                        return Err((
+                            at(&format!("clusters[{i}].calls[{j}].per_request")),
+                            "must be a finite non-negative number".into(),
+                        ));
                     }
                 }
             }

@@ -13,6 +13,28 @@ pub struct Syscalls {
     pub per_request: f64,
     /// Per cluster, each syscall it made.
     pub clusters: Vec<ClusterSyscalls>,
+    /// The same counts under a second load on the same running server, where the profiler ran one
+    /// (`ditto profile --second-level`). With the profiled load's they give each call's response to
+    /// load, which a clone follows at other loads: a timer thread that wakes more often when busy,
+    /// an event loop woken more than once per request when requests arrive alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_second_load: Option<SecondLoadSyscalls>,
+}
+
+/// Syscall counts under the second load ([`Syscalls::at_second_load`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SecondLoadSyscalls {
+    /// Requests per second the load offered.
+    pub offered_rate: f64,
+    /// Requests per second completed: the rate the counts below hold at.
+    pub achieved_rate: f64,
+    /// Seconds of the window.
+    pub duration_s: f64,
+    /// Requests completed in the window.
+    pub requests: u64,
+    /// Per cluster of `threads.clusters` (threads mapped to the cluster they belong to in the
+    /// profiled window), each syscall it made: counts and shares only, no histograms.
+    pub clusters: Vec<ClusterSyscalls>,
 }
 
 impl Syscalls {

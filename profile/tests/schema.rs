@@ -121,6 +121,21 @@ pub fn sample() -> Profile {
                     ..SyscallStat::default()
                 }],
             }],
+            at_second_load: Some(SecondLoadSyscalls {
+                offered_rate: 500.0,
+                achieved_rate: 498.5,
+                duration_s: 10.0,
+                requests: 4985,
+                clusters: vec![ClusterSyscalls {
+                    cluster: "c0".into(),
+                    calls: vec![SyscallStat {
+                        name: "read".into(),
+                        per_request: 1.2,
+                        count: 5982,
+                        ..SyscallStat::default()
+                    }],
+                }],
+            }),
         },
         counters: Counters::default(),
         memory: Memory::default(),
@@ -138,13 +153,41 @@ fn a_profile_round_trips_through_json() {
 
 #[test]
 fn another_major_version_is_refused_with_what_to_do() {
-    let text = sample()
-        .to_json()
-        .replace("\"schema_version\": \"1.0\"", "\"schema_version\": \"2.3\"");
+    let text = sample().to_json().replace(
+        &format!("\"schema_version\": \"{}\"", Profile::current_version()),
+        "\"schema_version\": \"2.3\"",
+    );
     let err = Profile::from_json(&text, "old.json")
         .unwrap_err()
         .to_string();
     assert!(err.contains("2.3") && err.contains("re-profile"), "{err}");
+}
+
+#[test]
+fn a_profile_of_minor_version_0_without_a_second_load_is_read() {
+    let mut value: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
+    value["schema_version"] = "1.0".into();
+    value["syscalls"]
+        .as_object_mut()
+        .expect("syscalls")
+        .remove("at_second_load");
+    let p = Profile::from_json(&value.to_string(), "older.json").expect("1.0 is readable");
+    assert!(p.syscalls.at_second_load.is_none());
+}
+
+#[test]
+fn a_second_load_naming_an_unknown_cluster_is_refused_with_its_field() {
+    let mut p = sample();
+    if let Some(s) = p.syscalls.at_second_load.as_mut() {
+        s.clusters[0].cluster = "c9".into();
+    }
+    let err = Profile::from_json(&p.to_json(), "bad.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("syscalls.at_second_load.clusters[0].cluster") && err.contains("c9"),
+        "{err}"
+    );
 }
 
 #[test]

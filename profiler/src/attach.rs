@@ -35,6 +35,9 @@ pub enum CollectorChoice {
 pub struct AttachLoad {
     pub spec: TargetSpec,
     pub level: ResolvedLevel,
+    /// A second window at this level after the first, on the same running server: its syscall
+    /// counts go into `syscalls.at_second_load`, so a clone can follow how they change with load.
+    pub second_level: Option<ResolvedLevel>,
     pub addr: SocketAddr,
     pub seed: u64,
 }
@@ -368,12 +371,73 @@ pub fn profile_attach(
         overhead,
         warnings,
     };
-    let profile = analyze::analyze(&observations);
+    let mut profile = analyze::analyze(&observations);
+    if let Some(l) = opts
+        .load
+        .as_ref()
+        .filter(|_| observations.partial.is_none())
+    {
+        if let Some(second) = &l.second_level {
+            profile.syscalls.at_second_load =
+                second_window(opts, l, second, &observations, status)?;
+            if profile.syscalls.at_second_load.is_none() {
+                profile.conditions.warnings.push(format!(
+                    "no syscall counts at the second load ({}): its window completed no request or the target exited in it",
+                    second.level.name()
+                ));
+            }
+        }
+    }
     Ok(AttachResult {
         profile,
         observations,
         load_report: report,
     })
+}
+
+/// The second load's window ([`AttachLoad::second_level`]): its own attach run, its calls carried
+/// over to the first window's clusters by thread. `None` (with a warning in the profile) when the
+/// target died in it or it completed no request; a load that cannot run is an error like the first's.
+fn second_window(
+    opts: &AttachOptions,
+    load: &AttachLoad,
+    level: &ResolvedLevel,
+    first: &Observations,
+    status: &mut dyn FnMut(&str),
+) -> Result<Option<ditto_profile::SecondLoadSyscalls>, ProfileRunError> {
+    status(&format!(
+        "second window: the {} level, for how the syscalls change with load",
+        level.level.name()
+    ));
+    let second = profile_attach(
+        &AttachOptions {
+            pid: opts.pid,
+            duration: Duration::from_secs_f64(level.duration_s),
+            collector: opts.collector,
+            load: Some(AttachLoad {
+                level: level.clone(),
+                second_level: None,
+                ..load.clone()
+            }),
+            measure_overhead: false,
+        },
+        status,
+    )?;
+    let Some(report) = second.load_report.filter(|r| r.requests_completed > 0) else {
+        return Ok(None);
+    };
+    if second.observations.partial.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(analyze::second_load::second_load_syscalls(
+        &second.profile.syscalls.clusters,
+        &analyze::thread_clusters(&second.observations),
+        &analyze::thread_clusters(first),
+        report.offered_rate,
+        report.achieved_rate,
+        second.observations.duration_s,
+        report.requests_completed,
+    )))
 }
 
 /// Options of the accepted TCP connections of `pids` (a few per process), read now; empty when

@@ -36,6 +36,9 @@ pub struct LaunchOptions {
     pub command: Vec<String>,
     /// Load level of the native (skeleton) run.
     pub level: Level,
+    /// A second native window at this level, for the syscalls' response to load
+    /// ([`AttachLoad::second_level`]).
+    pub second_level: Option<Level>,
     pub collector: CollectorChoice,
     /// Requests in the traced window (service mode).
     pub body_requests: u64,
@@ -47,6 +50,9 @@ pub struct LaunchOptions {
     pub body_warmup_requests: u64,
     /// What the whole run counts as, in requests (plain-program mode).
     pub program_requests: u64,
+    /// An earlier launch profile of the same target whose body is kept instead of tracing one
+    /// again (service mode): the skeleton is re-taken in seconds, the body trace takes minutes.
+    pub body_from: Option<Profile>,
     pub seed: u64,
 }
 
@@ -86,6 +92,7 @@ fn launch_service(
             load: Some(AttachLoad {
                 spec: spec.clone(),
                 level: level.clone(),
+                second_level: opts.second_level.map(|l| spec.load.resolve(l)),
                 addr: native.addr(),
                 seed: opts.seed,
             }),
@@ -111,6 +118,15 @@ fn launch_service(
         .stop(Duration::from_secs(10))
         .context("stopping the native run")?;
     let mut profile = attach?.profile;
+    if let Some(earlier) = &opts.body_from {
+        graft_body(&mut profile, earlier)?;
+        return Ok(LaunchResult {
+            profile,
+            body_load: None,
+            body_seconds: 0.0,
+            body_words: 0,
+        });
+    }
 
     // 2. Body: the same workload under the tool.
     let session = BodySession::listen()?;
@@ -255,6 +271,47 @@ fn launch_service(
         body_seconds: seconds,
         body_words: session.words(),
     })
+}
+
+/// Puts `earlier`'s body into the fresh skeleton `profile`. Refused unless both have the same thread
+/// clusters (ids, roles, thread counts): a body's clusters are named by the skeleton's.
+fn graft_body(profile: &mut Profile, earlier: &Profile) -> Result<()> {
+    let Some(body) = &earlier.body else {
+        bail!("the --body-from profile has no body: give a launch-mode profile of this target");
+    };
+    let shape = |p: &Profile| -> Vec<(String, String, u32)> {
+        p.threads
+            .clusters
+            .iter()
+            .map(|c| (c.id.clone(), format!("{:?}", c.role), c.threads))
+            .collect()
+    };
+    if shape(profile) != shape(earlier) {
+        bail!(
+            "the --body-from profile's thread clusters {:?} differ from this run's {:?}: trace the body again (drop --body-from)",
+            shape(earlier),
+            shape(profile)
+        );
+    }
+    let mut body = body.clone();
+    for cb in &mut body.clusters {
+        if let Some(c) = profile.threads.clusters.iter().find(|c| c.id == cb.cluster) {
+            cb.syscalls_per_request = c.syscalls_per_request;
+        }
+    }
+    profile.body = Some(body);
+    profile.conditions.mode = ProfileMode::Launch;
+    let traced = earlier
+        .conditions
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("body traced over"))
+        .map(|w| w.split(';').next().unwrap_or(w).to_string())
+        .unwrap_or_else(|| "body".to_string());
+    profile.conditions.warnings.push(format!(
+        "{traced}, kept from an earlier launch profile (--body-from); skeleton from a native run"
+    ));
+    Ok(())
 }
 
 fn launch_program(

@@ -101,9 +101,13 @@ struct ditto_rt {
     struct ditto_datadir data;
     uint64_t max_pipe_bytes, max_scratch_bytes;   /* from the extras' distributions */
     int need_pipe, need_eventfd, need_mprotect, need_epoll;
-    /* A contended extra with a profiled load to scale it by: the workers estimate the request rate
-     * (worker.c, update_contention); without one they never read the clock for it. */
+    /* A contended extra with a profiled load to scale it by, or an extra measured at a second load:
+     * the workers estimate the request rate (worker.c, update_load); without one they never read
+     * the clock for it. */
     int need_rate;
+    /* The line through the profiled and second loads (ditto_config.second_rate): the overlap share
+     * at the profiled load, and 1 / (share at the second - share at the profiled); 0: no line. */
+    double share_profiled, share_span_inv;
 };
 
 /* This thread's receive calls on connections and the epoll_wait calls of its event loop, what the
@@ -112,6 +116,15 @@ extern __thread uint64_t ditto_recv_calls;
 extern __thread uint64_t ditto_wait_calls;
 
 /* ---- worker.c: one serving (or background) thread's state ---- */
+
+/* The share of requests arriving at `rate` per second that find another in flight for in_flight_s. */
+double ditto_overlap_share(double rate, double in_flight_s);
+
+/* Whether the extra follows the line through the profiled and the second load. */
+static inline int ditto_extra_has_second(const struct ditto_rt *rt, const struct ditto_extra *e)
+{
+    return rt->share_span_inv != 0.0 && e->per_request_second >= 0.0;
+}
 struct ditto_file_seg {
     int fd;
     uint64_t off;
@@ -145,9 +158,11 @@ struct ditto_worker {
     size_t scratch_len;
     uint8_t *stage; /* contiguous copy for write/sendto of several pieces */
     size_t stage_cap;
-    /* The contended extras' scale (ditto_config.in_flight_s) and the window of the process's
-     * request rate it was last estimated over. */
+    /* The contended extras' scale (ditto_config.in_flight_s), where on the line from the profiled
+     * load (0) to the second load (1) the current rate's overlap share lies, and the window of the
+     * process's request rate they were last estimated over. */
     double contention_scale;
+    double load_t;
     uint64_t rate_mark_ns, rate_mark_served;
     uint32_t rate_tick;
 };

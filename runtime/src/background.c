@@ -13,6 +13,14 @@
 
 #include "ditto_internal.h"
 
+/* A background period that follows the load (ditto_cluster.period_us_second): the wakeup rate on
+ * the line through the profiled and second loads' rates, re-estimated from the process's request
+ * rate over windows of at least DITTO_RATE_WINDOW_NS. */
+struct bg_pace {
+    double hz_profiled, slope, hz_min, hz_max, profiled_rate, processes;
+    uint64_t mark_ns, mark_served;
+};
+
 struct bg_thread {
     pthread_t thread;
     int started;
@@ -21,6 +29,10 @@ struct bg_thread {
     uint64_t stream;
     struct ditto_worker w;
     int have_worker;
+    /* In the thread's struct, not on its stack: bg_main's locals live across the cancellation
+     * handler's setjmp. */
+    struct bg_pace pace;
+    int paced;
 };
 
 struct ditto_background {
@@ -37,6 +49,46 @@ static void free_worker(void *arg)
     }
 }
 
+static int bg_pace_init(struct bg_pace *p, const struct ditto_config *cfg,
+                        const struct ditto_cluster *cl)
+{
+    if (cl->period_us == 0 || cl->period_us_second == 0 || !(cfg->second_rate > 0.0) ||
+        !(cfg->profiled_rate > 0.0) || cfg->second_rate == cfg->profiled_rate)
+        return 0;
+    double a = 1e6 / cl->period_us, b = 1e6 / cl->period_us_second;
+    p->hz_profiled = a;
+    p->slope = (b - a) / (cfg->second_rate - cfg->profiled_rate);
+    /* Beyond the two loads the line is a guess: kept within half the lower rate and twice the
+     * higher, so an idle or overloaded process neither stops its timer nor spins. */
+    p->hz_min = 0.5 * (a < b ? a : b);
+    p->hz_max = 2.0 * (a > b ? a : b);
+    p->profiled_rate = cfg->profiled_rate;
+    p->processes = cfg->processes > 0 ? (double)cfg->processes : 1.0;
+    p->mark_ns = 0;
+    return 1;
+}
+
+/* The period for the rate measured up to `now_ns`; `period_ns` unchanged until a window is full. */
+static uint64_t bg_pace_period(struct bg_pace *p, uint64_t now_ns, uint64_t period_ns)
+{
+    uint64_t served = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
+    if (p->mark_ns == 0 || now_ns < p->mark_ns) {
+        p->mark_ns = now_ns;
+        p->mark_served = served;
+        return period_ns;
+    }
+    uint64_t elapsed = now_ns - p->mark_ns;
+    if (elapsed < DITTO_RATE_WINDOW_NS)
+        return period_ns;
+    double rate = (double)(int64_t)(served - p->mark_served) * p->processes /
+                  ((double)(int64_t)elapsed * 1e-9);
+    double hz = p->hz_profiled + p->slope * (rate - p->profiled_rate);
+    hz = hz < p->hz_min ? p->hz_min : hz > p->hz_max ? p->hz_max : hz;
+    p->mark_ns = now_ns;
+    p->mark_served = served;
+    return (uint64_t)(1e9 / hz);
+}
+
 static void *bg_main(void *arg)
 {
     struct bg_thread *t = arg;
@@ -50,6 +102,7 @@ static void *bg_main(void *arg)
     pthread_cleanup_push(free_worker, t);
     if (ok) {
         uint64_t period_ns = (uint64_t)t->cluster->period_us * 1000u;
+        t->paced = bg_pace_init(&t->pace, t->rt->cfg, t->cluster);
         double per_thread = t->cluster->calls_per_request / (double)(t->cluster->threads ? t->cluster->threads : 1);
         uint64_t seen = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
         double owed = 0.0;
@@ -67,6 +120,9 @@ static void *bg_main(void *arg)
                 ;
             if (period_ns == 0)
                 continue;
+            if (t->paced)
+                period_ns = bg_pace_period(
+                    &t->pace, (uint64_t)next.tv_sec * 1000000000u + (uint64_t)next.tv_nsec, period_ns);
             if (per_thread <= 0.0) {
                 ditto_worker_body(&t->w);
                 continue;

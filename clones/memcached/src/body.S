@@ -5914,7 +5914,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 6685 instructions per call, 11 blocks
+// ---- cluster c2: 5628 instructions per call, 11 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -5971,28 +5971,30 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b0_c0:
     imul rcx, qword ptr [r14 + 320]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    pmovmskb r9d, xmm2
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb r9d, xmm3
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    jmp 1f
+1:
     inc dword ptr [r14 + 0]
-    movzx ecx, cl
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 4 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
     mov rbx, qword ptr [r15 + 4309104]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 3]
     mov qword ptr [r15 + 4309104], rcx
-    mov r13d, 4
+    mov r13d, 3
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
@@ -6001,7 +6003,7 @@ ditto_body_c2:
     mov qword ptr [r15 + 4309080], rax
     imul rax, qword ptr [r14 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 100
+    mov edx, 100
     cmp dword ptr [r15 + 4309084], 0x16a09e6
     jb 1f
 1:
@@ -6011,16 +6013,20 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r9d
-    pcmpeqb xmm5, xmm12
-    movsd xmm5, qword ptr [r14 + 576]
+    mov ebp, edx
+    mov r9, r10
+    movsd xmm6, qword ptr [r14 + 896]
+    and r9, 960
+    movsd xmm12, qword ptr [r14 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movdqu xmm5, xmmword ptr [r14 + 384]
-    mov esi, 228
+    movdqu xmm12, xmmword ptr [r14 + 384]
+    mov ebp, 225
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -6035,34 +6041,31 @@ ditto_body_c2:
 .Lc2_b2_c0:
     jmp 1f
 1:
-    xor dword ptr [r14 + 896], ecx
-    mov rsi, rcx
-    movq qword ptr [r14 + 960], xmm5
+    xor dword ptr [r14 + 832], ecx
+    mov rcx, rcx
+    movq qword ptr [r14 + 960], xmm12
+    mov rcx, rbp
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rsi
-    mov rsi, rsi
-    inc dword ptr [r14 + 832]
-    addsd xmm5, xmm5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 121
-    mov r8, rsi
-    mov byte ptr [r14 + 0], sil
-    mov r8, rsi
+    inc dword ptr [r14 + 896]
+    addsd xmm12, xmm6
+    mov r9d, 121
+    mov r9, rbp
+    mov byte ptr [r14 + 0], bpl
+    mov rbp, rbp
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 1 chunk executions per call
+// block 3: 2048 bytes, 16 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 4309120]
     lea rcx, [rbx + 1]
     mov qword ptr [r15 + 4309120], rcx
     mov r13d, 1
     mov eax, ebx
-    and eax, 7
+    and eax, 15
     lea rcx, [rip + .Lc2_b3_stubs]
     lea rcx, [rcx + rax*8]
     jmp .Lc2_b3_stubs_t
@@ -6084,77 +6087,61 @@ ditto_body_c2:
     jmp .Lc2_b3_c6
     .p2align 3
     jmp .Lc2_b3_c7
+    .p2align 3
+    jmp .Lc2_b3_c8
+    .p2align 3
+    jmp .Lc2_b3_c9
+    .p2align 3
+    jmp .Lc2_b3_c10
+    .p2align 3
+    jmp .Lc2_b3_c11
+    .p2align 3
+    jmp .Lc2_b3_c12
+    .p2align 3
+    jmp .Lc2_b3_c13
+    .p2align 3
+    jmp .Lc2_b3_c14
+    .p2align 3
+    jmp .Lc2_b3_c15
     .p2align 6
 .Lc2_b3_c0:
-    inc dword ptr [r14 + 448]
+    pshufd xmm10, xmm12, 107
+    mov ecx, 100
+    mov ebp, eax
+    mov rcx, rax
+    paddq xmm10, xmmword ptr [r14 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    subsd xmm10, xmm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    mov eax, ebp
+    mov eax, ebp
+    paddd xmm10, xmm10
     jmp 1f
 1:
-    movzx r8d, al
-    jmp 1f
-1:
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 896], r8b
-    pcmpeqb xmm5, xmmword ptr [r14 + 320]
-    mov r8, rax
-    pshufd xmm9, xmm5, 71
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, r8d
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdx
-    paddd xmm2, xmm1
-    movzx ecx, dl
-    mov rdx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 217
-    mov edi, ecx
-    mov ecx, 248
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    subsd xmm2, xmm8
-    mov byte ptr [r14 + 448], dl
-    pcmpeqb xmm2, xmmword ptr [r14 + 512]
-    mov edi, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edi
     mov ecx, eax
-    pmovmskb eax, xmm2
-    paddq xmm2, xmmword ptr [r14 + 384]
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    movzx eax, cl
+    movzx edx, cl
+    inc dword ptr [r14 + 448]
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6162,243 +6149,125 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    subsd xmm2, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov rcx, rdx
+    imul rax, qword ptr [r14 + 512]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 4309084], 0x2d413ccd
     jb 1f
-1:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov dword ptr [r14 + 1088], 228
-    add qword ptr [r14 + 1024], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 960], ecx
-    mov dword ptr [r14 + 0], 250
-    imul rax, qword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, eax
-    jmp 1f
 1:
     mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    mov eax, 32
-    imul rax, qword ptr [r14 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rcx
-    mov edx, r9d
-    mov r9d, 186
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r14 + 1216]
-    jmp 1f
-1:
-    movsd xmm13, qword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    subsd xmm13, xmm13
-    jmp 1f
-1:
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm13, xmmword ptr [r14 + 832]
-    and r9, 960
-    addsd xmm13, qword ptr [r14 + r9 + 1344]
-    mov r9d, 217
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c2:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 204
-    mov r9d, 242
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r14 + 384]
-    mov r9, r10
-    mov qword ptr [r14 + 320], r9
-    and r9, 960
-    add qword ptr [r14 + r9 + 1344], r9
-    mov byte ptr [r14 + 896], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 105
-    jmp 1f
-1:
-    movq qword ptr [r14 + 0], xmm13
-    cmp dword ptr [r15 + 4309084], 0x2d413ccd
-    jb 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r14 + 1088], 47
-    mov r9d, ebp
-    or qword ptr [r14 + 832], 107
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    mov rsi, r8
-    and r8, 8128
-    add qword ptr [r14 + r8 + 2368], r8
-    mov r8d, esi
-    test bl, 96
-    jz 1f
-1:
-    mov r9, rsi
-    or qword ptr [r14 + 1152], 20
-    mov qword ptr [r14 + 640], r8
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c3:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
     mov eax, eax
-    mov r8, rax
-    xor dword ptr [r14 + 1280], r8d
-    mov r8, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm3, xmm3, 42
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 28
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 960], al
-    or eax, 1
-    xor edx, edx
-    div eax
-    imul rdx, qword ptr [r14 + 448]
-    cmp dword ptr [r15 + 4309084], 0x16a09e6
-    jb 1f
-1:
-    xor dword ptr [r14 + 0], eax
-    mov qword ptr [r14 + 0], rax
-    inc dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rax, rdx
-    mov dword ptr [r14 + 512], eax
-    movdqu xmmword ptr [r14 + 896], xmm3
-    addsd xmm11, qword ptr [r14 + 832]
+    addsd xmm0, qword ptr [r14 + 1216]
+    mov edx, 250
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rax
-    mov qword ptr [r14 + 512], rdi
-    mov edi, eax
+    or eax, 1
+    xor edx, edx
+    div eax
+    xor dword ptr [r14 + 448], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    add qword ptr [r14 + 832], rdx
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c2:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 204
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r14 + 448], rdi
+    or qword ptr [r14 + 0], 121
+    mov rax, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq qword ptr [r14 + 0], xmm2
+    mov byte ptr [r14 + 384], al
+    mov eax, 61
+    add qword ptr [r14 + 1280], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 320]
+    mov r8d, 163
+    mov esi, eax
+    or qword ptr [r14 + 512], 92
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c3:
+    mov r9, rsi
+    inc dword ptr [r14 + 832]
+    imul rax, qword ptr [r14 + 512]
+    pshufd xmm2, xmm9, 160
+    mov byte ptr [r14 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 0], eax
+    por xmm2, xmm2
+    add qword ptr [r14 + 0], rax
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movdqu xmmword ptr [r14 + 896], xmm2
+    mov eax, r9d
+    mov dword ptr [r14 + 1088], r9d
+    or esi, 1
+    xor edx, edx
+    div esi
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    xor dword ptr [r14 + 896], edi
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 155
+    mov rdx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 0], 211
+    or qword ptr [r14 + 384], 13
+    xor dword ptr [r14 + 1024], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm2, xmm11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 1024], edi
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov edi, 144
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rdi
-    or qword ptr [r15 + 320], 45
-    pcmpeqb xmm13, xmmword ptr [r14 + 448]
-    movzx ebp, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 512], rbp
-    paddq xmm13, xmmword ptr [r15 + 384]
-    mov rbp, r10
-    imul rdi, qword ptr [r15 + 832]
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1344]
+    xor dword ptr [r14 + 896], edx
+    pcmpeqb xmm1, xmmword ptr [r14 + 448]
+    mov r9, r10
+    paddq xmm1, xmmword ptr [r14 + 320]
+    and r9, 960
+    inc dword ptr [r14 + r9 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
@@ -6409,205 +6278,373 @@ ditto_body_c2:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 103
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     movzx ebp, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or eax, 1
-    xor edx, edx
-    div eax
+    mov dword ptr [r14 + 320], 233
+    paddq xmm4, xmmword ptr [r14 + 640]
+    movzx ecx, bpl
     cmp dword ptr [r15 + 4309084], 0x16a09e6
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 896], 28
-    mov dword ptr [r14 + 448], 132
-    mov qword ptr [r14 + 0], rdx
-    movzx edx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 62
-    mov r9, r10
-    paddq xmm4, xmmword ptr [r15 + 832]
-    mov dword ptr [r15 + 832], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 960
-    movdqu xmmword ptr [r14 + r9 + 1344], xmm4
-    xor dword ptr [r15 + 896], r9d
-    mov dword ptr [r14 + 512], r9d
-    add r11, 64
-    add r10, r11
+    mov dword ptr [r14 + 576], 28
+    mov dword ptr [r14 + 384], 132
+    xor dword ptr [r14 + 832], ecx
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea r8, [r10 + r10*2]
-    imul r9, qword ptr [r15 + 896]
-    and r8, 960
-    movq qword ptr [r15 + r8 + 1344], xmm4
-    movdqu xmmword ptr [r15 + r8 + 1408], xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 512], 121
+    and rbp, 960
+    movdqu xmm4, xmmword ptr [r14 + rbp + 1408]
+    xor dword ptr [r14 + 320], ecx
+    paddd xmm4, xmm4
+    movdqu xmmword ptr [r14 + 448], xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movq xmm1, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 219
-    test bl, 160
+    imul rcx, qword ptr [r14 + 576]
+    pcmpeqb xmm4, xmm7
+    imul rcx, qword ptr [r14 + 1216]
+    movq qword ptr [r14 + 960], xmm4
+    test ebx, 320
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov rcx, rcx
+    movq qword ptr [r14 + rbp + 1344], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm1, xmmword ptr [r15 + 960]
-    mov byte ptr [r14 + 512], r9b
-    imul r9, qword ptr [r14 + 1216]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    xor dword ptr [r15 + 320], r9d
-    mov r9d, 24
-    mov r9d, 96
-    movq qword ptr [r15 + 1152], xmm1
-    mov dword ptr [r15 + 448], 52
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm1, xmm3
-    paddd xmm1, xmm1
-    inc dword ptr [r15 + r8 + 1472]
-    movdqu xmmword ptr [r14 + 512], xmm1
-    movq qword ptr [r15 + 448], xmm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r9, r9
-    movdqu xmmword ptr [r15 + 1024], xmm1
-    mov dword ptr [r15 + 832], 124
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    mov rbp, r10
-    and rbp, 960
-    imul r9, qword ptr [r15 + rbp + 1344]
+    imul rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    subsd xmm11, xmm1
-    mulsd xmm11, xmm11
-    movq qword ptr [r15 + 0], xmm11
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 168
+    or qword ptr [r15 + 0], 90
+    mov ecx, 219
+    paddq xmm5, xmmword ptr [r15 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movdqu xmmword ptr [r15 + 0], xmm11
-    imul r9, qword ptr [r14 + 0]
-    add qword ptr [r14 + 960], r9
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    paddq xmm3, xmmword ptr [r15 + 1152]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    mov r9, r10
+    movzx ecx, cl
+    imul rcx, qword ptr [r14 + 1152]
+    subsd xmm5, xmm5
+    movzx edi, cl
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    or qword ptr [r15 + r9 + 26944], 116
-    mov r9, r10
-    imul rax, qword ptr [r14 + 1088]
-    and r9, 8128
-    pcmpeqb xmm3, xmmword ptr [r15 + r9 + 2368]
+    mov edi, ecx
+    movzx ecx, dil
+    movq qword ptr [r14 + 0], xmm5
+    add qword ptr [r14 + 1024], rdi
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c8:
+    movdqu xmm13, xmmword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 384], 63
-    movzx edx, r9b
-    movzx edx, dl
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    maxsd xmm13, xmm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, dil
+    mov edi, 45
+    pcmpeqb xmm13, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 1280], r8
+    mov qword ptr [r15 + 1152], rdi
+    mov r8d, edi
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c9:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 234
+    pshufd xmm13, xmm13, 249
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    movdqu xmmword ptr [r14 + 640], xmm13
+    mov r8, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 832], r8
+    movzx r8d, r8b
+    mov r8d, 90
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movdqu xmmword ptr [r14 + 896], xmm1
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov eax, 157
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c10:
+    mov r9, r10
+    inc dword ptr [r14 + 0]
+    and r9, 8128
+    movdqu xmm1, xmmword ptr [r15 + r9 + 2368]
+    mov dword ptr [r15 + 1216], eax
+    paddq xmm1, xmmword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movdqu xmm1, xmmword ptr [r14 + 1280]
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 576], r9b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c11:
+    lea r8, [r10*4]
+    movdqu xmm1, xmmword ptr [r15 + 448]
+    and r8, 960
+    imul r9, qword ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + 1216], r9b
+    xor dword ptr [r14 + r8 + 1472], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm1, xmmword ptr [r15 + r8 + 1536]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c12:
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    mulsd xmm1, xmm1
+    pmovmskb eax, xmm1
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    cmp dword ptr [r15 + 4309083], 0x16a09e6
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jz 1f
+1:
+    imul rdx, qword ptr [r14 + 896]
+    mov rbp, r10
+    mov rdi, rbp
+    mov edi, edi
+    and rbp, 960
+    add qword ptr [r14 + rbp + 1344], rbp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c13:
+    or edi, 1
+    xor edx, edx
+    div edi
+    add qword ptr [r14 + 0], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, ebp
+    mov dword ptr [r15 + 832], edx
+    imul rdi, qword ptr [r14 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    popcnt rdi, rdx
+    mov dword ptr [r15 + 512], 125
+    mov dword ptr [r15 + 960], 102
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c14:
+    paddq xmm13, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    movzx edi, r8b
+    mov qword ptr [r14 + 448], rdi
+    and r8, 960
+    imul rdi, qword ptr [r14 + r8 + 1344]
+    movzx r8d, dil
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c15:
+    mov esi, 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmm6, xmmword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    movdqu xmmword ptr [r15 + r8 + 1344], xmm6
+    mov dword ptr [r15 + r8 + 1408], esi
+    mov esi, 103
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rsi, qword ptr [r14 + 512]
+    imul rsi, qword ptr [r15 + 896]
+    mov rcx, rsi
+    or qword ptr [r15 + 320], 8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 236
+    mov r8d, 116
+    mov r8d, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 45 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 37 chunk executions per call
     mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 45]
+    lea rcx, [rbx + 37]
     mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 45
+    mov r13d, 37
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov r9, r10
+    mov r8, r10
     shl rcx, 23
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movsxd rcx, dword ptr [r14 + r9 + 2368]
+    and r8, 8128
+    movsxd rcx, dword ptr [r14 + r8 + 2368]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdx, [rdx + rdx*2 + 42]
-    mov edx, 234
-    movsd qword ptr [r14 + 384], xmm2
+    lea rdi, [r8 + r8*2 + 42]
+    mov edi, 234
+    movsd qword ptr [r14 + 384], xmm5
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 27 chunk executions per call
+// block 5: 64 bytes, 1 chunk(s), 22 chunk executions per call
     mov rbx, qword ptr [r15 + 4309136]
-    lea rcx, [rbx + 27]
+    lea rcx, [rbx + 22]
     mov qword ptr [r15 + 4309136], rcx
-    mov r13d, 27
+    mov r13d, 22
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
@@ -6627,49 +6664,49 @@ ditto_body_c2:
     jmp 1f
 1:
     mov qword ptr [r15 + 448], rbp
-    cvtsi2sd xmm5, ebp
+    cvtsi2sd xmm2, ebp
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
-    mov r13d, 7
+// block 6: 64 bytes, 1 chunk(s), 6 chunk executions per call
+    mov r13d, 6
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
     mov r8, r10
-    mov eax, r8d
-    mov rax, rax
+    mov r9d, r8d
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    movq qword ptr [r14 + r8 + 26944], xmm11
-    movq qword ptr [r14 + 640], xmm11
+    movq qword ptr [r14 + r8 + 26944], xmm5
+    movq qword ptr [r14 + 640], xmm1
     inc dword ptr [r14 + 512]
-    pxor xmm5, xmm2
+    pxor xmm1, xmm4
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 99 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 83 chunk executions per call
     mov rbx, qword ptr [r15 + 4309152]
-    lea rcx, [rbx + 99]
+    lea rcx, [rbx + 83]
     mov qword ptr [r15 + 4309152], rcx
-    mov r13d, 99
+    mov r13d, 83
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d602_s]
+    lea rcx, [rip + .Lc2_d626_s]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d602_s_t
-.Lc2_d602_j:
+    call .Lc2_d626_s_t
+.Lc2_d626_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc2_d602_s:
+.Lc2_d626_s:
     ret
     .popsection
     movzx ecx, cl
-    paddq xmm5, xmmword ptr [r15 + 64]
+    paddq xmm1, xmmword ptr [r15 + 64]
     mov ecx, dword ptr [r14 + 576]
     test bl, 62
     jnz 1f
@@ -6680,60 +6717,60 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 52 chunk executions per call
-    mov r13d, 52
+// block 8: 64 bytes, 1 chunk(s), 43 chunk executions per call
+    mov r13d, 43
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r14 + 0], 52
-    and r9, 16320
-    or qword ptr [r15 + r9 + 10560], 53
+    and rbp, 16320
+    or qword ptr [r15 + rbp + 10560], 53
     inc dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 56 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 47 chunk executions per call
     mov rbx, qword ptr [r15 + 4309168]
-    lea rcx, [rbx + 56]
+    lea rcx, [rbx + 47]
     mov qword ptr [r15 + 4309168], rcx
-    mov r13d, 56
+    mov r13d, 47
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov edi, 96
+    mov esi, 96
     movsxd rcx, dword ptr [r15 + 512]
     test ecx, ecx
     mov dword ptr [r15 + 704], 113
     test ebx, 1073741824
     jz 1f
 1:
-    inc edi
-    mov edi, 7
-    lea r9, [rdi + rdi*2 + 81]
-    cmp r9, r9
+    inc esi
+    mov esi, 7
+    lea rbp, [rsi + rsi*2 + 81]
+    cmp rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    shr edi, 20
-    shr r9d, 15
+    shr esi, 20
+    shr ebp, 15
     .byte 0x66, 0x90
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 107 chunk executions per call
+// block 10: 64 bytes, 1 chunk(s), 92 chunk executions per call
     mov rbx, qword ptr [r15 + 4309176]
-    lea rcx, [rbx + 107]
+    lea rcx, [rbx + 92]
     mov qword ptr [r15 + 4309176], rcx
-    mov r13d, 107
+    mov r13d, 92
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
@@ -6744,14 +6781,14 @@ ditto_body_c2:
     movzx eax, cl
     mov rcx, qword ptr [r14 + 0]
     cmp rcx, rcx
-    addsd xmm13, qword ptr [r15 + 0]
-    pmovmskb r9d, xmm13
+    addsd xmm2, qword ptr [r15 + 0]
+    pmovmskb esi, xmm2
     cmp dword ptr [r15 + 4309083], 0xb504f33
     jae 1f
 1:
     add rcx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 320]
-    xchg qword ptr [r15 + 448], r9
+    movsxd rsi, dword ptr [r15 + 320]
+    xchg qword ptr [r15 + 448], rsi
     jmp 1f
 1:
     jmp 1f
@@ -6790,7 +6827,7 @@ ditto_body_init_c2:
     mov qword ptr [r8 + 4309104], rax
     movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 4309112], rax
-    movabs rax, 0xdaa66d2c1ddf7438
+    movabs rax, 0xdaa66d2c1ddf7430
     mov qword ptr [r8 + 4309120], rax
     movabs rax, 0x78dde6e51d29f054
     mov qword ptr [r8 + 4309128], rax
@@ -6826,7 +6863,7 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d602_s_t:
+.Lc2_d626_s_t:
     jmp rcx
 .Lc1_d972_s_t:
     jmp rcx

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 4, "body.S was generated for runtime ABI 4");
+_Static_assert(DITTO_RUNTIME_ABI == 5, "body.S was generated for runtime ABI 5");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -23,10 +23,10 @@ static const uint64_t response_lo[] = {UINT64_C(4096)};
 static const uint64_t response_hi[] = {UINT64_C(4097)};
 static const uint64_t response_cum[] = {UINT64_C(89915)};
 
-/* extra 0: futex (0.0017 per request) */
+/* extra 0: futex (0.0009 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_FUTEX_WAKE, 0.001702656143583991, {0, NULL, NULL, NULL}, 1},
+    {DITTO_OP_FUTEX_WAKE, 0.0008913905692880894, {0, NULL, NULL, NULL}, 1, 0.0016052974816895757},
 };
 
 /* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
@@ -71,30 +71,30 @@ static const struct ditto_warm_region warm_c1[] = {
 
 /* cluster c2: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
 static const struct ditto_warm_region warm_c2[] = {
-    {64, 128, 292.6138652708387, 72.39435425844898},
-    {192, 128, 174.29069142058327, 43.12052009898101},
-    {320, 128, 175.9676207859865, 43.5354020746968},
-    {448, 128, 188.73015288251727, 46.69292596364818},
-    {576, 128, 82.71247915010734, 20.463543351389475},
-    {704, 128, 34.146817836086974, 8.448119247310197},
-    {832, 128, 16.56311381402238, 4.097809678176053},
-    {960, 128, 8.126922027004657, 2.010647279851918},
-    {1088, 128, 5.195731968216131, 1.2854539903324005},
-    {1216, 128, 7.6905080323200465, 1.9026759460079128},
-    {1344, 1024, 12.676061729450531, 3.136130622499463},
-    {2368, 8192, 35.19958462580638, 8.708579809751194},
-    {10560, 16384, 27.546977028060265, 6.815280649373568},
-    {26944, 8192, 4.965394047936835, 1.2284670632624222},
-    {35136, 1024, 0.27231093479698637, 0.06737129241601619},
-    {36288, 4096, 0.10543016854640376, 0.02608403044815315},
-    {40384, 65536, 0.44872150448406206, 0.11101628259800982},
-    {105920, 4194304, 0.058176561632499575, 0.014393216153525144},
+    {64, 128, 246.35550159086773, 60.94976886751288},
+    {192, 128, 146.7376491807547, 36.30373888131072},
+    {320, 128, 148.14947829747814, 36.653033529853325},
+    {448, 128, 158.8944236653275, 39.31139485093351},
+    {576, 128, 69.63673532690792, 17.2285290787293},
+    {704, 128, 28.748659698524353, 7.112583857720496},
+    {832, 128, 13.94470562009544, 3.450000422080411},
+    {960, 128, 6.842163649694048, 1.6927906635311352},
+    {1088, 128, 4.374355787880546, 1.0822407963040588},
+    {1216, 128, 6.474740908251878, 1.6018881627834174},
+    {1344, 1024, 10.672144816737097, 2.6403500457684284},
+    {2368, 8192, 29.634998048552564, 7.331869066387559},
+    {10560, 16384, 23.192166019810998, 5.737875344030337},
+    {26944, 8192, 4.180431231936209, 1.0342627451291686},
+    {35136, 1024, 0.2292621946280522, 0.05672078635306809},
+    {36288, 4096, 0.08876305991521816, 0.021960491853721578},
+    {40384, 65536, 0.3777845974915141, 0.09346608356672369},
+    {105920, 4194304, 0.04897962032161699, 0.012117839944889446},
 };
 
 static const struct ditto_cluster clusters[] = {
     {.name = "c0", .role = DITTO_ROLE_ACCEPTOR, .threads = 1, .body = ditto_body_c0, .body_init = ditto_body_init_c0, .period_us = 0, .calls_per_request = 0, .warm = warm_c0, .n_warm = 15},
     {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 4, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0, .warm = warm_c1, .n_warm = 17},
-    {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 986, .calls_per_request = 1.0171868114258242e-1, .warm = warm_c2, .n_warm = 18},
+    {.name = "c2", .role = DITTO_ROLE_BACKGROUND, .threads = 1, .body = ditto_body_c2, .body_init = ditto_body_init_c2, .period_us = 830, .period_us_second = 924, .calls_per_request = 1.208184768238452e-1, .warm = warm_c2, .n_warm = 18},
     {.name = "c3", .role = DITTO_ROLE_BACKGROUND, .threads = 4, .body = NULL, .body_init = NULL, .period_us = 0, .calls_per_request = 0, .warm = NULL, .n_warm = 0},
 };
 
@@ -119,7 +119,8 @@ const struct ditto_config ditto_clone_config = {
     .data_file_bytes = 0,
     .data_files = 0,
     .seed = UINT64_C(1),
-    .profiled_rate = 9972.98352086054,
-    .in_flight_s = 7.884699999999999e-5,
+    .profiled_rate = 9969.739861429274,
+    .in_flight_s = 5.1454999999999994e-5,
+    .second_rate = 1993.4,
     .conn_calls = {1, 0, 0},
 };

@@ -2,6 +2,7 @@
 //! analysis is snapshot-tested on recorded observations of real runs.
 
 pub mod classes;
+pub mod second_load;
 pub mod threads;
 
 use std::collections::BTreeMap;
@@ -252,6 +253,7 @@ pub fn analyze(obs: &Observations) -> Profile {
         syscalls: Syscalls {
             per_request: per(total_calls as f64, requests),
             clusters: syscall_clusters,
+            at_second_load: None,
         },
         counters,
         memory,

@@ -89,11 +89,20 @@ pub struct WarmSpec {
     /// Put the server into its measured state after start (memcached: store every key once).
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Then serve this many requests of the workload at the medium level's rate, not measured,
+    /// so that the server's own state machines are past their start-up transient before any
+    /// window: memcached's LRU maintainer sleeps nearly idle until about 20,000 requests after
+    /// the keys are stored, then wakes about 1,100 times a second. Native runs only.
+    #[serde(default)]
+    pub steady_requests: u64,
 }
 
 impl Default for WarmSpec {
     fn default() -> Self {
-        WarmSpec { enabled: true }
+        WarmSpec {
+            enabled: true,
+            steady_requests: 0,
+        }
     }
 }
 

@@ -423,6 +423,7 @@ fn asan_and_ubsan_find_no_errors() {
         ("prefork", "mc"),
         ("epoll_single", "grpc"),
         ("contended", "http"),
+        ("two_loads", "mc"),
     ] {
         let _turn = common::one_at_a_time();
         let what = format!("asan clone-{model}-{framing}");
@@ -721,6 +722,66 @@ fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
         high > 2.0 * low,
         "the wakes follow the load: {low:.3} then {high:.3}"
     );
+}
+
+/// A config measured at two loads (runtime/tests/config_two_loads.c) makes each load's counts at
+/// that load: an mprotect at 0.6 per request at 250 req/s and 0.1 at 1000 (the line in the share of
+/// requests that overlap), a timer waking 200 times a second at 250 req/s and 50 at 1000 (the line
+/// in the rate). Each traced run follows an untraced second at the same rate, so the clone's rate
+/// estimate (windows of 0.25 s) holds that rate when the trace starts.
+#[test]
+fn strace_a_config_measured_at_two_loads_makes_each_loads_counts() {
+    require("strace", "strace");
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let clone = Clone::start(&clone_binary(&bin, "two_loads", "lp"), &[], &[]);
+    let mut seen = Vec::new();
+    for (rate, requests) in [(250.0, 1000), (1000.0, 3000)] {
+        let mut settle = LoadConfig::new(clone.addr, workload("lp"), rate);
+        settle.connections = 2;
+        settle.arrival = Arrival::Fixed;
+        settle.warmup = Duration::ZERO;
+        settle.duration = Duration::from_secs(1);
+        assert_all_ok(
+            &run(&settle, &mut |_| {}).expect("settling load"),
+            "settling load",
+        );
+        let started = Instant::now();
+        let (counts, text, achieved) = strace_during_load_at(
+            &[clone.pid()],
+            clone.addr,
+            workload("lp"),
+            requests,
+            rate,
+            Duration::from_millis(100),
+        );
+        let seconds = started.elapsed().as_secs_f64();
+        let per = |call: &str| counts.get(call).copied().unwrap_or(0) as f64;
+        let mprotect = per("mprotect") / requests as f64;
+        let wakes_per_s = per("clock_nanosleep") / seconds;
+        eprintln!(
+            "{rate} req/s ({achieved:.0} achieved): mprotect {mprotect:.3} per request, timer \
+             {wakes_per_s:.0} wakes/s over {seconds:.2} s\n{text}"
+        );
+        seen.push((rate, mprotect, wakes_per_s));
+    }
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "clone-two_loads-lp");
+    // The trace's window also holds strace's attach and detach (a few tenths of a second at the
+    // rate before or after), so the bounds are about 15 % wide.
+    for (rate, mprotect, wakes_per_s, want_mprotect, want_wakes) in [
+        (seen[0].0, seen[0].1, seen[0].2, 0.6, 200.0),
+        (seen[1].0, seen[1].1, seen[1].2, 0.1, 50.0),
+    ] {
+        assert!(
+            (mprotect - want_mprotect).abs() <= 0.15 * want_mprotect + 0.01,
+            "{rate} req/s: {mprotect:.3} mprotect per request, the config's {want_mprotect}"
+        );
+        assert!(
+            (wakes_per_s - want_wakes).abs() <= 0.15 * want_wakes,
+            "{rate} req/s: the timer woke {wakes_per_s:.0} times a second, the config's {want_wakes}"
+        );
+    }
 }
 
 /// Without extras, every model costs one receive and one send call per request (the calls its

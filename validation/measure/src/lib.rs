@@ -111,6 +111,30 @@ pub fn start_warm(
     } else {
         None
     };
+    // Under a Valgrind wrapper the server runs tens of times slower: those runs have warm-ups of
+    // their own, counted in requests (the body trace's, the simulated windows').
+    if spec.warm.steady_requests > 0 && launch.wrapper.is_empty() {
+        let level = spec.load.resolve(ditto_target::Level::Medium);
+        status(&format!(
+            "steady-state warm-up: {} requests at {} req/s, not measured",
+            spec.warm.steady_requests, level.rate
+        ));
+        let mut cfg = LoadConfig::new(target.addr(), spec.workload.clone(), level.rate);
+        cfg.connections = level.connections;
+        cfg.arrival = level.arrival;
+        cfg.warmup = Duration::ZERO;
+        cfg.max_requests = Some(spec.warm.steady_requests);
+        cfg.duration =
+            Duration::from_secs_f64(2.0 * spec.warm.steady_requests as f64 / level.rate + 5.0);
+        let report = ditto_load::run(&cfg, &mut |_| {})?;
+        if report.requests_completed == 0 {
+            return Err(MeasureError::TargetDied {
+                name: spec.name.clone(),
+                status: "answered none of the steady-state warm-up's requests".into(),
+                log_tail: target.log_tail(),
+            });
+        }
+    }
     Ok((target, warm))
 }
 

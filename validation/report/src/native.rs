@@ -293,6 +293,7 @@ fn measure_running(
                 load: Some(AttachLoad {
                     spec: spec.clone(),
                     level: level.clone(),
+                    second_level: None,
                     addr,
                     seed: s.run.seed,
                 }),

@@ -135,6 +135,7 @@ fn measured_profile(what: &str, spec: &TargetSpec, level: &ditto_target::Resolve
             load: Some(AttachLoad {
                 spec: spec.clone(),
                 level: level.clone(),
+                second_level: None,
                 addr: target.addr(),
                 seed: 1,
             }),

@@ -130,6 +130,8 @@ static const char *check_config(const struct ditto_config *cfg, char *buf, size_
     }
     if (cfg->n_extras > 0 && cfg->extras == NULL)
         return "n_extras > 0 but extras is NULL";
+    if (!isfinite(cfg->second_rate) || cfg->second_rate < 0)
+        return "second_rate must be a non-negative number";
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
         if ((unsigned)e->op > DITTO_OP_WAKEUP_TOPUP) {
@@ -142,17 +144,25 @@ static const char *check_config(const struct ditto_config *cfg, char *buf, size_
                      DITTO_MAX_OPS_PER_REQUEST);
             return buf;
         }
+        if (cfg->second_rate > 0 && (!isfinite(e->per_request_second) ||
+                                     e->per_request_second > DITTO_MAX_OPS_PER_REQUEST)) {
+            snprintf(buf, len, "extra %u: per_request_second must be at most %d (negative: none)",
+                     i, DITTO_MAX_OPS_PER_REQUEST);
+            return buf;
+        }
         if ((why = ditto_dist_check(&e->bytes)) != NULL) {
             snprintf(buf, len, "extra %u bytes: %s", i, why);
             return buf;
         }
-        if (op_needs_files(e->op) && e->per_request > 0 &&
+        /* An op counts as used when it runs at either load. */
+        int used = e->per_request > 0 || (cfg->second_rate > 0 && e->per_request_second > 0);
+        if (op_needs_files(e->op) && used &&
             (cfg->data_files == 0 || cfg->data_file_bytes == 0)) {
             snprintf(buf, len, "extra %u uses data files but data_files or data_file_bytes is 0",
                      i);
             return buf;
         }
-        if (e->op == DITTO_OP_SENDFILE && e->per_request > 0 &&
+        if (e->op == DITTO_OP_SENDFILE && used &&
             cfg->framing == DITTO_FRAME_MEMCACHED_TEXT &&
             cfg->data_file_bytes <= DITTO_MEMCACHED_TRAILER_LEN) {
             snprintf(buf, len, "extra %u: sendfile with memcached framing needs data files of at "
@@ -168,12 +178,22 @@ static void size_buffers(struct ditto_rt *rt)
 {
     const struct ditto_config *cfg = rt->cfg;
     uint64_t pattern = ditto_dist_max(&cfg->response_bytes);
+    if (cfg->second_rate > 0.0 && cfg->profiled_rate > 0.0 && cfg->in_flight_s > 0.0) {
+        double at_profile = ditto_overlap_share(cfg->profiled_rate, cfg->in_flight_s);
+        double at_second = ditto_overlap_share(cfg->second_rate, cfg->in_flight_s);
+        /* Two loads with the same share give no line (and a division by almost nothing). */
+        if (fabs(at_second - at_profile) > 1e-3) {
+            rt->share_profiled = at_profile;
+            rt->share_span_inv = 1.0 / (at_second - at_profile);
+        }
+    }
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
-        if (e->per_request <= 0)
+        int has_second = ditto_extra_has_second(rt, e);
+        if (e->per_request <= 0 && !(has_second && e->per_request_second > 0))
             continue;
         uint64_t m = op_max_bytes(e);
-        if (e->contended && cfg->in_flight_s > 0.0 && cfg->profiled_rate > 0.0)
+        if (has_second || (e->contended && cfg->in_flight_s > 0.0 && cfg->profiled_rate > 0.0))
             rt->need_rate = 1;
         switch (e->op) {
         case DITTO_OP_FILE_PWRITE:

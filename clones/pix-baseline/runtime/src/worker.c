@@ -159,18 +159,18 @@ static uint64_t claim_eventfd_writes(double per_request)
     }
 }
 
-/* The share of requests arriving at `rate` per second that find another in flight for in_flight_s. */
-static double overlap_share(double rate, double in_flight_s)
+double ditto_overlap_share(double rate, double in_flight_s)
 {
     return 1.0 - exp(-rate * in_flight_s);
 }
 
-/* Re-estimates the contended extras' scale from the process's request rate over the last window of
- * at least DITTO_RATE_WINDOW_NS (checked every DITTO_RATE_CHECK requests of this thread, so the clock
- * is read rarely). The window starts at this thread's first request, not at start-up, so that the
- * idle time before a load does not count as a low rate. Each process serves its share of the load:
- * its rate times the processes is the total the profiled rate was. */
-static void update_contention(struct ditto_worker *w, const struct ditto_config *cfg)
+/* Re-estimates the contended extras' scale and the position on the two loads' line from the
+ * process's request rate over the last window of at least DITTO_RATE_WINDOW_NS (checked every
+ * DITTO_RATE_CHECK requests of this thread, so the clock is read rarely). The window starts at this
+ * thread's first request, not at start-up, so that the idle time before a load does not count as a
+ * low rate. Each process serves its share of the load: its rate times the processes is the total
+ * the profiled rate was. */
+static void update_load(struct ditto_worker *w, const struct ditto_config *cfg)
 {
     if (!w->rt->need_rate)
         return;
@@ -192,10 +192,22 @@ static void update_contention(struct ditto_worker *w, const struct ditto_config 
     double rate = count_to_double(served - w->rate_mark_served) * processes /
                   (count_to_double(elapsed) * 1e-9);
     /* need_rate: both profiled figures are positive, so the share at the profile is too. */
-    w->contention_scale = overlap_share(rate, cfg->in_flight_s) /
-                          overlap_share(cfg->profiled_rate, cfg->in_flight_s);
+    double share = ditto_overlap_share(rate, cfg->in_flight_s);
+    w->contention_scale = share / ditto_overlap_share(cfg->profiled_rate, cfg->in_flight_s);
+    w->load_t = (share - w->rt->share_profiled) * w->rt->share_span_inv;
     w->rate_mark_ns = now;
     w->rate_mark_served = served;
+}
+
+/* The extra's count per request at the current load: on the line through the two loads where the
+ * profile measured both, else the profiled count (scaled by the overlap share if contended). */
+static double extra_per_request(const struct ditto_worker *w, const struct ditto_extra *e)
+{
+    if (ditto_extra_has_second(w->rt, e)) {
+        double v = e->per_request + (e->per_request_second - e->per_request) * w->load_t;
+        return v < 0.0 ? 0.0 : v > DITTO_MAX_OPS_PER_REQUEST ? DITTO_MAX_OPS_PER_REQUEST : v;
+    }
+    return e->contended ? e->per_request * w->contention_scale : e->per_request;
 }
 
 void ditto_worker_body(struct ditto_worker *w)
@@ -239,18 +251,20 @@ void ditto_worker_serve(struct ditto_worker *w, const struct ditto_request_class
     plan->corks = 0;
     plan->peeks = 0;
     __atomic_fetch_add(&ditto_requests_served, 1, __ATOMIC_RELAXED);
-    update_contention(w, cfg);
+    update_load(w, cfg);
     ditto_worker_body(w);
     plan->payload = payload_in(w, lo, hi);
     uint64_t body_room = UINT32_MAX - plan->payload;
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
+        double per = extra_per_request(w, e);
         if (e->op == DITTO_OP_RECV_TOPUP || e->op == DITTO_OP_WAKEUP_TOPUP) {
-            /* Top-ups compare totals, not an accumulator: the model's own calls count too. The
-             * connection makes the receives after the response is queued (conn.c). */
-            double want = e->per_request * count_to_double(w->ctx.request);
+            /* Top-ups compare totals: the accumulator holds the calls this thread's requests want,
+             * and the model's own calls count towards them. The connection makes the receives
+             * after the response is queued (conn.c). */
+            w->acc[i] += per;
             uint64_t made = e->op == DITTO_OP_RECV_TOPUP ? ditto_recv_calls : ditto_wait_calls;
-            uint64_t owed = owed_calls(want, made);
+            uint64_t owed = owed_calls(w->acc[i], made);
             if (e->op == DITTO_OP_RECV_TOPUP)
                 plan->peeks += (uint32_t)owed;
             else
@@ -258,13 +272,13 @@ void ditto_worker_serve(struct ditto_worker *w, const struct ditto_request_class
             continue;
         }
         if (e->op == DITTO_OP_EVENTFD_WRITE) {
-            ditto_op_run(w, e, claim_eventfd_writes(e->per_request));
+            ditto_op_run(w, e, claim_eventfd_writes(per));
             continue;
         }
         /* The accumulator realises fractional means exactly over a run: with 0.25 per request
          * every fourth request does the op. The epsilon absorbs binary rounding of sums such as
          * 0.1 + 0.1 + ... so that ten of them make one op, not zero. */
-        w->acc[i] += e->contended ? e->per_request * w->contention_scale : e->per_request;
+        w->acc[i] += per;
         uint64_t n = (uint64_t)(w->acc[i] + 1e-9);
         if (n == 0)
             continue;

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DITTO_RUNTIME_ABI 4
+#define DITTO_RUNTIME_ABI 5
 
 /* How the server side handles connections (profile: network.model / threads.process_model). */
 enum ditto_net_model {
@@ -89,6 +89,11 @@ struct ditto_extra {
      * makes when requests overlap, so per_request holds at the profiled load only and scales with
      * the share of requests that find another in flight (ditto_config.in_flight_s). */
     int contended;
+    /* Read only when ditto_config.second_rate > 0: the mean count per request at that load
+     * (negative: not measured). The runtime then draws the line through (share at profiled_rate,
+     * per_request) and (share at second_rate, per_request_second), with share = 1 - exp(-r *
+     * in_flight_s), and runs the count it gives at the current rate; contended or not. */
+    double per_request_second;
 };
 
 struct ditto_body_ctx {
@@ -135,6 +140,10 @@ struct ditto_cluster {
     /* The body's data regions (warm.c); may be NULL (then n_warm is 0). */
     const struct ditto_warm_region *warm;
     uint32_t n_warm;
+    /* Background threads: the period at ditto_config.second_rate (0: period_us at every load).
+     * The wakeup rate then follows the line through both points in the process's request rate,
+     * kept within half the lower and twice the higher of the two. */
+    uint32_t period_us_second;
 };
 
 /* A request class (an HTTP request target, by hash): its responses draw their sizes at quantiles
@@ -184,6 +193,9 @@ struct ditto_config {
     double profiled_rate;
     double in_flight_s;
     struct ditto_conn_calls conn_calls;
+    /* The profile's second load (requests per second, all processes): the extras'
+     * per_request_second and the clusters' period_us_second hold at it. 0: none. */
+    double second_rate;
 };
 
 /* Defined by the generated src/config.c. */
