@@ -92,7 +92,8 @@ fn merge_into(into: &mut SyscallStat, call: &SyscallStat) {
     };
     into.error_fraction = weigh(into.error_fraction, call.error_fraction);
     into.eagain_fraction = weigh(into.eagain_fraction, call.eagain_fraction);
-    let kinds: Vec<String> = into
+    // Each kind once: a kind both sides have must be weighed once, from the values before.
+    let kinds: std::collections::BTreeSet<String> = into
         .fd_kinds
         .keys()
         .chain(call.fd_kinds.keys())
