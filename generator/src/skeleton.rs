@@ -219,9 +219,6 @@ struct ExtraCount {
     topup: bool,
 }
 
-/// Rows [`extra_counts`] returns, whatever the table holds.
-const EXTRA_COUNT_ROWS: usize = 14;
-
 /// Every extra op the runtime has and its count per request in the serving cluster's table `wcs`,
 /// zero where the table lacks the call; always the same rows in the same order, so that two tables
 /// (the profiled load's and the second load's) line up. `recv` is the receive call the runtime
@@ -356,7 +353,6 @@ fn extra_counts(
             "epoll_wait per request (total; the loop makes at most one)",
         )
     });
-    debug_assert_eq!(rows.len(), EXTRA_COUNT_ROWS);
     rows
 }
 
@@ -511,20 +507,17 @@ pub fn skeleton(p: &Profile) -> Skeleton {
     let second = p.syscalls.at_second_load.as_ref();
     // A serving cluster missing from the second table is a mapping that failed, not zero calls.
     let wcs2 = second.and_then(|s| s.clusters.iter().find(|c| c.cluster == worker_id));
-    let at_second: Vec<Option<f64>> = match wcs2 {
-        Some(wcs2) => extra_counts(Some(wcs2), recv_name, epoll_model)
-            .into_iter()
-            .map(|c| Some(c.per_request))
-            .collect(),
-        None => vec![None; EXTRA_COUNT_ROWS],
-    };
+    let at_second = wcs2.map(|wcs2| extra_counts(Some(wcs2), recv_name, epoll_model));
     let mut extras: Vec<Extra> = Vec::new();
-    for (c, second) in extra_counts(wcs, recv_name, epoll_model)
+    for (i, c) in extra_counts(wcs, recv_name, epoll_model)
         .into_iter()
-        .zip(at_second)
+        .enumerate()
     {
         let per = c.per_request.clamp(0.0, 64.0);
-        let second = second.map(|v| v.clamp(0.0, 64.0));
+        // Both tables give the same rows in the same order.
+        let second = at_second
+            .as_ref()
+            .map(|rows| rows[i].per_request.clamp(0.0, 64.0));
         // A top-up stands for the calls above the loop's one per request: below 1 % of a call
         // over that at both loads it is left alone.
         let floor = if c.topup { 1.0 + TOPUP_MIN } else { 0.0 };

@@ -173,20 +173,28 @@ static const char *check_config(const struct ditto_config *cfg, char *buf, size_
     return NULL;
 }
 
-/* Sizes of the shared pattern and of each thread's scratch buffer, from the distributions. */
+/* The line through the profiled and the second load (rt->share_profiled, share_span_inv), where
+ * the config has both. */
+static void set_load_line(struct ditto_rt *rt)
+{
+    const struct ditto_config *cfg = rt->cfg;
+    if (!(cfg->second_rate > 0.0 && cfg->profiled_rate > 0.0 && cfg->in_flight_s > 0.0))
+        return;
+    double at_profile = ditto_overlap_share(cfg->profiled_rate, cfg->in_flight_s);
+    double at_second = ditto_overlap_share(cfg->second_rate, cfg->in_flight_s);
+    /* Two loads with the same share give no line (and a division by almost nothing). */
+    if (fabs(at_second - at_profile) > 1e-3) {
+        rt->share_profiled = at_profile;
+        rt->share_span_inv = 1.0 / (at_second - at_profile);
+    }
+}
+
+/* Sizes of the shared pattern and of each thread's scratch buffer, from the distributions, and
+ * what the extras need (pipe, eventfd, rate estimate, ...). After set_load_line. */
 static void size_buffers(struct ditto_rt *rt)
 {
     const struct ditto_config *cfg = rt->cfg;
     uint64_t pattern = ditto_dist_max(&cfg->response_bytes);
-    if (cfg->second_rate > 0.0 && cfg->profiled_rate > 0.0 && cfg->in_flight_s > 0.0) {
-        double at_profile = ditto_overlap_share(cfg->profiled_rate, cfg->in_flight_s);
-        double at_second = ditto_overlap_share(cfg->second_rate, cfg->in_flight_s);
-        /* Two loads with the same share give no line (and a division by almost nothing). */
-        if (fabs(at_second - at_profile) > 1e-3) {
-            rt->share_profiled = at_profile;
-            rt->share_span_inv = 1.0 / (at_second - at_profile);
-        }
-    }
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
         int has_second = ditto_extra_has_second(rt, e);
@@ -309,6 +317,7 @@ int ditto_main(int argc, char **argv, const struct ditto_config *config)
     if (r != 0)
         return 2;
     pick_clusters(&rt);
+    set_load_line(&rt);
     size_buffers(&rt);
 
     int status = 1;

@@ -170,33 +170,41 @@ double ditto_overlap_share(double rate, double in_flight_s)
  * thread's first request, not at start-up, so that the idle time before a load does not count as a
  * low rate. Each process serves its share of the load: its rate times the processes is the total
  * the profiled rate was. */
+double ditto_rate_window_update(struct ditto_rate_window *r, uint64_t now_ns, double processes)
+{
+    uint64_t served = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
+    if (r->mark_ns == 0 || now_ns < r->mark_ns) {
+        r->mark_ns = now_ns;
+        r->mark_served = served;
+        return -1.0;
+    }
+    uint64_t elapsed = now_ns - r->mark_ns;
+    if (elapsed < DITTO_RATE_WINDOW_NS)
+        return -1.0;
+    double rate = count_to_double(served - r->mark_served) * processes /
+                  (count_to_double(elapsed) * 1e-9);
+    r->mark_ns = now_ns;
+    r->mark_served = served;
+    return rate;
+}
+
 static void update_load(struct ditto_worker *w, const struct ditto_config *cfg)
 {
     if (!w->rt->need_rate)
         return;
-    if (w->rate_mark_ns != 0 && (++w->rate_tick % DITTO_RATE_CHECK) != 0)
+    if (w->rate.mark_ns != 0 && (++w->rate_tick % DITTO_RATE_CHECK) != 0)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    uint64_t served = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
-    if (w->rate_mark_ns == 0) {
-        w->rate_mark_ns = now;
-        w->rate_mark_served = served;
+    double rate = ditto_rate_window_update(&w->rate, now,
+                                           cfg->processes > 0 ? (double)cfg->processes : 1.0);
+    if (rate < 0.0)
         return;
-    }
-    uint64_t elapsed = now - w->rate_mark_ns;
-    if (elapsed < DITTO_RATE_WINDOW_NS)
-        return;
-    double processes = cfg->processes > 0 ? (double)cfg->processes : 1.0;
-    double rate = count_to_double(served - w->rate_mark_served) * processes /
-                  (count_to_double(elapsed) * 1e-9);
     /* need_rate: both profiled figures are positive, so the share at the profile is too. */
     double share = ditto_overlap_share(rate, cfg->in_flight_s);
     w->contention_scale = share / ditto_overlap_share(cfg->profiled_rate, cfg->in_flight_s);
     w->load_t = (share - w->rt->share_profiled) * w->rt->share_span_inv;
-    w->rate_mark_ns = now;
-    w->rate_mark_served = served;
 }
 
 /* The extra's count per request at the current load: on the line through the two loads where the

@@ -18,7 +18,7 @@
  * rate over windows of at least DITTO_RATE_WINDOW_NS. */
 struct bg_pace {
     double hz_profiled, slope, hz_min, hz_max, profiled_rate, processes;
-    uint64_t mark_ns, mark_served;
+    struct ditto_rate_window window;
 };
 
 struct bg_thread {
@@ -64,28 +64,18 @@ static int bg_pace_init(struct bg_pace *p, const struct ditto_config *cfg,
     p->hz_max = 2.0 * (a > b ? a : b);
     p->profiled_rate = cfg->profiled_rate;
     p->processes = cfg->processes > 0 ? (double)cfg->processes : 1.0;
-    p->mark_ns = 0;
+    p->window.mark_ns = 0;
     return 1;
 }
 
 /* The period for the rate measured up to `now_ns`; `period_ns` unchanged until a window is full. */
 static uint64_t bg_pace_period(struct bg_pace *p, uint64_t now_ns, uint64_t period_ns)
 {
-    uint64_t served = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
-    if (p->mark_ns == 0 || now_ns < p->mark_ns) {
-        p->mark_ns = now_ns;
-        p->mark_served = served;
+    double rate = ditto_rate_window_update(&p->window, now_ns, p->processes);
+    if (rate < 0.0)
         return period_ns;
-    }
-    uint64_t elapsed = now_ns - p->mark_ns;
-    if (elapsed < DITTO_RATE_WINDOW_NS)
-        return period_ns;
-    double rate = (double)(int64_t)(served - p->mark_served) * p->processes /
-                  ((double)(int64_t)elapsed * 1e-9);
     double hz = p->hz_profiled + p->slope * (rate - p->profiled_rate);
     hz = hz < p->hz_min ? p->hz_min : hz > p->hz_max ? p->hz_max : hz;
-    p->mark_ns = now_ns;
-    p->mark_served = served;
     return (uint64_t)(1e9 / hz);
 }
 

@@ -120,6 +120,16 @@ extern __thread uint64_t ditto_wait_calls;
 /* The share of requests arriving at `rate` per second that find another in flight for in_flight_s. */
 double ditto_overlap_share(double rate, double in_flight_s);
 
+/* A window over which a thread estimates the process's request rate (ditto_requests_served). */
+struct ditto_rate_window {
+    uint64_t mark_ns, mark_served;
+};
+
+/* The request rate since the window's mark, times `processes` (each process serves its share of the
+ * load), once the window spans DITTO_RATE_WINDOW_NS; the next window then starts at now_ns. Negative
+ * while the window is shorter, and on the first call, which only sets the mark. */
+double ditto_rate_window_update(struct ditto_rate_window *r, uint64_t now_ns, double processes);
+
 /* Whether the extra follows the line through the profiled and the second load. */
 static inline int ditto_extra_has_second(const struct ditto_rt *rt, const struct ditto_extra *e)
 {
@@ -163,7 +173,7 @@ struct ditto_worker {
      * process's request rate they were last estimated over. */
     double contention_scale;
     double load_t;
-    uint64_t rate_mark_ns, rate_mark_served;
+    struct ditto_rate_window rate;
     uint32_t rate_tick;
 };
 
