@@ -188,6 +188,23 @@ fn memcached_profile_finds_epoll_and_an_acceptor_dispatching_to_four_workers() {
         at_second > 1.5 * at_profile,
         "timer sleeps per request: {at_profile:.3} at {profiled_rate:.0} req/s, {at_second:.3} at {second_rate:.0}"
     );
+    // The same load for half as long right before and after it, on as many connections: what
+    // tells calls per connection from calls per request.
+    let shorts = p["syscalls"]["at_second_load_short"]
+        .as_array()
+        .expect("short windows");
+    assert_eq!(shorts.len(), 2, "one before and one after the long window");
+    let long_requests = second["requests"].as_f64().expect("second load requests");
+    let connections = p["conditions"]["load"]["connections"].clone();
+    assert_eq!(second["connections"], connections, "{second}");
+    for short in shorts {
+        let short_requests = short["requests"].as_f64().expect("short window requests");
+        assert!(
+            (0.4..0.6).contains(&(short_requests / long_requests)),
+            "a short window is half as long: {short_requests} requests against {long_requests}"
+        );
+        assert_eq!(short["connections"], connections, "{short}");
+    }
     still_serves(&served, "memcached");
 }
 
@@ -229,7 +246,8 @@ fn pix_profile_finds_tokio_workers_on_epoll() {
     let served = Served::start("pix-optimized");
     let (_, p) = profile(&served, "pix-optimized", &["--second-level", "none"]);
     assert!(
-        p["syscalls"].get("at_second_load").is_none(),
+        p["syscalls"].get("at_second_load").is_none()
+            && p["syscalls"].get("at_second_load_short").is_none(),
         "--second-level none runs no second window"
     );
     let server = &p["network"]["server"];

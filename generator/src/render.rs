@@ -113,7 +113,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
     );
     out.push_str(
         "/* body.S reads these fields at fixed offsets and was generated for this ABI. */\n\
-         _Static_assert(DITTO_RUNTIME_ABI == 5, \"body.S was generated for runtime ABI 5\");\n\
+         _Static_assert(DITTO_RUNTIME_ABI == 6, \"body.S was generated for runtime ABI 6\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, \"body.S reads ctx->priv at 0\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, \"body.S reads ctx->shared at 8\");\n",
     );
@@ -145,10 +145,11 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         // config has a second load).
         let second = c_double(e.per_request_second.unwrap_or(-1.0));
         extra_lines.push(format!(
-            "    {{{}, {}, {d}, {}, {second}}},",
+            "    {{{}, {}, {d}, {}, {second}, {}}},",
             e.op,
             c_double(e.per_request),
-            i32::from(e.contended)
+            i32::from(e.contended),
+            c_double(e.per_connection)
         ));
     }
     if !extra_lines.is_empty() {
@@ -453,6 +454,10 @@ pub fn skeleton_md(s: &Skeleton) -> String {
                     ),
                     _ if e.contended => " at the profiled load".to_string(),
                     _ => String::new(),
+                } + &if e.per_connection > 0.0 {
+                    format!(", and {:.1} per connection", e.per_connection)
+                } else {
+                    String::new()
                 },
                 e.from,
                 bins_summary(&e.bytes)
@@ -480,6 +485,15 @@ pub fn skeleton_md(s: &Skeleton) -> String {
                  {:.0} req/s.",
                 s.in_flight_s * 1e6,
                 s.profiled_rate
+            );
+        }
+        if s.extras.iter().any(|e| e.per_connection > 0.0) {
+            let _ = writeln!(
+                out,
+                "\nCalls per connection were told apart from calls per request by windows of the second load \
+                 of two lengths on as many connections (half a window before and after the long one): a \
+                 worker owes them when a connection's first bytes reach it, and its own calls count \
+                 towards them."
             );
         }
     }

@@ -31,6 +31,9 @@ pub struct Extra {
     /// Its count per request at the profile's second load, where it has one
     /// (`syscalls.at_second_load`): the runtime follows the line through both.
     pub per_request_second: Option<f64>,
+    /// Its count per accepted connection, on top of `per_request` (both loads' counts have had
+    /// the windows' connections taken out): [`per_connection`].
+    pub per_connection: f64,
     pub bytes: Bins,
     /// The profiled syscalls it stands for, for the README.
     pub from: String,
@@ -133,6 +136,116 @@ pub fn conn_calls(p: &Profile) -> ConnCalls {
         peer_names: per_conn("getpeername"),
         sock_names: per_conn("getsockname"),
         shutdowns: per_conn("shutdown"),
+    }
+}
+
+/// The windows calls per connection are read from: the profiled one (its counts are taken apart
+/// too), the second load's long one and its short ones, each with its requests and connections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionWindows {
+    pub first: Window,
+    pub long: Window,
+    /// At least two: their difference is the measure of noise and drift.
+    pub shorts: Vec<Window>,
+}
+
+/// Requests completed and connections opened in one window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub requests: f64,
+    pub connections: f64,
+}
+
+impl Window {
+    fn of(s: &ditto_profile::SecondLoadSyscalls) -> Option<Window> {
+        Some(Window {
+            requests: s.requests as f64,
+            connections: f64::from(s.connections?),
+        })
+    }
+}
+
+impl ConnectionWindows {
+    /// `None` unless the profile has the second load's long window and two short ones, each with
+    /// its connections, a profiled load with its connections, and windows far enough apart in
+    /// requests per connection to tell calls per request from calls per connection.
+    pub fn of(p: &Profile) -> Option<ConnectionWindows> {
+        let w = ConnectionWindows {
+            first: Window {
+                requests: p.conditions.requests as f64,
+                connections: p.conditions.load.as_ref()?.connections as f64,
+            },
+            long: Window::of(p.syscalls.at_second_load.as_ref()?)?,
+            shorts: p
+                .syscalls
+                .at_second_load_short
+                .iter()
+                .map(Window::of)
+                .collect::<Option<Vec<_>>>()?,
+        };
+        let all = || std::iter::once(&w.first).chain([&w.long]).chain(&w.shorts);
+        if w.shorts.len() < 2 || !all().all(|x| x.requests > 0.0 && x.connections > 0.0) {
+            return None;
+        }
+        // The equations must be far from parallel: requests per connection at least a quarter
+        // apart between the long window and the short ones together.
+        let (l, s) = (
+            w.long.requests / w.long.connections,
+            w.short_requests_per_connection(),
+        );
+        ((l - s).abs() >= 0.25 * l.max(s)).then_some(w)
+    }
+
+    fn short_requests_per_connection(&self) -> f64 {
+        let r: f64 = self.shorts.iter().map(|x| x.requests).sum();
+        let c: f64 = self.shorts.iter().map(|x| x.connections).sum();
+        r / c
+    }
+}
+
+/// Least calls per connection an extra gets.
+const MIN_CALLS_PER_CONNECTION: f64 = 1.0;
+/// Most calls per connection an extra gets.
+const MAX_CALLS_PER_CONNECTION: f64 = 256.0;
+
+/// One op's calls per connection from its counts per request in the second load's long window and
+/// its short ones (`short`, in the order of `w.shorts`). Every window holds calls_per_request ×
+/// requests + calls_per_connection × connections: the long window and the shorts pooled are two
+/// equations in the two unknowns, and the shorts, before and after the long one, cancel a count
+/// that drifts steadily. Zero where the split is not above what the short windows differ by between
+/// themselves (noise and drift the pooling did not cancel) in a short window's count, below
+/// [`MIN_CALLS_PER_CONNECTION`], or where the shorts made fewer.
+pub fn per_connection(long: f64, short: &[f64], w: &ConnectionWindows) -> f64 {
+    if short.len() != w.shorts.len() || short.len() < 2 {
+        return 0.0;
+    }
+    let (rl, cl) = (w.long.requests, w.long.connections);
+    let rs: f64 = w.shorts.iter().map(|x| x.requests).sum();
+    let cs: f64 = w.shorts.iter().map(|x| x.connections).sum();
+    let ns: f64 = short
+        .iter()
+        .zip(&w.shorts)
+        .map(|(v, x)| v * x.requests)
+        .sum();
+    let nl = long * rl;
+    let det = rl * cs - rs * cl;
+    if det.abs() < 1e-9 {
+        return 0.0;
+    }
+    let b = (rl * ns - rs * nl) / det;
+    // What the split adds to a short window's count per request, against how far the short
+    // windows' counts are apart.
+    let spread = short.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        - short.iter().copied().fold(f64::INFINITY, f64::min);
+    let shown = w
+        .shorts
+        .iter()
+        .map(|x| b * x.connections / x.requests)
+        .fold(f64::INFINITY, f64::min);
+    if b.is_finite() && b >= MIN_CALLS_PER_CONNECTION && shown > spread {
+        b.min(MAX_CALLS_PER_CONNECTION)
+    } else {
+        0.0
     }
 }
 
@@ -508,24 +621,52 @@ pub fn skeleton(p: &Profile) -> Skeleton {
     // A serving cluster missing from the second table is a mapping that failed, not zero calls.
     let wcs2 = second.and_then(|s| s.clusters.iter().find(|c| c.cluster == worker_id));
     let at_second = wcs2.map(|wcs2| extra_counts(Some(wcs2), recv_name, epoll_model));
+    // Calls per connection: the second load over shorter windows, on as many connections.
+    let windows = ConnectionWindows::of(p);
+    let at_shorts: Option<Vec<Vec<ExtraCount>>> = windows.as_ref().and_then(|_| {
+        p.syscalls
+            .at_second_load_short
+            .iter()
+            .map(|s| {
+                s.clusters
+                    .iter()
+                    .find(|c| c.cluster == worker_id)
+                    .map(|wcs| extra_counts(Some(wcs), recv_name, epoll_model))
+            })
+            .collect()
+    });
     let mut extras: Vec<Extra> = Vec::new();
     for (i, c) in extra_counts(wcs, recv_name, epoll_model)
         .into_iter()
         .enumerate()
     {
-        let per = c.per_request.clamp(0.0, 64.0);
-        // Both tables give the same rows in the same order.
-        let second = at_second
-            .as_ref()
-            .map(|rows| rows[i].per_request.clamp(0.0, 64.0));
+        // All tables give the same rows in the same order.
+        let second = at_second.as_ref().map(|rows| rows[i].per_request);
+        let per_conn = match (&windows, second, &at_shorts) {
+            (Some(w), Some(long), Some(shorts)) => {
+                let short: Vec<f64> = shorts.iter().map(|rows| rows[i].per_request).collect();
+                per_connection(long, &short, w)
+            }
+            _ => 0.0,
+        };
+        let (first_out, second_out) = windows.as_ref().map_or((0.0, 0.0), |w| {
+            (
+                per_conn * w.first.connections / w.first.requests,
+                per_conn * w.long.connections / w.long.requests,
+            )
+        });
+        // `+ 0.0` writes a negative zero as zero.
+        let per = (c.per_request - first_out).clamp(0.0, 64.0) + 0.0;
+        let second = second.map(|v| (v - second_out).clamp(0.0, 64.0) + 0.0);
         // A top-up stands for the calls above the loop's one per request: below 1 % of a call
-        // over that at both loads it is left alone.
+        // over that at both loads, and with nothing per connection, it is left alone.
         let floor = if c.topup { 1.0 + TOPUP_MIN } else { 0.0 };
-        if per > floor || second.is_some_and(|v| v > floor) {
+        if per > floor || second.is_some_and(|v| v > floor) || per_conn > 0.0 {
             extras.push(Extra {
                 op: c.op,
                 per_request: per,
                 per_request_second: second,
+                per_connection: per_conn,
                 bytes: c.bytes,
                 from: c.from.to_string(),
                 contended: CONTENDED_OPS.contains(&c.op),
@@ -1180,9 +1321,132 @@ mod tests {
             achieved_rate: rate,
             duration_s: 10.0,
             requests: (rate * 10.0) as u64,
+            connections: None,
             clusters,
         });
+        p.syscalls.at_second_load_short = Vec::new();
         p
+    }
+
+    /// Pix baseline's profile with a second-load window of 10,000 requests and two short ones of
+    /// 2,500 around it, on 8 connections each, whose workers received `long` and `shorts` times a
+    /// request and made every other call as often in all three.
+    fn with_connection_windows(long: f64, shorts: [f64; 2]) -> Profile {
+        let mut p = example("pix-baseline");
+        let worker = p
+            .network
+            .server
+            .worker_cluster
+            .clone()
+            .expect("a worker cluster");
+        let window = |requests: u64, recv: f64| {
+            let mut clusters = p.syscalls.clusters.clone();
+            for cs in &mut clusters {
+                for call in &mut cs.calls {
+                    call.bytes = None;
+                    if cs.cluster == worker && call.name == "recvfrom" {
+                        call.per_request = recv;
+                    }
+                }
+            }
+            ditto_profile::SecondLoadSyscalls {
+                offered_rate: 500.0,
+                achieved_rate: 500.0,
+                duration_s: requests as f64 / 500.0,
+                requests,
+                connections: Some(8),
+                clusters,
+            }
+        };
+        p.syscalls.at_second_load = Some(window(10_000, long));
+        p.syscalls.at_second_load_short = shorts.iter().map(|v| window(2_500, *v)).collect();
+        p
+    }
+
+    fn recv_extra(p: &Profile) -> Extra {
+        skeleton(p)
+            .extras
+            .into_iter()
+            .find(|e| e.op == "DITTO_OP_RECV_TOPUP")
+            .expect("receives above one a request are a top-up")
+    }
+
+    #[test]
+    fn short_second_windows_tell_calls_per_connection_from_calls_per_request() {
+        let p = with_connection_windows(1.085, [1.114, 1.118]);
+        let recv = recv_extra(&p);
+        // 1.085 × 10,000 = a × 10,000 + 8 b and (1.114 + 1.118) × 2,500 = a × 5,000 + 16 b.
+        let b =
+            (10_000.0 * 2_500.0 * 2.232 - 5_000.0 * 10_850.0) / (10_000.0 * 16.0 - 5_000.0 * 8.0);
+        assert!(
+            (recv.per_connection - b).abs() < 1e-9,
+            "{}",
+            recv.per_connection
+        );
+        assert!((b - 12.92).abs() < 0.01, "{b}");
+        // Both loads' counts lose their windows' connections' share.
+        let second = recv.per_request_second.expect("a count at the second load");
+        assert!(
+            (second - (1.085 - 8.0 * b / 10_000.0)).abs() < 1e-9,
+            "{second}"
+        );
+        let profiled = p
+            .syscalls
+            .clusters
+            .iter()
+            .flat_map(|c| &c.calls)
+            .filter(|c| c.name == "recvfrom")
+            .map(|c| c.per_request)
+            .sum::<f64>();
+        let first_out = 8.0 * b / p.conditions.requests as f64;
+        assert!(
+            (recv.per_request - (profiled - first_out)).abs() < 1e-9,
+            "{} vs {}",
+            recv.per_request,
+            profiled - first_out
+        );
+        // A call made as often in every window has none per connection.
+        let s = skeleton(&p);
+        let mprotect = s
+            .extras
+            .iter()
+            .find(|e| e.op == "DITTO_OP_MPROTECT")
+            .expect("mprotect");
+        assert_eq!(mprotect.per_connection, 0.0);
+    }
+
+    #[test]
+    fn no_calls_per_connection_where_the_short_windows_disagree_or_made_fewer() {
+        // The same mean as above, but the short windows 0.052 apart: more than the 0.041 a request
+        // that 12.9 calls per connection add to one of them.
+        assert_eq!(
+            recv_extra(&with_connection_windows(1.085, [1.09, 1.142])).per_connection,
+            0.0
+        );
+        assert_eq!(
+            recv_extra(&with_connection_windows(1.116, [1.085, 1.086])).per_connection,
+            0.0
+        );
+    }
+
+    #[test]
+    fn no_calls_per_connection_without_every_window_or_with_parallel_ones() {
+        let mut one_short = with_connection_windows(1.085, [1.114, 1.118]);
+        one_short.syscalls.at_second_load_short.pop();
+        assert!(ConnectionWindows::of(&one_short).is_none());
+        assert_eq!(recv_extra(&one_short).per_connection, 0.0);
+
+        let mut unknown = with_connection_windows(1.085, [1.114, 1.118]);
+        unknown.syscalls.at_second_load_short[1].connections = None;
+        assert!(ConnectionWindows::of(&unknown).is_none());
+
+        // Windows with as many requests per connection cannot tell the two apart.
+        let mut parallel = with_connection_windows(1.085, [1.114, 1.118]);
+        for s in &mut parallel.syscalls.at_second_load_short {
+            s.connections = Some(2);
+        }
+        assert!(ConnectionWindows::of(&parallel).is_none());
+        assert_eq!(recv_extra(&parallel).per_connection, 0.0);
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub use topology::{RpcEdge, Service, Topology};
 /// Major version: a reader refuses profiles of any other major version.
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: added optional fields only.
-pub const SCHEMA_MINOR: u32 = 1;
+pub const SCHEMA_MINOR: u32 = 2;
 
 /// The whole profile of one service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -230,8 +230,19 @@ impl Profile {
                 }
             }
         }
-        if let Some(second) = &self.syscalls.at_second_load {
-            let at = |f: &str| format!("syscalls.at_second_load.{f}");
+        let short = self.syscalls.at_second_load_short.iter();
+        let windows = self
+            .syscalls
+            .at_second_load
+            .iter()
+            .map(|s| ("at_second_load".to_string(), s))
+            .chain(
+                short
+                    .enumerate()
+                    .map(|(i, s)| (format!("at_second_load_short[{i}]"), s)),
+            );
+        for (field, second) in windows {
+            let at = |f: &str| format!("syscalls.{field}.{f}");
             if !(second.achieved_rate.is_finite() && second.achieved_rate > 0.0) {
                 return Err((at("achieved_rate"), "must be a positive number".into()));
             }
@@ -251,6 +262,13 @@ impl Profile {
                     }
                 }
             }
+        }
+        if !self.syscalls.at_second_load_short.is_empty() && self.syscalls.at_second_load.is_none()
+        {
+            return Err((
+                "syscalls.at_second_load_short".into(),
+                "needs syscalls.at_second_load (it is the same load over shorter windows)".into(),
+            ));
         }
         for h in [
             ("network.read_sizes", &self.network.read_sizes),

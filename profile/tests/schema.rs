@@ -126,6 +126,7 @@ pub fn sample() -> Profile {
                 achieved_rate: 498.5,
                 duration_s: 10.0,
                 requests: 4985,
+                connections: Some(8),
                 clusters: vec![ClusterSyscalls {
                     cluster: "c0".into(),
                     calls: vec![SyscallStat {
@@ -136,6 +137,22 @@ pub fn sample() -> Profile {
                     }],
                 }],
             }),
+            at_second_load_short: vec![SecondLoadSyscalls {
+                offered_rate: 500.0,
+                achieved_rate: 499.0,
+                duration_s: 5.0,
+                requests: 2495,
+                connections: Some(8),
+                clusters: vec![ClusterSyscalls {
+                    cluster: "c0".into(),
+                    calls: vec![SyscallStat {
+                        name: "read".into(),
+                        per_request: 1.24,
+                        count: 3094,
+                        ..SyscallStat::default()
+                    }],
+                }],
+            }],
         },
         counters: Counters::default(),
         memory: Memory::default(),
@@ -167,10 +184,9 @@ fn another_major_version_is_refused_with_what_to_do() {
 fn a_profile_of_minor_version_0_without_a_second_load_is_read() {
     let mut value: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
     value["schema_version"] = "1.0".into();
-    value["syscalls"]
-        .as_object_mut()
-        .expect("syscalls")
-        .remove("at_second_load");
+    let syscalls = value["syscalls"].as_object_mut().expect("syscalls");
+    syscalls.remove("at_second_load");
+    syscalls.remove("at_second_load_short");
     let p = Profile::from_json(&value.to_string(), "older.json").expect("1.0 is readable");
     assert!(p.syscalls.at_second_load.is_none());
 }
@@ -186,6 +202,49 @@ fn a_second_load_naming_an_unknown_cluster_is_refused_with_its_field() {
         .to_string();
     assert!(
         err.contains("syscalls.at_second_load.clusters[0].cluster") && err.contains("c9"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_profile_of_minor_version_1_without_connections_or_a_short_window_is_read() {
+    let mut value: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
+    value["schema_version"] = "1.1".into();
+    let syscalls = value["syscalls"].as_object_mut().expect("syscalls");
+    syscalls.remove("at_second_load_short");
+    syscalls["at_second_load"]
+        .as_object_mut()
+        .expect("second load")
+        .remove("connections");
+    let p = Profile::from_json(&value.to_string(), "older.json").expect("1.1 is readable");
+    assert!(p.syscalls.at_second_load_short.is_empty());
+    assert_eq!(p.syscalls.at_second_load.map(|s| s.connections), Some(None));
+}
+
+#[test]
+fn a_short_window_without_its_long_window_is_refused_with_its_field() {
+    let mut p = sample();
+    p.syscalls.at_second_load = None;
+    let err = Profile::from_json(&p.to_json(), "bad.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("syscalls.at_second_load_short") && err.contains("at_second_load"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_short_window_naming_an_unknown_cluster_is_refused_with_its_field() {
+    let mut p = sample();
+    if let Some(s) = p.syscalls.at_second_load_short.first_mut() {
+        s.clusters[0].cluster = "c7".into();
+    }
+    let err = Profile::from_json(&p.to_json(), "bad.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("syscalls.at_second_load_short[0].clusters[0].cluster") && err.contains("c7"),
         "{err}"
     );
 }

@@ -378,13 +378,25 @@ pub fn profile_attach(
         .filter(|_| observations.partial.is_none())
     {
         if let Some(second) = &l.second_level {
+            // Half as long, before and after the long window: the shorts against the long one tell
+            // calls per connection from calls per request, and around it they cancel a steady drift.
+            let long = Duration::from_secs_f64(second.duration_s);
+            let before = second_window(opts, l, second, long / 2, &observations, status)?;
             profile.syscalls.at_second_load =
-                second_window(opts, l, second, &observations, status)?;
+                second_window(opts, l, second, long, &observations, status)?;
             if profile.syscalls.at_second_load.is_none() {
                 profile.conditions.warnings.push(format!(
                     "no syscall counts at the second load ({}): its window completed no request or the target exited in it",
                     second.level.name()
                 ));
+            } else {
+                let after = second_window(opts, l, second, long / 2, &observations, status)?;
+                profile.syscalls.at_second_load_short = before.into_iter().chain(after).collect();
+                if profile.syscalls.at_second_load_short.len() < 2 {
+                    profile.conditions.warnings.push(
+                        "no calls per connection: a short window of the second load completed no request or the target exited in it".into(),
+                    );
+                }
             }
         }
     }
@@ -395,27 +407,34 @@ pub fn profile_attach(
     })
 }
 
-/// The second load's window ([`AttachLoad::second_level`]): its own attach run, its calls carried
-/// over to the first window's clusters by thread. `None` (with a warning in the profile) when the
-/// target died in it or it completed no request; a load that cannot run is an error like the first's.
+/// A window of the second load ([`AttachLoad::second_level`]), `duration` long: its own attach run,
+/// its calls carried over to the first window's clusters by thread. `None` (with a warning in the
+/// profile) when the target died in it or it completed no request; a load that cannot run is an
+/// error like the first's.
 fn second_window(
     opts: &AttachOptions,
     load: &AttachLoad,
     level: &ResolvedLevel,
+    duration: Duration,
     first: &Observations,
     status: &mut dyn FnMut(&str),
 ) -> Result<Option<ditto_profile::SecondLoadSyscalls>, ProfileRunError> {
     status(&format!(
-        "second window: the {} level, for how the syscalls change with load",
-        level.level.name()
+        "second-load window: the {} level for {:.1} s, for how the syscalls change with load and connections",
+        level.level.name(),
+        duration.as_secs_f64()
     ));
     let second = profile_attach(
         &AttachOptions {
             pid: opts.pid,
-            duration: Duration::from_secs_f64(level.duration_s),
+            duration,
             collector: opts.collector,
             load: Some(AttachLoad {
-                level: level.clone(),
+                // A load's window is its level's duration.
+                level: ResolvedLevel {
+                    duration_s: duration.as_secs_f64(),
+                    ..level.clone()
+                },
                 second_level: None,
                 ..load.clone()
             }),
@@ -433,10 +452,13 @@ fn second_window(
         &second.profile.syscalls.clusters,
         &analyze::thread_clusters(&second.observations),
         &analyze::thread_clusters(first),
-        report.offered_rate,
-        report.achieved_rate,
-        second.observations.duration_s,
-        report.requests_completed,
+        analyze::second_load::WindowLoad {
+            offered_rate: report.offered_rate,
+            achieved_rate: report.achieved_rate,
+            duration_s: second.observations.duration_s,
+            requests: report.requests_completed,
+            connections: u32::try_from(level.connections).unwrap_or(u32::MAX),
+        },
     )))
 }
 

@@ -223,6 +223,8 @@ void ditto_set_thread_name(const char *cluster_name);
 /* ---- syscalls.c: the extra-op emitters and the receive/send calls ---- */
 /* Runs `n` executions of extra `e` that do not touch the connection. */
 void ditto_op_run(struct ditto_worker *w, const struct ditto_extra *e, uint64_t n);
+/* A connection's first bytes reached this thread: its extras' calls per connection are owed. */
+void ditto_worker_conn_start(struct ditto_worker *w);
 /* Picks a sendfile segment of `len` bytes; tail=1 makes it end at the file's end (memcached). */
 void ditto_op_sendfile_seg(struct ditto_worker *w, uint64_t len, int tail, struct ditto_file_seg *seg);
 ssize_t ditto_io_recv(enum ditto_io_call call, int fd, void *buf, size_t len);
@@ -264,6 +266,7 @@ struct ditto_conn {
     struct ditto_conn *prev, *next; /* the owning loop's list */
     size_t slot;          /* the owning loop's index (poll model) */
     uint32_t shutdowns;   /* shutdown() calls before close (ditto_config.conn_calls) */
+    int started;          /* its serving thread has counted it (ditto_worker_conn_start) */
 };
 
 enum ditto_flush { DITTO_FLUSH_DONE = 0, DITTO_FLUSH_WAIT = 1, DITTO_FLUSH_ERROR = -1 };

@@ -7,7 +7,7 @@
 #include "test_common.h"
 
 static const struct ditto_extra test_extras[] = {
-    {DITTO_OP_FUTEX_WAKE, 0.5, {0, NULL, NULL, NULL}, 1, -1.0},
+    {DITTO_OP_FUTEX_WAKE, 0.5, {0, NULL, NULL, NULL}, 1, -1.0, 0.0},
 };
 
 const struct ditto_config ditto_clone_config = {

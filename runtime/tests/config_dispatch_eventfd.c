@@ -5,7 +5,7 @@
 #include "test_common.h"
 
 static const struct ditto_extra test_extras[] = {
-    {DITTO_OP_EVENTFD_WRITE, 0.02, {0, NULL, NULL, NULL}, 0, -1.0},
+    {DITTO_OP_EVENTFD_WRITE, 0.02, {0, NULL, NULL, NULL}, 0, -1.0, 0.0},
 };
 
 const struct ditto_config ditto_clone_config = {

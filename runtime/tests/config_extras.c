@@ -17,21 +17,21 @@ static const uint64_t io_cum[] = {1};
 #define NONE {0, NULL, NULL, NULL}
 
 static const struct ditto_extra test_extras[] = {
-    {DITTO_OP_OPEN_FSTAT_CLOSE, 0.5, NONE, 0, -1.0},
-    {DITTO_OP_FILE_PREAD, 0.25, IO, 0, -1.0},
-    {DITTO_OP_FILE_PWRITE, 0.25, IO, 0, -1.0},
-    {DITTO_OP_SENDFILE, 1.0, SF, 0, -1.0},
-    {DITTO_OP_PIPE_RW, 0.3, IO, 0, -1.0},
-    {DITTO_OP_FUTEX_WAKE, 0.2, NONE, 0, -1.0},
-    {DITTO_OP_GETTIME, 1.5, NONE, 0, -1.0},
-    {DITTO_OP_FSYNC, 0.1, NONE, 0, -1.0},
-    {DITTO_OP_CORK, 1.0, NONE, 0, -1.0},
-    {DITTO_OP_SCHED_YIELD, 0.1, NONE, 0, -1.0},
-    {DITTO_OP_MPROTECT, 0.2, NONE, 0, -1.0},
-    {DITTO_OP_EVENTFD_WRITE, 0.1, NONE, 0, -1.0},
+    {DITTO_OP_OPEN_FSTAT_CLOSE, 0.5, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_FILE_PREAD, 0.25, IO, 0, -1.0, 0.0},
+    {DITTO_OP_FILE_PWRITE, 0.25, IO, 0, -1.0, 0.0},
+    {DITTO_OP_SENDFILE, 1.0, SF, 0, -1.0, 0.0},
+    {DITTO_OP_PIPE_RW, 0.3, IO, 0, -1.0, 0.0},
+    {DITTO_OP_FUTEX_WAKE, 0.2, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_GETTIME, 1.5, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_FSYNC, 0.1, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_CORK, 1.0, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_SCHED_YIELD, 0.1, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_MPROTECT, 0.2, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_EVENTFD_WRITE, 0.1, NONE, 0, -1.0, 0.0},
     /* Totals: the loop's own one receive and (at most) one wakeup per request, topped up. */
-    {DITTO_OP_RECV_TOPUP, 1.4, NONE, 0, -1.0},
-    {DITTO_OP_WAKEUP_TOPUP, 1.25, NONE, 0, -1.0},
+    {DITTO_OP_RECV_TOPUP, 1.4, NONE, 0, -1.0, 0.0},
+    {DITTO_OP_WAKEUP_TOPUP, 1.25, NONE, 0, -1.0, 0.0},
 };
 
 const struct ditto_config ditto_clone_config = {

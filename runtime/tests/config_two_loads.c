@@ -8,7 +8,7 @@
 #include "test_common.h"
 
 static const struct ditto_extra test_extras[] = {
-    {DITTO_OP_MPROTECT, 0.1, {0, NULL, NULL, NULL}, 0, 0.6},
+    {DITTO_OP_MPROTECT, 0.1, {0, NULL, NULL, NULL}, 0, 0.6, 0.0},
 };
 
 static const struct ditto_cluster two_load_clusters[] = {

@@ -5914,7 +5914,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 5628 instructions per call, 11 blocks
+// ---- cluster c2: 5678 instructions per call, 11 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -5970,22 +5970,18 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    imul rcx, qword ptr [r14 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb r9d, xmm2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    mov r8, r10
+    and r8, 960
+    imul rcx, qword ptr [r14 + r8 + 1344]
+    pcmpeqb xmm15, xmmword ptr [r14 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r9
-    jmp 1f
-1:
-    inc dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r14 + 448]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -6001,32 +5997,30 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    imul rax, qword ptr [r14 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 100
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 104
     cmp dword ptr [r15 + 4309084], 0x16a09e6
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 87
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, edx
-    mov r9, r10
-    movsd xmm6, qword ptr [r14 + 896]
-    and r9, 960
-    movsd xmm12, qword ptr [r14 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ecx, 46
+    pcmpeqb xmm15, xmm13
+    movdqu xmm13, xmmword ptr [r14 + 384]
     jmp 1f
 1:
-    movdqu xmm12, xmmword ptr [r14 + 384]
-    mov ebp, 225
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, qword ptr [r14 + 832]
+    pcmpeqb xmm13, xmm15
+    imul rax, qword ptr [r14 + 576]
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -6039,22 +6033,24 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    jmp 1f
-1:
-    xor dword ptr [r14 + 832], ecx
     mov rcx, rcx
-    movq qword ptr [r14 + 960], xmm12
-    mov rcx, rbp
     mov rbp, rcx
+    mov rcx, rbp
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r14 + 896]
-    addsd xmm12, xmm6
-    mov r9d, 121
-    mov r9, rbp
-    mov byte ptr [r14 + 0], bpl
-    mov rbp, rbp
+    xor dword ptr [r14 + 896], ecx
+    mov rcx, rcx
+    inc dword ptr [r14 + 832]
+    mov ecx, 98
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 0], cl
+    addsd xmm15, qword ptr [r14 + 960]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -6105,43 +6101,39 @@ ditto_body_c2:
     jmp .Lc2_b3_c15
     .p2align 6
 .Lc2_b3_c0:
-    pshufd xmm10, xmm12, 107
-    mov ecx, 100
-    mov ebp, eax
-    mov rcx, rax
-    paddq xmm10, xmmword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
-    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    subsd xmm10, xmm10
+    mov ecx, ecx
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    pshufd xmm5, xmm15, 185
+    ucomisd xmm5, xmm5
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov eax, ebp
-    mov eax, ebp
-    paddd xmm10, xmm10
+    mov eax, ecx
+    mov r9d, eax
+    mov rcx, r9
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov eax, eax
+    paddd xmm5, xmm5
+    movsd xmm11, qword ptr [r14 + 0]
+    mov r9d, eax
+    inc dword ptr [r14 + 512]
+    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    movzx eax, cl
-    movzx edx, cl
-    inc dword ptr [r14 + 448]
+    mov ecx, eax
+    mov eax, 245
+    movzx eax, al
+    paddq xmm5, xmmword ptr [r14 + 896]
+    movzx ecx, cl
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6150,34 +6142,34 @@ ditto_body_c2:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, qword ptr [r14 + 512]
-    jmp 1f
-1:
+    xor dword ptr [r14 + 512], eax
+    mov eax, eax
     cmp dword ptr [r15 + 4309084], 0x2d413ccd
     jb 1f
 1:
-    mov rdx, rax
     mov eax, eax
+    addsd xmm5, qword ptr [r14 + 1216]
+    mov eax, 2
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdx
-    addsd xmm0, qword ptr [r14 + 1216]
-    mov edx, 250
+    mov r8, rax
+    movsd xmm13, qword ptr [r14 + 0]
+    ucomisd xmm13, xmm13
     test ebx, 1073741824
     jnz 1f
 1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    xor dword ptr [r14 + 448], edx
+    mov rbp, r8
+    jmp 1f
+1:
+    imul r8, qword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    add qword ptr [r14 + 832], rdx
+    jmp 1f
+1:
+    maxsd xmm13, xmm8
+    add qword ptr [r14 + 832], rbp
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6185,145 +6177,145 @@ ditto_body_c2:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 204
+    mov r8d, 204
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r14 + 448], rdi
+    add qword ptr [r14 + 512], r8
     or qword ptr [r14 + 0], 121
-    mov rax, rdi
+    mov rdi, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movq qword ptr [r14 + 0], xmm2
-    mov byte ptr [r14 + 384], al
-    mov eax, 61
-    add qword ptr [r14 + 1280], rax
+    movq qword ptr [r14 + 0], xmm1
+    mov byte ptr [r14 + 384], dil
+    mov edx, 61
+    add qword ptr [r14 + 1280], rdx
     test ebx, 1073741824
     jnz 1f
 1:
     inc dword ptr [r14 + 320]
-    mov r8d, 163
-    mov esi, eax
-    or qword ptr [r14 + 512], 92
+    mov esi, 163
+    mov esi, esi
+    imul rsi, qword ptr [r14 + 448]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    mov r9, rsi
+    mov rsi, rsi
     inc dword ptr [r14 + 832]
-    imul rax, qword ptr [r14 + 512]
-    pshufd xmm2, xmm9, 160
-    mov byte ptr [r14 + 0], r9b
+    imul rsi, qword ptr [r14 + 448]
+    pshufd xmm15, xmm8, 160
+    mov byte ptr [r14 + 0], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 0], eax
-    por xmm2, xmm2
-    add qword ptr [r14 + 0], rax
-    mov esi, eax
+    xor dword ptr [r14 + 0], esi
+    por xmm15, xmm15
+    add qword ptr [r14 + 0], rsi
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, 163
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movdqu xmmword ptr [r14 + 896], xmm2
+    movdqu xmmword ptr [r14 + 896], xmm15
     mov eax, r9d
-    mov dword ptr [r14 + 1088], r9d
-    or esi, 1
-    xor edx, edx
-    div esi
+    mov dword ptr [r14 + 1088], eax
+    maxsd xmm15, xmm15
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    movzx edx, dl
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r14 + 0], 211
     or qword ptr [r14 + 384], 13
-    xor dword ptr [r14 + 1024], edx
+    xor dword ptr [r14 + 1024], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 896], edx
-    pcmpeqb xmm1, xmmword ptr [r14 + 448]
-    mov r9, r10
-    paddq xmm1, xmmword ptr [r14 + 320]
-    and r9, 960
-    inc dword ptr [r14 + r9 + 1344]
+    xor dword ptr [r14 + 896], ebp
+    pcmpeqb xmm0, xmmword ptr [r14 + 512]
+    mov rbp, r10
+    paddq xmm0, xmmword ptr [r14 + 320]
+    and rbp, 960
+    inc dword ptr [r14 + rbp + 1344]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r14 + 832], 103
     jmp 1f
 1:
-    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 320], 233
-    paddq xmm4, xmmword ptr [r14 + 640]
-    movzx ecx, bpl
-    cmp dword ptr [r15 + 4309084], 0x16a09e6
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 320], 102
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r14 + 576], 28
-    mov dword ptr [r14 + 384], 132
-    xor dword ptr [r14 + 832], ecx
+    movzx edi, bpl
+    paddq xmm2, xmmword ptr [r14 + 640]
+    xor dword ptr [r14 + 896], ebp
+    mov dword ptr [r14 + 384], 239
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 512], 121
-    and rbp, 960
-    movdqu xmm4, xmmword ptr [r14 + rbp + 1408]
-    xor dword ptr [r14 + 320], ecx
-    paddd xmm4, xmm4
-    movdqu xmmword ptr [r14 + 448], xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmmword ptr [r14 + 320], xmm2
+    paddd xmm2, xmm2
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rcx, qword ptr [r14 + 576]
-    pcmpeqb xmm4, xmm7
-    imul rcx, qword ptr [r14 + 1216]
-    movq qword ptr [r14 + 960], xmm4
+    xor dword ptr [r14 + 1216], edi
+    or edi, 1
+    xor edx, edx
+    div edi
+    movdqu xmmword ptr [r14 + 1280], xmm2
     test ebx, 320
     jz 1f
 1:
-    mov rcx, rcx
-    movq qword ptr [r14 + rbp + 1344], xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov r8, r10
+    paddq xmm2, xmmword ptr [r14 + 0]
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    movq qword ptr [r14 + r8 + 1344], xmm2
+    movq qword ptr [r14 + 832], xmm2
     jmp 1f
 1:
     add r11, 64
@@ -6332,149 +6324,139 @@ ditto_body_c2:
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    imul rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdx, qword ptr [r14 + 0]
+    movq qword ptr [r14 + 0], xmm2
+    or qword ptr [r14 + 0], 105
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 90
-    mov ecx, 219
-    paddq xmm5, xmmword ptr [r15 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 38
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    imul rcx, qword ptr [r14 + 1152]
-    subsd xmm5, xmm5
-    movzx edi, cl
+    movzx edx, dl
+    movq qword ptr [r14 + 1088], xmm8
+    subsd xmm4, xmm9
+    movzx edx, dl
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, ecx
-    movzx ecx, dil
-    movq qword ptr [r14 + 0], xmm5
-    add qword ptr [r14 + 1024], rdi
+    mov edx, edx
+    movzx esi, dl
+    imul rsi, qword ptr [r14 + 1152]
+    add qword ptr [r15 + 960], rsi
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c8:
-    movdqu xmm13, xmmword ptr [r14 + 0]
-    mov dword ptr [r15 + 0], 99
+    imul rsi, qword ptr [r14 + 1216]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    maxsd xmm13, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, dil
-    mov edi, 45
-    pcmpeqb xmm13, xmmword ptr [r15 + 0]
+    mov ebp, ebp
+    movsd xmm8, qword ptr [r15 + 1024]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmm9, xmmword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 1280], r8
-    mov qword ptr [r15 + 1152], rdi
-    mov r8d, edi
+    movq qword ptr [r15 + 960], xmm9
+    movzx r9d, bpl
+    mov ecx, 237
+    mov ebp, ecx
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c9:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 234
-    pshufd xmm13, xmm13, 249
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, sil
+    mov eax, 234
+    movzx edi, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    movdqu xmmword ptr [r14 + 640], xmm13
-    mov r8, rsi
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 896], rdi
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 832], r8
-    movzx r8d, r8b
-    mov r8d, 90
+    mov ebp, 43
+    movdqu xmm2, xmmword ptr [r15 + 1152]
+    pcmpeqb xmm2, xmmword ptr [r14 + 832]
+    movdqu xmmword ptr [r14 + 576], xmm2
     test ebx, 1073741824
     jnz 1f
 1:
-    movdqu xmmword ptr [r14 + 896], xmm1
-    or r8d, 1
+    mov r8, rbp
+    jmp 1f
+1:
+    or ebp, 1
     xor edx, edx
-    div r8d
-    mov eax, 157
+    div ebp
+    mov edx, 71
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c10:
-    mov r9, r10
-    inc dword ptr [r14 + 0]
-    and r9, 8128
-    movdqu xmm1, xmmword ptr [r15 + r9 + 2368]
-    mov dword ptr [r15 + 1216], eax
-    paddq xmm1, xmmword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    movdqu xmm1, xmmword ptr [r14 + 1280]
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 576], r9b
+    jmp 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 640], r8b
+    movzx edx, r8b
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    paddq xmm15, xmmword ptr [r15 + 448]
+    and r9, 960
+    movdqu xmmword ptr [r15 + r9 + 1408], xmm15
+    inc dword ptr [r14 + 0]
+    mov qword ptr [r15 + r9 + 1344], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movdqu xmmword ptr [r14 + 1216], xmm15
+    mov rdx, r9
+    mov dword ptr [r15 + 1280], edx
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c11:
-    lea r8, [r10*4]
-    movdqu xmm1, xmmword ptr [r15 + 448]
-    and r8, 960
-    imul r9, qword ptr [r15 + r8 + 1408]
-    mov byte ptr [r15 + 1216], r9b
-    xor dword ptr [r14 + r8 + 1472], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + r8 + 1344], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm15, xmmword ptr [r15 + 1024]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -6482,8 +6464,22 @@ ditto_body_c2:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm1, xmmword ptr [r15 + r8 + 1536]
+    and r9, 960
+    add qword ptr [r15 + r9 + 1344], r9
+    xor dword ptr [r15 + 1216], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movdqu xmm8, xmmword ptr [r14 + 960]
+    mov byte ptr [r14 + 1280], r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -6493,133 +6489,143 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    mulsd xmm1, xmm1
-    pmovmskb eax, xmm1
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    cmp dword ptr [r15 + 4309083], 0x16a09e6
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     or eax, 1
     xor edx, edx
     div eax
     mov r12, qword ptr [r15 + r12 + 56]
+    pmovmskb eax, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 4309083], 0x16a09e6
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mulsd xmm4, xmm4
+    mov rbp, rax
     test ebx, 576
     jz 1f
 1:
-    imul rdx, qword ptr [r14 + 896]
-    mov rbp, r10
-    mov rdi, rbp
-    mov edi, edi
-    and rbp, 960
-    add qword ptr [r14 + rbp + 1344], rbp
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    subsd xmm4, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    mov eax, eax
+    add qword ptr [r14 + 512], rax
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c13:
-    or edi, 1
+    cvtsi2sd xmm4, eax
+    mov r8, r10
+    or eax, 1
     xor edx, edx
-    div edi
+    div eax
     add qword ptr [r14 + 0], rax
+    and r8, 960
+    xor dword ptr [r14 + r8 + 1344], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r14 + 384], r8d
+    mov dword ptr [r15 + 896], 217
+    popcnt r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 181
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ebp
-    mov dword ptr [r15 + 832], edx
-    imul rdi, qword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    popcnt rdi, rdx
-    mov dword ptr [r15 + 512], 125
-    mov dword ptr [r15 + 960], 102
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c14:
-    paddq xmm13, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    movzx edi, r8b
-    mov qword ptr [r14 + 448], rdi
-    and r8, 960
-    imul rdi, qword ptr [r14 + r8 + 1344]
-    movzx r8d, dil
+    mov r8d, r8d
+    mov dword ptr [r15 + 448], 102
+    mov r8d, 200
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
+.Lc2_b3_c14:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm9, xmmword ptr [r15 + 0]
+    mov r8d, 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 17
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 129
+    movzx r8d, r8b
+    mov qword ptr [r15 + 512], r8
+    imul r8, qword ptr [r14 + 0]
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
 .Lc2_b3_c15:
-    mov esi, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm6, xmmword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, r10
+    mov r9d, 89
+    mov ebp, r9d
     and r8, 960
-    movdqu xmmword ptr [r15 + r8 + 1344], xmm6
-    mov dword ptr [r15 + r8 + 1408], esi
-    mov esi, 103
+    movdqu xmmword ptr [r14 + r8 + 1344], xmm1
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rsi, qword ptr [r14 + 512]
-    imul rsi, qword ptr [r15 + 896]
-    mov rcx, rsi
-    or qword ptr [r15 + 320], 8
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov edx, 58
+    or qword ptr [r14 + 512], 1
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 236
-    mov r8d, 116
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdx
+    movdqu xmm1, xmmword ptr [r15 + 448]
+    or eax, 1
+    xor edx, edx
+    div eax
+    test ebx, 576
+    jz 1f
+1:
+    mov r8d, 246
+    mov eax, 127
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 37 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 38 chunk executions per call
     mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 37]
+    lea rcx, [rbx + 38]
     mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 37
+    mov r13d, 38
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
@@ -6631,9 +6637,9 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdi, [r8 + r8*2 + 42]
-    mov edi, 234
-    movsd qword ptr [r14 + 384], xmm5
+    lea r9, [r8 + r8*2 + 42]
+    mov r9d, 234
+    movsd qword ptr [r14 + 384], xmm2
     add r11, 64
     add r10, r11
     inc rbx
@@ -6664,7 +6670,7 @@ ditto_body_c2:
     jmp 1f
 1:
     mov qword ptr [r15 + 448], rbp
-    cvtsi2sd xmm2, ebp
+    cvtsi2sd xmm4, ebp
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
@@ -6675,38 +6681,38 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b6_c0:
     mov r8, r10
-    mov r9d, r8d
-    mov r9, r9
+    mov edi, r8d
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    movq qword ptr [r14 + r8 + 26944], xmm5
+    movq qword ptr [r14 + r8 + 26944], xmm1
     movq qword ptr [r14 + 640], xmm1
     inc dword ptr [r14 + 512]
-    pxor xmm1, xmm4
+    pxor xmm11, xmm1
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 83 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 84 chunk executions per call
     mov rbx, qword ptr [r15 + 4309152]
-    lea rcx, [rbx + 83]
+    lea rcx, [rbx + 84]
     mov qword ptr [r15 + 4309152], rcx
-    mov r13d, 83
+    mov r13d, 84
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d626_s]
+    lea rcx, [rip + .Lc2_d629_s]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d626_s_t
-.Lc2_d626_j:
+    call .Lc2_d629_s_t
+.Lc2_d629_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc2_d626_s:
+.Lc2_d629_s:
     ret
     .popsection
     movzx ecx, cl
-    paddq xmm1, xmmword ptr [r15 + 64]
+    paddq xmm11, xmmword ptr [r15 + 64]
     mov ecx, dword ptr [r14 + 576]
     test bl, 62
     jnz 1f
@@ -6717,8 +6723,8 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 43 chunk executions per call
-    mov r13d, 43
+// block 8: 64 bytes, 1 chunk(s), 44 chunk executions per call
+    mov r13d, 44
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
@@ -6726,11 +6732,11 @@ ditto_body_c2:
 1:
     mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r14 + 0], 52
-    and rbp, 16320
-    or qword ptr [r15 + rbp + 10560], 53
+    and r9, 16320
+    or qword ptr [r15 + r9 + 10560], 53
     inc dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
@@ -6745,22 +6751,22 @@ ditto_body_c2:
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov esi, 96
+    mov ebp, 96
     movsxd rcx, dword ptr [r15 + 512]
     test ecx, ecx
     mov dword ptr [r15 + 704], 113
     test ebx, 1073741824
     jz 1f
 1:
-    inc esi
-    mov esi, 7
-    lea rbp, [rsi + rsi*2 + 81]
-    cmp rbp, rbp
+    inc ebp
+    mov ebp, 7
+    lea r9, [rbp + rbp*2 + 81]
+    cmp r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    shr esi, 20
-    shr ebp, 15
+    shr ebp, 20
+    shr r9d, 15
     .byte 0x66, 0x90
     inc rbx
     dec r13
@@ -6781,14 +6787,14 @@ ditto_body_c2:
     movzx eax, cl
     mov rcx, qword ptr [r14 + 0]
     cmp rcx, rcx
-    addsd xmm2, qword ptr [r15 + 0]
-    pmovmskb esi, xmm2
+    addsd xmm9, qword ptr [r15 + 0]
+    pmovmskb r9d, xmm9
     cmp dword ptr [r15 + 4309083], 0xb504f33
     jae 1f
 1:
     add rcx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 320]
-    xchg qword ptr [r15 + 448], rsi
+    movsxd r9, dword ptr [r15 + 320]
+    xchg qword ptr [r15 + 448], r9
     jmp 1f
 1:
     jmp 1f
@@ -6863,7 +6869,7 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d626_s_t:
+.Lc2_d629_s_t:
     jmp rcx
 .Lc1_d972_s_t:
     jmp rcx

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 5, "body.S was generated for runtime ABI 5");
+_Static_assert(DITTO_RUNTIME_ABI == 6, "body.S was generated for runtime ABI 6");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -27,9 +27,9 @@ static const uint64_t extra1_cum[] = {UINT64_C(24877), UINT64_C(34895), UINT64_C
 /* extra 2: setsockopt pairs (TCP_CORK on/off) (1.0000 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_OPEN_FSTAT_CLOSE, 1.0, {0, NULL, NULL, NULL}, 0, -1.0},
-    {DITTO_OP_SENDFILE, 1.0, {4, extra1_lo, extra1_hi, extra1_cum}, 0, -1.0},
-    {DITTO_OP_CORK, 1.0, {0, NULL, NULL, NULL}, 0, -1.0},
+    {DITTO_OP_OPEN_FSTAT_CLOSE, 1.0, {0, NULL, NULL, NULL}, 0, -1.0, 0.0},
+    {DITTO_OP_SENDFILE, 1.0, {4, extra1_lo, extra1_hi, extra1_cum}, 0, -1.0, 0.0},
+    {DITTO_OP_CORK, 1.0, {0, NULL, NULL, NULL}, 0, -1.0, 0.0},
 };
 
 /* Request classes (hashed request targets), in order of their responses' mean size: a

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 5, "body.S was generated for runtime ABI 5");
+_Static_assert(DITTO_RUNTIME_ABI == 6, "body.S was generated for runtime ABI 6");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -19,42 +19,42 @@ void ditto_body_init_c1(struct ditto_body_ctx *ctx);
 /* Response payload bytes per request. */
 static const uint64_t response_lo[] = {UINT64_C(6), UINT64_C(13), UINT64_C(24), UINT64_C(40)};
 static const uint64_t response_hi[] = {UINT64_C(7), UINT64_C(14), UINT64_C(25), UINT64_C(41)};
-static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(3316), UINT64_C(19958)};
+static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(3319), UINT64_C(19958)};
 
-/* extra 0: sched_yield (0.0165 per request) */
-/* extra 1: mprotect (0.1658 per request) */
-/* extra 2: futex (0.1331 per request) */
-/* extra 3: write to an eventfd (0.0040 per request) */
-/* extra 4: receives per request (total; the loop makes one) (1.1239 per request) */
-/* extra 5: epoll_wait per request (total; the loop makes at most one) (1.0920 per request) */
+/* extra 0: sched_yield (0.0173 per request) */
+/* extra 1: mprotect (0.1636 per request) */
+/* extra 2: futex (0.1395 per request) */
+/* extra 3: write to an eventfd (0.0038 per request) */
+/* extra 4: receives per request (total; the loop makes one) (1.1138 per request) */
+/* extra 5: epoll_wait per request (total; the loop makes at most one) (1.0759 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_SCHED_YIELD, 0.01650446473362095, {0, NULL, NULL, NULL}, 1, 0.00039690414764834294},
-    {DITTO_OP_MPROTECT, 0.16584729607705428, {0, NULL, NULL, NULL}, 0, 0.12998610835483232},
-    {DITTO_OP_FUTEX_WAKE, 0.13308919434132638, {0, NULL, NULL, NULL}, 1, 0.040881127207779325},
-    {DITTO_OP_EVENTFD_WRITE, 0.00396307815792114, {0, NULL, NULL, NULL}, 0, 0.00039690414764834294},
-    {DITTO_OP_RECV_TOPUP, 1.123908899367914, {0, NULL, NULL, NULL}, 0, 1.09704306410002},
-    {DITTO_OP_WAKEUP_TOPUP, 1.091953446373031, {0, NULL, NULL, NULL}, 0, 1.1018059138718},
+    {DITTO_OP_SCHED_YIELD, 0.017307113474465737, {0, NULL, NULL, NULL}, 1, 0.00039690414764834294, 0.0},
+    {DITTO_OP_MPROTECT, 0.1636400120397311, {0, NULL, NULL, NULL}, 0, 0.20817622544155587, 0.0},
+    {DITTO_OP_FUTEX_WAKE, 0.13946021872178188, {0, NULL, NULL, NULL}, 1, 0.04266719587219686, 0.0},
+    {DITTO_OP_EVENTFD_WRITE, 0.003812581519012742, {0, NULL, NULL, NULL}, 0, 0.00039690414764834294, 0.0},
+    {DITTO_OP_RECV_TOPUP, 1.1137950042910132, {0, NULL, NULL, NULL}, 0, 1.087197780420135, 5.951298057867618},
+    {DITTO_OP_WAKEUP_TOPUP, 1.0758696425115286, {0, NULL, NULL, NULL}, 0, 1.087792310741181, 8.201818271898533},
 };
 
 /* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
 static const struct ditto_warm_region warm_c0[] = {
-    {64, 128, 2095.4660979206506, 518.3286578921426},
-    {192, 128, 2734.508950478012, 676.4005181003846},
-    {320, 128, 1692.0835664060364, 418.5490783587006},
-    {448, 128, 1297.900987364563, 321.0451734461969},
-    {576, 128, 732.4577545923247, 181.1787102054602},
-    {704, 128, 526.5203569243369, 130.23860907522914},
-    {832, 256, 1777.7138932714201, 439.7303575228174},
-    {1088, 512, 1010.5793947418728, 249.97410451535924},
-    {1600, 4096, 1593.7148438086135, 394.21686510405436},
-    {5696, 8192, 912.9183607962293, 225.81694315463116},
-    {13888, 2048, 160.72447334275174, 39.75635809180464},
-    {15936, 1024, 85.09163939112678, 21.04803093078486},
-    {16960, 512, 33.05717188433212, 8.17692996967044},
-    {17472, 128, 5.468103619963114, 1.35257488220073},
-    {17600, 2048, 188.85462877454088, 46.71455499402375},
-    {19648, 128, 5.026773651872689, 1.2434087304434256},
+    {64, 128, 1920.8439230939298, 475.1346030677974},
+    {192, 128, 2506.6332046048447, 620.033808258686},
+    {320, 128, 1551.0766025388668, 383.6699884954756},
+    {448, 128, 1189.7425717508495, 294.29140899234716},
+    {576, 128, 671.4196083762977, 166.08048435500518},
+    {704, 128, 482.64366051397553, 119.38539165229338},
+    {832, 256, 1629.5710688321353, 403.0861610625827},
+    {1088, 512, 926.3644451800501, 229.1429291390793},
+    {1600, 4096, 1460.905273491229, 361.36545967871655},
+    {5696, 8192, 836.8418307298771, 206.99886455841195},
+    {13888, 2048, 147.33076723085577, 36.443328250820926},
+    {15936, 1024, 78.00066944186621, 19.294028353219456},
+    {16960, 256, 30.30240756063778, 7.495519138864569},
+    {17216, 128, 5.012428318299521, 1.2398603086840025},
+    {17344, 2048, 173.11674304332917, 42.821675411188444},
+    {19392, 128, 4.607875847549964, 1.1397913362398069},
 };
 
 /* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
@@ -103,8 +103,8 @@ const struct ditto_config ditto_clone_config = {
     .data_file_bytes = 0,
     .data_files = 0,
     .seed = UINT64_C(1),
-    .profiled_rate = 1989.1953693195487,
-    .in_flight_s = 0.000169727,
+    .profiled_rate = 1988.8978300348133,
+    .in_flight_s = 0.000181631,
     .second_rate = 503.9,
     .conn_calls = {1, 1, 1},
 };

@@ -254,6 +254,7 @@ pub fn analyze(obs: &Observations) -> Profile {
             per_request: per(total_calls as f64, requests),
             clusters: syscall_clusters,
             at_second_load: None,
+            at_second_load_short: Vec::new(),
         },
         counters,
         memory,

@@ -10,16 +10,23 @@ use std::collections::BTreeMap;
 
 use ditto_profile::{ClusterSyscalls, SecondLoadSyscalls, SyscallStat};
 
+/// The load a second window ran: its rates, length, completed requests and connections.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowLoad {
+    pub offered_rate: f64,
+    pub achieved_rate: f64,
+    pub duration_s: f64,
+    pub requests: u64,
+    pub connections: u32,
+}
+
 /// `second_calls` are the second window's per-cluster calls, `second_threads` its thread → cluster
 /// map and `profiled_threads` the profiled window's; the counts are per request of the second load.
 pub fn second_load_syscalls(
     second_calls: &[ClusterSyscalls],
     second_threads: &BTreeMap<u32, String>,
     profiled_threads: &BTreeMap<u32, String>,
-    offered_rate: f64,
-    achieved_rate: f64,
-    duration_s: f64,
-    requests: u64,
+    load: WindowLoad,
 ) -> SecondLoadSyscalls {
     // Second cluster → profiled cluster, by the majority of its threads (ties: the smaller id, so
     // the result does not depend on map order).
@@ -71,10 +78,11 @@ pub fn second_load_syscalls(
         })
         .collect();
     SecondLoadSyscalls {
-        offered_rate,
-        achieved_rate,
-        duration_s,
-        requests,
+        offered_rate: load.offered_rate,
+        achieved_rate: load.achieved_rate,
+        duration_s: load.duration_s,
+        requests: load.requests,
+        connections: Some(load.connections),
         clusters,
     }
 }
@@ -160,7 +168,15 @@ mod tests {
                 calls: vec![stat("clock_nanosleep", 3.0, 3000, 0.0)],
             },
         ];
-        let s = second_load_syscalls(&calls, &second, &profiled, 1000.0, 998.0, 1.0, 1000);
+        let load = WindowLoad {
+            offered_rate: 1000.0,
+            achieved_rate: 998.0,
+            duration_s: 1.0,
+            requests: 1000,
+            connections: 8,
+        };
+        let s = second_load_syscalls(&calls, &second, &profiled, load);
+        assert_eq!(s.connections, Some(8));
         assert_eq!(
             s.clusters.len(),
             1,

@@ -424,6 +424,7 @@ fn asan_and_ubsan_find_no_errors() {
         ("epoll_single", "grpc"),
         ("contended", "http"),
         ("two_loads", "mc"),
+        ("per_connection", "grpc"),
     ] {
         let _turn = common::one_at_a_time();
         let what = format!("asan clone-{model}-{framing}");
@@ -499,7 +500,7 @@ fn strace_during_load(
     requests: u64,
 ) -> (BTreeMap<String, u64>, String) {
     let (counts, text, _) =
-        strace_during_load_at(pids, addr, workload, requests, 1000.0, Duration::ZERO);
+        strace_during_load_at(pids, addr, workload, requests, 1000.0, 2, Duration::ZERO);
     (counts, text)
 }
 
@@ -512,6 +513,7 @@ fn strace_during_load_at(
     workload: Workload,
     requests: u64,
     rate: f64,
+    connections: usize,
     settle: Duration,
 ) -> (BTreeMap<String, u64>, String, f64) {
     let dir = tempfile::tempdir().unwrap();
@@ -547,7 +549,7 @@ fn strace_during_load_at(
         rest
     });
     let mut cfg = LoadConfig::new(addr, workload, rate);
-    cfg.connections = 2;
+    cfg.connections = connections;
     cfg.arrival = Arrival::Fixed;
     cfg.warmup = Duration::ZERO;
     cfg.duration = Duration::from_secs_f64(20.0f64.max(2.0 * requests as f64 / rate));
@@ -688,6 +690,7 @@ fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
             workload("lp"),
             requests,
             rate,
+            2,
             Duration::from_millis(300),
         );
         let futex = counts.get("futex").copied().unwrap_or(0) as f64 / requests as f64;
@@ -753,6 +756,7 @@ fn strace_a_config_measured_at_two_loads_makes_each_loads_counts() {
             workload("lp"),
             requests,
             rate,
+            2,
             Duration::from_millis(100),
         );
         let seconds = started.elapsed().as_secs_f64();
@@ -1012,4 +1016,63 @@ fn busy_port_fails_with_one_line_and_status_1() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&port) && err.contains("--port"), "{err}");
+}
+
+/// Extras with calls per connection (runtime/tests/config_per_connection.c: sched_yield 0.1 a
+/// request and 5 a connection, receives topped up to 1 a request and 10 a connection) make them once per
+/// connection whatever the requests: the same 400 requests over 4 and over 16 connections. Each
+/// traced run follows an untraced one on as many connections, as validation's measured runs follow
+/// a warm-up: a connection's end-of-stream receive comes after its last top-up and counts towards
+/// the next run's.
+#[test]
+fn strace_calls_per_connection_come_once_per_connection() {
+    require("strace", "strace");
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let clone = Clone::start(&clone_binary(&bin, "per_connection", "lp"), &[], &[]);
+    let requests = 400;
+    for connections in [4, 16] {
+        let mut settle = LoadConfig::new(clone.addr, workload("lp"), 500.0);
+        settle.connections = connections;
+        settle.arrival = Arrival::Fixed;
+        settle.warmup = Duration::ZERO;
+        settle.duration = Duration::from_millis(400);
+        assert_all_ok(
+            &run(&settle, &mut |_| {}).expect("settling load"),
+            "settling load",
+        );
+        let (counts, text, _) = strace_during_load_at(
+            &[clone.pid()],
+            clone.addr,
+            workload("lp"),
+            requests,
+            500.0,
+            connections,
+            Duration::from_millis(300),
+        );
+        let got = |call: &str| counts.get(call).copied().unwrap_or(0) as f64;
+        eprintln!(
+            "{connections} connections, {requests} requests: {} sched_yield, {} recvfrom",
+            got("sched_yield"),
+            got("recvfrom")
+        );
+        let c = connections as f64;
+        // sched_yield: no call of the runtime's own (unlike mprotect, which glibc makes when a
+        // thread's heap grows for new connections' buffers).
+        let want_yields = 0.1 * requests as f64 + 5.0 * c;
+        assert!(
+            (got("sched_yield") - want_yields).abs() <= 2.0,
+            "{connections} connections: {} sched_yield, the config's {want_yields}\n{text}",
+            got("sched_yield")
+        );
+        // The top-up counts the worker's own receives.
+        let want_recv = requests as f64 + 10.0 * c;
+        assert!(
+            (got("recvfrom") - want_recv).abs() <= 2.0,
+            "{connections} connections: {} recvfrom, the config's {want_recv}\n{text}",
+            got("recvfrom")
+        );
+    }
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "clone-per_connection-lp");
 }

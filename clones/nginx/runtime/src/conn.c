@@ -346,6 +346,10 @@ int ditto_conn_on_readable(struct ditto_conn *c, struct ditto_worker *w)
         return 0;
     if (n <= 0)
         return -1;
+    if (!c->started) {
+        c->started = 1;
+        ditto_worker_conn_start(w);
+    }
     if (ditto_conn_process(c, w) != 0)
         return -1;
     return after_output(c, w);

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DITTO_RUNTIME_ABI 5
+#define DITTO_RUNTIME_ABI 6
 
 /* How the server side handles connections (profile: network.model / threads.process_model). */
 enum ditto_net_model {
@@ -94,6 +94,10 @@ struct ditto_extra {
      * per_request) and (share at second_rate, per_request_second), with share = 1 - exp(-r *
      * in_flight_s), and runs the count it gives at the current rate; contended or not. */
     double per_request_second;
+    /* Calls per accepted connection on top of the counts per request (ABI 6): added to the
+     * serving thread's accumulator when it takes the connection's first bytes, and made with the
+     * requests that follow (top-ups count the thread's own calls towards them). */
+    double per_connection;
 };
 
 struct ditto_body_ctx {

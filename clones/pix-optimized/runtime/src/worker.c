@@ -218,6 +218,16 @@ static double extra_per_request(const struct ditto_worker *w, const struct ditto
     return e->contended ? e->per_request * w->contention_scale : e->per_request;
 }
 
+void ditto_worker_conn_start(struct ditto_worker *w)
+{
+    /* A top-up's count includes the connection's own end-of-stream receive or wake, which comes
+     * after its last request's top-up: it counts towards the next connections' calls instead, so a
+     * thread's first connections make one call more each and every later run as many as wanted. */
+    const struct ditto_config *cfg = w->rt->cfg;
+    for (uint32_t i = 0; i < cfg->n_extras; i++)
+        w->acc[i] += cfg->extras[i].per_connection;
+}
+
 void ditto_worker_body(struct ditto_worker *w)
 {
     if (w->cluster != NULL && w->cluster->body != NULL)

@@ -6,7 +6,7 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 5, "body.S was generated for runtime ABI 5");
+_Static_assert(DITTO_RUNTIME_ABI == 6, "body.S was generated for runtime ABI 6");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
 _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
@@ -24,7 +24,7 @@ static const uint64_t response_cum[] = {UINT64_C(89915)};
 /* extra 0: futex (0.0008 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_FUTEX_WAKE, 0.0007611874524257842, {0, NULL, NULL, NULL}, 1, -1.0},
+    {DITTO_OP_FUTEX_WAKE, 0.0007611874524257842, {0, NULL, NULL, NULL}, 1, -1.0, 0.0},
 };
 
 /* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
