@@ -3,6 +3,7 @@
 //! section). Deterministic: the same inputs give byte-identical files. See docs/generator.md.
 
 pub mod confidentiality;
+pub mod connections;
 pub mod deficit;
 pub mod isa;
 pub mod knobs;

@@ -498,7 +498,7 @@ pub fn skeleton_md(s: &Skeleton) -> String {
         }
     }
     let cc = s.conn_calls;
-    if cc != crate::skeleton::ConnCalls::default() {
+    if cc != crate::connections::ConnCalls::default() {
         let _ = writeln!(
             out,
             "\nPer accepted connection, as the original: getpeername ×{}, getsockname ×{} after \
