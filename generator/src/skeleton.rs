@@ -1158,12 +1158,7 @@ mod tests {
                 }
             }
         }
-        let worker = p
-            .network
-            .server
-            .worker_cluster
-            .clone()
-            .expect("a worker cluster");
+        let worker = worker_of(&p);
         let wcs = clusters
             .iter_mut()
             .find(|c| c.cluster == worker)
@@ -1186,17 +1181,20 @@ mod tests {
         p
     }
 
+    fn worker_of(p: &Profile) -> String {
+        p.network
+            .server
+            .worker_cluster
+            .clone()
+            .expect("a worker cluster")
+    }
+
     /// Pix baseline's profile with a second-load window of 10,000 requests and two short ones of
     /// 2,500 around it, on 8 connections each, whose workers received `long` and `shorts` times a
     /// request and made every other call as often in all three.
     fn with_connection_windows(long: f64, shorts: [f64; 2]) -> Profile {
         let mut p = example("pix-baseline");
-        let worker = p
-            .network
-            .server
-            .worker_cluster
-            .clone()
-            .expect("a worker cluster");
+        let worker = worker_of(&p);
         let window = |requests: u64, recv: f64| {
             let mut clusters = p.syscalls.clusters.clone();
             for cs in &mut clusters {
