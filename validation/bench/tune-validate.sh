@@ -8,7 +8,11 @@
 # Usage: validation/bench/tune-validate.sh [TARGET...]   (default: memcached nginx pix-baseline pix-optimized)
 # SIM_FLAGS adds flags of the simulated backend to both commands, e.g. SIM_FLAGS="--sim-method
 # differential --sim-requests 60000 --sim-seconds 45" for the older cachegrind differential, three
-# times as long (docs/validation.md, "The simulated window"); TUNE_ITERATIONS sets the iteration cap (5).
+# times as long (docs/validation.md, "The simulated window"); TUNE_ITERATIONS sets the iteration cap (5;
+# 0 validates without tuning). FROM_KNOBS=DIR starts each copy from DIR/TARGET/knobs.toml instead of the
+# committed knobs (the copy is regenerated from profiles/TARGET.json with them: a tuning warm-started
+# from an earlier one, e.g. FROM_KNOBS=out/bench/tuned after a profile was re-taken); OUT sets the
+# output directory (out/bench/tuned).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")
@@ -16,15 +20,32 @@ targets=("$@")
 cargo build --quiet --release -p ditto-cli
 cargo build --quiet --profile pix -p pix-ledger
 ditto=target/release/ditto
-out=out/bench/tuned
+out=${OUT:-out/bench/tuned}
 mkdir -p "$out"
 for t in "${targets[@]}"; do
   [ -d "clones/$t" ] || { echo "tune-validate: no clones/$t" >&2; exit 1; }
+  knobs=
+  if [ -n "${FROM_KNOBS:-}" ]; then
+    [ -f "$FROM_KNOBS/$t/knobs.toml" ] || { echo "tune-validate: no $FROM_KNOBS/$t/knobs.toml" >&2; exit 1; }
+    # Read before the copy is replaced: FROM_KNOBS may be the output directory itself.
+    knobs=$(mktemp)
+    cp "$FROM_KNOBS/$t/knobs.toml" "$knobs"
+  fi
   rm -rf "${out:?}/$t" "$out/$t-validate"
   cp -r "clones/$t" "$out/$t"
+  if [ -n "$knobs" ]; then
+    skeleton=()
+    [ -f "profiles/skeletons/$t.json" ] && skeleton=(--skeleton "profiles/skeletons/$t.json")
+    "$ditto" generate "profiles/$t.json" -o "$out/$t" --knobs "$knobs" --seed 1 "${skeleton[@]}" >/dev/null
+    rm -f "$knobs"
+  fi
   start=$(date +%s)
-  # shellcheck disable=SC2086 # SIM_FLAGS is a list of flags
-  "$ditto" tune "$out/$t" --target "targets/$t.toml" --max-iterations "${TUNE_ITERATIONS:-5}" ${SIM_FLAGS:-}
+  if [ "${TUNE_ITERATIONS:-5}" -gt 0 ]; then
+    # shellcheck disable=SC2086 # SIM_FLAGS is a list of flags
+    "$ditto" tune "$out/$t" --target "targets/$t.toml" --max-iterations "${TUNE_ITERATIONS:-5}" ${SIM_FLAGS:-}
+  else
+    make -s -C "$out/$t"
+  fi
   tuned=$(date +%s)
   # shellcheck disable=SC2086
   "$ditto" validate --target "targets/$t.toml" --clone "$out/$t" --levels low,medium --no-saturation \
