@@ -120,7 +120,8 @@ const MAX_CALLS_PER_CONNECTION: f64 = 256.0;
 /// themselves (noise and drift the pooling did not cancel) in a short window's count, below
 /// [`MIN_CALLS_PER_CONNECTION`], or where the shorts made fewer.
 pub fn per_connection(long: f64, short: &[f64], w: &ConnectionWindows) -> f64 {
-    if short.len() != w.shorts.len() || short.len() < 2 {
+    // `ConnectionWindows::of` made sure of two short windows at least.
+    if short.len() != w.shorts.len() {
         return 0.0;
     }
     let (rl, cl) = (w.long.requests, w.long.connections);

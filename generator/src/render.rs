@@ -492,8 +492,7 @@ pub fn skeleton_md(s: &Skeleton) -> String {
                 out,
                 "\nCalls per connection were told apart from calls per request by windows of the second load \
                  of two lengths on as many connections (half a window before and after the long one): a \
-                 worker owes them when a connection's first bytes reach it, and its own calls count \
-                 towards them."
+                 worker owes them when it takes a connection, and its own calls count towards them."
             );
         }
     }

@@ -477,20 +477,20 @@ pub fn skeleton(p: &Profile) -> Skeleton {
     let recv_name = recv.map(|(call, s)| (call, s.name.as_str()));
     let second = p.syscalls.at_second_load.as_ref();
     // A serving cluster missing from the second table is a mapping that failed, not zero calls.
-    let wcs2 = second.and_then(|s| s.clusters.iter().find(|c| c.cluster == worker_id));
-    let at_second = wcs2.map(|wcs2| extra_counts(Some(wcs2), recv_name, epoll_model));
+    let rows_of = |s: &ditto_profile::SecondLoadSyscalls| {
+        s.clusters
+            .iter()
+            .find(|c| c.cluster == worker_id)
+            .map(|wcs| extra_counts(Some(wcs), recv_name, epoll_model))
+    };
+    let at_second = second.and_then(rows_of);
     // Calls per connection: the second load over shorter windows, on as many connections.
     let windows = ConnectionWindows::of(p);
     let at_shorts: Option<Vec<Vec<ExtraCount>>> = windows.as_ref().and_then(|_| {
         p.syscalls
             .at_second_load_short
             .iter()
-            .map(|s| {
-                s.clusters
-                    .iter()
-                    .find(|c| c.cluster == worker_id)
-                    .map(|wcs| extra_counts(Some(wcs), recv_name, epoll_model))
-            })
+            .map(rows_of)
             .collect()
     });
     let mut extras: Vec<Extra> = Vec::new();

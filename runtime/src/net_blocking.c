@@ -35,7 +35,7 @@ static void *conn_main(void *arg)
     struct ditto_worker w;
     struct ditto_conn *c = NULL;
     if (ditto_worker_init(&w, rt, rt->worker_cluster, t->stream, 1) == 0) {
-        c = ditto_conn_new(rt->cfg, t->fd, 1);
+        c = ditto_conn_new(&w, t->fd, 1);
         if (c != NULL)
             while (ditto_conn_on_readable(c, &w) == 0)
                 ;

@@ -95,8 +95,8 @@ struct ditto_extra {
      * in_flight_s), and runs the count it gives at the current rate; contended or not. */
     double per_request_second;
     /* Calls per accepted connection on top of the counts per request (ABI 6): added to the
-     * serving thread's accumulator when it takes the connection's first bytes, and made with the
-     * requests that follow (top-ups count the thread's own calls towards them). */
+     * serving thread's accumulator when it takes the connection, and made with the requests that
+     * follow (top-ups count the thread's own calls towards them). */
     double per_connection;
 };
 

@@ -107,7 +107,7 @@ int ditto_net_poll(struct ditto_rt *rt)
             if (fd >= 0) {
                 if (have_acceptor)
                     ditto_worker_body(&acceptor);
-                struct ditto_conn *c = grow(&s) == 0 ? ditto_conn_new(rt->cfg, fd, 0) : NULL;
+                struct ditto_conn *c = grow(&s) == 0 ? ditto_conn_new(&w, fd, 0) : NULL;
                 if (c == NULL) {
                     close(fd);
                 } else {

@@ -200,6 +200,8 @@ void ditto_warm_schedule(const struct ditto_warm_stream *s, uint32_t n,
                          void (*visit)(void *arg, uint32_t stream, uint64_t line), void *arg);
 /* Calls the cluster body once (no-op without a body). */
 void ditto_worker_body(struct ditto_worker *w);
+/* The thread took a new connection: its extras' calls per connection are owed. */
+void ditto_worker_conn_start(struct ditto_worker *w);
 /* Requests this process has served (all workers); background threads pace themselves on it. */
 extern uint64_t ditto_requests_served;
 /* Writes to an eventfd this process has made: the accept hand-overs of epoll dispatch and the
@@ -223,8 +225,6 @@ void ditto_set_thread_name(const char *cluster_name);
 /* ---- syscalls.c: the extra-op emitters and the receive/send calls ---- */
 /* Runs `n` executions of extra `e` that do not touch the connection. */
 void ditto_op_run(struct ditto_worker *w, const struct ditto_extra *e, uint64_t n);
-/* A connection's first bytes reached this thread: its extras' calls per connection are owed. */
-void ditto_worker_conn_start(struct ditto_worker *w);
 /* Picks a sendfile segment of `len` bytes; tail=1 makes it end at the file's end (memcached). */
 void ditto_op_sendfile_seg(struct ditto_worker *w, uint64_t len, int tail, struct ditto_file_seg *seg);
 ssize_t ditto_io_recv(enum ditto_io_call call, int fd, void *buf, size_t len);
@@ -266,12 +266,12 @@ struct ditto_conn {
     struct ditto_conn *prev, *next; /* the owning loop's list */
     size_t slot;          /* the owning loop's index (poll model) */
     uint32_t shutdowns;   /* shutdown() calls before close (ditto_config.conn_calls) */
-    int started;          /* its serving thread has counted it (ditto_worker_conn_start) */
 };
 
 enum ditto_flush { DITTO_FLUSH_DONE = 0, DITTO_FLUSH_WAIT = 1, DITTO_FLUSH_ERROR = -1 };
 
-struct ditto_conn *ditto_conn_new(const struct ditto_config *cfg, int fd, int blocking);
+/* A connection on `fd`, served by `w`'s thread, which owes its calls per connection from now. */
+struct ditto_conn *ditto_conn_new(struct ditto_worker *w, int fd, int blocking);
 /* Shuts the socket down as often as the config's conn_calls say, then closes it. */
 void ditto_conn_free(struct ditto_conn *c);
 /* One receive call. Returns bytes read, 0 at end of stream, -1 on error, -2 for EAGAIN. */

@@ -21,8 +21,9 @@
 
 #define MAX_IOV 64
 
-struct ditto_conn *ditto_conn_new(const struct ditto_config *cfg, int fd, int blocking)
+struct ditto_conn *ditto_conn_new(struct ditto_worker *w, int fd, int blocking)
 {
+    const struct ditto_config *cfg = w->rt->cfg;
     struct ditto_conn *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
@@ -41,6 +42,7 @@ struct ditto_conn *ditto_conn_new(const struct ditto_config *cfg, int fd, int bl
         free(c);
         return NULL;
     }
+    ditto_worker_conn_start(w);
     return c;
 }
 
@@ -346,10 +348,6 @@ int ditto_conn_on_readable(struct ditto_conn *c, struct ditto_worker *w)
         return 0;
     if (n <= 0)
         return -1;
-    if (!c->started) {
-        c->started = 1;
-        ditto_worker_conn_start(w);
-    }
     if (ditto_conn_process(c, w) != 0)
         return -1;
     return after_output(c, w);

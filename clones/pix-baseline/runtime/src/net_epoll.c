@@ -71,7 +71,7 @@ static void close_conn(struct loop *L, struct ditto_conn *c)
 
 static void add_conn(struct loop *L, int fd)
 {
-    struct ditto_conn *c = ditto_conn_new(L->rt->cfg, fd, 0);
+    struct ditto_conn *c = ditto_conn_new(&L->w, fd, 0);
     if (c == NULL) {
         close(fd);
         return;
