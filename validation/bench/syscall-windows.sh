@@ -3,8 +3,8 @@
 # with the window's length (calls per connection), its place in the server's life (drift, start-up
 # transients) and its load. Starts TARGET with `ditto serve`, then for each "LEVEL SECONDS" argument runs
 # `ditto profile --pid` at that level for that long (its own load: preparation unmeasured, then the
-# window) and prints the requests it completed and the calls per request of the listed syscalls summed
-# over the process's clusters. Stops the server at the end, also on Ctrl-C or a failure.
+# window) and prints the requests it completed, the network bytes in and out per request and the calls
+# per request of the listed syscalls summed over the process's clusters. Stops the server at the end, also on Ctrl-C or a failure.
 # Usage: validation/bench/syscall-windows.sh TARGET "LEVEL SECONDS"...
 #   e.g. validation/bench/syscall-windows.sh pix-baseline "low 5" "low 10" "low 5" "medium 10" "low 20"
 # CALLS (default "recvfrom read epoll_wait writev mprotect futex clock_nanosleep") picks the columns.
@@ -30,7 +30,7 @@ done
 pid=$(sed -n 's/^pid=\([0-9]*\).*/\1/p' "$work/serve.out")
 addr=$(sed -n 's/.* addr=\([^ ]*\).*/\1/p' "$work/serve.out")
 [ -n "$pid" ] && [ -n "$addr" ] || { echo "syscall-windows: $target did not report its pid and address" >&2; exit 1; }
-echo "window requests $calls"
+echo "window requests bytes_in bytes_out $calls"
 for window in "$@"; do
   read -r level seconds <<<"$window"
   "$ditto" profile --pid "$pid" --target "targets/$target.toml" --addr "$addr" --level "$level" \
@@ -43,7 +43,9 @@ per = {}
 for cluster in p["syscalls"]["clusters"]:
     for call in cluster["calls"]:
         per[call["name"]] = per.get(call["name"], 0.0) + call["per_request"]
+net = p["network"]
 print(sys.argv[2].replace(" ", ":") + "s", p["conditions"]["requests"],
+      f'{net["bytes_in_per_request"]:.2f} {net["bytes_out_per_request"]:.2f}',
       " ".join(f"{per.get(n, 0.0):.4f}" for n in sys.argv[3:]))
 PY
 done

@@ -244,6 +244,36 @@ fn insufficient_funds_is_rejected_not_an_error() {
     assert_eq!(report.outcomes.errors_total, 0, "{summary}");
 }
 
+/// Accounts a run creates open empty; drawn as payers they were refused, more often the longer the
+/// run, so every window length saw a different response mix. Only the funded population pays.
+#[test]
+fn transfers_and_deposits_name_only_the_funded_population() {
+    let ledger = FakeLedger::default();
+    let addr = serve(ledger.clone());
+    let workload = PixWorkload {
+        accounts: 10,
+        create_fraction: 0.5,
+        deposit_fraction: 0.0,
+        transfer_fraction: 0.5,
+        ..PixWorkload::default()
+    };
+    let report = run(&config(addr, workload), &mut |_| {}).unwrap();
+    let summary = report.to_summary();
+    let s = ledger.state.lock().unwrap();
+    assert!(s.creates > 100 && s.transfers > 100, "{summary}");
+    assert_eq!(report.outcomes.rejected, 0, "{summary}");
+    assert_eq!(report.outcomes.errors_total, 0, "{summary}");
+    // Accounts 1..=10 are the population (created first, one connection at a time or in
+    // parallel, but all before the run); every account a transfer paid into must be one of them.
+    let funded: Vec<u64> = s
+        .balances
+        .iter()
+        .filter(|(_, &b)| b > 0)
+        .map(|(&id, _)| id)
+        .collect();
+    assert!(funded.iter().all(|&id| id <= 10), "paid into {funded:?}");
+}
+
 #[test]
 fn failing_population_is_a_prepare_error() {
     let addr = serve(FakeLedger {
