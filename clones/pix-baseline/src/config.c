@@ -17,44 +17,44 @@ void ditto_body_c1(struct ditto_body_ctx *ctx);
 void ditto_body_init_c1(struct ditto_body_ctx *ctx);
 
 /* Response payload bytes per request. */
-static const uint64_t response_lo[] = {UINT64_C(6), UINT64_C(13), UINT64_C(24), UINT64_C(40)};
-static const uint64_t response_hi[] = {UINT64_C(7), UINT64_C(14), UINT64_C(25), UINT64_C(41)};
-static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(3319), UINT64_C(19958)};
+static const uint64_t response_lo[] = {UINT64_C(6), UINT64_C(14), UINT64_C(23), UINT64_C(41)};
+static const uint64_t response_hi[] = {UINT64_C(7), UINT64_C(15), UINT64_C(24), UINT64_C(42)};
+static const uint64_t response_cum[] = {UINT64_C(16), UINT64_C(24), UINT64_C(2032), UINT64_C(19958)};
 
-/* extra 0: sched_yield (0.0173 per request) */
-/* extra 1: mprotect (0.1636 per request) */
-/* extra 2: futex (0.1395 per request) */
-/* extra 3: write to an eventfd (0.0038 per request) */
-/* extra 4: receives per request (total; the loop makes one) (1.1138 per request) */
-/* extra 5: epoll_wait per request (total; the loop makes at most one) (1.0759 per request) */
+/* extra 0: sched_yield (0.0150 per request) */
+/* extra 1: mprotect (0.1840 per request) */
+/* extra 2: futex (0.1295 per request) */
+/* extra 3: write to an eventfd (0.0026 per request) */
+/* extra 4: receives per request (total; the loop makes one) (1.1124 per request) */
+/* extra 5: epoll_wait per request (total; the loop makes at most one) (1.0777 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_SCHED_YIELD, 0.017307113474465737, {0, NULL, NULL, NULL}, 1, 0.00039690414764834294, 0.0},
-    {DITTO_OP_MPROTECT, 0.1636400120397311, {0, NULL, NULL, NULL}, 0, 0.20817622544155587, 0.0},
-    {DITTO_OP_FUTEX_WAKE, 0.13946021872178188, {0, NULL, NULL, NULL}, 1, 0.04266719587219686, 0.0},
-    {DITTO_OP_EVENTFD_WRITE, 0.003812581519012742, {0, NULL, NULL, NULL}, 0, 0.00039690414764834294, 0.0},
-    {DITTO_OP_RECV_TOPUP, 1.1137950042910132, {0, NULL, NULL, NULL}, 0, 1.087197780420135, 5.951298057867618},
-    {DITTO_OP_WAKEUP_TOPUP, 1.0758696425115286, {0, NULL, NULL, NULL}, 0, 1.087792310741181, 8.201818271898533},
+    {DITTO_OP_SCHED_YIELD, 0.015049663890839771, {0, NULL, NULL, NULL}, 1, 0.00019845207382417147, 0.0},
+    {DITTO_OP_MPROTECT, 0.1839570582923648, {0, NULL, NULL, NULL}, 0, 0.19349077197856718, 0.0},
+    {DITTO_OP_FUTEX_WAKE, 0.12947727500752484, {0, NULL, NULL, NULL}, 1, 0.04068267513395515, 0.0},
+    {DITTO_OP_EVENTFD_WRITE, 0.0026086084077455605, {0, NULL, NULL, NULL}, 0, 0.00019845207382417147, 0.0},
+    {DITTO_OP_RECV_TOPUP, 1.1124399778086553, {0, NULL, NULL, NULL}, 0, 1.0887831946095916, 3.7026852952833926},
+    {DITTO_OP_WAKEUP_TOPUP, 1.0777257677247323, {0, NULL, NULL, NULL}, 0, 1.087792310741181, 6.826818271898533},
 };
 
 /* cluster c0: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
 static const struct ditto_warm_region warm_c0[] = {
-    {64, 128, 1920.8439230939298, 475.1346030677974},
-    {192, 128, 2506.6332046048447, 620.033808258686},
-    {320, 128, 1551.0766025388668, 383.6699884954756},
-    {448, 128, 1189.7425717508495, 294.29140899234716},
-    {576, 128, 671.4196083762977, 166.08048435500518},
-    {704, 128, 482.64366051397553, 119.38539165229338},
-    {832, 256, 1629.5710688321353, 403.0861610625827},
-    {1088, 512, 926.3644451800501, 229.1429291390793},
-    {1600, 4096, 1460.905273491229, 361.36545967871655},
-    {5696, 8192, 836.8418307298771, 206.99886455841195},
-    {13888, 2048, 147.33076723085577, 36.443328250820926},
-    {15936, 1024, 78.00066944186621, 19.294028353219456},
-    {16960, 256, 30.30240756063778, 7.495519138864569},
-    {17216, 128, 5.012428318299521, 1.2398603086840025},
-    {17344, 2048, 173.11674304332917, 42.821675411188444},
-    {19392, 128, 4.607875847549964, 1.1397913362398069},
+    {64, 128, 1773.0866982405505, 438.58578744719756},
+    {192, 128, 2313.8152657890873, 572.3388999310947},
+    {320, 128, 1431.7630177281846, 354.15691245736207},
+    {448, 128, 1098.2239123853997, 271.65360830062815},
+    {576, 128, 619.7719461935055, 153.30506248154325},
+    {704, 128, 445.5172250898235, 110.20189998673234},
+    {832, 256, 1504.2194481527401, 372.07953328853785},
+    {1088, 512, 855.1056417046617, 211.51654997453477},
+    {1600, 4096, 1348.5279447611347, 333.56811662650756},
+    {5696, 8192, 772.4693822121941, 191.07587497699564},
+    {13888, 2048, 135.9976312900207, 33.63999530845008},
+    {15936, 1024, 72.00061794633804, 17.80987232604873},
+    {16960, 256, 27.97145313289641, 6.918940743567294},
+    {17216, 128, 4.6268569091995575, 1.1444864387852332},
+    {17344, 2048, 159.8000705015346, 39.52770037955856},
+    {19392, 128, 4.25342385927689, 1.0521150796059755},
 };
 
 /* cluster c1: its data regions, warmed at start-up (warm.c): offset, bytes, private and shared accesses per call. */
@@ -103,8 +103,8 @@ const struct ditto_config ditto_clone_config = {
     .data_file_bytes = 0,
     .data_files = 0,
     .seed = UINT64_C(1),
-    .profiled_rate = 1988.8978300348133,
-    .in_flight_s = 0.000181631,
+    .profiled_rate = 1989.2813393978831,
+    .in_flight_s = 0.000161919,
     .second_rate = 503.9,
     .conn_calls = {1, 1, 1},
 };
