@@ -458,7 +458,7 @@ mod tests {
             "body traced over 1957 requests at 196 req/s under Valgrind, kept from an earlier \
              launch profile (--body-from); skeleton from a native run"
         );
-        let twice = kept_body_warning(&[once.clone()]);
+        let twice = kept_body_warning(std::slice::from_ref(&once));
         assert_eq!(twice, once);
         assert_eq!(
             kept_body_warning(&[]),
