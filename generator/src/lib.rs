@@ -5,6 +5,7 @@
 pub mod confidentiality;
 pub mod connections;
 pub mod deficit;
+pub mod encoding;
 pub mod isa;
 pub mod knobs;
 pub mod output;

@@ -45,7 +45,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::deficit::{comonotone_coupling, Deficit};
 use crate::isa::{
@@ -148,6 +148,9 @@ pub struct Stats {
     pub war: (Vec<f64>, Vec<f64>),
     pub waw: (Vec<f64>, Vec<f64>),
     pub chase_region_bytes: u64,
+    /// The composition kept, of `synthesize`'s fitting rounds, and how many of its blocks still do
+    /// not occupy their planned lines (`BlockFit::correction`).
+    pub fit: (usize, usize),
 }
 
 /// One data region of a body and its accesses per call (private copy per thread, shared copy per
@@ -409,6 +412,8 @@ pub struct BlockStats {
     pub target_share: f64,
     /// Dynamic instructions per call it executes (realised).
     pub instructions: f64,
+    /// Bytes from its first chunk to its end as GNU as lays it out (`encoding::layout`).
+    pub assembled_bytes: u64,
 }
 
 #[derive(Clone)]
@@ -427,6 +432,9 @@ struct Block {
     /// The single-chunk loop whose count takes the balance of the call's instructions
     /// (`align_windows`, then after the prologue is rendered).
     absorbs: bool,
+    /// Its index before the blocks are shuffled into their code order: what `BlockFit` and the
+    /// fitting rounds of `synthesize` know it by.
+    origin: usize,
 }
 
 impl Block {
@@ -3009,6 +3017,82 @@ struct ChunkLabels {
 
 /// Synthesises one cluster's body. `name` must be a C identifier fragment.
 pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Result<ClusterAsm> {
+    // Bytes off (or onto) each chunk's budget, by block origin; grown until every block occupies
+    // the lines it was planned for, as GNU as will lay it out.
+    let mut trim: Vec<i64> = Vec::new();
+    let mut best: Option<(usize, ClusterAsm)> = None;
+    for round in 1..=FIT_ROUNDS {
+        let (mut asm, fits) = synthesize_trimmed(name, plan, knobs, seed, &trim)?;
+        let misfits = fits.iter().filter(|f| f.correction() != 0).count();
+        let done = misfits == 0;
+        asm.stats.fit = (round, misfits);
+        if best.as_ref().is_none_or(|(m, _)| misfits < *m) {
+            best = Some((misfits, asm));
+        }
+        if done {
+            break;
+        }
+        for f in &fits {
+            if trim.len() <= f.origin {
+                trim.resize(f.origin + 1, 0);
+            }
+            trim[f.origin] += f.correction();
+        }
+    }
+    let (_, asm) = best.ok_or_else(|| anyhow::anyhow!("internal error: no synthesis round ran"))?;
+    Ok(asm)
+}
+
+/// Rounds of composition `synthesize` tries for every block to fit its lines.
+const FIT_ROUNDS: usize = 8;
+
+/// How far inside its limit an overflowing block's budget is aimed (`BlockFit::correction`).
+const FIT_HEADROOM: i64 = 8;
+
+/// The smallest budget a chunk is composed for: its loop control and a few instructions.
+const MIN_CHUNK_BYTES: i64 = 16;
+
+/// One block as assembled: its planned bytes, ring and the bytes from its first chunk to its end
+/// (`encoding::layout`).
+#[derive(Debug, Clone, Copy)]
+struct BlockFit {
+    origin: usize,
+    bytes: u64,
+    ring: u64,
+    assembled: u64,
+}
+
+impl BlockFit {
+    /// Bytes to take off each of its chunks' budgets (negative: to add) so that the block occupies
+    /// its planned lines: more than bytes − 64 and at most bytes, or, for a ring of more than 64
+    /// lines, within one line in 64 of them (a chunk's size moves by whole instructions, and a
+    /// 1,024-line ring a few lines off its plan changes its footprint by a fraction of a percent).
+    /// 0 when it does.
+    fn correction(&self) -> i64 {
+        let ring = self.ring.max(1) as i64;
+        let (bytes, got) = (self.bytes as i64, self.assembled as i64);
+        let slack = (bytes / 64).max(LINE as i64) - LINE as i64;
+        if got > bytes + slack {
+            // Aimed a few bytes inside the limit: a chunk's composition stops at the instruction
+            // that crosses its budget, so a budget cut by the overflow alone often gives it back.
+            (got - bytes + FIT_HEADROOM + ring - 1) / ring
+        } else if got <= bytes - LINE as i64 - slack {
+            -((bytes - LINE as i64 - got) / ring + 1)
+        } else {
+            0
+        }
+    }
+}
+
+/// One composition and rendering of a body, with each chunk's byte budget moved by `trim` (by
+/// block origin), and how each block came out once assembled.
+fn synthesize_trimmed(
+    name: &str,
+    plan: &BodyPlan,
+    knobs: &Knobs,
+    seed: u64,
+    trim: &[i64],
+) -> Result<(ClusterAsm, Vec<BlockFit>)> {
     let mut rng = Rng::new(seed, stream_id(name));
     let classes = &plan.data_classes;
     if classes.is_empty() {
@@ -3062,6 +3146,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             ring_chunks: ring,
             chunks: Vec::with_capacity(ring as usize),
             absorbs: false,
+            origin: 0,
         });
     }
     if carried > 0.0 || blocks.is_empty() {
@@ -3085,10 +3170,14 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
                         ring_chunks: 1,
                         chunks: Vec::new(),
                         absorbs: false,
+                        origin: 0,
                     },
                 );
             }
         }
+    }
+    for (i, b) in blocks.iter_mut().enumerate() {
+        b.origin = i;
     }
     let body_stream = stream_id(name) ^ 0x636f_6d70;
     let mut comp = Composer {
@@ -3194,7 +3283,9 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         for &bi in &order {
             comp.density = densities[bi];
             let ring = blocks[bi].ring();
-            let chunk_bytes = blocks[bi].bytes / ring;
+            let trimmed =
+                (blocks[bi].bytes / ring) as i64 - trim.get(blocks[bi].origin).unwrap_or(&0);
+            let chunk_bytes = trimmed.max(MIN_CHUNK_BYTES) as u64;
             let w = blocks[bi].planned_x as f64 / ring as f64;
             let x = blocks[bi].planned_x;
             let mut chunks = Vec::with_capacity(ring as usize);
@@ -3431,6 +3522,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             runs_per_call: b.x,
             target_share: b.share,
             instructions: b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 * w_chunk,
+            assembled_bytes: 0,
         });
     }
     // ---- epilogue
@@ -3579,7 +3671,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         .map(|b| b.chunks.iter().map(|c| c.bytes).sum::<u64>())
         .sum();
     let ring_entries = blocks.iter().filter(|b| b.enters_indirectly()).count() as f64;
-    let stats = Stats {
+    let mut stats = Stats {
         target_instructions: plan.instructions,
         dynamic_instructions: dynamic,
         static_instructions: r.static_instrs,
@@ -3646,20 +3738,42 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         war: (r.deps.war.targets(), r.deps.war.realised()),
         waw: (r.deps.waw.targets(), r.deps.waw.realised()),
         chase_region_bytes: chase_size,
+        fit: (1, 0),
     };
     let _ = (layout.class_top, layout.hdr_lo);
     let warm = warm_regions(plan);
-    Ok(ClusterAsm {
-        body_symbol,
-        init_symbol,
-        text: r.out,
-        trampolines: r.trampolines,
-        priv_bytes,
-        shared_bytes,
-        proofs: r.proofs,
-        stats,
-        warm,
-    })
+    let assembled = crate::encoding::layout(&r.out)
+        .with_context(|| format!("laying out the body of cluster {name}"))?;
+    let mut fits = Vec::with_capacity(blocks.len());
+    for (bi, b) in blocks.iter().enumerate() {
+        let (first, done) = (format!(".L{name}_b{bi}_c0"), format!(".L{name}_b{bi}_done"));
+        let got = assembled
+            .extent(&first, &done)
+            .ok_or_else(|| anyhow::anyhow!("internal error: block {bi} of {name} has no extent"))?;
+        fits.push(BlockFit {
+            origin: b.origin,
+            bytes: b.bytes,
+            ring: b.ring(),
+            assembled: got,
+        });
+    }
+    for (st, f) in stats.blocks.iter_mut().zip(&fits) {
+        st.assembled_bytes = f.assembled;
+    }
+    Ok((
+        ClusterAsm {
+            body_symbol,
+            init_symbol,
+            text: r.out,
+            trampolines: r.trampolines,
+            priv_bytes,
+            shared_bytes,
+            proofs: r.proofs,
+            stats,
+            warm,
+        },
+        fits,
+    ))
 }
 
 /// The regions a long run of the body would have warmed, for the runtime to warm at start-up: each
@@ -3686,6 +3800,25 @@ fn warm_regions(plan: &BodyPlan) -> Vec<WarmRegion> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_block_that_overflows_or_leaves_a_line_empty_is_corrected_toward_its_lines() {
+        let fit = |bytes, ring, assembled| BlockFit {
+            origin: 0,
+            bytes,
+            ring,
+            assembled,
+        };
+        // Within (bytes - 64, bytes]: no change.
+        assert_eq!(fit(128, 1, 128).correction(), 0);
+        assert_eq!(fit(128, 1, 65).correction(), 0);
+        // 5 bytes over a one-chunk block: the overflow and the headroom off its one chunk.
+        assert_eq!(fit(128, 1, 133).correction(), 5 + FIT_HEADROOM);
+        // Spread over a ring, rounded up: every chunk gives at least a byte.
+        assert_eq!(fit(1024, 4, 1043).correction(), (19 + FIT_HEADROOM + 3) / 4);
+        // A line left empty: budget added back.
+        assert!(fit(256, 1, 180).correction() < 0);
+    }
 
     #[test]
     fn ring_entries_take_their_changes_from_the_highest_bins_and_keep_the_profiles_mean() {
@@ -3852,6 +3985,7 @@ mod tests {
             ring_chunks: (bytes / 64).max(1),
             chunks: Vec::new(),
             absorbs: false,
+            origin: 0,
         }
     }
 

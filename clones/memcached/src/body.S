@@ -60,178 +60,159 @@ ditto_body_c0:
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    lea r8, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], r8
-    mov eax, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 320]
-    test bl, 8
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 169
-    movzx ecx, cl
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, ecx
-    mov r9, r10
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    xor eax, eax
+    test dword ptr [r15 + 2128155], 1342324740
+    setz al
+    lea rcx, [rip + .Lc0_d50_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d50_s_t
+.Lc0_d50_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d50_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rcx, [rip + .Lc0_d59_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d59_s_t
+.Lc0_d59_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d59_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc0_d64_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d64_s_t
+.Lc0_d64_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d64_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc0_d69_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d69_s_t
+.Lc0_d69_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d69_s:
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 1984
+    movzx r9d, byte ptr [r14 + rbp + 2880]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2880], r9d
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov rbp, r10
-    test bl, 8
-    jnz 1f
-1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 4928]
-    mov ebp, 237
-    mov edx, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 384]
-    test bl, 8
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov rsi, r9
-    mov rcx, rcx
-    test bl, 8
-    jnz 1f
-1:
-    movq qword ptr [r15 + 576], xmm12
-    jmp 1f
-1:
-    mov r8d, edx
-    movzx edx, byte ptr [r15 + 640]
+    mov ecx, dword ptr [r14 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 129
-    mov rdi, rdx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc0_b0_c0
-.Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2386 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128176]
-    lea rcx, [rbx + 2386]
-    mov qword ptr [r15 + 2128176], rcx
-    mov r13d, 2386
-    jmp .Lc0_b1_c0
-    .p2align 6
-.Lc0_b1_c0:
-    jmp 1f
-1:
-    test edx, edi
-    mov edi, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r9, r9
-    popcnt rbp, r9
-    mov dword ptr [r15 + 0], 162
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 320]
-    shl r9, 27
-    inc rbx
-    dec r13
-    jnz .Lc0_b1_c0
-.Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1934 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128184]
-    lea rcx, [rbx + 1934]
-    mov qword ptr [r15 + 2128184], rcx
-    mov r13d, 1934
-    jmp .Lc0_b2_c0
-    .p2align 6
-.Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d124_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d124_s_t
-.Lc0_d124_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d124_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov dword ptr [r14 + 576], 133
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov edx, dword ptr [r14 + rbp + 1856]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 176
-    xor dword ptr [r15 + 704], ecx
+    mov esi, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc0_b0_c0
+.Lc0_b0_done:
+// block 1: 64 bytes, 1 chunk(s), 3373 chunk executions per call
+    mov r13d, 3373
+    jmp .Lc0_b1_c0
+    .p2align 6
+.Lc0_b1_c0:
+    mov edx, dword ptr [r14 + 0]
+    mov rcx, rdx
+    test esi, esi
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    popcnt r9, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 25
+    and eax, dword ptr [r15 + 192]
+    shl rax, 23
+    dec r13
+    jnz .Lc0_b1_c0
+.Lc0_b1_done:
+// block 2: 64 bytes, 1 chunk(s), 2417 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128184]
+    lea rcx, [rbx + 2417]
+    mov qword ptr [r15 + 2128184], rcx
+    mov r13d, 2417
+    jmp .Lc0_b2_c0
+    .p2align 6
+.Lc0_b2_c0:
+    lea rcx, [rip + .Lc0_d123_j]
+    add rcx, qword ptr [r15 + 2128160]
+    jmp .Lc0_d123_j_t
+.Lc0_d123_j:
+    mov dword ptr [r15 + 448], 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, cl
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 485 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128192]
-    lea rcx, [rbx + 485]
-    mov qword ptr [r15 + 2128192], rcx
-    mov r13d, 485
+// block 3: 64 bytes, 1 chunk(s), 1248 chunk executions per call
+    mov r13d, 1248
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov rax, qword ptr [r15 + 2128152]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d147_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d147_s_t
-.Lc0_d147_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d147_s:
-    ret
-    .popsection
-    mov r8, r10
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 4928]
-    cmp dword ptr [r15 + 2128156], 0x5a82799a
-    jb 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
+    mov esi, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 854 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128200]
-    lea rcx, [rbx + 854]
-    mov qword ptr [r15 + 2128200], rcx
-    mov r13d, 854
+// block 4: 64 bytes, 1 chunk(s), 919 chunk executions per call
+    mov r13d, 919
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 640]
-    movzx r9d, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r9b
-    mov r9, rsi
-    inc rbx
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 4928], rbp
+    mov byte ptr [r14 + 384], sil
+    add r11, 64
     dec r13
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
@@ -243,139 +224,168 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 512]
-    mov eax, 152
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    xor eax, eax
+    test dword ptr [r15 + 2128156], 813959168
+    setz al
+    lea rcx, [rip + .Lc0_d167_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d167_s_t
+.Lc0_d167_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d167_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 2128155], 184551425
+    setz al
+    lea rcx, [rip + .Lc0_d176_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d176_s_t
+.Lc0_d176_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d176_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 2128156], 100376
+    setz al
+    lea rcx, [rip + .Lc0_d185_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d185_s_t
+.Lc0_d185_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d185_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 2128156], 1073776770
+    setz al
+    lea rcx, [rip + .Lc0_d194_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d194_s_t
+.Lc0_d194_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d194_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd r8, dword ptr [r14 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov eax, r9d
+    cmp dword ptr [r15 + 2128156], 0x5a82799a
+    jae 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, al
-    mov esi, esi
-    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 479 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128216]
-    lea rcx, [rbx + 479]
-    mov qword ptr [r15 + 2128216], rcx
-    mov r13d, 479
+// block 6: 64 bytes, 1 chunk(s), 798 chunk executions per call
+    mov r13d, 798
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 576]
+    mov rbp, r11
     and rbp, 8128
-    mov r8, r10
-    mov rcx, qword ptr [r15 + rbp + 4928]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 13120], ebp
+    mov qword ptr [r14 + 192], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 576], r8
     add r11, 64
-    add r10, r11
-    inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 823 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 1647 chunk executions per call
     mov rbx, qword ptr [r15 + 2128224]
-    lea rcx, [rbx + 823]
+    lea rcx, [rbx + 1647]
     mov qword ptr [r15 + 2128224], rcx
-    mov r13d, 823
+    mov r13d, 1647
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov r9, r10
-    and r9, 8128
-    movsxd rdx, dword ptr [r14 + r9 + 13120]
-    mov dword ptr [r15 + 512], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r14 + 576], 41
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov qword ptr [r15 + 0], rbp
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, qword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 484 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 705 chunk executions per call
     mov rbx, qword ptr [r15 + 2128232]
-    lea rcx, [rbx + 484]
+    lea rcx, [rbx + 705]
     mov qword ptr [r15 + 2128232], rcx
-    mov r13d, 484
+    mov r13d, 705
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov rbp, r10
-    movsxd rdi, dword ptr [r14 + 512]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 1856]
-    mov rbp, qword ptr [r14 + 448]
-    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r8d, edi
-    add r11, 64
-    add r10, r11
+    mov r8d, eax
+    mov qword ptr [r15 + 768], r8
+    movzx r8d, byte ptr [r15 + 448]
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1288 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128240]
-    lea rcx, [rbx + 1288]
-    mov qword ptr [r15 + 2128240], rcx
-    mov r13d, 1288
+// block 9: 64 bytes, 1 chunk(s), 1990 chunk executions per call
+    mov r13d, 1990
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov r8d, ecx
-    imul r8, r8
-    mov r8d, r8d
-    mov r8, r10
-    pmovmskb edi, xmm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    and r8, 448
-    mov dword ptr [r14 + r8 + 832], r8d
+    mov rbp, r10
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     add r11, 64
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 452 chunk executions per call
+// block 10: 1024 bytes, 4 chunk(s), 464 chunk executions per call
     mov rbx, qword ptr [r15 + 2128248]
-    lea rcx, [rbx + 452]
+    lea rcx, [rbx + 464]
     mov qword ptr [r15 + 2128248], rcx
-    mov r13d, 452
+    mov r13d, 464
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -385,75 +395,79 @@ ditto_body_c0:
     xor eax, eax
     test dword ptr [r15 + 2128155], 35143684
     setz al
-    lea rcx, [rip + .Lc0_d297_s]
+    lea rcx, [rip + .Lc0_d283_s]
     lea rcx, [rcx + rax*8]
+    call .Lc0_d283_s_t
+.Lc0_d283_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d283_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rcx, [rip + .Lc0_d292_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d292_s_t
+.Lc0_d292_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d292_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc0_d297_s]
+    add rcx, qword ptr [r15 + 2128160]
     call .Lc0_d297_s_t
 .Lc0_d297_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc0_d297_s:
     ret
-    .p2align 3, 0xcc
-    ret
     .popsection
-    lea rcx, [rip + .Lc0_d306_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d306_s_t
-.Lc0_d306_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d306_s:
-    ret
-    .popsection
-    mov r9, r10
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 21312]
-    mov r9d, ecx
+    mov r8, r11
+    mov edi, r8d
+    and r8, 448
+    mov byte ptr [r14 + r8 + 1344], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, ecx
-    movzx ecx, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 256], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 448]
+    mov rbp, rdi
+    mov rdx, rbp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edx, 153
-    mov dword ptr [r15 + 384], 89
+    mov dword ptr [r14 + 640], 153
+    mov r9, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
-    mov dword ptr [r14 + r9 + 2880], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov byte ptr [r14 + rbp + 1344], bpl
-    mov rdx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
+    paddq xmm5, xmmword ptr [r15 + r9 + 2880]
     test ebx, 1073741824
     jz 1f
 1:
-    paddq xmm15, xmmword ptr [r14 + rbp + 1408]
+    mov eax, 142
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
@@ -461,128 +475,127 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d356_s]
+    lea rcx, [rip + .Lc0_d342_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d356_s_t
-.Lc0_d356_j:
+    call .Lc0_d342_s_t
+.Lc0_d342_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d356_s:
+.Lc0_d342_s:
     ret
     .popsection
-    mov r8, r10
     mov ecx, 128
-    mov edi, dword ptr [r15 + 512]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 13120]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], ebp
-    movzx edi, al
-    cmp dword ptr [r15 + 2128155], 0xb504f33
-    jae 1f
-1:
-    and rbp, 1984
-    movdqu xmmword ptr [r15 + rbp + 2880], xmm15
+    mov esi, 228
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dil
-    movdqu xmm12, xmmword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx ecx, cl
-    pcmpeqb xmm12, xmmword ptr [r15 + 384]
-    mov ecx, dword ptr [r14 + 448]
-    mov rbp, r10
+    por xmm5, xmm5
+    cmp dword ptr [r15 + 2128155], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    movq qword ptr [r14 + 512], xmm5
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 192]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
     and rbp, 448
-    mov rdx, qword ptr [r14 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 226
-    mov qword ptr [r15 + 512], rcx
+    mov r8d, dword ptr [r15 + rbp + 1856]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    movdqu xmmword ptr [r15 + 320], xmm15
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov byte ptr [r14 + r8 + 13120], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    movzx esi, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    movzx r9d, dil
+    mov edi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 384], r9
+    movdqu xmmword ptr [r15 + 704], xmm5
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d404_s]
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    lea rcx, [rip + .Lc0_d392_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d404_s_t
-.Lc0_d404_j:
+    call .Lc0_d392_s_t
+.Lc0_d392_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d404_s:
+.Lc0_d392_s:
     ret
     .popsection
-    mov r8, r10
-    mov edi, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 640], dil
-    movsxd rdi, dword ptr [r15 + 448]
-    and r8, 2097088
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 22144]
+    jmp 1f
+1:
+    mov rsi, rcx
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 4
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 448
-    mov dword ptr [r14 + r9 + 1408], 189
-    movsxd rsi, dword ptr [r14 + 512]
-    jmp 1f
-1:
+    mov byte ptr [r14 + r9 + 1344], r9b
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 13120]
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9d, dword ptr [r15 + 704]
-    mov esi, r9d
+    movsxd rbp, dword ptr [r14 + 448]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rax, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r9
-    mov r9, rdx
-    movsxd rdx, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r14 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 61
-    mov esi, 251
+    paddq xmm11, xmmword ptr [r15 + 384]
+    mov esi, 188
     jmp 1f
 1:
-    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rsi
-    mov esi, dword ptr [r15 + 320]
-    and r8, 1984
-    xchg qword ptr [r15 + r8 + 2880], rsi
-    test ebx, 47104
-    jnz 1f
+    mov esi, dword ptr [r15 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movq xmm7, rsi
+    cmp dword ptr [r15 + 2128155], 0x5a82799a
+    jb 1f
 1:
-    mov r9, rdx
-    movsxd rdx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], edx
+    mov rbp, rsi
+    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + r8 + 13184]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
@@ -590,95 +603,90 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d458_s]
+    lea rcx, [rip + .Lc0_d441_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d458_s_t
-.Lc0_d458_j:
+    call .Lc0_d441_s_t
+.Lc0_d441_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d458_s:
+.Lc0_d441_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r14 + 576]
-    movzx edx, byte ptr [r15 + 384]
-    mov rbp, rdx
+    mov ecx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov rdx, rbp
+    mov rbp, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx eax, bpl
-    movq qword ptr [r15 + 448], xmm14
+    mov dword ptr [r15 + 512], edx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
     jmp 1f
 1:
+    movzx esi, dl
+    nop
     cmp dword ptr [r15 + 2128156], 0x5a82799a
     jae 1f
 1:
-    mov rbp, r10
-    pcmpeqb xmm7, xmmword ptr [r14 + 320]
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1344], 81
-    test bl, 32
-    jnz 1f
-1:
-    mov eax, 50
-    mov rbp, r10
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r14 + 640]
+    mov r8, r11
+    mov dword ptr [r15 + 512], 144
+    cmp dword ptr [r15 + 2128155], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, 82
+    and r8, 8128
+    pcmpeqb xmm11, xmmword ptr [r14 + r8 + 13120]
+    mov dword ptr [r15 + 256], 49
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    lock add qword ptr [r15 + rbp + 832], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 186
-    mov byte ptr [r14 + 768], bpl
+    mov edi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], dil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 593 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 791 chunk executions per call
     mov rbx, qword ptr [r15 + 2128256]
-    lea rcx, [rbx + 593]
+    lea rcx, [rbx + 791]
     mov qword ptr [r15 + 2128256], rcx
-    mov r13d, 593
+    mov r13d, 791
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    mov dword ptr [r15 + 384], 13
-    jmp 1f
-1:
-    mov edi, ecx
-    mov dword ptr [r15 + 0], 21
-    mov r8, r11
+    mov r9, r11
+    mov r8d, r9d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1344], 89
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r14 + r8 + 1344], r8b
-    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r14 + 640], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -784,26 +792,14 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 10780968]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 10780968], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    or qword ptr [r14 + 0], 118
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    and edi, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    inc r9d
+    lock add qword ptr [r15 + 896], r9
+    and r9d, dword ptr [r14 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -856,70 +852,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d58_s]
+    lea rcx, [rip + .Lc1_d48_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d58_s_t
-.Lc1_d58_j:
+    call .Lc1_d48_s_t
+.Lc1_d48_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d58_s:
+.Lc1_d48_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d63_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d63_s_t
-.Lc1_d63_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d63_s:
-    ret
-    .popsection
-    or ecx, ecx
-    add rax, qword ptr [r15 + 1408]
-    mov ecx, eax
+    movsxd rcx, dword ptr [r14 + 128]
+    movzx edx, cl
+    add qword ptr [r14 + 1344], rdx
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 1024]
+    test edx, edx
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r10
+    test ebx, 320
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    and r8, 2097088
+    mov rcx, qword ptr [r14 + r8 + 286336]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, dword ptr [r14 + 1152]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    test eax, eax
-    lock add qword ptr [r15 + 832], rax
+    lea rcx, [rax + rax*2 + 75]
+    or eax, ecx
+    or edx, eax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    lock add qword ptr [r15 + 128], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, rdx
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, r8d
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rax, [rcx + rcx*2 + 20]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r14 + rbp + 15808]
-    movzx ebp, byte ptr [r15 + 64]
-    add rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov eax, ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 249856
-    jz 1f
-1:
-    or ebp, eax
-    movsxd rdi, dword ptr [r14 + 896]
-    inc dword ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov eax, ebp
-    mov r9d, dword ptr [r14 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, r9d
-    movzx r9d, byte ptr [r14 + 576]
+    mov ebp, ecx
+    mov r8d, dword ptr [r14 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -929,86 +914,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d115_s]
+    lea rcx, [rip + .Lc1_d99_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d115_s_t
-.Lc1_d115_j:
+    call .Lc1_d99_s_t
+.Lc1_d99_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d115_s:
+.Lc1_d99_s:
     ret
     .popsection
-    mov byte ptr [r15 + 128], al
-    or edi, ecx
-    mov eax, edi
+    mov rcx, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lock xadd qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov rbp, r10
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 262080
+    xor dword ptr [r15 + rbp + 24192], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 495616
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 171
+    and r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdi
-    inc dword ptr [r15 + 1152]
-    mov ecx, eax
+    mov rbp, r8
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1696
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    mov byte ptr [r14 + 64], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, rcx
-    and rcx, rcx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    imul rbp, qword ptr [r14 + 512]
+    jmp 1f
 1:
-    mov edi, dword ptr [r14 + 704]
-    mov byte ptr [r15 + 384], dil
-    mov rax, qword ptr [r14 + 640]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    or r8d, ebp
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    or eax, edi
-    xchg qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 576], eax
-    and rcx, rdi
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    mov dword ptr [r15 + 64], r8d
+    add rbp, qword ptr [r14 + 576]
+    movsxd rdi, dword ptr [r14 + 640]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    lock xadd qword ptr [r15 + 768], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 168
-    movsxd rcx, dword ptr [r14 + 704]
-    movzx esi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 960]
-    mov edi, dword ptr [r14 + 64]
-    and r8, 960
-    add rdi, qword ptr [r15 + r8 + 2496]
+    mov edi, 237
+    and rdi, rdi
+    mov edi, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d167_s]
+    lea rcx, [rip + .Lc1_d157_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d167_s_t
-.Lc1_d167_j:
+    call .Lc1_d157_s_t
+.Lc1_d157_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d167_s:
+.Lc1_d157_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1472], 192
+    mov r9, r10
+    jmp 1f
+1:
+    mov rdi, rcx
     xor edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    add qword ptr [r14 + r9 + 2496], r9
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 832], edi
+    shl rcx, 17
+    and r9, 960
+    movsxd rdi, dword ptr [r15 + r9 + 1472]
+    test ebx, 20224
+    jz 1f
+1:
+    movzx r9d, byte ptr [r14 + 640]
+    mov dword ptr [r14 + 896], r9d
+    mov byte ptr [r15 + 768], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    and edi, dword ptr [r15 + 384]
     movzx ecx, dil
     test ebx, 1073741824
     jnz 1f
@@ -1016,50 +1031,27 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 20224
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 128], rcx
+    mov rdi, qword ptr [r15 + 448]
+    xor edi, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rcx
     .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r14 + 512], rcx
-    lea rdi, [r15 + 10772736]
-    mov ecx, 189
-    rep stosb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rdi, 17
-    jmp 1f
-1:
-    mov byte ptr [r14 + 256], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdi
-    xor dword ptr [r14 + 64], edx
-    mov rbp, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    imul rdi, qword ptr [r15 + rbp + 3520]
-    mov dword ptr [r14 + 320], edi
-    xor edx, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rbp
-    and edx, dword ptr [r15 + 640]
-    mov ebp, dword ptr [r14 + 128]
+    mov r9, qword ptr [r15 + 1088]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1069,142 +1061,143 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d227_s]
+    lea rcx, [rip + .Lc1_d214_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d227_s_t
-.Lc1_d227_j:
+    call .Lc1_d214_s_t
+.Lc1_d214_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d227_s:
+.Lc1_d214_s:
     ret
     .popsection
-    mov qword ptr [r15 + 448], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, cl
+    lea rcx, [rip + .Lc1_d219_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d219_s_t
+.Lc1_d219_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d219_s:
+    ret
+    .popsection
+    mov r9, r10
+    mov eax, 244
+    movzx edx, al
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3520], 22
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    shr ecx, 13
-    mov rcx, rcx
+    imul rcx, qword ptr [r15 + 640]
+    mov qword ptr [r14 + 128], rcx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov qword ptr [r14 + 64], r9
+    mov r9d, ecx
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r14 + 576], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 66
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], r9
-    or eax, r9d
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov r9, rax
-    mov dword ptr [r14 + 512], 221
-    and ecx, dword ptr [r15 + 1024]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    movsxd rsi, dword ptr [r15 + 1216]
-    mov qword ptr [r14 + 768], rsi
-    movzx esi, cl
-    mov byte ptr [r15 + 192], sil
-    test ebx, 1073741824
+    lea rcx, [r9 + r9*2 + 95]
+    mov rcx, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 704], 221
+    test ebx, 510976
     jz 1f
 1:
-    mov dword ptr [r14 + 1088], 241
-    mov rax, rsi
-    mov byte ptr [r15 + 256], al
-    test bl, 192
+    mov r9, rcx
+    mov edx, 18
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 128]
-    imul r9, qword ptr [r14 + 64]
-    xor r9d, eax
+    mov rdx, rcx
+    or edx, edx
+    movzx ecx, dl
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    add qword ptr [r15 + 1408], rdx
+    mov r9d, edx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d276_s]
+    lea rcx, [rip + .Lc1_d265_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d276_s_t
-.Lc1_d276_j:
+    call .Lc1_d265_s_t
+.Lc1_d265_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d276_s:
+.Lc1_d265_s:
     ret
     .popsection
+    mov r9, r10
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], 164
+    lea r9, [rcx + rcx*2 + 60]
+    mov r9d, 242
     jmp 1f
 1:
-    add qword ptr [r15 + 256], rcx
-    or r9d, ecx
-    lea r9, [r9 + r9*2 + 121]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ecx, r9d
-    mov dword ptr [r14 + 640], ecx
-    mov ecx, r9d
-    mov ecx, 203
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 47
-    mov qword ptr [r14 + 832], r9
-    movzx r9d, cl
-    mov dword ptr [r15 + 64], 251
     test ebx, 1073741824
     jz 1f
 1:
-    and rcx, r9
-    jmp 1f
-1:
     movzx ecx, r9b
-    mov r8d, ecx
+    mov edx, 227
+    mov dword ptr [r14 + 64], edx
+    mov rdx, qword ptr [r15 + 960]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 64
-    imul r9, qword ptr [r15 + 192]
+    mov qword ptr [r14 + 448], rcx
     jmp 1f
 1:
-    mov edx, 6
+    mov r9d, edx
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 44
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test r8d, r8d
+    mov r9, rdx
+    add r9, 17
     test ebx, 192512
     jz 1f
 1:
-    or ecx, r9d
-    cmp rcx, rcx
-    mov qword ptr [r15 + 448], r9
-    movzx r8d, dl
+    mov ecx, r9d
+    mov r9d, 6
+    mov r9, r9
+    or r9d, r9d
     test bl, 192
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 159
-    test ecx, ecx
+    movzx r8d, cl
+    mov dword ptr [r15 + 384], r8d
+    mov r8, qword ptr [r14 + 128]
     mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r14 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r9b
-    add r8, 91
-    mov r8, qword ptr [r15 + 576]
-    shl r8, 30
+    mov r8, qword ptr [r15 + 768]
+    shl r8, 31
+    cmp r8, r8
+    or qword ptr [r14 + 1152], 62
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1212,75 +1205,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d340_s]
+    lea rcx, [rip + .Lc1_d327_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d340_s_t
-.Lc1_d340_j:
+    call .Lc1_d327_s_t
+.Lc1_d327_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d340_s:
+.Lc1_d327_s:
     ret
     .popsection
-    jmp 1f
-1:
-    add r8, rcx
-    xchg qword ptr [r15 + 1152], r8
-    movsxd rax, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ecx
-    test ecx, ecx
-    neg rcx
-    jmp 1f
-1:
+    shr r8d, 22
+    mov r8d, r8d
+    mov r8d, r8d
+    mov byte ptr [r15 + 576], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 896], rcx
-    mov dword ptr [r15 + 256], 72
-    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 192]
+    mov dword ptr [r14 + 256], ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, rax
-    mov r8d, r8d
-    add r8, 14
-    mov r8, qword ptr [r14 + 192]
+    mov r8, qword ptr [r15 + 1024]
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 256]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov dword ptr [r14 + 768], r8d
-    add rax, 101
-    movzx eax, al
-    test ebx, 480
-    jnz 1f
+    movzx eax, r8b
+    add rax, qword ptr [r15 + 64]
+    shr eax, 21
+    mov rdx, rax
+    test ebx, 192512
+    jz 1f
 1:
-    sub rax, r8
-    inc dword ptr [r14 + 128]
-    shr r8d, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 130
+    inc r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rdi
-    mov ebp, r8d
-    add rbp, rbp
-    mov r8d, ebp
+    add rax, 17
+    mov qword ptr [r14 + 128], rax
+    add rdx, r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    and edi, dword ptr [r14 + 64]
+    movsxd rsi, dword ptr [r15 + 1216]
+    mov qword ptr [r14 + 512], rsi
+    neg r8
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov eax, esi
+    movzx edx, al
     jmp 1f
 1:
     inc rbx
@@ -1290,72 +1277,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d401_s]
+    lea rcx, [rip + .Lc1_d383_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d401_s_t
-.Lc1_d401_j:
+    call .Lc1_d383_s_t
+.Lc1_d383_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d401_s:
+.Lc1_d383_s:
     ret
     .popsection
-    mov byte ptr [r14 + 128], al
-    neg rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add rax, rdi
-    movzx eax, al
-    cmp rax, rax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r14 + 704]
+    mov r8, rdx
+    mov byte ptr [r15 + 192], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, eax
-    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 928
+    jnz 1f
+1:
+    movzx edx, r8b
+    xor edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edx, 7
+    test ebx, 576
+    jnz 1f
+1:
+    neg rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
     jmp 1f
 1:
-    mov edi, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    xor eax, edi
-    and eax, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    imul rdx, qword ptr [r15 + 1088]
+    mov ebp, edx
+    mov qword ptr [r15 + 512], rbp
+    movzx edx, bpl
+    test ebx, 30976
+    jz 1f
 1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov edi, r8d
+    mov edi, 88
     jmp 1f
 1:
-    movzx ecx, al
-    movzx ecx, byte ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov edi, 54
-    movzx esi, dil
-    mov edi, esi
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    mov ebp, r8d
+    cmp rbp, rbp
+    movsxd rdx, dword ptr [r14 + 256]
+    mov ebp, 40
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 320], rsi
-    mov ecx, 194
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx eax, byte ptr [r14 + 448]
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, byte ptr [r14 + 640]
+    and ebp, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1363,72 +1348,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d458_s]
+    lea rcx, [rip + .Lc1_d439_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d458_s_t
-.Lc1_d458_j:
+    call .Lc1_d439_s_t
+.Lc1_d439_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d458_s:
+.Lc1_d439_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d463_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d463_s_t
-.Lc1_d463_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d463_s:
-    ret
-    .popsection
-    or eax, ecx
-    mov eax, 13
-    sub rax, rcx
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    mov ecx, dword ptr [r14 + 768]
+    mov ebp, 233
+    movzx ebp, byte ptr [r14 + 192]
+    mov eax, ebp
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    shr ecx, 23
-    mov ecx, 156
-    movzx ecx, cl
+    mov dword ptr [r15 + 256], 236
+    mov edx, 141
+    lock xadd qword ptr [r15 + 384], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, al
-    mov eax, dword ptr [r14 + 1088]
-    lock xadd qword ptr [r15 + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    or edx, eax
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    add rdx, qword ptr [r14 + 576]
+    mov dword ptr [r14 + 832], edx
+    inc dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r14 + 512]
-    movzx r9d, sil
+    mov rcx, qword ptr [r14 + 640]
+    mov eax, dword ptr [r15 + 64]
+    xor eax, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 576], 96
-    or ecx, esi
-    or ecx, ecx
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1472]
-    mov ebp, dword ptr [r14 + 960]
-    mov qword ptr [r14 + 704], rbp
-    test ebx, 1376
+    add rdx, rcx
+    or edx, edx
+    xor dword ptr [r15 + 448], edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, r9
-    mov rcx, rsi
-    add r11, 64
-    add r10, r11
+    mov rcx, rax
+    jmp 1f
+1:
+    mov byte ptr [r14 + 192], dl
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1436,65 +1411,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d514_s]
+    lea rcx, [rip + .Lc1_d489_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d514_s_t
-.Lc1_d514_j:
+    call .Lc1_d489_s_t
+.Lc1_d489_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d514_s:
+.Lc1_d489_s:
     ret
     .popsection
     mov ecx, eax
-    movzx esi, cl
-    mov dword ptr [r14 + 64], 193
-    movsxd rcx, dword ptr [r15 + 192]
-    test bl, 160
-    jnz 1f
-1:
-    inc dword ptr [r14 + 1280]
-    movsxd r9, dword ptr [r15 + 192]
-    xor dword ptr [r15 + 128], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 207
-    shl rsi, 10
-    sub rsi, r9
-    imul rsi, qword ptr [r14 + 1024]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
+    movzx edi, cl
+    mov dword ptr [r15 + 896], 193
+    movsxd rcx, dword ptr [r14 + 704]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov r9d, 42
-    movzx ecx, byte ptr [r15 + 320]
-    mov edx, dword ptr [r14 + 256]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r14 + 64]
+    jmp 1f
+1:
+    mov eax, 247
     test ebx, 1073741824
     jz 1f
 1:
-    neg rsi
-    mov esi, esi
-    mov esi, 229
+    shl rdi, 28
+    sub rdi, rdx
+    mov r9, r10
     jmp 1f
 1:
+    mov edx, 36
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    lea rdx, [rsi + rsi*2 + 113]
-    mov r9d, 126
-    movsxd rsi, dword ptr [r15 + 256]
+    and r9, 2097088
+    movzx eax, byte ptr [r15 + r9 + 286336]
+    mov dword ptr [r15 + 256], eax
+    neg rdi
+    mov eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 512]
+    lock xadd qword ptr [r15 + 128], rdx
+    lea rcx, [rdx + rdx*2 + 12]
+    mov edx, 227
+    test ebx, 511744
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    mov eax, 198
+    movzx eax, byte ptr [r15 + 1280]
+    imul rax, qword ptr [r15 + 1152]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 14
-    movzx ecx, byte ptr [r15 + 640]
-    xor dword ptr [r15 + 384], ecx
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rsi, [rcx + rcx*2 + 107]
-    mov rdx, rsi
-    movsxd rcx, dword ptr [r15 + 512]
+    neg rdi
+    lea rdi, [rdi + rdi*2 + 32]
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r14 + 192]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1502,65 +1480,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d567_s]
+    lea rcx, [rip + .Lc1_d544_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d567_s_t
-.Lc1_d567_j:
+    call .Lc1_d544_s_t
+.Lc1_d544_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d567_s:
+.Lc1_d544_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r14 + 320]
+    mov r9d, 134
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    movzx edx, byte ptr [r14 + 256]
-    mov r9, r10
-    mov rsi, r9
+    shl rax, 11
+    cmp rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 2097088
-    mov byte ptr [r15 + r9 + 286336], r9b
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 241664
-    jz 1f
-1:
-    add rdx, 119
-    cmp rdx, rdx
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 1152]
-    inc esi
-    mov r9, r10
-    mov dword ptr [r14 + 768], 89
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    and r9, 8388544
-    movsxd rdx, dword ptr [r15 + r9 + 2383488]
-    mov r9d, edx
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r14 + 384]
+    mov rdi, rax
+    mov r9d, 250
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     mov r9, r10
-    mov rsi, qword ptr [r14 + 448]
+    jmp 1f
+1:
     and r9, 960
-    or qword ptr [r15 + r9 + 2496], 34
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 320
+    and eax, dword ptr [r15 + r9 + 1472]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, r9d
-    mov edx, 8
+    mov rdi, rax
+    mov dword ptr [r14 + 448], 122
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r9d
+    test ebx, 928
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r9d
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 4
+    rep movsb
     add r11, 64
     add r10, r11
     inc rbx
@@ -1570,75 +1552,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d621_s]
+    lea rcx, [rip + .Lc1_d600_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d621_s_t
-.Lc1_d621_j:
+    call .Lc1_d600_s_t
+.Lc1_d600_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d621_s:
+.Lc1_d600_s:
     ret
     .popsection
-    mov ecx, eax
-    lea rdx, [rcx + rcx*2 + 111]
-    movzx eax, dl
-    movsxd rcx, dword ptr [r14 + 192]
+    and rsi, rax
+    lea rsi, [rsi + rsi*2 + 111]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rdx, rcx
-    jmp 1f
-1:
-    movzx edx, al
-    movsxd rdx, dword ptr [r14 + 512]
+    movsxd r9, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dl
-    movsxd rdx, dword ptr [r15 + 384]
-    shl rdx, 30
+    sub rcx, rsi
+    mov qword ptr [r15 + 128], rcx
+    mov rbp, r10
+    .byte 0x66, 0x90
+    movzx esi, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r14 + 128]
-    sub rcx, rax
-    neg rcx
-    test ecx, ecx
+    and rbp, 8388544
+    mov qword ptr [r14 + rbp + 2383488], rbp
+    add rcx, rsi
+    movsxd rbp, dword ptr [r15 + 64]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    imul rax, qword ptr [r15 + 192]
-    add rax, rax
-    mov r8, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 832]
-    mov qword ptr [r15 + 640], rdx
-    shr r8d, 30
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov esi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ecx, edx
-    mov eax, ecx
-    mov rdx, rax
+    or esi, ecx
+    movzx ecx, byte ptr [r15 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    mov ecx, dword ptr [r14 + 768]
+    neg rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 640], 53
+    imul rbp, qword ptr [r15 + 1088]
+    or ebp, ebp
+    mov rsi, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, cl
-    .byte 0x66, 0x90
-    mov dword ptr [r14 + 320], eax
-    or ecx, eax
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov dword ptr [r15 + 1344], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    shl rcx, 20
+    movzx ecx, cl
+    movzx ecx, cl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1646,209 +1623,202 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d681_s]
+    lea rcx, [rip + .Lc1_d657_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d681_s_t
-.Lc1_d681_j:
+    call .Lc1_d657_s_t
+.Lc1_d657_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d681_s:
+.Lc1_d657_s:
     ret
     .popsection
-    and eax, dword ptr [r15 + 448]
+    inc dword ptr [r15 + 192]
     inc eax
-    popcnt rdx, rax
-    xor dword ptr [r15 + 64], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rcx, rax
-    cmp rcx, rcx
-    shr ecx, 9
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + 576]
-    mov rdx, rdi
-    and r8, 960
-    mov edi, dword ptr [r14 + r8 + 1472]
-    mov r8d, edi
-    test ebx, 576
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    add rcx, rcx
-    xor ecx, r8d
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    neg rdi
-    movsxd rdx, dword ptr [r14 + 128]
-    mov byte ptr [r14 + 1088], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edi
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt rax, rax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    and rcx, rax
+    cmp rcx, rcx
+    shr ecx, 16
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + 64]
+    mov rcx, rbp
+    mov ebp, dword ptr [r15 + 384]
+    mov r8d, ebp
+    test ebx, 576
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 256]
+    add rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    neg rbp
+    add rbp, qword ptr [r15 + 576]
+    mov dword ptr [r14 + 1024], 52
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov ecx, r8d
+    mov rcx, rcx
+    and r8, 960
+    mov byte ptr [r14 + r8 + 2496], r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    mov eax, ebp
+    jmp 1f
+1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    and rbp, 4032
-    imul rcx, qword ptr [r14 + rbp + 3520]
-    xor dword ptr [r15 + 896], ecx
-    movzx ebp, al
+    movsxd rax, dword ptr [r14 + 448]
+    xor dword ptr [r15 + 256], eax
+    movzx ecx, bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d736_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d713_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d736_s_t
-.Lc1_d736_j:
+    call .Lc1_d713_s_t
+.Lc1_d713_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d736_s:
+.Lc1_d713_s:
     ret
     .popsection
-    movzx ecx, cl
-    add rcx, rcx
+    lea rcx, [rip + .Lc1_d718_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d718_s_t
+.Lc1_d718_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d718_s:
+    ret
+    .popsection
     cmp rcx, rcx
-    cmp rcx, rcx
-    test ebx, 1073741824
-    jz 1f
+    shr eax, 31
+    movzx eax, al
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
-    mov ebp, 73
-    neg rbp
-    movsxd rbp, dword ptr [r14 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 68
-    test ebx, 864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rcx, rbp
-    mov byte ptr [r14 + 192], cl
-    movzx ebp, r9b
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 5
-    mov dword ptr [r14 + 64], 185
-    movzx esi, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ebp, 12
-    lock or dword ptr [r15 + 512], 53
-    movzx ebp, byte ptr [r15 + 256]
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rsi
-    mov esi, 225
-    movzx esi, byte ptr [r15 + 960]
-    or esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], ecx
+    movzx ebp, byte ptr [r15 + 640]
     jmp 1f
 1:
+    mov dword ptr [r14 + 128], 5
+    test bl, 160
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov r9, r10
+    mov dword ptr [r14 + 1152], r9d
+    test ebx, 126976
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    and r9, 4032
+    lock or dword ptr [r15 + r9 + 3520], 9
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r14 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 192]
+    or r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 122
+    mov ecx, 129
+    and rcx, rcx
+    test ebx, 380928
+    jz 1f
+1:
+    neg rbp
+    movsxd rbp, dword ptr [r14 + 1344]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d793_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d768_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d793_s_t
-.Lc1_d793_j:
+    call .Lc1_d768_s_t
+.Lc1_d768_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d793_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d798_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d798_s_t
-.Lc1_d798_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d798_s:
+.Lc1_d768_s:
     ret
     .popsection
     mov ecx, 81
-    mov ecx, dword ptr [r14 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ecx, dword ptr [r15 + 192]
     or ecx, ecx
-    mov ecx, 22
-    mov byte ptr [r15 + 0], cl
+    movsxd rax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov edx, 168
+    mov dword ptr [r15 + 128], edx
+    movsxd rdx, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1632
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 90
-    movzx ecx, byte ptr [r14 + 704]
-    xor ecx, r8d
-    test ebx, 59904
+    xor ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r14 + 768]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov eax, 99
+    mov r8, r10
+    mov dword ptr [r15 + 320], r8d
+    mov eax, 152
+    test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 512]
-    mov r8d, 197
-    mov qword ptr [r15 + 1152], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r14 + 64]
-    mov dword ptr [r14 + 256], 107
-    movzx eax, byte ptr [r15 + 128]
+    and r8, 960
+    mov rcx, qword ptr [r14 + r8 + 1472]
+    mov dword ptr [r14 + 256], ecx
+    mov dword ptr [r15 + 576], 14
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 576]
-    cmp rcx, rcx
-    mov dword ptr [r15 + 384], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r8, qword ptr [r14 + 0]
-    mov dword ptr [r15 + 448], 31
-    mov rax, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 832]
+    mov rsi, rdx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1856,72 +1826,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d848_s]
+    lea rcx, [rip + .Lc1_d817_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d848_s_t
-.Lc1_d848_j:
+    call .Lc1_d817_s_t
+.Lc1_d817_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d848_s:
+.Lc1_d817_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    jmp 1f
-1:
-    add rax, rcx
+    xor esi, ecx
+    mov esi, 140
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 1
-    and ecx, dword ptr [r15 + 640]
-    test ebx, 249856
-    jz 1f
-1:
-    or qword ptr [r15 + 128], 6
-    mov dword ptr [r15 + 768], ecx
-    mov r8d, ecx
+    mov ecx, esi
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r8d
-    xor ecx, r8d
-    test ecx, ecx
-    add rcx, 45
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 256]
-    mov qword ptr [r15 + 64], rax
-    xor r8d, ecx
-    mov eax, 77
-    test ebx, 446464
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 448]
-    mov edx, 150
-    mov edx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, rdi
-    movsxd r8, dword ptr [r14 + 1408]
-    xor dword ptr [r14 + 1024], r8d
-    sub rax, rdx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
+    mov rsi, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 1088]
+    inc dword ptr [r14 + 896]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov rdx, r8
-    movzx edx, dl
-    mov rdx, rdx
-    mov dword ptr [r14 + 192], edx
+    add rax, rsi
+    xchg qword ptr [r15 + 448], rax
+    add rax, 55
+    test eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    add rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r14 + 704], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rax, 10
+    mov eax, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movsxd rdi, dword ptr [r14 + 640]
+    imul rdi, qword ptr [r15 + 192]
+    mov rcx, rdi
+    test ebx, 320
+    jnz 1f
+1:
+    mov rsi, qword ptr [r14 + 192]
+    mov rax, rsi
+    imul rax, qword ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1929,76 +1894,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d906_s]
+    lea rcx, [rip + .Lc1_d871_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d906_s_t
-.Lc1_d906_j:
+    call .Lc1_d871_s_t
+.Lc1_d871_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d906_s:
+.Lc1_d871_s:
     ret
     .popsection
     mov ecx, eax
-    shr ecx, 19
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    lea rcx, [rcx + rcx*2 + 87]
+    mov byte ptr [r14 + 1408], cl
+    lock or dword ptr [r15 + 0], 77
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov r8d, dword ptr [r14 + 832]
-    test r8d, r8d
-    add rax, qword ptr [r15 + 704]
+    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    neg rcx
-    lea rcx, [rcx + rcx*2 + 8]
+    mov ecx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r14 + 512]
+    or edi, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    sub r8, rax
-    mov eax, 193
-    mov rax, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r8d
-    mov qword ptr [r15 + 576], rsi
-    mov r8, rax
+    mov esi, ecx
+    add rsi, qword ptr [r15 + 320]
+    neg rsi
     test ebx, 1073741824
     jz 1f
+1:
+    and ecx, dword ptr [r14 + 192]
+    mov eax, dword ptr [r15 + 256]
+    movzx edi, al
+    mov eax, 231
+    test ebx, 1073741824
+    jnz 1f
 1:
     inc ecx
-    lock or dword ptr [r15 + 1088], 59
-    movzx ecx, sil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r14 + 128]
     movzx esi, cl
-    or esi, esi
-    movsxd rsi, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 960]
+    sub rdi, rcx
+    mov eax, edi
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    lea r8, [rsi + rsi*2 + 83]
-    jmp 1f
-1:
-    mov r8d, esi
+    shr ecx, 6
+    shr ecx, 24
+    mov rcx, rcx
     test ebx, 1824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 128]
-    inc ecx
-    shr ecx, 7
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx eax, r8b
-    lock xadd qword ptr [r15 + 64], rax
-    shr eax, 20
+    lea rdi, [r15 + 10772736]
+    mov ecx, 189
+    rep stosb
+    test ecx, edi
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -2014,75 +1974,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d972_s]
+    lea rcx, [rip + .Lc1_d934_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d972_s_t
-.Lc1_d972_j:
+    call .Lc1_d934_s_t
+.Lc1_d934_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d972_s:
+.Lc1_d934_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d977_s]
+    lea rcx, [rip + .Lc1_d939_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d977_s_t
-.Lc1_d977_j:
+    call .Lc1_d939_s_t
+.Lc1_d939_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d977_s:
+.Lc1_d939_s:
     ret
     .popsection
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, cl
-    imul rax, qword ptr [r14 + 1088]
-    jmp 1f
-1:
+    add rax, qword ptr [r14 + 1216]
+    mov dword ptr [r14 + 0], 141
+    mov r9d, 52
+    mov r9, r9
     test ebx, 27392
     jz 1f
 1:
-    mov eax, 242
-    inc eax
-    mov eax, 143
+    jmp 1f
+1:
+    mov ecx, eax
+    mov ecx, 120
     test bl, 106
     jnz 1f
 1:
-    mov ecx, 120
-    mov qword ptr [r15 + 832], rcx
-    add rcx, qword ptr [r14 + 1216]
+    shl rax, 8
+    mov eax, 112
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rax, 2
+    sub r9, rcx
+    and r9d, dword ptr [r14 + 0]
+    lock add qword ptr [r15 + 0], r9
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     and ecx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 74
+    or qword ptr [r15 + 0], 73
     test bl, 36
     jnz 1f
 1:
-    mov eax, ecx
-    movzx esi, al
-    neg rsi
+    neg rcx
+    mov rcx, rcx
+    .byte 0x0f, 0x1f, 0x00
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    sub rcx, rax
-    mov dword ptr [r14 + 704], 70
-    mov dword ptr [r14 + 0], 182
+    inc r9d
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 2
-    rep movsb
-    mov rdi, rsi
-    and edi, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 704], 212
+    mov qword ptr [r15 + 832], r9
+    imul r9, qword ptr [r14 + 1088]
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -2098,66 +2054,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1036_s]
+    lea rcx, [rip + .Lc1_d994_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1036_s_t
-.Lc1_d1036_j:
+    call .Lc1_d994_s_t
+.Lc1_d994_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1036_s:
+.Lc1_d994_s:
     ret
     .popsection
+    mov r9, r10
+    mov rsi, qword ptr [r15 + 448]
+    movzx eax, sil
     mov rbp, r10
-    mov r9, qword ptr [r15 + 768]
-    and rbp, 2097088
-    mov qword ptr [r15 + rbp + 286336], rbp
-    movzx edi, cl
+    and r9, 960
+    mov dword ptr [r15 + r9 + 2496], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 211
-    movzx ecx, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
+    mov ecx, 211
+    and rbp, 960
+    mov rsi, qword ptr [r14 + rbp + 1472]
+    mov qword ptr [r15 + 704], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1536], r9d
-    mov edi, ecx
+    vpshufb ymm5, ymm12, ymm4
     jmp 1f
 1:
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    cmp rax, rax
     jmp 1f
 1:
-    test ebx, 1504
+    mov rcx, qword ptr [r15 + 128]
+    cmp rcx, rcx
+    test ebx, 6016
     jz 1f
 1:
-    xor ecx, eax
     jmp 1f
 1:
-    mov rcx, rax
+    xor esi, ecx
+    mov qword ptr [r14 + 768], rsi
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    sub rax, r9
-    mov edi, 155
-    mov qword ptr [r14 + 512], rdi
+    movzx eax, byte ptr [r15 + 64]
+    shr eax, 11
+    sub rax, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 1152], 125
-    imul rcx, qword ptr [r15 + 128]
-    imul rcx, qword ptr [r14 + 448]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 251
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    and edi, dword ptr [r14 + 1088]
-    and edi, dword ptr [r14 + r9 + 1472]
+    imul rsi, qword ptr [r14 + 640]
+    mov rax, rsi
+    shl rax, 7
     add r11, 64
     add r10, r11
     inc rbx
@@ -2167,69 +2124,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1090_s]
+    lea rcx, [rip + .Lc1_d1049_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1090_s_t
-.Lc1_d1090_j:
+    call .Lc1_d1049_s_t
+.Lc1_d1049_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1090_s:
+.Lc1_d1049_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    lea rcx, [rcx + rcx*2 + 125]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rcx
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 1472]
     mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    lea rax, [rdi + rdi*2 + 89]
-    or qword ptr [r15 + 128], 35
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 576]
+    mov rdx, qword ptr [r14 + 64]
+    mov esi, dword ptr [r14 + 1216]
+    movzx r9d, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 768], rax
-    movzx edi, al
-    mov r8, rdi
-    movzx eax, r8b
+    jmp 1f
+1:
+    add rdx, rsi
+    mov rdx, qword ptr [r15 + 704]
     test ebx, 432
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], edi
-    lock or dword ptr [r15 + 640], 64
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    test bl, 80
-    jnz 1f
-1:
-    mov eax, 204
-    add rax, rax
-    mov rax, rax
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, 56
-    mov rcx, rcx
-    add rcx, rcx
-    mov qword ptr [r14 + 704], rcx
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r14 + 512]
+    mov r9, r10
+    add rdx, r9
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
     mov qword ptr [r14 + 576], rcx
-    mov eax, ecx
-    mov edi, dword ptr [r15 + 64]
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3520], 62
+    movzx r9d, byte ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r9
+    nop
+    mov r9d, 253
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], edx
+    mov qword ptr [r15 + 128], rdx
+    mov rsi, r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -2237,76 +2195,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1146_s]
+    lea rcx, [rip + .Lc1_d1105_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1146_s_t
-.Lc1_d1146_j:
+    call .Lc1_d1105_s_t
+.Lc1_d1105_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1146_s:
+.Lc1_d1105_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1151_s]
+    lea rcx, [rip + .Lc1_d1110_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1151_s_t
-.Lc1_d1151_j:
+    call .Lc1_d1110_s_t
+.Lc1_d1110_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1151_s:
+.Lc1_d1110_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 64]
-    movzx edi, cl
-    mov rdi, rdi
+    mov ecx, 157
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, ecx
-    mov rbp, r10
-    mov dword ptr [r15 + 1152], ebp
-    and rbp, 960
-    mov qword ptr [r14 + rbp + 2496], rbp
+    imul rax, qword ptr [r14 + 64]
+    mov esi, eax
+    xor dword ptr [r15 + 448], esi
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 128], 110
-    add rdi, qword ptr [r14 + 448]
+    and r9, 2097088
+    mov qword ptr [r14 + r9 + 286336], r9
+    mov rcx, qword ptr [r15 + 512]
+    movzx r9d, cl
     test ebx, 432
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rbp, 11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rdx
-    mov edx, edx
-    mov edx, 116
-    test ebx, 251392
-    jnz 1f
-1:
-    neg rbp
-    movzx ebp, byte ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 320], rdi
+    neg rax
+    mov rax, qword ptr [r15 + 832]
     jmp 1f
 1:
-    mov rdx, rbp
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rsi, 10
+    mov esi, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, esi
+    mov r9d, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r9d
+    neg rsi
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov r9, r10
-    mov ebp, r9d
-    and r9, 960
-    mov rsi, qword ptr [r15 + r9 + 1472]
+    mov r9, rsi
+    mov r9, r9
+    mov r9, qword ptr [r15 + 1152]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2316,271 +2271,258 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1207_s]
+    lea rcx, [rip + .Lc1_d1163_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1207_s_t
-.Lc1_d1207_j:
+    call .Lc1_d1163_s_t
+.Lc1_d1163_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1207_s:
+.Lc1_d1163_s:
     ret
     .popsection
-    add qword ptr [r15 + 384], rax
-    movsxd rsi, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r14 + 512]
+    mov ecx, dword ptr [r15 + 960]
+    add rcx, 87
+    movsxd r9, dword ptr [r15 + 640]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 640]
-    movzx edx, r9b
-    neg rdx
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3520]
+    mov rbp, r10
+    mov edi, r9d
+    and rbp, 2097088
+    mov byte ptr [r14 + rbp + 286336], bpl
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    neg rcx
-    lea rcx, [rcx + rcx*2 + 81]
-    inc dword ptr [r15 + 704]
+    mov ecx, dword ptr [r14 + 576]
+    inc dword ptr [r14 + 640]
+    mov dword ptr [r15 + 320], 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 896], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r14 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 1024], rbp
+    add rcx, 14
+    movzx ecx, dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 832]
+    mov ebp, edi
     jmp 1f
 1:
-    mov eax, 27
-    test ebx, 1073741824
+    mov edi, 41
+    test bl, 96
     jnz 1f
-1:
-    add rdx, 69
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 896], rax
-    add rax, 60
-    mov eax, eax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov r9, r10
-    mov esi, dword ptr [r15 + 768]
-    and r9, 4032
-    mov byte ptr [r14 + r9 + 3520], r9b
-    movsxd rdx, dword ptr [r14 + 1024]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
 1:
     movzx eax, byte ptr [r14 + 1280]
-    imul rax, qword ptr [r15 + 1088]
-    and rax, rax
+    lea rcx, [rax + rax*2 + 55]
+    and rcx, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rcx, [rip + .Lc1_d1257_s]
+    lea rcx, [rip + .Lc1_d1210_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1257_s_t
-.Lc1_d1257_j:
+    call .Lc1_d1210_s_t
+.Lc1_d1210_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1257_s:
+.Lc1_d1210_s:
     ret
     .popsection
-    mov qword ptr [r14 + 576], rcx
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 960
-    movzx eax, byte ptr [r15 + r9 + 2496]
-    mov r9, r10
-    movzx edx, r9b
+    mov qword ptr [r14 + 704], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     test ebx, 912
     jnz 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3520], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    inc eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 1152], al
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 1088]
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 960
+    and eax, dword ptr [r15 + rbp + 2496]
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 960]
-    mov qword ptr [r15 + 320], rax
-    mov eax, dword ptr [r14 + 64]
+    mov r9d, 188
+    mov r9d, 19
+    movsxd r9, dword ptr [r14 + 576]
+    mov ecx, 105
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 61
-    mov ecx, 42
-    movsxd rcx, dword ptr [r14 + 512]
-    mov edx, 201
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 25
-    mov eax, 186
-    mov rax, rdx
+    mov ebp, 138
+    mov ebp, 89
+    mov rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], edx
-    mov edx, 181
-    mov dword ptr [r14 + 128], 236
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, 49
+    mov dword ptr [r14 + 128], 181
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dl
-    test eax, eax
-    xor edx, eax
+    movzx ebp, cl
+    test ebp, ebp
+    xor ebp, ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    lea rcx, [rip + .Lc1_d1313_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1267_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1313_s_t
-.Lc1_d1313_j:
+    call .Lc1_d1267_s_t
+.Lc1_d1267_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1313_s:
+.Lc1_d1267_s:
     ret
     .popsection
-    mov r8, r10
-    mov rdx, r8
-    and r8, 8388544
-    mov dword ptr [r14 + r8 + 2383488], 189
-    mov r8, rcx
-    mov qword ptr [r15 + 448], r8
-    test ebx, 464
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    mov rcx, qword ptr [r14 + 384]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, rcx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov ecx, 126
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 226
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    or ecx, ecx
+    add rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r14 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, edx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 102
+    mov dword ptr [r15 + 64], 202
+    movzx edx, byte ptr [r14 + 896]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov ecx, dword ptr [r14 + 448]
+    mov eax, dword ptr [r15 + 640]
+    mov rdi, rdx
+    test bl, 48
+    jnz 1f
+1:
+    xor dword ptr [r15 + 768], edx
+    mov edx, 40
+    mov dword ptr [r15 + 704], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 640], ecx
-    movsxd r8, dword ptr [r14 + 704]
-    cmp r8, r8
-    mov edx, dword ptr [r15 + 768]
-    test bl, 96
-    jnz 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    mov r8d, 40
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 88
-    add rdx, rdx
-    mov dword ptr [r15 + 1152], 128
-    add r11, 64
-    add r10, r11
+    mov dword ptr [r15 + 64], 127
+    movzx eax, dl
+    mov dword ptr [r14 + 832], 57
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1369_s]
+    lea rcx, [rip + .Lc1_d1314_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1369_s_t
-.Lc1_d1369_j:
+    call .Lc1_d1314_s_t
+.Lc1_d1314_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1369_s:
+.Lc1_d1314_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7616]
-    add rdx, qword ptr [r14 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, 38
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, r8d
+    test eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 768]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + 128]
-    neg rdx
-    mov r8, qword ptr [r15 + 576]
-    mov ecx, dword ptr [r14 + 640]
+    movzx r8d, byte ptr [r15 + 64]
+    neg r8
+    mov ecx, dword ptr [r14 + 128]
+    mov dword ptr [r15 + 448], 187
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 1344], 187
-    mov rcx, rdx
-    mov dword ptr [r15 + 64], 21
-    movzx edx, byte ptr [r14 + 320]
+    mov dword ptr [r15 + 512], 38
+    mov rax, rcx
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], ebp
+    mov rcx, qword ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ecx
-    mov dword ptr [r14 + 1024], r8d
+    mov r8d, eax
+    mov dword ptr [r14 + 128], 249
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    mov ecx, 115
-    mov dword ptr [r14 + 64], 66
-    test r8d, r8d
+    neg rax
+    mov eax, 67
+    mov eax, dword ptr [r15 + 320]
+    test eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
+    movzx r8d, al
     and r8, r8
-    mov r8d, 60
+    mov r8d, 214
     add r11, 64
     add r10, r11
     inc rbx
@@ -2590,65 +2532,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1427_s]
+    lea rcx, [rip + .Lc1_d1372_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1427_s_t
-.Lc1_d1427_j:
+    call .Lc1_d1372_s_t
+.Lc1_d1372_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1427_s:
+.Lc1_d1372_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 512]
-    mov qword ptr [r14 + 1088], rcx
-    mov r8d, eax
+    movzx ecx, al
+    movzx ecx, al
+    mov dword ptr [r15 + 576], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
-    mov rax, rax
-    movzx eax, al
+    imul rax, qword ptr [r15 + 1088]
+    mov dword ptr [r14 + 448], 214
+    mov r9, rcx
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    and rbp, 960
-    add rcx, qword ptr [r15 + rbp + 1472]
+    movzx ecx, al
+    and rcx, rcx
+    movsxd rcx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 640], 178
-    mov r9, r10
-    xor dword ptr [r15 + 448], ecx
-    and r8, rbp
+    mov eax, r9d
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 2097088
-    lock add qword ptr [r15 + r9 + 286336], r9
-    movzx edi, r8b
-    mov dword ptr [r15 + 128], edi
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8388544
+    lock add qword ptr [r15 + r9 + 2383488], rax
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 207
-    movsxd rcx, dword ptr [r14 + 576]
-    movzx eax, cl
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    add rax, qword ptr [r15 + 640]
+    mov qword ptr [r14 + 960], rax
+    mov eax, 13
+    mov r9, r10
+    mov rbp, r10
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufb ymm9, ymm5, ymm2
-    mov edi, 154
-    test ebx, 194432
-    jnz 1f
-1:
-    mov r9, rax
-    jmp 1f
-1:
+    and r9, 8128
+    xor dword ptr [r14 + r9 + 7616], eax
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 15808]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2666,60 +2601,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1486_s]
+    lea rcx, [rip + .Lc1_d1427_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1486_s_t
-.Lc1_d1486_j:
+    call .Lc1_d1427_s_t
+.Lc1_d1427_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1486_s:
+.Lc1_d1427_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shr esi, 11
-    and rsi, rsi
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
     inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 21
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rbp
-    mov rsi, qword ptr [r14 + 1152]
-    and rbp, 960
-    movzx eax, byte ptr [r14 + rbp + 1472]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    and rax, rcx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    xor dword ptr [r14 + 896], esi
-    or qword ptr [r15 + 704], 49
-    lock or dword ptr [r15 + 768], 63
-    mov rbp, r10
+    cmp rcx, rcx
+    mov dword ptr [r14 + 960], 59
+    or qword ptr [r14 + 704], 38
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
-    and rbp, 8388544
-    mov dword ptr [r14 + rbp + 2383488], 236
-    mov ebp, eax
+    mov rax, r8
+    mov rbp, r10
+    and r8, 4032
+    imul rax, qword ptr [r14 + r8 + 3520]
+    and rbp, 960
+    mov qword ptr [r14 + rbp + 1472], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, al
+    lock or dword ptr [r15 + 768], 118
+    mov eax, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2744,84 +2677,86 @@ ditto_body_c1:
     jmp .Lc1_b5_c1
     .p2align 6
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1544_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1487_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1544_s_t
-.Lc1_d1544_j:
+    call .Lc1_d1487_s_t
+.Lc1_d1487_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1544_s:
+.Lc1_d1487_s:
     ret
     .popsection
+    lea rcx, [rip + .Lc1_d1492_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1492_s_t
+.Lc1_d1492_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1492_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r14 + 896]
+    mov eax, 251
+    imul rax, qword ptr [r14 + 128]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    or eax, ecx
+    mov eax, 43
     jmp 1f
 1:
-    shl rax, 25
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 1088]
     jmp 1f
 1:
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, eax
-    movsxd rcx, dword ptr [r14 + 832]
-    mov eax, 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 12
-    mov eax, 140
-    inc eax
+    shl rax, 11
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 768], rax
-    mov eax, dword ptr [r15 + 1088]
-    mov dword ptr [r14 + 128], eax
-    mov dword ptr [r14 + 320], eax
-    mov r8, r10
+    mov ecx, dword ptr [r14 + 64]
+    mov edi, dword ptr [r15 + 1152]
+    mov rdx, rax
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8388544
+    mov rax, qword ptr [r14 + r9 + 2383488]
+    sub rax, rcx
+    mov dword ptr [r15 + 384], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 1152], r9
+    shl rdx, 19
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 2097088
-    mov rdx, qword ptr [r14 + r8 + 286336]
-    jmp 1f
-1:
-    add rax, r8
+    mov eax, edx
+    test eax, eax
+    movzx edx, dl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    shl rax, 22
-    mov eax, eax
-    add qword ptr [r15 + 384], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 960
-    imul rax, qword ptr [r15 + r8 + 1472]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dl
-    movsxd rdx, dword ptr [r15 + 704]
-    jmp 1f
-1:
+    mov esi, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2831,69 +2766,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1610_s]
+    lea rcx, [rip + .Lc1_d1549_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1610_s_t
-.Lc1_d1610_j:
+    call .Lc1_d1549_s_t
+.Lc1_d1549_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1610_s:
+.Lc1_d1549_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1615_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1615_s_t
-.Lc1_d1615_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1615_s:
-    ret
-    .popsection
-    mov ecx, 201
-    movzx ecx, cl
-    neg rcx
-    test bl, 12
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 1280]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rcx, qword ptr [r14 + 768]
-    mov dword ptr [r14 + 64], 201
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    lea r8, [rcx + rcx*2 + 7]
-    mov r8d, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    movzx esi, r8b
-    and r8, 2097088
-    mov esi, dword ptr [r14 + r8 + 286336]
-    mov r8, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    xor ecx, esi
-    inc dword ptr [r15 + 896]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    mov qword ptr [r15 + 768], rax
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 128], 139
+    mov rax, qword ptr [r14 + 704]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
     jb 1f
 1:
-    movzx esi, r8b
-    popcnt r8, rsi
+    mov ecx, 130
+    lea rcx, [rcx + rcx*2 + 41]
+    add qword ptr [r15 + 960], rax
+    test ebx, 24544
+    jnz 1f
+1:
+    movzx esi, al
+    mov rbp, r10
+    mov rax, rbp
+    or qword ptr [r15 + 384], 89
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8388544
+    mov rcx, qword ptr [r15 + rbp + 2383488]
+    xor ecx, esi
+    mov ebp, dword ptr [r14 + 320]
+    movzx esi, bpl
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movsxd rax, dword ptr [r14 + 1088]
+    mov r8d, dword ptr [r15 + 768]
+    add r8, rbp
+    test bl, 40
+    jnz 1f
+1:
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 320]
+    movzx r8d, cl
+    popcnt r8, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -2925,63 +2849,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1676_s]
+    lea rcx, [rip + .Lc1_d1609_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1676_s_t
-.Lc1_d1676_j:
+    call .Lc1_d1609_s_t
+.Lc1_d1609_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1676_s:
+.Lc1_d1609_s:
     ret
     .popsection
-    lea r8, [r10 + r10*1]
-    and r8, 4032
-    movzx esi, byte ptr [r14 + r8 + 3520]
-    lock add qword ptr [r15 + 448], rcx
+    mov ecx, eax
+    jmp 1f
+1:
+    or qword ptr [r14 + 384], 82
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov r8, r10
     mov rax, rcx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    jmp 1f
 1:
-    lock or dword ptr [r15 + 1344], 61
-    mov dword ptr [r14 + 320], r8d
-    mov r9d, 131
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 128]
-    or qword ptr [r15 + 768], 43
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 704]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 190
+    rep stosb
+    mov edi, 131
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, esi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    test ebx, 11136
-    jz 1f
-1:
-    movzx eax, r9b
-    add rax, qword ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 3584]
-    mov r8d, 130
-    mov r8, r10
-    mov rsi, qword ptr [r14 + 960]
-    test ebx, 62464
+    mov r8d, dword ptr [r14 + 512]
+    inc dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 5568
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7616], r9d
-    add qword ptr [r15 + 128], r9
+    movzx edi, r8b
+    mov dword ptr [r14 + 320], edi
+    add qword ptr [r14 + 128], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 168
+    mov rcx, qword ptr [r14 + 1024]
+    test ebx, 7808
+    jz 1f
+1:
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 4
+    rep movsb
+    add qword ptr [r15 + 1152], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2991,134 +2920,128 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1728_s]
+    lea rcx, [rip + .Lc1_d1665_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1728_s_t
-.Lc1_d1728_j:
+    call .Lc1_d1665_s_t
+.Lc1_d1665_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1728_s:
+.Lc1_d1665_s:
     ret
     .popsection
-    imul r8, qword ptr [r15 + 64]
-    mov rbp, r10
-    add rax, 110
-    mov rax, qword ptr [r15 + 1024]
-    and rbp, 960
-    and ecx, dword ptr [r14 + rbp + 2496]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 116
-    mov rdi, rax
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 1408], 44
+    movzx eax, cl
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    lock or dword ptr [r15 + r9 + 1472], 70
+    mov r9, qword ptr [r15 + 832]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    mov edi, r8d
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 80
+    mov r9, r10
+    shl rax, 23
+    and r9, 2097088
+    movsxd rax, dword ptr [r15 + r9 + 286336]
+    mov ecx, dword ptr [r14 + 1088]
+    test bl, 40
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl r8, 2
-    mov r8, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 704], 24
+    movsxd rcx, dword ptr [r14 + 384]
+    jmp 1f
+1:
+    add rcx, 116
     test bl, 24
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 640]
-    mov rcx, qword ptr [r14 + 832]
-    mov eax, r8d
-    or eax, eax
+    or r9d, ecx
+    mov r9d, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 1152]
-    mov eax, dword ptr [r15 + 896]
-    movzx edx, dil
+    mov eax, ecx
+    mov eax, 25
+    inc dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 90
+    imul rax, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1782_s]
+    lea rcx, [rip + .Lc1_d1714_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1782_s_t
-.Lc1_d1782_j:
+    call .Lc1_d1714_s_t
+.Lc1_d1714_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1782_s:
+.Lc1_d1714_s:
     ret
     .popsection
-    xor dword ptr [r15 + 320], eax
+    neg rax
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 496
+    jz 1f
 1:
+    mov rcx, rax
+    mov ecx, 150
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
+    mov rax, rcx
     jmp 1f
 1:
-    mov edx, dword ptr [r14 + 960]
-    and r8, 262080
-    mov dword ptr [r15 + r8 + 24192], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 768], dl
-    movsxd rcx, dword ptr [r14 + 1024]
-    xor dword ptr [r15 + 832], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 768], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 384], cl
-    cmp rcx, rcx
-    movzx r8d, cl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 1152]
+    add rcx, qword ptr [r14 + 128]
+    movsxd rax, dword ptr [r14 + 896]
+    add rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [r8 + r8*2 + 42]
-    mov rcx, rcx
-    mov qword ptr [r15 + 512], rcx
-    test ebx, 97216
-    jz 1f
-1:
-    mov rcx, r8
-    mov r8d, 34
-    movsxd r8, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 512]
+    movzx edi, al
+    xor dword ptr [r15 + 384], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r14 + 1088]
-    shr edx, 2
-    mov esi, 232
-    add r11, 64
-    add r10, r11
+    mov ecx, 200
+    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + 64], 117
+    shr edx, 10
+    test ebx, 62464
+    jz 1f
+1:
+    mov byte ptr [r14 + 128], cl
+    mov ebp, dword ptr [r14 + 1344]
+    mov byte ptr [r15 + 448], bpl
+    movzx edi, dl
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -3126,76 +3049,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1836_s]
+    lea rcx, [rip + .Lc1_d1767_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1836_s_t
-.Lc1_d1836_j:
+    call .Lc1_d1767_s_t
+.Lc1_d1767_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1836_s:
+.Lc1_d1767_s:
     ret
     .popsection
-    mov r9, r10
-    and r9, 960
-    movsxd rsi, dword ptr [r14 + r9 + 1472]
-    mov r9, rcx
-    xor dword ptr [r14 + 64], r9d
+    add rbp, qword ptr [r14 + 960]
+    mov edi, 190
+    imul rdi, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, esi
-    jmp 1f
-1:
-    mov esi, r9d
-    test ebx, 632
-    jz 1f
-1:
-    imul r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    sub rcx, rsi
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 2
-    movzx r9d, r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r14 + 1408]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov r9, r9
-    test bl, 144
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 10772736]
-    mov ecx, 190
-    rep stosb
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov edi, edi
+    mov rdi, rdi
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    lock or dword ptr [r15 + 896], 56
+    add qword ptr [r15 + 384], rax
+    mov rbp, r10
     jmp 1f
 1:
-    jmp 1f
-1:
+    and rbp, 960
+    mov qword ptr [r14 + rbp + 2496], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 704], cl
-    add r9, qword ptr [r14 + 1216]
-    mov rcx, r9
+    mov rdi, rbp
+    lock add qword ptr [r15 + 1088], rbp
+    test ebp, ebp
+    test bl, 144
+    jnz 1f
+1:
+    sub rbp, rdi
+    lock or dword ptr [r15 + 1024], 110
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    movzx eax, byte ptr [r14 + 320]
+    mov rsi, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -3220,39 +3138,32 @@ ditto_body_c1:
     jmp .Lc1_b7_c1
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1903_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1903_s_t
-.Lc1_d1903_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1903_s:
-    ret
-    .popsection
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, qword ptr [r14 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 1024]
-    mov ecx, eax
-    mov ecx, dword ptr [r14 + 960]
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rax, 25
+    and rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 161
+    mov rcx, qword ptr [r14 + 832]
+    add rcx, 75
+    imul rcx, qword ptr [r14 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 992
-    jz 1f
-1:
-    mov dword ptr [r15 + 1088], eax
-    movzx ebp, al
-    mov ebp, 161
-    mov rax, qword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, 75
-    imul rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ecx
+    inc dword ptr [r15 + 768]
     jmp 1f
 1:
     inc rbx
@@ -3262,80 +3173,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    cmp rcx, rcx
-    inc dword ptr [r14 + 64]
-    mov ecx, 34
-    mov ecx, dword ptr [r14 + 1152]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    inc eax
+    mov ebp, 94
+    mov rbp, rax
     test bl, 180
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rcx, rax
-    mov rcx, rcx
+    mov rbp, r10
+    mov dword ptr [r14 + 64], ebp
+    shr eax, 11
+    and rbp, 960
+    inc dword ptr [r14 + rbp + 1472]
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    movzx eax, cl
-    sub rax, rcx
-    sub rax, rcx
-    test ebx, 1760
-    jz 1f
-1:
-    shr eax, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    inc ebp
+    mov byte ptr [r15 + 1280], al
+    inc dword ptr [r15 + 704]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 128 bytes, 1 chunk(s), 14 chunk executions per call
+// block 8: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 10781032]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 10781032], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     jmp 1f
 1:
-    inc eax
-    mov rax, qword ptr [r14 + 0]
-    shl rax, 14
-    mov edx, ecx
-    mov rcx, rdx
+    inc ebp
+    mov rbp, qword ptr [r14 + 0]
+    shl rbp, 14
+    mov r8d, ecx
+    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], al
+    mov byte ptr [r14 + 448], r8b
     jmp 1f
 1:
-    shr edi, 11
+    shr eax, 11
     jmp 1f
 1:
-    neg rdi
+    neg rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 320]
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, edi, 63
+    imul ecx, eax, 63
     cmp rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    vpaddd ymm5, ymm0, ymmword ptr [r15 + 576]
-    mov eax, 55
+    movsxd rax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    vpaddd ymm12, ymm0, ymmword ptr [r15 + 576]
+    mov ebp, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
     dec r13
@@ -3483,148 +3391,159 @@ ditto_body_c1:
     jmp .Lc1_b9_c63
     .p2align 6
 .Lc1_b9_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov rbp, r10
-    mov r9, r10
-    or ecx, ecx
-    and rbp, 2097088
-    movsxd rcx, dword ptr [r14 + rbp + 286336]
-    mov rbp, r10
-    and r9, 960
-    mov r8, qword ptr [r14 + r9 + 1472]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    and rbp, 8128
-    and eax, dword ptr [r14 + rbp + 7616]
-    and rax, r9
+    and rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
-    movzx r8d, byte ptr [r14 + 640]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 191
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], cl
+    xor dword ptr [r15 + 448], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    sub rcx, rsi
+    or ecx, r9d
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7616], rcx
+    inc r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 512], eax
-    and rbp, 2097088
-    or qword ptr [r14 + rbp + 286336], 12
-    movzx r9d, byte ptr [r14 + rbp + 286400]
+    shr r9d, 3
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ebp
-    lea r8, [r10 + r10*1]
-    test ebp, r9d
-    movzx eax, byte ptr [r14 + 448]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 39
+    add rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 960
-    or qword ptr [r14 + r8 + 1472], 54
-    movzx edi, byte ptr [r14 + r8 + 1536]
+    mov dword ptr [r15 + 768], esi
+    and r9, 2097088
+    or qword ptr [r15 + r9 + 286336], 105
+    jmp 1f
+1:
+    imul r9, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    test r8d, ebp
+    imul r9, qword ptr [r15 + 576]
+    mov r8d, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    add r8, 5
-    inc r8d
-    mov r8d, 255
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, 113
+    mov edi, 247
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rax
-    lea rbp, [r10 + r10*1]
-    mov eax, 243
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdi, 9
+    mov edi, 242
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 8128
-    or qword ptr [r14 + rbp + 7616], 121
-    and r9, 960
-    mov edi, dword ptr [r14 + r9 + 2496]
-    mov r8, r10
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov rax, qword ptr [r14 + rbp + 7680]
-    and r8, 2097088
-    mov qword ptr [r15 + r8 + 286336], rdi
+    mov r9, r10
+    or qword ptr [r15 + rbp + 7616], 85
+    mov qword ptr [r15 + 704], rdi
+    mov dword ptr [r15 + 448], 106
+    and r9, 2097088
+    xor dword ptr [r15 + r9 + 286336], ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov r8, r10
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1472], al
-    movzx r8d, al
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r8, r10
-    mov eax, 27
-    mov rbp, r10
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7616]
+    movzx edx, r9b
+    mov edx, 254
+    mov dword ptr [r15 + 704], eax
+    mov byte ptr [r15 + 768], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 2097088
-    movzx r8d, byte ptr [r14 + rbp + 286336]
-    mov dword ptr [r15 + 576], 97
-    add r11, 64
-    add r10, r11
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 640], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rdi, rdi
+    and rdi, rdi
+    mov dword ptr [r15 + 256], 252
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rbp, [r10 + r10*2]
-    mov eax, eax
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7744], rax
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7616], 156
+    movzx r9d, r9b
     .byte 0x66, 0x90
-    mov r8, r10
-    test ebx, 2026496
-    jnz 1f
-1:
-    and r8, 960
-    mov rsi, qword ptr [r14 + r8 + 2496]
-    inc dword ptr [r14 + rbp + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov eax, 248
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1472], 245
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    inc dword ptr [r15 + 1152]
+    mov r8d, 168
+    mov r8, r9
+    jmp 1f
 1:
-    movzx esi, al
-    mov esi, dword ptr [r15 + rbp + 7680]
+    mov r9, r10
+    test ebx, 13184
+    jz 1f
+1:
+    mov edi, r8d
+    and r9, 960
+    or qword ptr [r15 + r9 + 1472], 93
+    or r9d, r8d
+    mov qword ptr [r15 + 576], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -3634,39 +3553,33 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     cmp rax, rax
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
-    or eax, eax
-    shr eax, 30
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    and r9, 960
-    movsxd rsi, dword ptr [r14 + r9 + 1472]
-    mov r9, rax
-    and r8, 8388544
-    movsxd rax, dword ptr [r14 + r8 + 2383488]
+    shr r9d, 13
+    mov r9d, r9d
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov rsi, rsi
-    mov rsi, r9
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3520]
-    shl r9, 11
-    add r11, 64
-    add r10, r11
+    mov dword ptr [r15 + 640], 160
+    shl r9, 3
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3674,23 +3587,22 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov r8, r10
-    and r8, 960
-    lock add qword ptr [r15 + r8 + 1472], rax
-    mov r9, r10
-    mov r8, r10
+    mov qword ptr [r14 + 448], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
     and rax, rax
-    test ebx, 2304
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    inc eax
+    and r9, 8128
+    lock add qword ptr [r15 + r9 + 7616], rax
+    mov dword ptr [r15 + r9 + 7680], 109
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 2097088
-    mov dword ptr [r14 + r9 + 286336], 157
-    and r8, 960
-    and eax, dword ptr [r15 + r8 + 2496]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov dword ptr [r15 + 640], 109
+    and eax, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 182
     add r11, 64
     add r10, r11
     inc rbx
@@ -3700,325 +3612,295 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2200_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2200_s_t
-.Lc1_d2200_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2200_s:
-    ret
-    .popsection
-    mov ecx, eax
-    add rcx, 67
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    and rbp, 960
-    mov rdi, qword ptr [r14 + rbp + 1472]
-    mov rbp, r10
+    and rax, rax
+    nop
+    cmp rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 2097088
-    xor dword ptr [r14 + rbp + 286336], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rax
+    lea rax, [rax + rax*2 + 20]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    cmp rdi, rdi
+    jmp 1f
+1:
+    add rax, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    xor dword ptr [r15 + r9 + 7616], eax
+    mov r9d, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 1536]
-    mov rdx, rbp
+    add r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rsi, rbp
-    lea r8, [r10 + r10*1]
-    mov rsi, rdx
-    mov byte ptr [r15 + 448], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7616], r9
+    mov rsi, r9
+    mov qword ptr [r14 + 704], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 2097088
-    mov qword ptr [r14 + r8 + 286336], rsi
-    mov r9, r10
-    lea rsi, [rsi + rsi*2 + 93]
-    mov byte ptr [r15 + rbp + 1472], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 2496], esi
-    add r9, rsi
-    mov qword ptr [r15 + r8 + 286400], rsi
+    lea rsi, [r9 + r9*2 + 113]
+    mov byte ptr [r14 + 576], r9b
+    and rsi, r9
+    mov rsi, rsi
+    mov byte ptr [r14 + r9 + 7680], sil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    lea rcx, [rip + .Lc1_d2254_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2254_s_t
-.Lc1_d2254_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2254_s:
-    ret
-    .popsection
-    mov r9, r10
-    mov r8, r10
-    and r9, 8388544
-    movzx edi, byte ptr [r14 + r9 + 2383488]
-    mov r9d, 71
-    and r8, 8128
-    mov r9d, dword ptr [r14 + r8 + 7616]
+    mov edi, 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], 171
-    mov ecx, 241
-    mov rbp, r10
+    mov edi, 205
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 1088], 241
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, r9d
-    and rbp, 2097088
-    add qword ptr [r15 + rbp + 286336], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov rcx, rbp
-    add r11, 64
-    add r10, r11
+    mov r8, rdi
+    mov dword ptr [r14 + 1152], 171
+    add qword ptr [r14 + 640], rdi
+    mov dword ptr [r15 + 576], r8d
+    mov rdi, r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea rcx, [rip + .Lc1_d2285_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2197_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2285_s_t
-.Lc1_d2285_j:
+    call .Lc1_d2197_s_t
+.Lc1_d2197_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2285_s:
+.Lc1_d2197_s:
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 262080
-    mov dword ptr [r15 + rbp + 24192], 94
-    add rbp, 119
-    mov dword ptr [r14 + 1216], 151
-    test ebx, 2028544
+    mov dword ptr [r14 + 640], 94
+    add rax, 119
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 105
-    add rcx, 44
+    xor eax, ecx
     mov r8, r10
-    mov rcx, rbp
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    and r8, 2097088
+    mov dword ptr [r14 + r8 + 286336], 104
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 960
-    lock add qword ptr [r15 + r8 + 1472], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 512], rcx
-    xor ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
+    mov r8d, 87
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    mov rbp, r10
-    inc dword ptr [r15 + 256]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3520]
-    mov qword ptr [r14 + 448], rbp
+    mov rdi, r8
+    mov r9, r10
+    xor edi, r8d
+    mov rdi, r9
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1472], rdi
+    xor r9d, edi
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    test ecx, ecx
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1472]
-    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, ebp
-    xor ecx, ebp
-    mov dword ptr [r14 + 128], 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rbp, qword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 1280]
-    mov r9, rcx
+    mov dword ptr [r15 + 576], 251
+    mov qword ptr [r15 + 768], rsi
+    mov dword ptr [r15 + 128], 109
+    inc dword ptr [r14 + 64]
+    imul r9, qword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    lea rcx, [rip + .Lc1_d2347_s]
+    lea rcx, [rip + .Lc1_d2247_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2347_s_t
-.Lc1_d2347_j:
+    call .Lc1_d2247_s_t
+.Lc1_d2247_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2347_s:
+.Lc1_d2247_s:
     ret
     .popsection
-    mov r9, r10
+    mov dword ptr [r14 + 128], 203
+    mov qword ptr [r15 + 448], rcx
+    movzx edi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 640]
+    add rdi, rdi
+    test ebx, 3968
+    jz 1f
+1:
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, rcx
-    and r9, 2097088
-    movzx edi, byte ptr [r14 + r9 + 286336]
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7616], rdi
-    mov r9, rdi
-    mov dword ptr [r15 + 128], 123
-    mov r9, r10
-    test ebx, 1920
-    jnz 1f
-1:
-    movzx esi, r9b
+    mov byte ptr [r14 + 192], dil
     and r9, 960
-    add rdi, qword ptr [r14 + r9 + 1472]
+    add rdi, qword ptr [r15 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
+    mov qword ptr [r15 + 512], rdi
+    mov ebp, 33
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r9, r10
+    movzx edi, bpl
     jmp 1f
 1:
-    and r9, 262080
-    mov dword ptr [r14 + r9 + 24192], eax
-    mov qword ptr [r15 + 512], rax
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    test ebx, 2046976
+    jnz 1f
 1:
-    imul rax, qword ptr [r14 + 576]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    shr r9d, 29
+    shr ebp, 15
+    mov rbp, r10
+    movzx edx, bpl
+    and rbp, 2097088
+    mov dword ptr [r15 + rbp + 286336], edx
+    xor ebp, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    shl rbp, 16
     jmp 1f
 1:
+    imul rbp, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d2402_s]
+    lea rcx, [rip + .Lc1_d2304_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2402_s_t
-.Lc1_d2402_j:
+    call .Lc1_d2304_s_t
+.Lc1_d2304_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2402_s:
+.Lc1_d2304_s:
     ret
     .popsection
-    mov ecx, 92
-    mov rcx, rcx
-    mov dword ptr [r15 + 512], 150
+    cmp rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    inc ebp
-    test ebx, 80896
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    and ebp, dword ptr [r14 + 448]
-    and r9, 8388544
-    movzx ecx, byte ptr [r14 + r9 + 2383488]
-    add r11, 64
-    add r10, r11
+    mov ebp, 86
+    mov dword ptr [r14 + 0], 44
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    inc ecx
-    movzx ecx, r9b
-    lock or dword ptr [r15 + 512], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1309696
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    shl rcx, 24
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r10
-    mov rdi, rcx
-    xor dword ptr [r14 + 448], ecx
-    mov edi, ecx
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 2496], 101
-    mov rcx, rdi
+    movzx esi, sil
+    mov dword ptr [r14 + 704], 219
+    and rbp, 8128
+    mov dword ptr [r14 + rbp + 7616], esi
+    mov rsi, rbp
+    mov rsi, rbp
+    xor dword ptr [r14 + 64], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc esi
+    mov dword ptr [r15 + 768], ebp
+    mov dword ptr [r14 + 448], 101
+    shl rsi, 12
+    mov esi, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -4028,447 +3910,431 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2463_s]
+    lea rcx, [rip + .Lc1_d2365_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2463_s_t
-.Lc1_d2463_j:
+    call .Lc1_d2365_s_t
+.Lc1_d2365_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2463_s:
+.Lc1_d2365_s:
     ret
     .popsection
     mov rcx, rax
     mov rcx, rax
-    mov rbp, r10
-    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 2097088
-    movzx edx, byte ptr [r15 + rbp + 286336]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    and r8, 8128
-    add qword ptr [r15 + r8 + 7616], rbp
-    mov byte ptr [r14 + 64], dl
-    test ebx, 2089984
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r8b
+    and r9, 2097088
+    add qword ptr [r15 + r9 + 286336], r9
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    movzx r9d, r9b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d2489_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2489_s_t
-.Lc1_d2489_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2489_s:
-    ret
-    .popsection
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov dword ptr [r14 + rbp + 7616], 215
-    mov r9d, 188
-    shr r9d, 12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ecx, 7
-    mov dword ptr [r15 + 896], 84
+    mov r8, r10
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 7616], 215
+    shr r8d, 23
+    shr r8d, 12
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 1408], 136
-    mov r9, qword ptr [r15 + rbp + 7680]
-    add r9, rcx
+    mov ecx, 51
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    cmp r8, r8
+    mov ecx, 245
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp r9, r9
-    movzx ecx, byte ptr [r14 + 576]
+    add rcx, rcx
+    mov dword ptr [r14 + 704], 66
+    mov dword ptr [r15 + 768], 240
+    imul rcx, qword ptr [r14 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    shl r9, 1
-    movzx r9d, cl
-    add r9, rcx
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2419_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2419_s_t
+.Lc1_d2419_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2419_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    add qword ptr [r15 + 448], r9
-    neg r9
-    mov r9d, 236
+    movzx ecx, al
+    shl rcx, 19
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
-    mov rcx, r9
-    mov rcx, r9
+    add qword ptr [r14 + 640], rcx
     neg rcx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov rcx, rcx
+    mov ecx, dword ptr [r14 + 256]
+    mov dword ptr [r15 + 576], 232
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 640], 211
-    xor ecx, r9d
-    mov rcx, r9
-    and r9, 4032
-    xor dword ptr [r14 + r9 + 3520], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, rcx
-    mov ecx, r9d
-    mov ecx, 190
-    add r11, 64
-    add r10, r11
+    mov rdi, rcx
+    add rdi, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea rcx, [rip + .Lc1_d2552_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2552_s_t
-.Lc1_d2552_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2552_s:
-    ret
-    .popsection
-    mov dword ptr [r14 + 192], 79
-    mov r8, r10
-    add rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 79
+    add rdi, qword ptr [r15 + 704]
     jmp 1f
 1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1472], 5
-    test ebx, 2304
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    imul r8, qword ptr [r15 + 256]
-    imul r8, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [r8 + r8*2 + 104]
-    lea rcx, [r8 + r8*2 + 105]
-    jmp 1f
-1:
-    mov r8, r8
+    mov dword ptr [r14 + 640], 5
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r14 + 64]
-    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rdx, [rsi + rsi*2 + 23]
+    lea rdx, [rdx + rdx*2 + 42]
+    jmp 1f
+1:
+    mov rdx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 64]
+    and r8, 262080
+    mov qword ptr [r14 + r8 + 24192], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov r8, qword ptr [r14 + 128]
+    lea rcx, [rip + .Lc1_d2471_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2471_s_t
+.Lc1_d2471_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2471_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rax, rax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    and ecx, dword ptr [r15 + 1088]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 64]
+    xor ecx, eax
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8, r10
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    and eax, dword ptr [r14 + r8 + 3520]
+    and r8, 960
+    mov dword ptr [r14 + r8 + 1472], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2613_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2613_s_t
-.Lc1_d2613_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2613_s:
-    ret
-    .popsection
-    mov ecx, dword ptr [r14 + 192]
-    mov r8, r10
-    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rcx, rcx
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 1472]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov rbp, r10
+    mov rax, rsi
+    mov dword ptr [r15 + 128], 245
+    mov esi, eax
+    and rbp, 8128
+    mov dword ptr [r14 + rbp + 7616], esi
+    mov esi, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r14 + 960], 245
-    mov rsi, r8
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    shr r8d, 14
+    mov rsi, rax
+    test ebp, ebp
+    mov eax, 75
+    shr eax, 30
+    imul rax, qword ptr [r14 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea rcx, [rip + .Lc1_d2638_s]
+    lea rcx, [rip + .Lc1_d2526_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2638_s_t
-.Lc1_d2638_j:
+    call .Lc1_d2526_s_t
+.Lc1_d2526_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2638_s:
+.Lc1_d2526_s:
     ret
     .popsection
     jmp 1f
 1:
+    or ecx, ecx
+    add rcx, qword ptr [r15 + 512]
     mov esi, ecx
-    add rsi, qword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rcx, qword ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], ecx
+    movzx eax, cl
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, sil
-    imul rsi, qword ptr [r14 + 64]
-    mov r9d, esi
-    mov r9, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], esi
-    mov dword ptr [r15 + 1216], esi
-    mov dword ptr [r15 + 512], 218
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 256]
-    test ebx, 31744
-    jz 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r14 + rbp + 7616], rsi
-    or r9d, esi
-    test esi, esi
-    add r11, 64
-    add r10, r11
+    mov rcx, rsi
+    mov dword ptr [r14 + 192], 113
+    mov byte ptr [r15 + 704], al
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    or ebp, r9d
-    mov ebp, 191
-    mov r9d, ebp
-    neg r9
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2557_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2557_s_t
+.Lc1_d2557_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2557_s:
+    ret
+    .popsection
+    mov ecx, eax
+    or ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    add r9, qword ptr [r15 + 576]
-    movzx eax, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov eax, r9d
-    or eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    shl rsi, 2
+    mov esi, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 201
-    imul r9, qword ptr [r15 + 448]
-    mov rbp, r10
-    or qword ptr [r14 + 512], 103
-    test ebx, 916480
-    jnz 1f
-1:
-    and rbp, 2097088
-    imul rax, qword ptr [r15 + rbp + 286336]
-    mov ebp, r9d
-    shl rbp, 15
-    add r11, 64
-    add r10, r11
+    neg rsi
+    or qword ptr [r14 + 448], 126
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2705_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2705_s_t
-.Lc1_d2705_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2705_s:
-    ret
-    .popsection
-    or ebp, eax
-    mov dword ptr [r15 + 1152], eax
-    test ecx, ecx
-    test ebx, 93184
-    jz 1f
+    jmp 1f
 1:
-    xor ecx, ebp
-    mov ecx, 206
-    inc ecx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov rdi, rcx
-    mov dword ptr [r14 + 192], ecx
-    xor dword ptr [r14 + 256], ecx
+    mov eax, 91
+    mov dword ptr [r15 + 768], 45
+    mov dword ptr [r15 + 768], esi
+    nop
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 448], 255
+    movsxd rsi, dword ptr [r15 + 64]
     jmp 1f
 1:
+    inc esi
+    inc esi
+    xor dword ptr [r15 + 512], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    shr esi, 23
+    mov esi, 231
+    xor dword ptr [r14 + 704], esi
+    xor esi, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    test esi, esi
+    mov dword ptr [r14 + 576], 100
+    mov dword ptr [r15 + 128], esi
+    or esi, esi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    mov edi, edx
-    mov dword ptr [r15 + 0], 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2615_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2615_s_t
+.Lc1_d2615_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2615_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rdi
-    mov dword ptr [r14 + 128], edi
-    mov rdi, qword ptr [r14 + 64]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    neg rdi
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r14 + 448]
+    cmp rcx, rcx
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov rdi, rdi
-    mov rdi, rdi
-    mov dword ptr [r15 + 576], edi
-    and edi, dword ptr [r15 + 128]
-    mov rdx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, rdi
-    movzx edx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 448], dil
-    cmp rdi, rdi
+    and ecx, dword ptr [r14 + 64]
+    mov r8, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2762_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2762_s_t
-.Lc1_d2762_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2762_s:
-    ret
-    .popsection
-    mov r9, r10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7616], 75
-    shl rax, 24
-    test ebx, 6528
+    mov r8, r10
+    shl rcx, 31
+    and r8, 2097088
+    mov dword ptr [r15 + r8 + 286336], 192
+    xor r8d, ecx
+    mov r8, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    or ecx, eax
-    test ebx, 1899520
+    mov r8, rcx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r14 + 640]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 960
-    or qword ptr [r15 + r9 + 1472], 63
-    imul rax, qword ptr [r14 + 640]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    or qword ptr [r15 + 1152], 62
+    jmp 1f
 1:
-    mov rax, r9
+    lock or dword ptr [r15 + 768], 79
+    mov r9d, 36
+    test ebx, 1687552
+    jz 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    lea r9, [r9 + r9*2 + 58]
+    or r9d, r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov r9, rax
-    mov r9d, eax
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 64], 113
+    lea rcx, [rip + .Lc1_d2666_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2666_s_t
+.Lc1_d2666_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2666_s:
+    ret
+    .popsection
+    mov ecx, ecx
+    mov rcx, rcx
+    mov ecx, dword ptr [r14 + 256]
+    mov dword ptr [r14 + 640], 185
+    mov qword ptr [r15 + 448], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rcx
+    and rcx, rcx
     jmp 1f
 1:
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
+    lock or dword ptr [r15 + 576], 112
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
     mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 1
-    mov r9, r10
-    imul rax, qword ptr [r15 + 576]
-    mov dword ptr [r14 + 1024], 62
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    and r9, 960
-    mov rbp, qword ptr [r14 + r9 + 2496]
-    jmp 1f
-1:
-    add rbp, rax
-    add r11, 64
-    add r10, r11
+    mov r9d, 124
+    sub r9, rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4476,25 +4342,11 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2820_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2820_s_t
-.Lc1_d2820_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2820_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 832]
-    mov ebp, eax
     jmp 1f
-1:
-    test ebx, 1152
-    jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
+    mov eax, eax
     jmp 1f
 1:
     test ebx, 1073741824
@@ -4502,176 +4354,171 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
+    shl rax, 15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdi, 16
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    or qword ptr [r14 + 640], 64
-    jmp 1f
-1:
-    shl rbp, 5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r14 + 128]
+    mov edx, edi
+    mov byte ptr [r15 + 576], dil
+    or qword ptr [r14 + 1088], 44
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2853_s]
+    lea rcx, [rip + .Lc1_d2730_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2853_s_t
-.Lc1_d2853_j:
+    call .Lc1_d2730_s_t
+.Lc1_d2730_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2853_s:
+.Lc1_d2730_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 896]
-    movzx ebp, byte ptr [r15 + 192]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    xor dword ptr [r15 + 128], ecx
-    xor dword ptr [r14 + 576], ecx
-    test ebx, 1490944
-    jz 1f
-1:
-    inc dword ptr [r15 + 64]
-    mov ecx, dword ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 1088], rcx
-    mov rbp, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r14 + 192]
+    xor dword ptr [r15 + 128], edx
+    xchg qword ptr [r15 + 256], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 10
+    inc dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 247
+    add qword ptr [r14 + 1152], rcx
+    xor dword ptr [r14 + 640], ecx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov rbp, rcx
-    mov ecx, ebp
-    mov byte ptr [r15 + 448], bpl
-    movzx ecx, bpl
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov edi, eax
+    movzx edi, al
+    jmp 1f
 1:
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 512]
-    shl rbp, 3
-    inc ebp
-    movzx r9d, byte ptr [r14 + 256]
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, ebp
-    shr ecx, 28
-    mov ecx, 46
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx r9d, cl
+    neg rax
     mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 640], 75
-    mov r8d, 137
-    jmp 1f
+    mov eax, edi
+    test ebx, 1073741824
+    jnz 1f
 1:
-    test ebx, 1916928
-    jz 1f
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 210
+    mov eax, 170
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    neg rcx
-    cmp r8, r8
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov edi, dword ptr [r14 + 576]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d2909_s]
+    lea rcx, [rip + .Lc1_d2784_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2909_s_t
-.Lc1_d2909_j:
+    call .Lc1_d2784_s_t
+.Lc1_d2784_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2909_s:
+.Lc1_d2784_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub r8, rcx
-    mov dword ptr [r15 + 960], 143
-    mov r8d, ecx
-    test ebx, 5504
-    jnz 1f
+    mov dword ptr [r15 + 128], 125
+    mov eax, 144
+    inc eax
+    movzx eax, byte ptr [r14 + 64]
+    test ebx, 1425408
+    jz 1f
 1:
-    inc ecx
-    mov r9, r10
-    inc dword ptr [r14 + 64]
-    and r9, 960
-    mov dword ptr [r14 + r9 + 1472], r8d
-    mov byte ptr [r15 + 256], r8b
+    mov eax, eax
+    neg rax
+    or qword ptr [r15 + 512], 110
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 240
     jmp 1f
 1:
-    mov r8d, 222
-    neg r8
-    mov r8d, 209
+    mov byte ptr [r15 + 448], al
+    inc dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    mov r9d, dword ptr [r14 + 128]
-    imul r9, qword ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
+    movzx eax, al
+    mov eax, dword ptr [r14 + 128]
+    sub rax, r9
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
+    mov r9, r10
+    and r9, 960
+    mov ecx, dword ptr [r14 + r9 + 2496]
+    shl rcx, 24
+    xor ecx, eax
+    mov r9d, 226
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, r9d
+    mov qword ptr [r15 + 1024], r9
+    mov dword ptr [r14 + 512], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r14 + 64]
+    mov rsi, qword ptr [r15 + 640]
+    mov edx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r8
+    mov byte ptr [r15 + 704], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, r9
-    shl rsi, 28
-    mov esi, r9d
-    mov qword ptr [r15 + 1280], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 183
-    or r9d, esi
-    xor r9d, esi
-    mov r9d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 512], r9b
-    imul rsi, qword ptr [r14 + 576]
-    mov r9d, 234
+    mov esi, 85
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4679,80 +4526,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2975_s]
+    lea rcx, [rip + .Lc1_d2844_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2975_s_t
-.Lc1_d2975_j:
+    call .Lc1_d2844_s_t
+.Lc1_d2844_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2975_s:
+.Lc1_d2844_s:
     ret
     .popsection
-    mov rcx, rax
-    shr ecx, 23
-    jmp 1f
-1:
-    cmp rcx, rcx
+    mov ecx, 239
+    xor ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, edi
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov rbp, rcx
+    test ebp, ebp
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    and ecx, dword ptr [r14 + 192]
-    mov r8d, 49
-    mov r8d, dword ptr [r14 + 320]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov ebp, ebp
+    mov rbp, qword ptr [r14 + 576]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    xor ecx, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, cl
-    movzx edi, cl
-    mov edi, ecx
-    mov rbp, r10
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1472], 197
-    mov r8d, 123
-    movzx ebp, cl
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 1152]
-    mov rdi, rbp
-    mov edi, dword ptr [r15 + 640]
+    movzx eax, bpl
+    mov dword ptr [r15 + 1088], 233
+    movzx ebp, bpl
+    inc ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r14 + 512]
-    inc r8d
-    add r11, 64
-    add r10, r11
+    movzx eax, al
+    mov dword ptr [r14 + 256], ebp
+    mov eax, ebp
+    xor eax, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 192]
+    mov edi, 97
+    mov dword ptr [r14 + 256], 143
+    test ebx, 7296
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r8, r9
+    movzx ebp, r9b
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4760,147 +4603,141 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3038_s]
+    lea rcx, [rip + .Lc1_d2903_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3038_s_t
-.Lc1_d3038_j:
+    call .Lc1_d2903_s_t
+.Lc1_d2903_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3038_s:
+.Lc1_d2903_s:
     ret
     .popsection
     movzx ecx, al
     jmp 1f
 1:
-    shl rax, 4
+    mov byte ptr [r15 + 448], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 183
-    mov dword ptr [r14 + 384], ecx
-    movzx edx, cl
+    mov ecx, 60
+    mov dword ptr [r14 + 704], ecx
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rax, 6
+    add rcx, 8
     cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    cmp rdx, rdx
-    lock add qword ptr [r15 + 448], rax
-    mov qword ptr [r14 + 256], rax
+    cmp rcx, rcx
+    nop
+    mov qword ptr [r14 + 640], rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d3064_s]
+    lea rcx, [rip + .Lc1_d2929_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3064_s_t
-.Lc1_d3064_j:
+    call .Lc1_d2929_s_t
+.Lc1_d2929_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3064_s:
+.Lc1_d2929_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    add rcx, rcx
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r14 + 1344]
+    and rbp, 960
+    movzx esi, byte ptr [r15 + rbp + 1472]
+    mov rbp, r10
+    mov edx, dword ptr [r14 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    add rax, qword ptr [r15 + 1088]
-    movzx esi, byte ptr [r14 + 128]
-    and r9, 2097088
-    movzx edx, byte ptr [r15 + r9 + 286336]
-    test ebx, 1309696
+    mov edx, dword ptr [r15 + 192]
+    and rbp, 2097088
+    movzx ecx, byte ptr [r15 + rbp + 286336]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov edx, eax
+    add rcx, qword ptr [r14 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    movzx esi, dl
-    lea rsi, [rdx + rdx*2 + 43]
-    inc esi
-    add rsi, rsi
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rax, [rax + rax*2 + 90]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
     jmp 1f
 1:
-    test ebx, 1920
-    jnz 1f
-1:
-    mov ecx, esi
-    mov rcx, rsi
-    mov dword ptr [r15 + 384], esi
-    mov edx, dword ptr [r14 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 73
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov ecx, edx
-    test ebx, 1073741824
-    jnz 1f
+    add rax, rax
+    mov eax, eax
+    mov rax, rax
+    mov qword ptr [r15 + 576], rax
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov qword ptr [r15 + 1024], rcx
-    mov dword ptr [r14 + 64], 103
-    mov rcx, qword ptr [r14 + 256]
-    mov edi, ecx
-    add rdi, 22
+    movzx eax, al
+    movzx eax, al
+    mov eax, dword ptr [r14 + 256]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3124_s]
+    lea rcx, [rip + .Lc1_d2982_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3124_s_t
-.Lc1_d3124_j:
+    call .Lc1_d2982_s_t
+.Lc1_d2982_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3124_s:
+.Lc1_d2982_s:
     ret
     .popsection
-    mov rbp, r10
-    inc edi
-    and rbp, 960
-    mov r8, r10
-    or qword ptr [r14 + rbp + 2496], 29
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    and r8, 960
-    movzx ecx, byte ptr [r14 + r8 + 1472]
-    mov byte ptr [r15 + 128], dil
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 1152]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r9, r10
+    shr ecx, 18
+    and r9, 960
+    or qword ptr [r14 + r9 + 1472], 108
+    mov dword ptr [r14 + 448], 164
+    test ebx, 3712
+    jnz 1f
 1:
-    shr r8d, 14
+    movzx r9d, r9b
+    mov byte ptr [r14 + 192], cl
+    mov qword ptr [r15 + 640], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc r9d
+    mov r9d, 239
     add r11, 64
     add r10, r11
     inc rbx
@@ -4910,37 +4747,37 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    movzx edi, byte ptr [r15 + 576]
+    mov eax, 185
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 1088], 190
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov byte ptr [r14 + 512], al
     test ebx, 1073741824
     jnz 1f
 1:
+    inc eax
     jmp 1f
 1:
-    mov r8d, 190
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, r8d
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    shl r8, 28
-    mov r8, qword ptr [r14 + 64]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    and edi, dword ptr [r15 + 640]
-    mov rsi, r8
-    mov qword ptr [r15 + 832], r8
+    mov byte ptr [r14 + 832], dl
+    shl rdx, 6
+    mov rdx, rdx
+    mov edx, edx
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -4948,38 +4785,34 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3184_s]
+    lea rcx, [rip + .Lc1_d3044_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3184_s_t
-.Lc1_d3184_j:
+    call .Lc1_d3044_s_t
+.Lc1_d3044_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3184_s:
+.Lc1_d3044_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 448]
-    mov esi, eax
-    jmp 1f
-1:
+    mov r8, r10
+    xor eax, ecx
+    and r8, 2097088
+    movsxd rax, dword ptr [r14 + r8 + 286336]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov edx, esi
-    and r9, 8388544
-    movsxd rsi, dword ptr [r15 + r9 + 2383488]
-    inc esi
+    mov r8d, r8d
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 128]
-    xor ecx, r9d
-    mov r9d, 160
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    movsxd r8, dword ptr [r14 + 128]
+    mov edi, 160
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
-    mov byte ptr [r15 + 192], sil
-    mov rsi, rcx
+    inc r8d
+    mov r8d, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -4989,248 +4822,242 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    and rcx, rax
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + 384]
+    shr eax, 16
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [rcx + rax*2 + 40]
+    movzx ecx, al
+    mov qword ptr [r15 + 576], rax
     mov byte ptr [r15 + 640], al
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rsi, [rax + rax*2 + 26]
-    shr esi, 6
-    movzx eax, cl
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
+    add qword ptr [r14 + 256], rcx
+    xor ecx, r9d
+    and rcx, rcx
+    mov r9, rcx
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    mov ecx, 158
-    add qword ptr [r15 + 64], rax
-    xor ecx, eax
-    movsxd rcx, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov qword ptr [r14 + 576], rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + 320]
-    movzx esi, byte ptr [r14 + 896]
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r14 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3244_s]
+    lea rcx, [rip + .Lc1_d3097_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3244_s_t
-.Lc1_d3244_j:
+    call .Lc1_d3097_s_t
+.Lc1_d3097_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3244_s:
+.Lc1_d3097_s:
     ret
     .popsection
-    add rsi, qword ptr [r15 + 448]
-    mov dword ptr [r14 + 128], eax
-    test ebx, 1702912
-    jnz 1f
-1:
-    add rax, rcx
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 180
-    and rbp, 4032
-    movzx esi, byte ptr [r14 + rbp + 3520]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
+    add rcx, rcx
+    and r9, 960
+    movzx ecx, byte ptr [r14 + r9 + 2496]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 576], 30
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 128], ecx
+    mov dword ptr [r14 + 640], 79
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3272_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3272_s_t
-.Lc1_d3272_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3272_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r14 + 192]
-    mov r9, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r14 + 576]
+    movsxd rbp, dword ptr [r15 + 192]
+    test ebp, ebp
+    imul rbp, qword ptr [r14 + 256]
+    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
+    xor ebp, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 384], 64
-    mov r9d, dword ptr [r15 + 960]
-    xchg qword ptr [r15 + 512], r9
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    .byte 0x0f, 0x1f, 0x00
+    inc ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r14 + 896]
+    movzx eax, bpl
+    movzx eax, byte ptr [r15 + 512]
+    cmp r9, r9
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, dword ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    or qword ptr [r15 + 192], 116
-    mov rax, qword ptr [r15 + 256]
-    lock xadd qword ptr [r15 + 1408], rax
-    imul rax, qword ptr [r15 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor r8d, eax
-    movzx r8d, byte ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d3148_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3148_s_t
+.Lc1_d3148_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3148_s:
+    ret
+    .popsection
+    mov r8, r10
+    mov rax, qword ptr [r15 + 64]
+    add qword ptr [r14 + 448], rcx
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1472], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 156
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 768], r8
-    mov r8d, 36
-    mov byte ptr [r15 + 320], r8b
-    mov eax, 194
+    jmp 1f
+1:
+    sub rax, rcx
+    .byte 0x66, 0x90
+    xor eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 1088], r8
-    mov r8, r8
-    sub r8, rax
-    mov qword ptr [r14 + 1152], rax
+    mov byte ptr [r15 + 704], al
+    mov ecx, 197
+    mov qword ptr [r14 + 768], rax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea rcx, [rip + .Lc1_d3321_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3321_s_t
-.Lc1_d3321_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3321_s:
-    ret
-    .popsection
-    and r8d, dword ptr [r14 + 192]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r14 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 192]
     shl rcx, 8
-    mov dword ptr [r15 + 64], 240
-    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 256], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, ecx
-    mov qword ptr [r14 + 384], rcx
-    mov dword ptr [r15 + 256], 57
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, ecx
+    and ecx, dword ptr [r14 + 1152]
+    mov dword ptr [r14 + 640], 57
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    mov ebp, 235
+    lea rcx, [rip + .Lc1_d3205_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3205_s_t
+.Lc1_d3205_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3205_s:
+    ret
+    .popsection
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov esi, 230
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
+    mov edx, ecx
+    mov edx, 230
+    mov rcx, rcx
+    test ebx, 178176
+    jz 1f
+1:
+    mov ecx, 20
+    mov byte ptr [r15 + 128], dl
+    movzx esi, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor esi, ebp
-    mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r14 + 704], 6
-    lock add qword ptr [r15 + 512], rbp
+    mov edx, 167
+    mov byte ptr [r14 + 512], cl
+    nop
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, sil
-    mov ebp, esi
-    mov esi, 103
-    lea rsi, [rbp + rbp*2 + 123]
+    mov dword ptr [r14 + 448], edx
+    lea rsi, [rdx + rdx*2 + 51]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3380_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3380_s_t
-.Lc1_d3380_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3380_s:
-    ret
-    .popsection
-    mov rcx, rax
-    test eax, eax
-    inc ebp
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movsxd rax, dword ptr [r14 + 1152]
+    mov edx, 63
+    mov eax, esi
+    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 169
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 576]
-    mov rbp, rax
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    imul rax, qword ptr [r14 + 832]
-    mov edx, 179
-    or edx, ecx
-    test ebx, 1073741824
-    jnz 1f
 1:
     inc ecx
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 448], 50
+    add rcx, qword ptr [r15 + 1088]
+    mov edx, ecx
+    mov edx, 179
+    mov edx, 40
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov rdx, rcx
+    or edx, ecx
+    test edx, edx
+    imul rdx, qword ptr [r15 + 960]
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5238,207 +5065,197 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3413_s]
+    lea rcx, [rip + .Lc1_d3268_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3413_s_t
-.Lc1_d3413_j:
+    call .Lc1_d3268_s_t
+.Lc1_d3268_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3413_s:
+.Lc1_d3268_s:
     ret
     .popsection
-    movzx ecx, al
-    imul rcx, qword ptr [r15 + 448]
-    or qword ptr [r15 + 64], 3
-    mov rax, qword ptr [r14 + 1216]
-    test ebx, 1916928
-    jz 1f
-1:
-    mov r8, qword ptr [r14 + 256]
-    movzx edi, cl
-    and rdi, rcx
+    or qword ptr [r14 + 1152], 117
+    mov ecx, dword ptr [r14 + 1024]
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    mov eax, r8d
-    mov eax, dword ptr [r15 + 320]
+    mov ecx, ecx
+    or ecx, ebp
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov r8, rcx
-    or r8d, ecx
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    movzx ecx, cl
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lock or dword ptr [r15 + 192], 65
-    inc ecx
-    mov r8, r10
-    add rcx, 58
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    lea rcx, [rip + .Lc1_d3291_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3291_s_t
+.Lc1_d3291_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3291_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 64]
+    .byte 0x0f, 0x1f, 0x00
+    xor ecx, esi
+    mov rsi, rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 960
-    mov rcx, qword ptr [r14 + r8 + 1472]
-    mov eax, dword ptr [r14 + 128]
-    jmp 1f
+    mov esi, ecx
+    mov rbp, qword ptr [r15 + 256]
+    add rbp, 23
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r14 + 192]
+    xor ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ebp
+    movsxd rbp, dword ptr [r14 + 192]
+    mov rdi, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov rax, rsi
-    mov eax, esi
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r8, rsi
-    xor r8d, ecx
-    add r11, 64
-    add r10, r11
+    inc dword ptr [r15 + 832]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    lea rcx, [rip + .Lc1_d3471_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3471_s_t
-.Lc1_d3471_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3471_s:
-    ret
-    .popsection
-    or eax, ecx
-    cmp rcx, rcx
-    neg r8
-    mov r8, rcx
-    mov qword ptr [r14 + 64], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 320]
-    add rcx, r8
-    xor ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 162
-    test ecx, ecx
-    mov rcx, qword ptr [r15 + 640]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 191
-    sub rdi, r8
-    mov rdi, rcx
-    lock add qword ptr [r15 + 896], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edi
+    mov rdi, r8
     jmp 1f
 1:
-    inc r8d
+    or edi, edi
     cmp rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    test edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rdi, rdi
+    mov ebp, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rbp
+    mov ebp, 32
+    inc ebp
+    mov rbp, rbp
+    mov ebp, 234
+    test ebx, 186368
+    jz 1f
+1:
+    xor ebp, eax
+    add rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rbp, rax
+    mov qword ptr [r15 + 768], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    movzx ebp, bpl
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 896], rbp
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    mov qword ptr [r15 + 128], r8
-    add rdi, rcx
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d3361_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3361_s_t
+.Lc1_d3361_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3361_s:
+    ret
+    .popsection
+    mov rcx, rax
+    add rcx, rax
+    xor dword ptr [r14 + 256], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 192], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    mov rdx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov edi, dword ptr [r15 + 384]
-    mov esi, edx
-    mov esi, dword ptr [r15 + 512]
-    and r9, 4032
-    mov rdx, qword ptr [r14 + r9 + 3520]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 960
-    mov edi, dword ptr [r14 + r9 + 2496]
-    movsxd r9, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 768]
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r15 + 512], rdx
+    movsxd r8, dword ptr [r14 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    lea rcx, [rip + .Lc1_d3537_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3537_s_t
-.Lc1_d3537_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3537_s:
-    ret
-    .popsection
-    shr esi, 3
-    and rsi, rcx
-    mov esi, ecx
-    neg rsi
+    shr r8d, 3
+    and r8, r8
+    mov r8d, r8d
+    neg r8
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, esi
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r14 + 1088]
+    mov edi, r8d
+    mov rdi, r8
+    and r8, 2097088
+    movsxd rdi, dword ptr [r14 + r8 + 286336]
+    inc edi
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ecx
-    mov qword ptr [r15 + 640], rsi
-    mov byte ptr [r15 + 448], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
+    mov qword ptr [r15 + 576], r8
+    mov byte ptr [r15 + 128], r8b
+    mov edx, edi
     jmp 1f
 1:
-    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rsi
+    mov edi, edx
+    mov r9, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    movzx edx, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    shr esi, 20
+    shr edx, 20
     jmp 1f
 1:
-    mov dword ptr [r14 + 256], ecx
+    mov dword ptr [r14 + 448], edi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5446,325 +5263,324 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    movzx esi, byte ptr [r14 + 128]
-    mov dword ptr [r15 + 64], eax
+    lea rcx, [rip + .Lc1_d3422_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3422_s_t
+.Lc1_d3422_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3422_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea rcx, [rax + rax*2 + 3]
+    mov ecx, 76
+    mov rbp, r10
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
 1:
-    lea rax, [rax + rax*2 + 38]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r14 + 768]
+    cmp rcx, rcx
+    and rbp, 8128
+    movsxd rcx, dword ptr [r14 + rbp + 7616]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    shl rsi, 16
-    movsxd rsi, dword ptr [r15 + 960]
-    and rsi, rsi
-    movsxd rax, dword ptr [r14 + 704]
+    movsxd rbp, dword ptr [r14 + 640]
+    add rbp, 8
+    mov edx, 128
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3607_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3607_s_t
-.Lc1_d3607_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3607_s:
-    ret
-    .popsection
-    sub rsi, rax
+    movzx esi, dl
     jmp 1f
 1:
-    movsxd rax, dword ptr [r14 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 253
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, esi
-    mov ecx, esi
+    sub rdx, rsi
+    inc edx
+    lea rsi, [rsi + rsi*2 + 51]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 704]
+    xor edx, esi
+    movzx r8d, sil
+    mov r8, rsi
+    mov r8, r10
+    test ebx, 14720
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov ecx, edx
+    and r8, 960
+    mov qword ptr [r14 + r8 + 1472], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    mov dword ptr [r15 + 512], 236
+    jmp 1f
 1:
-    imul rsi, qword ptr [r14 + 192]
-    movzx eax, cl
-    mov eax, 73
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov rcx, rsi
-    movzx esi, byte ptr [r15 + 1280]
-    mov eax, dword ptr [r14 + 512]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3636_s]
+    lea rcx, [rip + .Lc1_d3479_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3636_s_t
-.Lc1_d3636_j:
+    call .Lc1_d3479_s_t
+.Lc1_d3479_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3636_s:
+.Lc1_d3479_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 384]
-    xor ecx, eax
-    lock or dword ptr [r15 + 64], 33
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 15
+    jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    imul rax, qword ptr [r14 + 320]
+    test ebx, 1963008
+    jnz 1f
+1:
+    cmp rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 59
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 320]
-    sub rax, rbp
-    cmp rax, rax
+    lock or dword ptr [r15 + 128], 8
+    mov r9d, dword ptr [r15 + 64]
+    sub r9, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 110
-    movzx ecx, byte ptr [r14 + 576]
+    xor r9d, edi
+    movzx r9d, byte ptr [r14 + 576]
+    and r9, r9
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    shl rax, 23
-    neg rax
-    and rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], r9d
+    mov r9d, 86
+    mov r9d, r9d
+    shl r9, 4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 768], al
-    mov ecx, 84
-    inc dword ptr [r14 + 448]
-    mov rbp, r10
+    inc dword ptr [r15 + 128]
+    jmp 1f
+1:
+    neg r9
+    imul r9, qword ptr [r14 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    and rbp, 262080
-    imul rax, qword ptr [r15 + rbp + 24192]
-    and r8, 2097088
-    imul rcx, qword ptr [r15 + r8 + 286336]
-    neg rcx
+    mov r9d, 134
+    mov byte ptr [r14 + 640], r9b
+    and r9, r9
+    mov byte ptr [r15 + 512], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 640]
-    or ecx, eax
-    or ecx, eax
+    or r9d, r9d
+    jmp 1f
+1:
+    test r9d, r9d
+    add qword ptr [r15 + 1152], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 1024], cl
-    test ecx, ecx
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    neg r9
+    or r9d, r9d
+    neg r9
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3694_s]
+    lea rcx, [rip + .Lc1_d3538_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3694_s_t
-.Lc1_d3694_j:
+    call .Lc1_d3538_s_t
+.Lc1_d3538_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3694_s:
+.Lc1_d3538_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 1152]
-    mov r9, r10
-    mov rsi, rcx
-    mov rsi, rcx
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    and r9, 960
-    inc dword ptr [r15 + r9 + 1472]
-    add rax, 127
-    test ebx, 1294336
-    jz 1f
-1:
-    mov eax, 195
-    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 512], rax
-    mov qword ptr [r14 + 704], rax
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    inc edi
+    mov qword ptr [r14 + 576], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r14 + 256]
+    inc dword ptr [r15 + 640]
+    mov rax, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    mov edi, 151
+    test eax, eax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    mov r9d, 132
-    movzx r9d, byte ptr [r15 + 320]
-    shl r9, 9
-    mov byte ptr [r15 + 128], r9b
-    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 192], 233
+    mov rsi, rdi
+    imul rsi, qword ptr [r15 + 768]
+    mov edi, 215
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
+    shl rdi, 31
     mov edi, 247
-    jmp 1f
-1:
-    mov rdi, rax
+    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1425408
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, qword ptr [r14 + 64]
-    mov rdx, r9
-    mov dword ptr [r14 + 832], 102
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 109568
-    jz 1f
+    mov rax, rdi
+    jmp 1f
 1:
-    mov rdi, rax
-    inc edi
-    or qword ptr [r15 + 256], 44
-    movsxd rdi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    inc eax
+    mov byte ptr [r15 + 512], al
+    or qword ptr [r14 + 448], 85
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d3748_s]
+    lea rcx, [rip + .Lc1_d3593_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3748_s_t
-.Lc1_d3748_j:
+    call .Lc1_d3593_s_t
+.Lc1_d3593_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3748_s:
+.Lc1_d3593_s:
     ret
     .popsection
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 64]
-    mov ebp, 40
-    test ebx, 31744
-    jz 1f
-1:
-    shl rcx, 4
-    mov ecx, 170
-    mov dword ptr [r15 + 576], 22
-    mov ecx, 17
-    test ebx, 1753088
-    jz 1f
-1:
-    cmp rcx, rcx
-    add rbp, qword ptr [r14 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r14 + 384]
+    test ebx, 63488
+    jz 1f
+1:
+    shl rcx, 6
+    mov ecx, 22
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r14 + 448]
-    mov edi, 27
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    cmp rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r14 + 1024], 196
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 44
+    mov eax, 107
+    mov dword ptr [r15 + 960], 17
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    xor dword ptr [r15 + 640], ecx
-    mov ebp, 74
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rdi
-    mov dword ptr [r15 + 128], edi
-    mov qword ptr [r15 + 1088], rdi
-    movzx ebp, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
+    xor dword ptr [r15 + 320], eax
+    mov eax, eax
     jmp 1f
 1:
-    mov r9, rbp
-    and rbp, 8128
-    movsxd r9, dword ptr [r14 + rbp + 7616]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 57
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, sil
+    add rbp, qword ptr [r15 + 64]
+    mov dword ptr [r14 + 128], esi
+    mov qword ptr [r15 + 384], rsi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3809_s]
+    lea rcx, [rip + .Lc1_d3646_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3809_s_t
-.Lc1_d3809_j:
+    call .Lc1_d3646_s_t
+.Lc1_d3646_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3809_s:
+.Lc1_d3646_s:
     ret
     .popsection
-    mov ecx, 164
-    mov ecx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 320], rcx
-    mov rax, qword ptr [r14 + 768]
+    mov eax, 90
+    mov qword ptr [r14 + 576], rcx
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 174
+    mov rcx, qword ptr [r14 + 704]
+    shr ecx, 20
+    mov qword ptr [r15 + 448], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    shl rax, 8
     jmp 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov rdx, r9
-    shr edx, 4
-    mov r9d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rdx
-    shl rax, 1
-    movzx eax, dl
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -5772,81 +5588,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3838_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3838_s_t
-.Lc1_d3838_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3838_s:
-    ret
-    .popsection
-    lea rcx, [rax + rax*2 + 97]
-    movzx ecx, al
-    mov dword ptr [r14 + 896], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 1344]
-    xchg qword ptr [r15 + 128], rax
-    test ebx, 62464
-    jz 1f
-1:
-    movzx eax, cl
-    add rax, 102
-    cmp dword ptr [r15 + 10780956], 0xb504f33
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, 109
+    cmp rax, rax
+    xchg qword ptr [r15 + 0], rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    or ecx, eax
-    nop
+    movzx eax, al
+    movzx eax, byte ptr [r14 + 256]
+    mov dword ptr [r14 + 1088], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + 384]
-    cmp rax, rax
+    or eax, eax
+    movzx eax, al
+    nop
+    lea rax, [rax + rax*2 + 45]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 832]
+    mov r9, rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov rax, rcx
-    mov eax, eax
-    inc eax
-    jmp 1f
-1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov eax, 52
-    or qword ptr [r15 + 256], 101
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1785856
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d3700_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3700_s_t
+.Lc1_d3700_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3700_s:
+    ret
+    .popsection
+    mov r9, r10
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r14 + 128]
-    mov edi, dword ptr [r15 + 576]
-    mov esi, eax
-    mov dword ptr [r15 + 960], eax
+    mov r9d, 53
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
-    movzx eax, dil
-    test ebp, esi
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    or qword ptr [r14 + 384], 35
+    mov r9, r9
+    mov dword ptr [r15 + 896], 187
+    test ebx, 1073741824
+    jnz 1f
 1:
     .byte 0x0f, 0x1f, 0x00
-    mov edx, eax
-    movsxd rdx, dword ptr [r14 + 64]
-    mov eax, 204
+    mov eax, 52
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    inc eax
+    mov eax, eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -5970,18 +5774,18 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov r8, r10
-    and r8, 960
-    imul rcx, qword ptr [r14 + r8 + 1344]
-    pcmpeqb xmm15, xmmword ptr [r14 + 0]
+    or ecx, 1
+    xor edx, edx
+    div ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx edx, dil
+    add rcx, rcx
+    test bl, 54
     jnz 1f
 1:
+    test eax, eax
+    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r14 + 448]
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -5994,33 +5798,28 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
+    mov edx, ecx
+    imul ecx, edx, 68
+    mov edx, 198
+    movdqu xmmword ptr [r15 + 448], xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 104
-    cmp dword ptr [r15 + 4309084], 0x16a09e6
-    jb 1f
+    mov edx, edx
+    test bl, 78
+    jnz 1f
 1:
-    mov r8d, 87
+    mov edx, 34
+    pxor xmm4, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    inc eax
+    mov eax, 96
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 46
-    pcmpeqb xmm15, xmm13
-    movdqu xmm13, xmmword ptr [r14 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, qword ptr [r14 + 832]
-    pcmpeqb xmm13, xmm15
-    imul rax, qword ptr [r14 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdx, rax
+    xor edx, eax
+    mov dword ptr [r15 + 384], 38
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -6033,24 +5832,15 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rcx, rcx
     mov rbp, rcx
-    mov rcx, rbp
-    mov rcx, rcx
+    mov rdx, rbp
+    mov r8d, 122
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 896], ecx
-    mov rcx, rcx
-    inc dword ptr [r14 + 832]
-    mov ecx, 98
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], cl
-    addsd xmm15, qword ptr [r14 + 960]
+    mov rdx, rdx
+    movq qword ptr [r14 + 1088], xmm4
+    or edx, edx
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -6101,39 +5891,36 @@ ditto_body_c2:
     jmp .Lc2_b3_c15
     .p2align 6
 .Lc2_b3_c0:
+    mov r9, r11
+    and r9, 16320
+    movdqu xmmword ptr [r14 + r9 + 10560], xmm11
+    imul r9, qword ptr [r14 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm5, xmm15, 185
-    ucomisd xmm5, xmm5
+    neg rdi
+    test ebx, 3264
+    jnz 1f
+1:
+    add rdi, 93
+    por xmm4, xmm9
+    mov edi, r9d
+    mov rbp, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ecx
-    mov r9d, eax
-    mov rcx, r9
-    movzx eax, cl
+    imul rdi, rbp
+    movzx r8d, dil
+    mov edi, 67
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddd xmm5, xmm5
-    movsd xmm11, qword ptr [r14 + 0]
-    mov r9d, eax
-    inc dword ptr [r14 + 512]
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov eax, 245
-    movzx eax, al
-    paddq xmm5, xmmword ptr [r14 + 896]
-    movzx ecx, cl
+    movzx edx, r8b
+    imul esi, edx, 117
+    mov edx, esi
+    movzx esi, dl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6141,347 +5928,354 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
+    mov r8, r11
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r14 + 512], eax
-    mov eax, eax
+    and r8, 960
+    movq qword ptr [r14 + r8 + 1344], xmm4
+    mov r8, r8
     cmp dword ptr [r15 + 4309084], 0x2d413ccd
     jb 1f
 1:
-    mov eax, eax
-    addsd xmm5, qword ptr [r14 + 1216]
-    mov eax, 2
+    mov r9, rax
+    imul r9, r9
+    movq qword ptr [r14 + 960], xmm3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rax
-    movsd xmm13, qword ptr [r14 + 0]
-    ucomisd xmm13, xmm13
+    mov ebp, r8d
+    or ebp, ebp
+    test ebp, ebp
+    mov ebp, 158
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r8
-    jmp 1f
-1:
-    imul r8, qword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    maxsd xmm13, xmm8
-    add qword ptr [r14 + 832], rbp
+    imul ecx, ebp, 102
+    imul edi, ecx, 111
+    sub rdi, rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 204
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r14 + 512], r8
-    or qword ptr [r14 + 0], 121
+    inc edi
+    mov r8, r11
     mov rdi, r8
+    and r8, 8128
+    paddq xmm15, xmmword ptr [r14 + r8 + 2368]
+    neg r8
+    sub r8, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movq qword ptr [r14 + 0], xmm1
-    mov byte ptr [r14 + 384], dil
-    mov edx, 61
-    add qword ptr [r14 + 1280], rdx
+    mov eax, 105
+    movdqu xmmword ptr [r14 + 256], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r14 + 320]
-    mov esi, 163
-    mov esi, esi
-    imul rsi, qword ptr [r14 + 448]
+    pmovmskb esi, xmm12
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, 26
+    shl r9, 8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub r9, rsi
+    mov ebp, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    mov rsi, rsi
-    inc dword ptr [r14 + 832]
-    imul rsi, qword ptr [r14 + 448]
-    pshufd xmm15, xmm8, 160
-    mov byte ptr [r14 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 0], esi
-    por xmm15, xmm15
-    add qword ptr [r14 + 0], rsi
-    mov ecx, esi
+    imul rbp, rbp
+    shl rbp, 25
+    add rbp, 80
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 163
-    mov r12, qword ptr [r15 + r12 + 56]
+    or ebp, ebp
+    imul r8d, ebp, 40
     test ebx, 1073741824
     jnz 1f
 1:
-    movdqu xmmword ptr [r14 + 896], xmm15
-    mov eax, r9d
-    mov dword ptr [r14 + 1088], eax
-    maxsd xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    por xmm0, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor edx, r8d
+    mov dword ptr [r14 + 0], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 448], rdx
+    mov rsi, rdx
+    neg rsi
+    test ebx, 1472
+    jnz 1f
+1:
+    mov edi, 107
+    mov ecx, edi
+    add rcx, 107
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    movzx ebp, al
+    inc ecx
+    add rcx, 78
+    mov r9, rcx
+    cmp r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
+    cmp rcx, rcx
+    sub rcx, r9
+    movzx r8d, cl
+    movq xmm4, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 0], 211
-    or qword ptr [r14 + 384], 13
-    xor dword ptr [r14 + 1024], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 896], ebp
-    pcmpeqb xmm0, xmmword ptr [r14 + 512]
-    mov rbp, r10
-    paddq xmm0, xmmword ptr [r14 + 320]
-    and rbp, 960
-    inc dword ptr [r14 + rbp + 1344]
-    add r11, 64
-    add r10, r11
+    mov eax, 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 178
+    test ebx, 1632
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm7, xmm14
+    inc edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 1024], rdx
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    mov dword ptr [r14 + 832], 103
-    jmp 1f
-1:
+    inc edx
+    movq qword ptr [r14 + 384], xmm7
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    pcmpeqb xmm13, xmm6
+    movzx r9d, dl
+    or r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 320], 102
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, bpl
-    paddq xmm2, xmmword ptr [r14 + 640]
-    xor dword ptr [r14 + 896], ebp
-    mov dword ptr [r14 + 384], 239
+    movzx ebp, r9b
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 320], 121
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 2368], 62
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmmword ptr [r14 + 320], xmm2
-    paddd xmm2, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rbp, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 1216], edi
-    or edi, 1
-    xor edx, edx
-    div edi
-    movdqu xmmword ptr [r14 + 1280], xmm2
-    test ebx, 320
-    jz 1f
+    movq xmm7, rbp
+    mov dword ptr [r14 + 512], 146
+    paddd xmm7, xmm7
+    add rbp, rbp
+    test ebx, 3648
+    jnz 1f
 1:
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov r8, r10
-    paddq xmm2, xmmword ptr [r14 + 0]
-    mov rax, rax
+    imul rbp, qword ptr [r14 + 832]
+    neg rbp
+    pmovmskb edx, xmm7
+    or edx, edx
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 960
-    movq qword ptr [r14 + r8 + 1344], xmm2
-    movq qword ptr [r14 + 832], xmm2
-    jmp 1f
-1:
+    pshufd xmm0, xmm2, 52
+    and r8, 8128
+    paddq xmm0, xmmword ptr [r14 + r8 + 2368]
+    paddd xmm0, xmm0
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    imul rdx, qword ptr [r14 + 0]
-    movq qword ptr [r14 + 0], xmm2
-    or qword ptr [r14 + 0], 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 38
+    pmovmskb ecx, xmm0
+    imul rcx, rcx
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
-    movq qword ptr [r14 + 1088], xmm8
-    subsd xmm4, xmm9
-    movzx edx, dl
-    jmp 1f
-1:
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rdi, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
-    movzx esi, dl
-    imul rsi, qword ptr [r14 + 1152]
-    add qword ptr [r15 + 960], rsi
+    mov ecx, 227
+    lea rsi, [rcx + rcx*2 + 72]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rsi, 15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    movdqu xmm2, xmmword ptr [r14 + 0]
+    mov edi, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rdi, rdi
+    pshufd xmm13, xmm2, 23
+    sub rdi, rsi
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c8:
-    imul rsi, qword ptr [r14 + 1216]
+    xor edi, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    imul edi, edi, 66
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    pshufd xmm2, xmm1, 89
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    movsd xmm8, qword ptr [r15 + 1024]
-    jmp 1f
-1:
-    movdqu xmm9, xmmword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movq qword ptr [r15 + 960], xmm9
-    movzx r9d, bpl
-    mov ecx, 237
-    mov ebp, ecx
+    movsd qword ptr [r14 + 0], xmm15
+    movzx ecx, dl
+    mov r9, r11
+    mov ecx, 252
+    and r9, 960
+    movdqu xmmword ptr [r14 + r9 + 1344], xmm15
+    mov qword ptr [r14 + 1152], r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c9:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 234
-    movzx edi, al
+    mov esi, 234
+    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 896], rdi
-    mov ebp, ebp
+    movzx r8d, bpl
+    add r8, r8
+    and r9, 8128
+    imul r8, qword ptr [r14 + r9 + 2368]
+    mov r9d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 43
-    movdqu xmm2, xmmword ptr [r15 + 1152]
-    pcmpeqb xmm2, xmmword ptr [r14 + 832]
-    movdqu xmmword ptr [r14 + 576], xmm2
+    mov edi, 86
+    imul rdi, qword ptr [r14 + 960]
+    mov qword ptr [r14 + 0], rdi
+    por xmm15, xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rbp
-    jmp 1f
-1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov edx, 71
+    mov rdx, rdi
+    por xmm15, xmm15
+    inc edx
+    mov r9d, 184
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c10:
+    add rax, 106
+    lea rbp, [r11 + r11*1]
+    paddd xmm4, xmm4
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1344], ebp
+    mov r9, r11
+    pshufd xmm15, xmm4, 20
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq qword ptr [r14 + rbp + 1408], xmm4
+    and r9, 8128
+    paddq xmm1, xmmword ptr [r14 + r9 + 2368]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pxor xmm1, xmm8
+    mov qword ptr [r14 + 448], r9
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 640], r8b
-    movzx edx, r8b
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    paddq xmm15, xmmword ptr [r15 + 448]
-    and r9, 960
-    movdqu xmmword ptr [r15 + r9 + 1408], xmm15
-    inc dword ptr [r14 + 0]
-    mov qword ptr [r15 + r9 + 1344], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movdqu xmmword ptr [r14 + 1216], xmm15
-    mov rdx, r9
-    mov dword ptr [r15 + 1280], edx
-    jmp 1f
-1:
+    shl rdi, 27
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c11:
-    paddq xmm15, xmmword ptr [r15 + 1024]
+    lea r8, [r11 + r11*2]
+    and r8, 8128
+    imul rdi, qword ptr [r14 + r8 + 2432]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or r9d, 1
-    xor edx, edx
-    div r9d
+    imul rdi, rdi
+    sub rdi, r8
+    and rdi, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
+    add rdi, rdi
+    shl rdi, 30
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    add qword ptr [r15 + r9 + 1344], r9
-    xor dword ptr [r15 + 1216], eax
+    cmp rdi, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movdqu xmm8, xmmword ptr [r14 + 960]
-    mov byte ptr [r14 + 1280], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdi, qword ptr [r15 + r8 + 2496]
+    mov qword ptr [r14 + r8 + 2368], rdi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6489,208 +6283,185 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    or eax, 1
-    xor edx, edx
-    div eax
+    lea rax, [rax + rax*2 + 106]
     mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb eax, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1376
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, rax
+    mov r8, rax
     cmp dword ptr [r15 + 4309083], 0x16a09e6
     jb 1f
 1:
+    sub rax, r8
+    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mulsd xmm4, xmm4
-    mov rbp, rax
-    test ebx, 576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    subsd xmm4, xmm4
-    test ebx, 1073741824
+    cmp r8, r8
+    test ebx, 1728
     jnz 1f
 1:
-    movzx eax, bpl
-    mov eax, eax
-    add qword ptr [r14 + 512], rax
+    movzx edx, sil
+    mov ebp, edx
+    imul rbp, qword ptr [r14 + 192]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c13:
-    cvtsi2sd xmm4, eax
-    mov r8, r10
-    or eax, 1
-    xor edx, edx
-    div eax
-    add qword ptr [r14 + 0], rax
-    and r8, 960
-    xor dword ptr [r14 + r8 + 1344], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r14 + 384], r8d
-    mov dword ptr [r15 + 896], 217
-    popcnt r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    sub rbp, rdx
+    mov eax, ebp
+    lea rbp, [rax + rax*2 + 57]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 864
+    jnz 1f
+1:
+    test ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    neg rax
+    neg rax
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov dword ptr [r15 + 448], 102
-    mov r8d, 200
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    lea rdi, [r15 + 4300864]
+    lea rsi, [r15 + 4304960]
+    mov ecx, 314
+    rep movsb
+    and rbp, 8128
+    pcmpeqb xmm13, xmmword ptr [r14 + rbp + 2368]
+    mov dword ptr [r15 + 320], ebp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c14:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm9, xmmword ptr [r15 + 0]
-    mov r8d, 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 17
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov edi, 239
+    shl rdi, 27
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 235
+    movzx esi, cl
+    movzx ecx, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 129
-    movzx r8d, r8b
-    mov qword ptr [r15 + 512], r8
-    imul r8, qword ptr [r14 + 0]
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c15:
-    mov r8, r10
-    mov r9d, 89
-    mov ebp, r9d
-    and r8, 960
-    movdqu xmmword ptr [r14 + r8 + 1344], xmm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov edx, 58
-    or qword ptr [r14 + 512], 1
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [rdx + rdx*2 + 45]
+    shl r9, 14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdx
-    movdqu xmm1, xmmword ptr [r15 + 448]
-    or eax, 1
-    xor edx, edx
-    div eax
+    mov eax, 58
+    inc eax
+    pxor xmm5, xmm3
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    xor r8d, eax
+    or r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pmovmskb ebp, xmm10
+    mov ecx, 27
+    mov rbp, rcx
+    mov rcx, rbp
     test ebx, 576
     jz 1f
 1:
-    mov r8d, 246
-    mov eax, 127
-    add r11, 64
-    add r10, r11
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    mov r8d, 239
+    add r8, 106
+    mov rdi, r8
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 38 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 44 chunk executions per call
     mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 38]
+    lea rcx, [rbx + 44]
     mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 38
+    mov r13d, 44
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov r8, r10
-    shl rcx, 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rcx, dword ptr [r14 + r8 + 2368]
+    lea rcx, [rip + .Lc2_d577_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d577_s_t
+.Lc2_d577_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d577_s:
+    ret
+    .popsection
+    mov r8d, dword ptr [r15 + 384]
+    movdqu xmm5, xmmword ptr [r14 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea r9, [r8 + r8*2 + 42]
-    mov r9d, 234
-    movsd qword ptr [r14 + 384], xmm2
-    add r11, 64
-    add r10, r11
+    lea rbp, [rcx + rcx*2 + 117]
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 22 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309136]
-    lea rcx, [rbx + 22]
-    mov qword ptr [r15 + 4309136], rcx
-    mov r13d, 22
+// block 5: 64 bytes, 1 chunk(s), 60 chunk executions per call
+    mov r13d, 60
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
+    movdqu xmm13, xmmword ptr [r15 + 192]
+    movzx ebp, byte ptr [r14 + 640]
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    cvtsi2sd xmm4, ebp
-    inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 6 chunk executions per call
-    mov r13d, 6
+// block 6: 64 bytes, 1 chunk(s), 13 chunk executions per call
+    mov r13d, 13
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov r8, r10
-    mov edi, r8d
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movq qword ptr [r14 + r8 + 26944], xmm1
-    movq qword ptr [r14 + 640], xmm1
-    inc dword ptr [r14 + 512]
-    pxor xmm11, xmm1
-    add r11, 64
-    add r10, r11
+    imul rdi, qword ptr [r14 + 512]
+    mov r8d, edi
+    shr r8d, 19
+    pshufd xmm2, xmm5, 51
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
@@ -6702,104 +6473,64 @@ ditto_body_c2:
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d629_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d629_s_t
-.Lc2_d629_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d629_s:
-    ret
-    .popsection
-    movzx ecx, cl
-    paddq xmm11, xmmword ptr [r15 + 64]
-    mov ecx, dword ptr [r14 + 576]
-    test bl, 62
+    cmp rcx, rcx
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], 223
-    cmp rcx, rcx
+    inc ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 189
+    and rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 44 chunk executions per call
-    mov r13d, 44
+// block 8: 64 bytes, 1 chunk(s), 95 chunk executions per call
+    mov r13d, 95
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 0], 52
-    and r9, 16320
-    or qword ptr [r15 + r9 + 10560], 53
-    inc dword ptr [r15 + 320]
-    add r11, 64
-    add r10, r11
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r14 + 704], 52
+    mov esi, dword ptr [r15 + 576]
+    and esi, dword ptr [r15 + 320]
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 47 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309168]
-    lea rcx, [rbx + 47]
-    mov qword ptr [r15 + 4309168], rcx
-    mov r13d, 47
+// block 9: 64 bytes, 1 chunk(s), 121 chunk executions per call
+    mov r13d, 121
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov ebp, 96
-    movsxd rcx, dword ptr [r15 + 512]
-    test ecx, ecx
-    mov dword ptr [r15 + 704], 113
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc ebp
-    mov ebp, 7
-    lea r9, [rbp + rbp*2 + 81]
-    cmp r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ebp, 20
-    shr r9d, 15
+    mov dword ptr [r14 + 192], 109
+    cmp rsi, rsi
     .byte 0x66, 0x90
-    inc rbx
+    pcmpeqb xmm1, xmm4
+    cvtsi2sd xmm1, ebp
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 92 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309176]
-    lea rcx, [rbx + 92]
-    mov qword ptr [r15 + 4309176], rcx
-    mov r13d, 92
+// block 10: 64 bytes, 1 chunk(s), 177 chunk executions per call
+    mov r13d, 177
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    mov byte ptr [r15 + 64], cl
-    movzx eax, cl
-    mov rcx, qword ptr [r14 + 0]
+    movzx ecx, sil
     cmp rcx, rcx
-    addsd xmm9, qword ptr [r15 + 0]
-    pmovmskb r9d, xmm9
-    cmp dword ptr [r15 + 4309083], 0xb504f33
-    jae 1f
-1:
+    xchg qword ptr [r15 + 448], rcx
     add rcx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 320]
-    xchg qword ptr [r15 + 448], r9
     jmp 1f
 1:
-    jmp 1f
-1:
-    inc rbx
+    addsd xmm1, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r14 + 0]
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
@@ -6869,33 +6600,33 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d629_s_t:
+.Lc2_d577_s_t:
     jmp rcx
-.Lc1_d972_s_t:
+.Lc1_d934_s_t:
     jmp rcx
-.Lc1_d977_s_t:
+.Lc1_d939_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d1036_s_t:
+.Lc1_d994_s_t:
     jmp rcx
-.Lc1_d1090_s_t:
+.Lc1_d1049_s_t:
     jmp rcx
-.Lc1_d1146_s_t:
+.Lc1_d1105_s_t:
     jmp rcx
-.Lc1_d1151_s_t:
+.Lc1_d1110_s_t:
     jmp rcx
-.Lc1_d1207_s_t:
+.Lc1_d1163_s_t:
     jmp rcx
-.Lc1_d1257_s_t:
+.Lc1_d1210_s_t:
     jmp rcx
-.Lc1_d1313_s_t:
+.Lc1_d1267_s_t:
     jmp rcx
-.Lc1_d1369_s_t:
+.Lc1_d1314_s_t:
+    jmp rcx
+.Lc1_d1372_s_t:
     jmp rcx
 .Lc1_d1427_s_t:
-    jmp rcx
-.Lc1_d1486_s_t:
     jmp rcx
 .Lc1_b5_stubs_t:
     jmp rcx
@@ -6905,141 +6636,145 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d58_s_t:
+.Lc1_d48_s_t:
     jmp rcx
-.Lc1_d63_s_t:
+.Lc1_d99_s_t:
     jmp rcx
-.Lc1_d115_s_t:
+.Lc1_d157_s_t:
     jmp rcx
-.Lc1_d167_s_t:
+.Lc1_d214_s_t:
     jmp rcx
-.Lc1_d227_s_t:
+.Lc1_d219_s_t:
     jmp rcx
-.Lc1_d276_s_t:
+.Lc1_d265_s_t:
     jmp rcx
-.Lc1_d340_s_t:
+.Lc1_d327_s_t:
     jmp rcx
-.Lc1_d401_s_t:
+.Lc1_d383_s_t:
     jmp rcx
-.Lc1_d458_s_t:
+.Lc1_d439_s_t:
     jmp rcx
-.Lc1_d463_s_t:
+.Lc1_d489_s_t:
     jmp rcx
-.Lc1_d514_s_t:
+.Lc1_d544_s_t:
     jmp rcx
-.Lc1_d567_s_t:
+.Lc1_d600_s_t:
     jmp rcx
-.Lc1_d621_s_t:
+.Lc1_d657_s_t:
     jmp rcx
-.Lc1_d681_s_t:
+.Lc1_d713_s_t:
     jmp rcx
-.Lc1_d736_s_t:
+.Lc1_d718_s_t:
     jmp rcx
-.Lc1_d793_s_t:
+.Lc1_d768_s_t:
     jmp rcx
-.Lc1_d798_s_t:
+.Lc1_d817_s_t:
     jmp rcx
-.Lc1_d848_s_t:
+.Lc1_d871_s_t:
     jmp rcx
-.Lc1_d906_s_t:
+.Lc1_d1487_s_t:
     jmp rcx
-.Lc1_d1544_s_t:
+.Lc1_d1492_s_t:
     jmp rcx
-.Lc1_d1610_s_t:
+.Lc1_d1549_s_t:
     jmp rcx
-.Lc1_d1615_s_t:
+.Lc1_d1609_s_t:
     jmp rcx
-.Lc1_d1676_s_t:
+.Lc1_d1665_s_t:
     jmp rcx
-.Lc1_d1728_s_t:
+.Lc1_d1714_s_t:
     jmp rcx
-.Lc1_d1782_s_t:
+.Lc1_d1767_s_t:
     jmp rcx
-.Lc1_d1836_s_t:
-    jmp rcx
-.Lc1_d1903_s_t:
-    jmp rcx
-.Lc0_d124_s_t:
+.Lc0_d123_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d147_s_t:
+.Lc1_d2197_s_t:
     jmp rcx
-.Lc1_d2200_s_t:
+.Lc1_d2247_s_t:
     jmp rcx
-.Lc1_d2254_s_t:
+.Lc1_d2304_s_t:
     jmp rcx
-.Lc1_d2285_s_t:
+.Lc1_d2365_s_t:
     jmp rcx
-.Lc1_d2347_s_t:
+.Lc1_d2419_s_t:
     jmp rcx
-.Lc1_d2402_s_t:
+.Lc1_d2471_s_t:
     jmp rcx
-.Lc1_d2463_s_t:
+.Lc1_d2526_s_t:
     jmp rcx
-.Lc1_d2489_s_t:
+.Lc1_d2557_s_t:
     jmp rcx
-.Lc1_d2552_s_t:
+.Lc1_d2615_s_t:
     jmp rcx
-.Lc1_d2613_s_t:
+.Lc1_d2666_s_t:
     jmp rcx
-.Lc1_d2638_s_t:
+.Lc1_d2730_s_t:
     jmp rcx
-.Lc1_d2705_s_t:
+.Lc1_d2784_s_t:
     jmp rcx
-.Lc1_d2762_s_t:
+.Lc1_d2844_s_t:
     jmp rcx
-.Lc1_d2820_s_t:
+.Lc1_d2903_s_t:
     jmp rcx
-.Lc1_d2853_s_t:
+.Lc1_d2929_s_t:
     jmp rcx
-.Lc1_d2909_s_t:
+.Lc1_d2982_s_t:
     jmp rcx
-.Lc1_d2975_s_t:
+.Lc1_d3044_s_t:
     jmp rcx
-.Lc1_d3038_s_t:
+.Lc1_d3097_s_t:
     jmp rcx
-.Lc1_d3064_s_t:
+.Lc1_d3148_s_t:
     jmp rcx
-.Lc1_d3124_s_t:
+.Lc1_d3205_s_t:
     jmp rcx
-.Lc1_d3184_s_t:
+.Lc1_d3268_s_t:
     jmp rcx
-.Lc1_d3244_s_t:
+.Lc1_d3291_s_t:
     jmp rcx
-.Lc1_d3272_s_t:
+.Lc1_d3361_s_t:
     jmp rcx
-.Lc1_d3321_s_t:
+.Lc1_d3422_s_t:
     jmp rcx
-.Lc1_d3380_s_t:
+.Lc1_d3479_s_t:
     jmp rcx
-.Lc1_d3413_s_t:
+.Lc1_d3538_s_t:
     jmp rcx
-.Lc1_d3471_s_t:
+.Lc1_d3593_s_t:
     jmp rcx
-.Lc1_d3537_s_t:
+.Lc1_d3646_s_t:
     jmp rcx
-.Lc1_d3607_s_t:
+.Lc1_d3700_s_t:
     jmp rcx
-.Lc1_d3636_s_t:
+.Lc0_d283_s_t:
     jmp rcx
-.Lc1_d3694_s_t:
-    jmp rcx
-.Lc1_d3748_s_t:
-    jmp rcx
-.Lc1_d3809_s_t:
-    jmp rcx
-.Lc1_d3838_s_t:
+.Lc0_d292_s_t:
     jmp rcx
 .Lc0_d297_s_t:
     jmp rcx
-.Lc0_d306_s_t:
+.Lc0_d342_s_t:
     jmp rcx
-.Lc0_d356_s_t:
+.Lc0_d392_s_t:
     jmp rcx
-.Lc0_d404_s_t:
+.Lc0_d441_s_t:
     jmp rcx
-.Lc0_d458_s_t:
+.Lc0_d50_s_t:
+    jmp rcx
+.Lc0_d59_s_t:
+    jmp rcx
+.Lc0_d64_s_t:
+    jmp rcx
+.Lc0_d69_s_t:
+    jmp rcx
+.Lc0_d167_s_t:
+    jmp rcx
+.Lc0_d176_s_t:
+    jmp rcx
+.Lc0_d185_s_t:
+    jmp rcx
+.Lc0_d194_s_t:
     jmp rcx
     .text
 

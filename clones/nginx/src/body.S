@@ -45,18 +45,43 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    vpaddd xmm14, xmm14, xmm7
-    mov r8, r10
-    mov qword ptr [r15 + 128], rdx
-    movsxd rdx, dword ptr [r15 + 448]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d35_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d35_s_t
+.Lc1_d35_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d35_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 1
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -589,139 +614,50 @@ ditto_body_c1:
     jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d61_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d61_s_t
-.Lc1_d61_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d61_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d83_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d83_s_t
-.Lc1_d83_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d83_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d92_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d92_s_t
-.Lc1_d92_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d92_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d114_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d114_s_t
-.Lc1_d114_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d114_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rbp, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 704]
-    and rbp, 4032
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    and r9, 16320
-    movsxd rax, dword ptr [r15 + r9 + 15744]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and rbp, 448
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 960]
+    and eax, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 128], bpl
+    vmovq xmm2, rdi
+    mov byte ptr [r15 + 64], dil
+    mov dword ptr [r15 + 128], 4
+    mov byte ptr [r15 + 64], dil
+    mov rdi, qword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 192]
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + r9 + 15680]
+    movsxd rsi, dword ptr [r15 + rbp + 896]
+    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 64], dl
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, 196
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edi
     add r11, 64
     inc rbx
     dec r13
@@ -730,149 +666,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d147_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d147_s_t
-.Lc1_d147_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d147_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d156_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d156_s_t
-.Lc1_d156_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d156_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d178_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d178_s_t
-.Lc1_d178_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d178_s:
-    ret
-    .popsection
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    movsxd rdx, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 68
+    movzx ecx, cl
     jmp 1f
 1:
-    mov edi, 192
-    lea r8, [r10 + r10*1]
-    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 22
+    mov r9, r11
+    mov ecx, 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 128], rdx
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8d, eax
+    movzx eax, al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 2
+    mov r9d, dword ptr [r15 + 128]
+    mov ecx, 170
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
     mov ecx, ecx
-    movsxd rdi, dword ptr [r15 + 512]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ebp, r8d
+    mov qword ptr [r15 + 64], r8
+    and ecx, dword ptr [r15 + 64]
+    mov ebp, r9d
+    mov qword ptr [r15 + 64], r9
+    movzx r9d, byte ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 768], rdx
-    mov rdx, rax
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 59
-    mov edx, dword ptr [r15 + rbp + 3456]
-    add rcx, qword ptr [r15 + r8 + 896]
-    add rdx, qword ptr [r15 + r9 + 15744]
-    mov r8d, edx
+    add rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + r8 + 7552], 109
+    mov r8, rcx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rsi, r9
-    movsxd r9, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 640], r9d
-    mov r9, r10
-    lea r8, [r11 + r11*2]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov rdx, qword ptr [r15 + 512]
-    mov esi, edx
+    mov dword ptr [r15 + 64], 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    mov r9, r10
-    mov esi, r9d
-    mov dword ptr [r15 + 512], 80
-    mov esi, 77
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 241
-    movzx r9d, byte ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + r8 + 3520]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 576], al
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    movzx ebp, cl
+    test ebx, 9728
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 38
-    mov rdi, rdx
-    mov byte ptr [r15 + 256], dil
-    mov edi, dword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + r8 + 3456]
-    movsxd r8, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], r8b
-    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], al
+    mov r9, r11
+    mov dword ptr [r15 + 448], 110
+    mov dword ptr [r15 + 64], 163
+    mov dword ptr [r15 + 128], eax
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], bpl
+    mov rbp, r11
+    mov r9d, eax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    mov r9, rcx
     jmp 1f
 1:
-    movzx edx, dil
-    mov dword ptr [r15 + 576], edx
+    movzx ecx, cl
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx edx, dil
-    mov edi, edx
+    mov ecx, 101
+    mov dword ptr [r15 + 128], 229
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -880,478 +776,457 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d260_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d260_s_t
-.Lc1_d260_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d260_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
+    mov rax, rcx
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    lea r9, [r11 + r11*1]
+    mov eax, eax
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], rcx
+    mov r8d, ecx
+    movzx edi, cl
     jmp 1f
 1:
-    mov ebp, eax
-    movzx esi, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, eax
+    mov rax, r9
     jmp 1f
 1:
-    movzx ebp, al
-    mov eax, ebp
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    lea r8, [r11*4]
-    mov qword ptr [r15 + 256], r8
-    mov r9, qword ptr [r15 + rbp + 1408]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3584]
-    mov edi, eax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov ecx, r9d
+    mov byte ptr [r15 + 64], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    mov dword ptr [r15 + r8 + 3520], 207
-    mov qword ptr [r15 + r8 + 3392], rbp
-    and ecx, dword ptr [r15 + r8 + 3456]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 128]
-    mov rax, rsi
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rdx, rbp
-    mov dword ptr [r15 + 64], edx
-    mov rdx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 1344], eax
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 129
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov ecx, 2
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d308_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d308_s_t
-.Lc1_d308_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d308_s:
-    ret
-    .popsection
-    mov ecx, 40
-    mov rdx, rcx
-    mov ecx, 109
-    mov rdx, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, r10
+    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, edx
-    lea rbp, [r10 + r10*2]
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    and rbp, 1984
+    mov ecx, 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 640], cl
+    jmp 1f
+1:
+    mov ecx, 215
+    mov esi, esi
+    jmp 1f
+1:
+    test ebx, 12800
+    jz 1f
+1:
+    movzx r9d, bpl
+    mov ebp, 98
+    movzx r9d, sil
+    vmovdqu xmmword ptr [r15 + 704], xmm1
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1344], r9d
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    movzx eax, cl
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov esi, 122
-    mov r8, qword ptr [r15 + rbp + 1472]
-    mov esi, r8d
-    movzx r8d, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 640], r8b
-    mov r8, qword ptr [r15 + rbp + 1408]
+    mov rbp, rcx
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov esi, esi
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 125
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ebp, dil
-    mov rdi, qword ptr [r15 + 512]
-    movzx ebp, dil
-    mov byte ptr [r15 + r9 + 3456], bpl
-    mov rbp, rax
-    mov rax, rbp
-    movzx ebp, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 206
-    mov edi, edi
-    mov dword ptr [r15 + 448], edi
+    mov r8, r11
+    mov rdi, r9
+    mov byte ptr [r15 + r9 + 896], r9b
+    mov dword ptr [r15 + 128], ebp
+    and r8, 1984
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 1344], 86
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    lea rbp, [r11 + r11*1]
-    and rbp, 16320
-    mov r8, qword ptr [r15 + rbp + 15744]
-    lea r9, [r11 + r11*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    jmp 1f
-1:
-    vpmovmskb edi, xmm15
-    and edi, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 640]
-    lea r8, [r11 + r11*2]
-    mov rdx, r8
-    jmp 1f
-1:
-    mov edx, r9d
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], edx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ecx, 233
-    mov eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + r8 + 960], al
-    movzx eax, sil
+    movzx edx, bpl
+    mov eax, 174
+    mov dword ptr [r15 + 640], ebp
+    add rdx, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, r11
+    mov r8d, 159
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 256], rax
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 64], edx
+    jmp 1f
+1:
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    mov r9, r8
+    movzx r8d, r8b
+    mov r9, r11
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov edx, 163
-    movsxd rcx, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + rbp + 15680], ecx
-    movzx ecx, r8b
-    mov edx, dword ptr [r15 + 512]
-    movzx ecx, dl
-    add rdx, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + r8 + 896], sil
-    movsxd rsi, dword ptr [r15 + r9 + 7616]
-    mov r9d, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 512], bpl
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    movsxd r9, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 576]
+    mov ebp, edx
+    vpmovmskb edx, xmm14
+    mov byte ptr [r15 + 192], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    lea rcx, [rip + .Lc1_d403_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d403_s_t
-.Lc1_d403_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d403_s:
-    ret
-    .popsection
-    mov byte ptr [r15 + 256], r8b
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 704], r8b
-    mov dword ptr [r15 + 512], esi
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    movzx ebp, r8b
-    mov r9, r10
-    mov ebp, 119
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 256], bpl
-    mov byte ptr [r15 + 448], cl
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm6
-    mov r8, qword ptr [r15 + 128]
-    mov r9d, 164
-    mov byte ptr [r15 + 64], r9b
-    mov r9, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edi
-    mov edi, ebp
-    mov rbp, r10
-    mov edi, ebp
-    mov ecx, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov eax, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rdi, rdx
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov rbp, qword ptr [r15 + 448]
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 7488], dl
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov r9d, 167
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], edi
+    vmovdqu ymmword ptr [r15 + 768], ymm7
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 448], edx
+    movzx edx, bpl
+    mov qword ptr [r15 + 256], rsi
+    mov esi, 236
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 7552], dl
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
+    mov byte ptr [r15 + 128], sil
+    mov byte ptr [r15 + 512], sil
+    movzx edx, byte ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d454_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d454_s_t
-.Lc1_d454_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d454_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, rbp
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], 198
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], r8
-    mov r8, r10
+    mov dword ptr [r15 + 256], r9d
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8, r10
-    mov qword ptr [r15 + 192], r8
-    mov byte ptr [r15 + 64], bpl
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
+    mov rsi, rsi
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 198
+    mov rsi, rdx
+    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 448]
+    mov rsi, rdx
+    vpaddd xmm14, xmm14, xmm9
+    mov dword ptr [r15 + 576], 24
+    mov r8, r11
+    mov rbp, r11
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov r8, rsi
+    and rbp, 8128
+    mov r8, r11
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    and ebp, dword ptr [r15 + 640]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rdx, rcx
-    vpaddd xmm1, xmm1, xmm14
-    movzx ecx, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 128]
-    mov rax, rdi
-    mov edi, eax
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rsi
+    mov esi, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    mov rdx, qword ptr [r15 + 448]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movsxd rcx, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 45
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, 25
-    mov edi, dword ptr [r15 + 64]
-    mov r8d, 217
-    mov eax, 14
-    mov r8d, 218
-    mov rax, qword ptr [r15 + r9 + 3456]
-    add r8, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 64]
-    mov r8d, 104
-    mov r8, r8
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r9b
     .byte 0x66, 0x90
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 226
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 221
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + r8 + 3392], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    vpmovmskb r9d, xmm14
+    mov eax, dword ptr [r15 + 448]
+    mov r9d, ecx
+    movsxd r8, dword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 704], ecx
+    mov rbp, r11
+    mov ecx, 167
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], rdi
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov rbp, qword ptr [r15 + 128]
+    mov r8d, 187
+    mov edi, 188
+    mov r8, qword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d559_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d559_s_t
-.Lc1_d559_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d506_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d506_s_t
+.Lc1_d506_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d559_s:
+.Lc1_d506_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 128]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 256], r8
-    mov r9d, r9d
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7552]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    mov dword ptr [r15 + 384], 141
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 512], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov edx, ecx
-    movzx ecx, dl
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, rcx
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, rdx
+    mov rcx, rdi
+    mov edi, 10
+    mov ecx, dword ptr [r15 + 576]
     nop
+    mov eax, eax
+    mov edi, dword ptr [r15 + 192]
     mov rbp, r11
-    mov byte ptr [r15 + 768], bpl
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
-    movsxd rbp, dword ptr [r15 + 704]
-    mov ecx, 160
-    mov rsi, rcx
-    vmovq qword ptr [r15 + 192], xmm1
-    movzx ecx, dl
+    mov byte ptr [r15 + 384], bpl
+    mov rax, rcx
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], eax
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8, rbp
+    mov byte ptr [r15 + 256], r8b
+    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 128], 251
+    mov eax, ebp
+    mov byte ptr [r15 + 448], al
+    movsxd rax, dword ptr [r15 + 64]
+    movzx esi, al
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 128]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
+    jmp 1f
+1:
+    movzx eax, sil
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 208
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, r11
-    movzx edi, bpl
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1408]
-    mov esi, ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1344], ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov ebp, r8d
-    mov r8, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], edi
-    jmp 1f
-1:
-    vmovq xmm15, rsi
-    vpaddd xmm15, xmm15, xmm15
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, 187
+    mov edx, esi
+    mov rsi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rsi
+    mov rsi, qword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edx
     mov r9, r11
-    mov ecx, 96
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r8, r11
+    mov edx, r8d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
+    or qword ptr [r15 + 256], 7
+    mov r8d, 146
+    mov r9, qword ptr [r15 + 384]
+    add rdx, qword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -1360,212 +1235,283 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d659_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d614_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d659_s_t
-.Lc1_d659_j:
+    call .Lc1_d614_s_t
+.Lc1_d614_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d659_s:
+.Lc1_d614_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, rax
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 255
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8d, 11
+    mov ecx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 128]
+    mov r8d, 245
     mov r9, r11
-    mov edx, dword ptr [r15 + 704]
-    and eax, dword ptr [r15 + 640]
-    and r9, 8128
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    mov r8d, r9d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, rax
+    mov r8, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jb 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 64], rdx
-    mov ebp, 68
-    add rdx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 203
-    mov ebp, 214
-    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 214
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov r9d, r9d
+    movzx edi, byte ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 64]
     mov rbp, r11
-    mov eax, ebp
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + 128]
+    mov ecx, ebp
+    mov esi, 126
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d703_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d703_s_t
-.Lc1_d703_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d678_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d678_s_t
+.Lc1_d678_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d703_s:
+.Lc1_d678_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 2
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, eax
-    vmovq qword ptr [r15 + 128], xmm15
-    mov byte ptr [r15 + 256], al
-    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rax
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    mov rbp, r11
     mov r8, r11
-    movzx esi, r8b
-    mov dword ptr [r15 + 64], 34
+    mov byte ptr [r15 + 64], r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 73
     and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    vpaddd xmm15, xmm15, xmm15
-    mov qword ptr [r15 + 768], rax
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 320]
-    nop
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 384], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r8d, 74
-    movzx ebp, r8b
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, rsi
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 512], bpl
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx r8d, bpl
+    mov ebp, dword ptr [r15 + 320]
+    mov eax, 34
+    movzx edi, al
+    mov qword ptr [r15 + 64], rdi
+    movsxd rdi, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov byte ptr [r15 + 0], al
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 128
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 37
+    mov byte ptr [r15 + 704], dil
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov esi, ebp
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx edx, sil
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
     mov r9, r11
-    and eax, dword ptr [r15 + 128]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edi, al
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rcx, rdi
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 576], sil
-    mov dword ptr [r15 + 512], edx
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 54
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm14
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 192], edx
+    mov byte ptr [r15 + r8 + 3392], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d795_s]
+    lea rcx, [rip + .Lc1_d783_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d795_s_t
-.Lc1_d795_j:
+    call .Lc1_d783_s_t
+.Lc1_d783_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d795_s:
+.Lc1_d783_s:
     ret
     .popsection
-    mov ecx, 163
-    mov edx, ecx
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rax
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 64]
-    vpmovmskb eax, xmm15
     mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 86
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    movzx r8d, cl
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 704]
     and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 110
-    mov rbp, qword ptr [r15 + 384]
-    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 512]
+    mov ecx, r8d
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    mov r9d, r9d
+    movsxd rsi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 91
+    mov r9, r8
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 128]
+    and r8, 1984
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], r8d
+    vpmovmskb r8d, xmm14
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 576], 21
+    movzx r8d, dl
+    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    mov ebp, 49
+    movzx edx, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -1574,391 +1520,487 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d842_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d835_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d842_s_t
-.Lc1_d842_j:
+    call .Lc1_d835_s_t
+.Lc1_d835_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d842_s:
+.Lc1_d835_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 256], 247
-    mov r9, rax
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7552]
-    add rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ecx
-    mov dword ptr [r15 + 768], 60
-    jmp 1f
-1:
-    vpshufd xmm14, xmm15, 85
-    movsxd rcx, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, 242
-    mov rbp, qword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 128]
-    mov r8, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 64]
+    mov ecx, 204
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r8, r11
+    mov dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov r9, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 85
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpshufd xmm9, xmm14, 248
+    mov dword ptr [r15 + 640], 164
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov r9, r11
-    mov esi, 199
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d901_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d901_s_t
+.Lc1_d901_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d901_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, 199
+    vpmovmskb eax, xmm14
+    mov byte ptr [r15 + 128], al
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    mov ecx, 27
     and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    movzx r9d, r8b
-    mov r8d, 112
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, r11
+    mov eax, 88
+    movzx edi, al
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
     mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 121
+    test ebx, 12800
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, sil
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], r8
-    movzx esi, r8b
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 192]
-    mov edi, 120
-    mov byte ptr [r15 + 640], dil
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    vmovdqu ymmword ptr [r15 + 256], ymm14
     mov rbp, r11
-    and r9d, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], edi
-    and rbp, 4032
-    and esi, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movzx ebp, dil
+    movzx edi, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rdi
+    movzx edi, bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + r9 + 1408], dil
+    mov edi, dword ptr [r15 + 768]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rcx, [rip + .Lc1_d930_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d930_s_t
-.Lc1_d930_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d930_s:
-    ret
-    .popsection
-    mov r8, r11
-    mov edi, r8d
-    mov esi, 249
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    and ebp, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 34
-    vpaddd xmm14, xmm14, xmm14
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 136
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov rsi, qword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, edi
+    mov rdi, rbp
+    mov ebp, 91
+    and edi, dword ptr [r15 + 192]
+    mov ebp, edi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 185
-    mov ebp, 34
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, rsi
-    movzx esi, byte ptr [r15 + 192]
-    add qword ptr [r15 + 384], rsi
-    movzx esi, byte ptr [r15 + 704]
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    mov r8, r11
-    mov dword ptr [r15 + 768], r8d
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov dword ptr [r15 + 256], esi
+    mov rbp, rbp
     jmp 1f
 1:
-    mov r8, rsi
+    mov dword ptr [r15 + 256], 165
+    mov rbp, r11
+    mov r8, r11
+    mov dword ptr [r15 + 192], r8d
+    mov byte ptr [r15 + 320], dil
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx r8d, byte ptr [r15 + 640]
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 576]
+    imul r8, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov qword ptr [r15 + 64], rdi
+    mov edi, 81
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 384], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    lea rcx, [rip + .Lc1_d977_s]
+    lea rcx, [rip + .Lc1_d1010_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d977_s_t
-.Lc1_d977_j:
+    call .Lc1_d1010_s_t
+.Lc1_d1010_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d977_s:
+.Lc1_d1010_s:
     ret
     .popsection
-    mov rbp, r11
+    mov byte ptr [r15 + 384], dil
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r9, rdi
+    mov edi, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, rcx
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9d, edx
-    mov edx, 72
-    mov dword ptr [r15 + 448], 125
-    mov rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 132
-    mov ebp, eax
-    mov dword ptr [r15 + 192], ebp
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rdi, rax
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 448], edi
+    movsxd rdi, dword ptr [r15 + 64]
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 256]
-    mov rbp, rax
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    test ebx, 9728
+    jz 1f
+1:
+    mov edi, ecx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 27
+    mov rdi, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdx, rdi
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov esi, 80
+    movzx esi, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 240
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1062_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1062_s_t
+.Lc1_d1062_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1062_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx ecx, bpl
+    mov dword ptr [r15 + 384], 203
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 113
     jmp 1f
 1:
-    mov r8, r11
-    mov rdi, r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movzx r8d, al
-    movsxd rax, dword ptr [r15 + 512]
+    mov ecx, 243
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rsi, rcx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, r8b
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 640]
-    and r8d, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
-    mov edi, 212
-    mov rsi, rdi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 64]
     mov rbp, r11
-    mov esi, ebp
-    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r8, r11
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 768]
+    mov rdi, rdx
     mov r9, r11
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov ebp, 159
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
+    movzx edx, r9b
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d1074_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1074_s_t
-.Lc1_d1074_j:
+    lea rcx, [rip + .Lc1_d1117_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1117_s_t
+.Lc1_d1117_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1074_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1117_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 448]
-    mov ecx, r9d
-    mov r9d, ecx
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov edx, 20
-    mov r8, r11
-    test ebx, 1073741824
+    mov ecx, ecx
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    test ebx, 4608
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    movzx r8d, r9b
-    movzx r9d, byte ptr [r15 + 512]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 640], cl
+    mov rcx, rdi
+    mov rdi, qword ptr [r15 + 448]
+    mov r9d, edi
+    movzx edi, r9b
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, rdx
-    mov edx, ebp
-    mov rbp, rdx
-    movzx edx, bpl
-    .byte 0x66, 0x90
-    movsxd rbp, dword ptr [r15 + 320]
+    mov ecx, 12
+    mov esi, ecx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    vmovdqu ymmword ptr [r15 + 256], ymm0
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 768], dl
+    movsxd r9, dword ptr [r15 + 576]
+    mov rcx, r9
+    mov r9, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], r9b
+    mov r9d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov r9d, r8d
-    mov r8d, dword ptr [r15 + 320]
+    mov r9d, ecx
+    mov ecx, 158
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 191
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], r8
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov eax, 180
+    mov edx, eax
+    mov eax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 186
+    mov byte ptr [r15 + 512], cl
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    mov eax, ecx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     mov r9, r11
-    mov r8d, 82
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, rbp
-    mov qword ptr [r15 + 256], r9
-    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], r9d
+    mov esi, edx
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 128]
     mov dword ptr [r15 + 64], r9d
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, r11
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov ebp, r9d
-    mov r9, rbp
-    mov ebp, r9d
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + rbp + 3456], rbp
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, edx
+    mov rdx, rbp
+    mov ebp, 35
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 320]
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -1967,54 +2009,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1176_s]
+    lea rcx, [rip + .Lc1_d1221_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1176_s_t
-.Lc1_d1176_j:
+    call .Lc1_d1221_s_t
+.Lc1_d1221_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1176_s:
+.Lc1_d1221_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 640]
-    mov rbp, r11
-    mov rax, rbp
-    mov dword ptr [r15 + 192], 55
-    mov eax, 194
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 512]
-    movzx edi, bpl
+    mov dword ptr [r15 + 64], esi
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 56
+    mov rsi, rax
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 448]
+    movzx eax, sil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm5, xmm5, xmm3
-    mov rcx, rbp
-    movzx ebp, cl
     jmp 1f
 1:
-    movzx ecx, dil
-    movzx edi, byte ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 384]
-    mov ecx, ebp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 256]
+    movzx esi, al
+    mov dword ptr [r15 + 576], 73
+    movzx esi, r8b
+    mov qword ptr [r15 + 512], rsi
+    mov r8, r11
+    mov rsi, r8
+    mov dword ptr [r15 + 128], 50
     jmp 1f
 1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    imul rax, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -2024,14 +2068,14 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1222_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1269_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d1222_s_t
-.Lc1_d1222_j:
+    call .Lc1_d1269_s_t
+.Lc1_d1269_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1222_s:
+.Lc1_d1269_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -2047,385 +2091,424 @@ ditto_body_c1:
     ret
     .p2align 3, 0xcc
     ret
-    .popsection
-    movzx ecx, byte ptr [r15 + 256]
-    mov ebp, ecx
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, r11
-    mov ecx, ebp
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rax
-    and rbp, 4032
-    mov r8, r11
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, eax
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8, rax
-    mov dword ptr [r15 + 768], r8d
-    mov r8, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movsxd r8, dword ptr [r15 + 320]
-    mov eax, r8d
-    movzx r8d, al
-    movzx eax, r8b
-    mov r8, qword ptr [r15 + 192]
-    mov edx, r8d
-    mov qword ptr [r15 + 448], rdx
-    vpshufd xmm1, xmm10, 129
-    mov byte ptr [r15 + 128], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c24:
-    mov dword ptr [r15 + 0], 140
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, r8
-    mov r8d, 71
-    vpaddd xmm1, xmm1, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 7488], rbp
-    jmp 1f
-1:
-    mov r9d, r8d
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 59
-    mov rbp, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 448]
-    mov esi, r9d
-    movsxd r9, dword ptr [r15 + 576]
-    and r8d, dword ptr [r15 + 640]
-    mov eax, 94
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov eax, dword ptr [r15 + 320]
-    mov rdi, rax
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 192], r8
-    movzx r8d, byte ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1320_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1320_s_t
-.Lc1_d1320_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1320_s:
     ret
-    .popsection
-    mov ecx, eax
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 22
-    mov r8, r11
-    mov eax, 203
-    movzx ecx, al
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 320]
-    mov r8d, 183
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 512]
-    mov rdx, rax
-    movsxd rax, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 256]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    mov ebp, 240
-    mov rbp, r11
-    mov eax, 176
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 187
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c26:
-    lea rcx, [rip + .Lc1_d1366_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1366_s_t
-.Lc1_d1366_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1366_s:
     ret
-    .popsection
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov esi, 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm1, xmm1, xmm1
-    mov r9, r11
-    mov rcx, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov rbp, r11
-    add qword ptr [r15 + r9 + 832], rbp
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ebp, r9d
-    mov r9d, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 768]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 200
-    mov r8d, r9d
-    mov r9d, r8d
-    mov dword ptr [r15 + 576], r9d
-    mov dword ptr [r15 + 384], 198
-    mov r9, qword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
-    mov r8d, esi
-    mov rsi, qword ptr [r15 + 320]
-    vpaddd xmm9, xmm9, xmm9
-    movzx ecx, byte ptr [r15 + 192]
-    and ecx, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c27:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 136
-    mov dword ptr [r15 + 0], 158
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 448]
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov r9d, 73
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 320]
-    xor dword ptr [r15 + 256], ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 209
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], 96
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c28:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d1460_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1460_s_t
-.Lc1_d1460_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1460_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, eax
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, al
+    jmp 1f
+1:
+    mov eax, eax
+    movzx edi, al
+    movzx eax, dil
+    mov edi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r11
+    mov edi, ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
+    imul rcx, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 4608
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, rbp
+    mov r9d, ebp
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, rbp
+    mov qword ptr [r15 + 704], r9
     mov r9, r11
-    mov rax, r9
+    mov ebp, r9d
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov byte ptr [r15 + 64], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c24:
+    mov r9, r11
+    mov rdx, r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 16
+    movzx r9d, byte ptr [r15 + 512]
+    mov edx, 71
+    mov qword ptr [r15 + 192], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 167
+    mov esi, edx
+    mov edx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    mov r9, qword ptr [r15 + 768]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 30
-    mov rdi, qword ptr [r15 + 64]
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 704]
-    movzx r8d, bpl
-    mov rbp, r11
-    mov esi, 167
-    mov esi, esi
+    and edx, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    vpaddd xmm8, xmm8, xmm10
+    mov esi, dword ptr [r15 + 448]
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, edx
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    vmovq qword ptr [r15 + 256], xmm8
+    mov qword ptr [r15 + 768], r9
+    mov r9, r11
+    mov dword ptr [r15 + 64], 214
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    mov edi, 241
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c25:
+    lea rcx, [rip + .Lc1_d1385_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1385_s_t
+.Lc1_d1385_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1385_s:
+    ret
+    .popsection
+    mov rbp, r11
     and rbp, 1984
-    lock add qword ptr [r15 + rbp + 1344], rbp
+    mov dword ptr [r15 + rbp + 1344], 81
+    mov qword ptr [r15 + 384], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    vpor xmm5, xmm5, xmm12
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov rbp, r11
+    lea r9, [r11 + r11*1]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 896]
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov r9d, 140
+    mov r9d, dword ptr [r15 + 512]
+    mov edi, 203
+    movsxd r8, dword ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rdi
+    mov dword ptr [r15 + 448], 95
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c26:
+    lea rcx, [rip + .Lc1_d1433_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1433_s_t
+.Lc1_d1433_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1433_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 512], r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    vpaddd xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov ebp, 239
+    mov rdi, rbp
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
+    mov r8, r11
+    mov edi, r8d
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 88
+    mov r8d, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 198
+    mov edx, esi
+    vpaddd xmm5, xmm5, xmm5
+    mov rsi, qword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 704]
+    mov byte ptr [r15 + r9 + 3456], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c27:
+    lea rcx, [rip + .Lc1_d1481_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1481_s_t
+.Lc1_d1481_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1481_s:
+    ret
+    .popsection
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 384], 0
+    and r8, 448
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 6656
+    jz 1f
+1:
+    mov r8d, 223
+    mov ebp, 73
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 576], r8
+    mov r8, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 448]
+    mov edx, 156
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 96
+    mov dword ptr [r15 + 64], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c28:
+    mov rbp, r11
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, esi
+    movzx esi, bpl
+    vmovq qword ptr [r15 + 0], xmm5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rbp
+    vmovdqu ymmword ptr [r15 + 320], ymm5
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], esi
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, qword ptr [r15 + 64]
+    mov esi, 13
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], esi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, eax
+    mov r9, r11
+    mov rsi, r9
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 190
+    vmovq qword ptr [r15 + 704], xmm8
+    movzx r9d, bpl
+    mov ebp, 203
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rcx, [rip + .Lc1_d1507_s]
+    lea rcx, [rip + .Lc1_d1577_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1507_s_t
-.Lc1_d1507_j:
+    call .Lc1_d1577_s_t
+.Lc1_d1577_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1507_s:
+.Lc1_d1577_s:
     ret
     .popsection
-    mov rbp, r11
-    mov esi, 52
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 102
-    mov rbp, qword ptr [r15 + 576]
-    movzx ecx, bpl
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, ecx
-    mov rcx, rbp
-    mov ebp, 10
-    vpxor xmm9, xmm9, xmm6
-    mov byte ptr [r15 + 64], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    movzx esi, bpl
+    mov ebp, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 201
+    movzx ecx, r9b
+    mov byte ptr [r15 + 128], cl
+    mov rcx, r9
+    mov r9d, ecx
     mov rbp, r11
-    mov rsi, rbp
-    movzx esi, sil
+    mov r9d, ebp
+    mov rcx, r9
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 256], rcx
     jmp 1f
 1:
+    mov rbp, r11
+    add r9, qword ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 256]
-    mov rdi, rcx
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 320]
-    mov rdx, rcx
-    mov ecx, edx
-    mov edx, ecx
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov eax, ebp
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r8d, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, cl
+    mov rcx, rcx
+    vpxor xmm4, xmm4, xmm11
+    movzx r9d, bpl
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov r9d, 35
+    mov dword ptr [r15 + 384], 141
+    mov rbp, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 768]
+    movzx ecx, r9b
+    mov r9, r11
+    vpcmpeqb xmm4, xmm4, xmm7
+    .byte 0x0f, 0x1f, 0x00
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -2433,77 +2516,140 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
+    lea rcx, [rip + .Lc1_d1635_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1635_s_t
+.Lc1_d1635_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1635_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    mov r9d, edx
+    mov edx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdi
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 192]
     mov rbp, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
     mov edi, ebp
-    lea rbp, [r11 + r11*1]
+    mov ecx, edi
+    mov dword ptr [r15 + 512], ecx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1408]
-    mov r9, r11
-    movzx edx, r9b
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], esi
-    mov esi, ebp
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 31
-    jmp 1f
-1:
-    mov r9d, 48
-    mov qword ptr [r15 + 0], r9
-    mov r9d, esi
-    mov byte ptr [r15 + 0], r9b
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 192], 74
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 320], rbp
+    vmovdqu ymmword ptr [r15 + 576], ymm3
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 640], dl
+    mov edx, 44
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, byte ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 640], rsi
-    mov esi, ebp
-    mov rbp, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], 100
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, ecx
+    mov dword ptr [r15 + 256], 227
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    movzx ebp, cl
+    vmovdqu ymmword ptr [r15 + 448], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
+    jmp 1f
+1:
+    mov ebp, 246
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 32
+    movzx ebp, dl
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 256]
+    mov rbp, rcx
+    mov ecx, 190
+    test ebx, 12800
+    jz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rbp, qword ptr [r15 + 512]
+    or qword ptr [r15 + 192], 70
+    mov r8, r11
+    vpxor xmm13, xmm13, xmm4
+    mov edx, dword ptr [r15 + 704]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 384]
+    mov esi, 251
+    mov dword ptr [r15 + 128], esi
+    mov dword ptr [r15 + 448], edx
+    mov edx, 255
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov esi, r8d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, r8d
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
+    mov r9d, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c32:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1616_s]
+    lea rcx, [rip + .Lc1_d1741_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d1616_s_t
-.Lc1_d1616_j:
+    call .Lc1_d1741_s_t
+.Lc1_d1741_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1616_s:
+.Lc1_d1741_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -2536,101 +2682,51 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 128]
-    vpmovmskb esi, xmm9
-    movzx eax, sil
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov esi, eax
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 768], ymm9
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 832], xmm9
-    mov r9d, 251
-    mov r9d, r9d
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 194
-    mov r9, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 320], xmm9
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov qword ptr [r15 + 384], rbp
-    mov r9d, ebp
-    mov ebp, 214
-    mov r9, rbp
-    add r9, qword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c32:
-    mov r9d, 226
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, bpl
-    mov ebp, ebp
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    vpcmpeqb xmm9, xmm9, xmm11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    vmovq qword ptr [r15 + 0], xmm9
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, bpl
-    mov rbp, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], r9
-    mov r9, r9
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 384]
     mov r8, r11
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, r8d
-    mov edi, r9d
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 256]
-    mov edi, 160
-    mov rdi, qword ptr [r15 + 128]
+    mov eax, r8d
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovq xmm9, rdx
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov qword ptr [r15 + 0], rdx
+    mov edx, r8d
+    movzx r8d, dl
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 512], dl
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    imul rdx, qword ptr [r15 + 64]
+    mov r8d, 87
+    jmp 1f
+1:
+    mov eax, edx
+    mov edx, 14
+    movsxd r8, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 64]
+    movzx ecx, dl
+    add rax, qword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 256]
+    movzx edi, dl
+    mov rdx, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 576]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -2639,323 +2735,352 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1730_s]
+    lea rcx, [rip + .Lc1_d1810_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1730_s_t
-.Lc1_d1730_j:
+    call .Lc1_d1810_s_t
+.Lc1_d1810_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1730_s:
+.Lc1_d1810_s:
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 114
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 50
+    mov r8, r11
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 84
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 640]
+    mov edi, 33
     jmp 1f
 1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 704], xmm2
-    mov ebp, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dil
-    mov edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 203
+    mov byte ptr [r15 + 448], bpl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    mov rdi, rax
-    mov rbp, r11
+    mov eax, dword ptr [r15 + 128]
+    mov rbp, rax
     jmp 1f
 1:
-    mov rax, rax
-    mov r8, r11
+    mov rbp, r11
+    mov rdi, rbp
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
     and rbp, 1984
     mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 192]
+    mov rcx, rdi
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 181
-    mov rax, rax
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d1777_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1777_s_t
-.Lc1_d1777_j:
+    lea rcx, [rip + .Lc1_d1854_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1854_s_t
+.Lc1_d1854_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1777_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1854_s:
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov edx, 155
-    movzx eax, dl
-    mov r9, r11
-    mov byte ptr [r15 + 320], r9b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
+    mov edi, 118
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov rdx, r9
-    movzx r9d, dl
-    mov dword ptr [r15 + 64], 140
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    movzx eax, sil
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rbp, r11
-    movzx r8d, bpl
-    mov dword ptr [r15 + 448], 25
-    mov r8, r11
-    mov edi, 121
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov r8d, 90
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    movzx r8d, cl
-    mov dword ptr [r15 + 768], 104
-    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r8 + 896], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 107
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 832], 141
+    mov r8d, dword ptr [r15 + 64]
+    movzx esi, r8b
+    mov r8d, 88
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov dword ptr [r15 + 768], 196
+    movzx r9d, dil
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 104
+    movzx r8d, r8b
+    mov r8, r11
+    movzx edx, r8b
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + 320]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 102
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 192], 229
+    mov rdx, rdx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 67
+    mov byte ptr [r15 + 0], dl
+    mov rdx, r8
+    movzx eax, dl
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 256]
     mov rbp, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, 255
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 320], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
-    mov dword ptr [r15 + 0], 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 103
+    mov eax, 177
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    and ecx, dword ptr [r15 + 576]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
-    mov r8, rbp
-    vmovq xmm13, r8
+    movzx eax, dl
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov ebp, 165
+    mov rdx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    vmovdqu ymmword ptr [r15 + 640], ymm13
     jmp 1f
 1:
-    movzx ebp, cl
-    mov r8, r11
-    movzx ebp, r8b
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, 249
-    mov ecx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + r8 + 1408], rdx
+    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9, r11
+    or qword ptr [r15 + 128], 124
+    mov edx, 153
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9d, eax
+    mov eax, dword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rcx, [rip + .Lc1_d1865_s]
+    lea rcx, [rip + .Lc1_d1953_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1865_s_t
-.Lc1_d1865_j:
+    call .Lc1_d1953_s_t
+.Lc1_d1953_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1865_s:
+.Lc1_d1953_s:
     ret
     .popsection
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    movzx eax, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm13, xmm13, xmm12
-    mov dword ptr [r15 + 0], 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 192]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 17
+    mov byte ptr [r15 + 704], al
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    vpor xmm11, xmm11, xmm6
+    mov dword ptr [r15 + 512], 54
     movsxd rbp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 448]
-    and r9, 8128
-    mov r8, r11
-    mov eax, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    mov r9, r11
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rcx
-    movzx ecx, dil
-    movzx edi, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 64], dil
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r9b
-    vmovdqu ymmword ptr [r15 + 704], ymm0
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 384]
+    movzx r8d, dl
+    vpxor xmm11, xmm11, xmm0
+    movsxd rdx, dword ptr [r15 + 256]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 448], cl
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea rcx, [rip + .Lc1_d1906_s]
+    lea rcx, [rip + .Lc1_d2000_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1906_s_t
-.Lc1_d1906_j:
+    call .Lc1_d2000_s_t
+.Lc1_d2000_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1906_s:
+.Lc1_d2000_s:
     ret
     .popsection
-    mov dword ptr [r15 + 256], 228
-    mov r9d, 116
-    mov byte ptr [r15 + 768], r9b
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 512]
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 192]
-    mov edx, ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rbp
+    mov ebp, 116
+    mov dword ptr [r15 + 0], 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
+    mov ecx, ecx
+    mov rbp, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, 41
+    mov r8, rsi
+    mov esi, r8d
+    lea r8, [r11 + r11*1]
     mov r9, r11
-    test ebx, 1073741824
+    mov esi, r9d
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + 768]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    test ebx, 5632
     jz 1f
 1:
-    mov ecx, edx
-    mov rdx, rcx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9, r11
-    mov edx, r9d
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov r9, rdx
-    mov ecx, r9d
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, dl
+    mov rcx, rbp
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 64], r9b
-    movzx edx, byte ptr [r15 + 128]
-    mov ebp, 37
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 512], sil
+    mov ebp, esi
+    mov rsi, r9
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, rbp
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    mov r8, r11
+    movzx r9d, r8b
+    movzx esi, r9b
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, dword ptr [r15 + 448]
+    movzx r8d, sil
+    mov rsi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov dword ptr [r15 + 384], ecx
+    lea rcx, [rip + .Lc1_d2053_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2053_s_t
+.Lc1_d2053_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2053_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 64], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov edx, 248
+    mov rcx, rsi
+    mov esi, 139
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    mov dword ptr [r15 + 0], 122
-    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm10
     jmp 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 4608
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], dl
-    mov edx, edx
-    mov rax, rdx
-    mov ebp, dword ptr [r15 + 192]
     mov r8, r11
-    mov edx, 66
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edi
+    mov byte ptr [r15 + 384], r8b
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 64]
-    vpshufd xmm9, xmm13, 230
-    mov esi, edx
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 576]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 16
-    movzx r9d, r8b
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8d, ecx
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov edi, 67
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 88
+    mov rbp, qword ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 192]
+    mov edx, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 16
+    movzx r9d, dil
     jmp 1f
 1:
     add r11, 64
@@ -2963,269 +3088,311 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d2007_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2007_s_t
-.Lc1_d2007_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2007_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 109
-    mov byte ptr [r15 + 128], cl
-    mov ecx, 205
-    mov r9, r11
-    mov dword ptr [r15 + 192], 47
+    mov r8, r11
+    mov edi, r8d
+    movsxd rax, dword ptr [r15 + 64]
+    movzx edi, al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 95
     jmp 1f
 1:
-    mov rbp, r11
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 43
+    mov dword ptr [r15 + 0], 116
+    test ebx, 4608
     jz 1f
 1:
-    and rbp, 16320
-    mov eax, dword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, rbp
+    mov r9d, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 192], r9d
+    mov r9, r11
     mov rbp, r11
-    mov ecx, ebp
-    mov rcx, qword ptr [r15 + 64]
-    movzx esi, cl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 150
-    mov ebp, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 448], ymm11
+    mov edi, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 107
+    mov dword ptr [r15 + 320], 182
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    movzx eax, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 256], r8b
+    mov r8, qword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d2050_s]
+    lea rcx, [rip + .Lc1_d2151_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2050_s_t
-.Lc1_d2050_j:
+    call .Lc1_d2151_s_t
+.Lc1_d2151_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2050_s:
+.Lc1_d2151_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, cl
-    mov dword ptr [r15 + 0], 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    mov dword ptr [r15 + 0], 103
+    mov r8d, r8d
+    movzx ecx, r8b
+    mov r8d, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 768], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm9
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 73
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rdx
+    vmovq qword ptr [r15 + r8 + 896], xmm15
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 27
+    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, r8b
+    mov r8, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], r8d
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
     mov r9, r11
-    movzx eax, byte ptr [r15 + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 115
-    movzx r9d, cl
-    test ebx, 1536
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
+    movzx ecx, byte ptr [r15 + 512]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], 172
-    mov r8, r11
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], al
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2201_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2201_s_t
+.Lc1_d2201_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2201_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 192], 205
+    mov byte ptr [r15 + 128], r9b
     .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov r9, rax
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], ecx
     jmp 1f
 1:
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, rax
-    mov r8, rdi
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov qword ptr [r15 + r8 + 3456], r8
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov eax, ecx
+    test ebx, 4608
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 233
+    mov rax, rax
+    mov rax, rax
+    mov eax, r9d
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r8, rcx
+    movzx eax, byte ptr [r15 + 64]
     mov r8, r11
-    mov rax, r8
-    mov edi, eax
-    mov rax, qword ptr [r15 + 448]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 128]
-    mov esi, r8d
-    mov byte ptr [r15 + 64], sil
-    mov r8, r11
-    mov rsi, r8
-    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + 448], r9d
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov qword ptr [r15 + 64], rdi
-    mov rdi, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    mov dword ptr [r15 + 256], 63
-    mov r8d, eax
-    mov dword ptr [r15 + 640], 153
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], eax
-    mov eax, edi
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + 384], 63
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d2141_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2141_s_t
-.Lc1_d2141_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2141_s:
-    ret
-    .popsection
-    lea rbp, [r11 + r11*1]
-    movzx edi, bpl
-    jmp 1f
-1:
-    and rbp, 8128
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
-    mov ecx, 144
-    mov dword ptr [r15 + rbp + 7552], 131
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 128]
-    vpaddd xmm9, xmm9, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    movzx ebp, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], dl
-    mov r9, r11
-    movzx edx, r9b
-    mov qword ptr [r15 + 64], rdx
-    movsxd rdx, dword ptr [r15 + 448]
     and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9, rsi
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    mov r9d, 109
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    .byte 0x0f, 0x1f, 0x00
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r9d, 214
+    mov dword ptr [r15 + 0], 143
+    vpaddd xmm6, xmm6, xmm0
+    mov r9d, eax
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 128]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    vmovdqu ymmword ptr [r15 + 768], ymm6
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 4
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    movzx eax, al
+    mov eax, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 512]
+    mov rbp, rdx
+    mov byte ptr [r15 + 64], al
+    movzx edx, r9b
+    mov r9, qword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 768]
+    lea rcx, [rip + .Lc1_d2309_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2309_s_t
+.Lc1_d2309_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2309_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov esi, 65
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 320]
-    mov eax, 80
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    mov r8, qword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 512]
-    vpaddd xmm12, xmm12, xmm3
+    mov ecx, ecx
+    mov r8, rcx
     jmp 1f
 1:
-    mov ebp, edx
-    movzx edx, byte ptr [r15 + r9 + 3456]
-    movzx r9d, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 384]
+    movzx ebp, cl
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8d, 133
+    mov r8, r11
+    mov edx, r8d
+    movzx r9d, byte ptr [r15 + 192]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8d, 208
+    movzx r8d, byte ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    vpaddd xmm6, xmm6, xmm6
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -3237,102 +3404,108 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117723], 8192
     setz al
-    lea rcx, [rip + .Lc1_d2236_s]
+    lea rcx, [rip + .Lc1_d2364_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2236_s_t
-.Lc1_d2236_j:
+    call .Lc1_d2364_s_t
+.Lc1_d2364_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2236_s:
+.Lc1_d2364_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rcx, rax
+    mov eax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1408]
     mov rbp, r11
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 85
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 768], rdi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rdi
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 128], rdi
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r8, rdi
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 172
-    movsxd r8, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 192]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], rax
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea rcx, [rip + .Lc1_d2278_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2413_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2278_s_t
-.Lc1_d2278_j:
+    call .Lc1_d2413_s_t
+.Lc1_d2413_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2278_s:
+.Lc1_d2413_s:
     ret
     .popsection
-    movsxd rdi, dword ptr [r15 + 448]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 128]
+    mov rcx, rcx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
+    mov r8d, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 119
+    movzx esi, al
+    mov qword ptr [r15 + 0], rsi
+    mov r9, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov eax, r8d
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 384]
+    mov rsi, r9
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 640], al
     jmp 1f
 1:
-    mov esi, edi
-    mov r8, r11
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8d, 158
-    movzx r8d, r8b
-    mov r8, r8
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    mov rdi, r8
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], r8
-    mov byte ptr [r15 + 768], cl
-    mov rcx, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 704]
-    mov rsi, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 167
     mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 167
-    mov r9d, dword ptr [r15 + 192]
-    mov r9d, r9d
+    mov rdi, qword ptr [r15 + 320]
     and rbp, 8128
     mov dword ptr [r15 + rbp + 7488], ebp
     add r11, 64
@@ -3340,102 +3513,114 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov qword ptr [r15 + 576], r8
-    mov r8d, 194
-    vmovq qword ptr [r15 + 0], xmm12
-    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
+    mov eax, 151
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 133
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 204
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r9b
+    mov dword ptr [r15 + 0], 202
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 192]
+    and rbp, 1984
     mov r8, r11
-    movzx r9d, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 320]
-    and r8, 448
-    mov r9, r11
-    mov edx, dword ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r9
-    mov r9, qword ptr [r15 + 384]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], esi
-    mov dword ptr [r15 + 512], eax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 152
-    mov byte ptr [r15 + 256], sil
+    mov edx, dword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 448], dl
+    jmp 1f
+1:
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 256], rdx
+    lea r8, [r11 + r11*1]
+    mov edx, 37
+    mov byte ptr [r15 + 512], dl
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7552]
+    mov eax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 704], rbp
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 18
+    mov byte ptr [r15 + 384], al
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], eax
+    mov dword ptr [r15 + rbp + 1344], r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rcx, [rip + .Lc1_d2365_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2365_s_t
-.Lc1_d2365_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d2501_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2501_s_t
+.Lc1_d2501_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2365_s:
+.Lc1_d2501_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], 215
-    mov dword ptr [r15 + 0], 91
-    mov dword ptr [r15 + 0], 226
-    mov rsi, rcx
-    mov byte ptr [r15 + 0], sil
-    vpcmpeqb xmm12, xmm12, xmm14
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 256], ecx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, esi
+    mov qword ptr [r15 + 256], rax
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 192]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 226
+    mov dword ptr [r15 + 576], 9
+    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 192], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    lea r9, [r11 + r11*1]
+    mov eax, 129
+    mov dword ptr [r15 + 64], eax
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 512], 248
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 640], edx
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + r8 + 7552], rbp
-    mov r8, r11
-    mov dword ptr [r15 + 384], 59
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 74
-    mov r8, qword ptr [r15 + 128]
-    mov ebp, 212
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 33
+    and rbp, 16320
+    movzx edi, byte ptr [r15 + rbp + 15680]
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 896], r9
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 19
+    mov rbp, r9
     add r11, 64
     inc rbx
     dec r13
@@ -3444,63 +3629,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d2413_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d2553_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2413_s_t
-.Lc1_d2413_j:
+    call .Lc1_d2553_s_t
+.Lc1_d2553_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2413_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2553_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
+    movzx ecx, al
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 384]
+    mov esi, 83
+    movzx edx, byte ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 704]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], 182
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm11
-    mov ebp, 240
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 768]
-    mov r8, r11
-    mov dword ptr [r15 + 512], 225
-    movzx edx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    lea r8, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 448], xmm6
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov ebp, 28
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3456]
-    movzx eax, dl
-    mov edx, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 128]
-    mov edi, 148
-    mov byte ptr [r15 + r8 + 3392], dil
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 640], al
     add r11, 64
     inc rbx
     dec r13
@@ -3511,9 +3688,9 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 7
-    mov rax, rdx
-    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov dword ptr [r15 + 192], 7
+    mov rax, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
     jmp 1f
@@ -3526,7 +3703,7 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 247
+    mov ebp, 247
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -3535,80 +3712,87 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov eax, edx
-    mov r9, r11
-    mov dword ptr [r15 + 0], r9d
-    mov rdx, rdx
-    mov byte ptr [r15 + 512], dl
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 0
-    mov dword ptr [r15 + 320], 214
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov r9d, eax
+    mov eax, ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 0
+    mov dword ptr [r15 + 512], 214
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov ebp, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 640]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9, r11
-    mov edx, 217
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 64]
-    mov esi, r9d
-    vmovq xmm9, rsi
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, 217
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 768]
+    mov r8, r11
+    mov esi, eax
+    and r8, 1984
+    inc dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2509_s]
+    lea rcx, [rip + .Lc1_d2646_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2509_s_t
-.Lc1_d2509_j:
+    call .Lc1_d2646_s_t
+.Lc1_d2646_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2509_s:
+.Lc1_d2646_s:
     ret
     .popsection
-    mov esi, r9d
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 66
+    movsxd rdx, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 219
-    and rbp, 4032
-    lock xadd qword ptr [r15 + rbp + 3392], rbp
-    movzx edx, byte ptr [r15 + 384]
+    mov r9d, 27
+    mov r9, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 320]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 128]
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 448], 4
     mov r8, r11
-    mov edi, 225
-    mov edi, dword ptr [r15 + 768]
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + 128]
-    movzx edx, dl
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 111
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    movzx eax, r8b
+    mov byte ptr [r15 + 384], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -3617,104 +3801,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d2554_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2554_s_t
-.Lc1_d2554_j:
+    lea rcx, [rip + .Lc1_d2696_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2696_s_t
+.Lc1_d2696_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2554_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2696_s:
     ret
     .popsection
-    vmovdqu xmmword ptr [r15 + 64], xmm10
-    mov eax, 158
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 210
+    mov dword ptr [r15 + 128], eax
+    movzx ebp, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 512], al
+    mov rax, rcx
+    mov rcx, rax
+    mov dword ptr [r15 + 704], ecx
+    mov rcx, qword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 256]
+    lea r9, [r11 + r11*1]
+    mov esi, 188
     jmp 1f
 1:
-    mov r8, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx eax, cl
-    mov ecx, eax
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 448], r8b
-    mov r8, r11
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, rcx
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    mov byte ptr [r15 + 128], cl
+    mov eax, 93
+    mov byte ptr [r15 + 0], cl
+    mov rbp, r11
+    mov r8, r11
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 7552]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
+    mov ebp, esi
     jmp 1f
 1:
-    mov r8d, 228
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 256]
-    nop
-    mov rcx, qword ptr [r15 + 512]
-    mov esi, 1
+    jmp 1f
+1:
+    mov r9d, 102
+    mov dword ptr [r15 + 192], 35
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, rsi
+    movzx esi, r8b
+    mov byte ptr [r15 + 128], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 192], cl
+    lea rcx, [rip + .Lc1_d2741_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2741_s_t
+.Lc1_d2741_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2741_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 184
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov esi, 145
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + r8 + 3456], esi
-    mov r8, qword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 640]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 145
+    mov r9, r11
+    mov rcx, r9
+    mov ecx, 40
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, 10
+    movsxd r9, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 384]
+    test ebx, 12800
     jz 1f
 1:
-    mov esi, 10
-    mov esi, 7
-    mov rsi, rsi
+    mov r9, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    movzx esi, cl
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rcx, qword ptr [r15 + 64]
     mov r8, r11
-    mov esi, 173
-    mov esi, esi
-    mov rsi, qword ptr [r15 + 256]
-    and r8, 1984
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm9
-    mov r8d, ecx
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], 156
-    movzx r8d, sil
-    mov r8, qword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + rbp + 1408]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    mov ebp, 208
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
     add r11, 64
@@ -3722,57 +3916,55 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    lea rcx, [rip + .Lc1_d2644_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2644_s_t
-.Lc1_d2644_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2644_s:
-    ret
-    .popsection
-    mov esi, r9d
+    mov rbp, r11
+    mov rdx, rdi
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov rbp, r8
+    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edi
+    mov edi, 1
+    mov dword ptr [r15 + 0], 233
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r9, r9
+    mov rdi, rbp
+    test ebx, 2560
+    jnz 1f
+1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 704]
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], cl
-    vmovdqu xmmword ptr [r15 + 384], xmm14
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 512]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r8, rdi
-    mov r8d, 232
-    mov dword ptr [r15 + 256], 17
-    mov r8d, 158
-    movsxd r8, dword ptr [r15 + 320]
-    mov edx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 192]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, 229
+    mov byte ptr [r15 + 640], r8b
     mov r8, r11
-    mov ebp, dword ptr [r15 + 128]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 768]
-    mov r8d, r8d
-    mov dword ptr [r15 + 512], r8d
+    mov r9d, r8d
+    mov dword ptr [r15 + 704], 250
+    jmp 1f
+1:
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 384]
+    movzx eax, dl
+    movsxd rdx, dword ptr [r15 + 128]
+    vmovdqu xmm13, xmmword ptr [r15 + 448]
+    mov esi, edi
     add r11, 64
     inc rbx
     dec r13
@@ -3781,299 +3973,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2695_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2695_s_t
-.Lc1_d2695_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d2844_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2844_s_t
+.Lc1_d2844_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2695_s:
+.Lc1_d2844_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 64]
-    mov ecx, 113
-    mov rcx, rcx
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx ebp, cl
+    mov qword ptr [r15 + 512], rax
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 192]
+    mov r9, rsi
+    movzx esi, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], eax
+    and r9, 8128
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 448], ecx
-    mov r8, r11
-    mov dword ptr [r15 + 128], 237
-    movzx ebp, byte ptr [r15 + 512]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov r9d, 115
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 110
+    mov rbp, r8
+    mov r9, qword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rax
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    and r8d, dword ptr [r15 + 0]
-    mov esi, 209
+    lea rcx, [rip + .Lc1_d2890_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2890_s_t
+.Lc1_d2890_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2890_s:
+    ret
+    .popsection
+    mov r8d, ebp
     jmp 1f
 1:
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 63
-    movsxd rsi, dword ptr [r15 + 320]
-    test ebx, 4608
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 640], 63
+    movzx esi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 165
+    test ebx, 1073741824
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 384], r8d
-    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], 9
+    mov dword ptr [r15 + 192], 187
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1408], xmm10
-    mov edx, dword ptr [r15 + 640]
-    mov esi, edx
     mov r9, r11
-    mov edx, 215
-    movzx edx, dl
-    mov dword ptr [r15 + r8 + 1344], edx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], 191
-    mov r9, r11
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 122
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
+    mov rbp, r11
+    and r8d, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 384]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d2780_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2780_s_t
-.Lc1_d2780_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2780_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r9, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    vpor xmm0, xmm0, xmm5
-    movzx eax, al
-    jmp 1f
-1:
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx eax, cl
-    and eax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    movsxd rdx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], r9b
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + 128]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 256], bpl
-    movzx r9d, r9b
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov r9, r11
-    mov edi, 135
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, qword ptr [r15 + rbp + 3456]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov edi, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c57:
-    mov eax, 185
-    movsxd rax, dword ptr [r15 + 64]
-    add qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r9
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, ebp
-    mov rbp, r11
-    mov r8, r11
-    mov byte ptr [r15 + 576], r8b
-    and rbp, 448
-    add r9, qword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov dword ptr [r15 + 640], eax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8d, eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov dword ptr [r15 + 128], 182
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm0
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2877_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2877_s_t
-.Lc1_d2877_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2877_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 69
-    mov r8d, 182
-    mov r8, qword ptr [r15 + 192]
-    mov rcx, r8
-    mov r8, r11
-    mov esi, dword ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 206
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 72
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, 112
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 448], sil
-    mov dword ptr [r15 + 128], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c59:
     lea rcx, [rip + .Lc1_d2934_s]
     add rcx, qword ptr [r15 + 67117728]
     call .Lc1_d2934_s_t
@@ -4083,322 +4089,550 @@ ditto_body_c1:
 .Lc1_d2934_s:
     ret
     .popsection
+    mov dword ptr [r15 + 128], 206
+    mov ebp, 100
+    movzx ecx, byte ptr [r15 + 704]
+    movzx esi, cl
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov rsi, qword ptr [r15 + 64]
+    movzx ebp, sil
+    imul rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 252
     mov r8, r11
-    mov byte ptr [r15 + 768], r8b
-    mov rbp, r11
-    mov eax, 206
+    movsxd rsi, dword ptr [r15 + 128]
     and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
+    and ebp, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 384], r8b
+    mov byte ptr [r15 + 768], bpl
+    movzx ebp, cl
+    mov r8d, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c57:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    jmp 1f
+1:
+    mov ecx, 156
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 250
+    mov rbp, rbp
     jmp 1f
 1:
-    vpor xmm0, xmm0, xmm4
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ebp, edx
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 512]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], dl
-    mov rdx, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 320], dil
-    mov dword ptr [r15 + 128], 72
-    movzx edi, bpl
-    mov edi, 114
-    mov edi, 153
-    movzx edi, byte ptr [r15 + 192]
+    mov rcx, rbp
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, r8d
+    and rbp, 1984
+    add r8, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 320], bpl
+    movsxd rbp, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    lea rbp, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 512], r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 222
+    mov r8d, ecx
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 256], ebp
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    mov byte ptr [r15 + 192], r8b
+    mov ebp, dword ptr [r15 + 64]
+    mov edi, ebp
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm6
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c58:
+    lea rcx, [rip + .Lc1_d3037_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3037_s_t
+.Lc1_d3037_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3037_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 70
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 256], bpl
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + 128], 84
+    mov ecx, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 128]
+    mov rdx, rdi
+    movsxd rdi, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 448]
+    mov r8d, 143
+    mov dword ptr [r15 + 192], 206
+    jmp 1f
+1:
+    movzx r8d, bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 704]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 3392], 37
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c59:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d3087_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3087_s_t
+.Lc1_d3087_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3087_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, 158
+    mov r8d, dword ptr [r15 + 384]
+    movzx edi, r8b
+    movsxd r8, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9d, 248
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 256]
+    test ebx, 1536
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov r8d, 113
+    mov edx, 174
+    mov byte ptr [r15 + 576], dl
+    lea rbp, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 38
+    xor dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov ebp, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    mov rbp, r11
-    movzx edx, bpl
-    and rbp, 448
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    vmovq xmm0, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
     mov ebp, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm2, xmm2, xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 128]
-    mov ebp, 145
-    mov rbp, r11
+    mov edi, r8d
+    movzx r8d, byte ptr [r15 + 512]
+    test ebx, 2043904
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov r8d, 228
+    mov dword ptr [r15 + 384], r8d
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 640]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov r8d, esi
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r8, qword ptr [r15 + 448]
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    vpor xmm0, xmm0, xmm5
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 448], r9d
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + r9 + 1408], edi
-    mov qword ptr [r15 + 64], rdx
-    mov rdx, qword ptr [r15 + 512]
-    mov edi, edx
-    movzx edi, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + rbp + 3456], rdi
+    mov dword ptr [r15 + 256], esi
+    mov rsi, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d3026_s]
+    lea rcx, [rip + .Lc1_d3185_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3026_s_t
-.Lc1_d3026_j:
+    call .Lc1_d3185_s_t
+.Lc1_d3185_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3026_s:
+.Lc1_d3185_s:
     ret
     .popsection
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 192]
+    mov edi, r9d
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 176
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 180
+    mov r9, rcx
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 704]
+    mov r9, r11
+    mov r8, r11
+    mov rax, qword ptr [r15 + 192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 173
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], esi
-    mov edx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 173
+    vpxor xmm15, xmm15, xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r9d
-    mov rcx, rcx
-    vmovdqu xmm12, xmmword ptr [r15 + 704]
-    mov byte ptr [r15 + 256], dl
-    mov qword ptr [r15 + 128], rsi
-    mov qword ptr [r15 + 384], rdx
-    mov dword ptr [r15 + 128], 7
+    mov r9, rcx
+    mov ecx, 131
+    mov r8d, 8
+    movzx ecx, byte ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 768]
+    mov r9d, r8d
+    mov byte ptr [r15 + 448], r9b
+    mov byte ptr [r15 + 64], al
+    mov rax, qword ptr [r15 + 128]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 94
+    add rcx, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
     mov r9, r11
-    mov rsi, r9
-    and r9, 8128
-    mov r8, r11
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    vmovdqu xmmword ptr [r15 + 320], xmm12
-    mov r8d, 13
-    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 199
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    lea rcx, [rip + .Lc1_d3070_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3070_s_t
-.Lc1_d3070_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3236_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3236_s_t
+.Lc1_d3236_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3070_s:
+.Lc1_d3236_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, r11
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, qword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 192]
-    add rdx, qword ptr [r15 + 64]
-    mov edi, edx
-    mov dword ptr [r15 + 256], 138
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 177
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 156
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8d, edi
-    lock or dword ptr [r15 + 0], 13
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 200
+    mov rcx, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
+    movzx r9d, r9b
     jmp 1f
 1:
-    movzx edi, r8b
+    movzx r9d, al
+    mov eax, 237
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r8d
-    mov rdx, r8
-    mov dword ptr [r15 + 320], 251
+    mov eax, dword ptr [r15 + 640]
+    add rcx, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, rax
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], dil
-    movzx r8d, dil
-    mov r8, r11
-    mov rdi, r8
-    mov edi, 156
+    mov dword ptr [r15 + 64], 25
     jmp 1f
 1:
-    and r8, 4032
-    and edx, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 448], al
+    mov eax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 576], rax
+    mov eax, ecx
+    mov dword ptr [r15 + 128], 80
+    mov rax, rcx
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 253
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
+    lea rcx, [rip + .Lc1_d3299_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3299_s_t
+.Lc1_d3299_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3299_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    vpor xmm15, xmm15, xmm15
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 236
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm2, xmm2, xmm12
-    movzx r8d, r8b
-    mov r8, r11
-    mov ebp, r8d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 256], edi
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], 152
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    or qword ptr [r15 + 384], 44
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 26
-    jmp 1f
-1:
-    mov rbp, r8
-    mov rbp, r11
-    movzx eax, bpl
-    mov rax, rax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 55
-    movzx ebp, byte ptr [r15 + 192]
     mov r9, r11
-    mov eax, dword ptr [r15 + 320]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 704]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movzx ebp, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 192
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r9, r11
+    mov dword ptr [r15 + 256], 241
+    mov dword ptr [r15 + 512], 194
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, r11
+    mov rbp, r9
+    movzx esi, byte ptr [r15 + 448]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d3166_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3166_s_t
-.Lc1_d3166_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3166_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov ecx, eax
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov ebp, r9d
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov qword ptr [r15 + 0], r9
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 320]
-    mov r9, rax
-    mov eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], al
+    mov esi, 115
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 768]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 256], r9b
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 512]
-    movzx esi, al
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, rax
-    mov rbp, r11
-    mov esi, ebp
-    movzx esi, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, r11
+    mov r9d, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movsxd r8, dword ptr [r15 + 576]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 448]
+    and eax, dword ptr [r15 + 192]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 384], rsi
+    mov esi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, 133
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + rbp + 1408], r9
+    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -4407,221 +4641,247 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3215_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3215_s_t
-.Lc1_d3215_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d3398_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3398_s_t
+.Lc1_d3398_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3215_s:
+.Lc1_d3398_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rcx
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 256], 230
+    mov rcx, qword ptr [r15 + 640]
+    mov r9, rcx
+    mov rcx, r9
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov rax, rbp
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    vmovq xmm6, rax
+    mov dword ptr [r15 + 0], 75
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov rax, qword ptr [r15 + 320]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7552]
+    mov r8, r11
+    mov rdx, r8
     jmp 1f
 1:
-    movzx eax, al
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 71
-    mov dword ptr [r15 + 256], 196
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    add rax, qword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 320]
-    mov edx, 104
+    mov qword ptr [r15 + 192], r9
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + r9 + 7488], eax
+    movsxd r9, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm0
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    movsxd r9, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    mov eax, dword ptr [r15 + 512]
-    movzx ebp, al
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r9, r11
-    mov edx, 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 256]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9d, eax
-    movsxd rax, dword ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d3446_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3446_s_t
+.Lc1_d3446_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3446_s:
+    ret
+    .popsection
     mov r8, r11
+    mov byte ptr [r15 + 512], r8b
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
     and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8d, 184
-    mov r8, r11
-    mov esi, r8d
-    mov rsi, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    .byte 0x66, 0x90
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, r9b
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov ebp, 39
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov r9d, dword ptr [r15 + 320]
-    vpcmpeqb xmm2, xmm2, xmm12
+    mov ebp, dword ptr [r15 + r8 + 3456]
+    test ebx, 10752
+    jz 1f
+1:
+    mov r8, r11
+    movzx ecx, dl
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 128]
+    inc dword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov ebp, 184
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, dword ptr [r15 + 704]
+    movzx esi, bpl
+    movzx ebp, cl
+    mov ecx, ecx
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    .byte 0x66, 0x90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    lea rcx, [rip + .Lc1_d3301_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3301_s_t
-.Lc1_d3301_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3301_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 128], r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    vmovq qword ptr [r15 + 0], xmm2
-    mov r9d, 92
-    movzx r9d, r9b
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb esi, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    mov byte ptr [r15 + 768], r9b
+    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 448]
+    movzx esi, al
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 132
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], r9d
-    movzx r9d, cl
-    mov r9d, 73
     mov r9, r11
-    vmovdqu xmm0, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
     mov rbp, r11
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov ecx, 116
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and rbp, 448
+    and esi, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov ebp, r9d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, esi
+    mov dword ptr [r15 + 192], 132
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 128]
+    vpaddd xmm0, xmm0, xmm6
+    mov qword ptr [r15 + 576], rbp
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9d, 114
     and rbp, 8128
     mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, 114
-    mov ebp, 31
     jmp 1f
 1:
-    movzx r9d, r9b
+    mov ebp, 171
+    mov ebp, 115
+    mov ebp, 164
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    mov r9d, 122
+    lea rcx, [rip + .Lc1_d3549_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3549_s_t
+.Lc1_d3549_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3549_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov rcx, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov rdx, r9
-    mov dword ptr [r15 + 256], 54
-    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 512]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov ebp, edi
+    mov rbp, r11
+    movzx r8d, bpl
+    mov r8, r11
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov dword ptr [r15 + 64], 253
-    mov ebp, edx
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    movsxd r8, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov r8, rbp
     jmp 1f
 1:
-    mov r9d, esi
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov rdx, rsi
-    mov esi, 131
-    mov esi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], esi
-    movzx esi, bpl
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r11
+    mov ebp, dword ptr [r15 + 320]
+    mov r9d, 26
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 448]
+    mov r9d, 103
     jmp 1f
 1:
-    and r8, 16320
-    mov rsi, qword ptr [r15 + r8 + 15680]
-    mov r8, rsi
-    mov rsi, r8
-    vpshufd xmm9, xmm2, 254
-    movsxd rsi, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 640]
+    mov ecx, eax
+    mov dword ptr [r15 + 128], 2
+    movsxd rax, dword ptr [r15 + 256]
+    imul r8, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 64], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -4631,211 +4891,248 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 32
+    test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d3403_s]
+    lea rcx, [rip + .Lc1_d3605_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3403_s_t
-.Lc1_d3403_j:
+    call .Lc1_d3605_s_t
+.Lc1_d3605_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3403_s:
+.Lc1_d3605_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rax
-    mov eax, ecx
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 52
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    test ebx, 4608
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
+    add rcx, qword ptr [r15 + 192]
     .byte 0x0f, 0x1f, 0x00
-    add rax, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 6
+    mov r9d, r9d
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    mov r9, qword ptr [r15 + 256]
     mov r8, r11
-    mov ecx, r8d
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 384], rsi
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 64]
+    mov r9, rsi
     and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    and rbp, 448
-    lock xadd qword ptr [r15 + rbp + 832], rax
-    mov r8, qword ptr [r15 + 128]
-    mov edi, r8d
-    mov r8, qword ptr [r15 + rbp + 896]
-    mov rbp, qword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov qword ptr [r15 + 64], r8
+    mov r8d, esi
+    vpcmpeqb xmm6, xmm6, xmm0
+    mov rdx, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 768]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    mov eax, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    lea rcx, [rip + .Lc1_d3447_s]
+    lea rcx, [rip + .Lc1_d3656_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3447_s_t
-.Lc1_d3447_j:
+    call .Lc1_d3656_s_t
+.Lc1_d3656_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3447_s:
+.Lc1_d3656_s:
     ret
     .popsection
-    movzx r8d, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 64], r8
-    mov r8, rbp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 216
-    mov dword ptr [r15 + 320], ebp
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + 448]
+    movzx ecx, bpl
+    mov ebp, dword ptr [r15 + 64]
+    mov edx, ebp
+    lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 640]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7552]
+    test ebx, 2560
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 576]
-    movzx r8d, r8b
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
     mov r8, r11
-    mov ecx, r8d
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 768], ymm9
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r8, r11
-    mov eax, r9d
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov qword ptr [r15 + 512], rsi
+    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r9, r11
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + rbp + 7488], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 35
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, ebp
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c71:
-    mov r9d, edi
-    mov edi, eax
-    mov byte ptr [r15 + 128], dil
-    mov qword ptr [r15 + 640], rax
-    mov dword ptr [r15 + 192], 88
-    vmovdqu xmm4, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, r9
-    movzx r9d, r9b
-    vpmovmskb r9d, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, eax
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 248
-    movzx eax, al
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8, r11
     mov rbp, r11
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, rax
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 207
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 29
+    mov r9d, ebp
     mov ebp, r9d
-    mov byte ptr [r15 + 128], bpl
-    mov r9d, 233
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 191
+    mov dword ptr [r15 + 384], r9d
+    movzx r9d, r9b
+    mov r9d, 29
+    mov r9d, r9d
+    mov byte ptr [r15 + 64], r9b
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    vpxor xmm0, xmm0, xmm6
+    mov dword ptr [r15 + 512], 114
+    mov r9, r11
+    and r8, 1984
+    or qword ptr [r15 + r8 + 1344], 107
+    mov byte ptr [r15 + 704], bpl
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + r8 + 1408], 129
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    lea rcx, [rip + .Lc1_d3536_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3536_s_t
-.Lc1_d3536_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3756_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3756_s_t
+.Lc1_d3756_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3536_s:
+.Lc1_d3756_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    movsxd r8, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 64], al
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 177
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 448], 177
+    mov qword ptr [r15 + 64], r8
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 2560
+    jnz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, rsi
-    mov rbp, r11
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 384]
-    vpxor xmm9, xmm9, xmm4
-    mov esi, 254
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd rsi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rsi
+    vpshufd xmm15, xmm10, 204
+    mov r9, r9
+    mov r9, r11
+    mov dword ptr [r15 + 256], r9d
+    add qword ptr [r15 + 320], rcx
+    mov ecx, 183
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rbp, r11
-    mov rcx, rbp
-    mov ecx, ecx
-    movzx ecx, cl
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 256]
+    movzx r8d, r8b
+    mov r8, r11
+    mov r9, r8
+    mov r9d, r9d
+    movzx r9d, r9b
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -4844,63 +5141,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d3586_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3586_s_t
-.Lc1_d3586_j:
+    lea rcx, [rip + .Lc1_d3815_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3815_s_t
+.Lc1_d3815_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3586_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3815_s:
     ret
     .popsection
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 320], rax
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm6, xmm6, xmm0
+    mov byte ptr [r15 + 0], al
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, al
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], eax
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx eax, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov byte ptr [r15 + 384], cl
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov ebp, 144
+    mov qword ptr [r15 + 64], rbp
     mov rbp, rcx
     jmp 1f
 1:
-    mov ebp, ecx
+    mov byte ptr [r15 + 192], al
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 1536
+    jnz 1f
+1:
+    nop
+    movzx eax, byte ptr [r15 + 704]
+    mov rcx, rbp
     jmp 1f
 1:
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rdx, rbp
-    vmovdqu xmmword ptr [r15 + 64], xmm4
-    jmp 1f
-1:
-    mov ebp, 244
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 256]
     and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm10
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + rbp + 832]
+    vmovdqu xmm13, xmmword ptr [r15 + 128]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 640]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], ecx
     jmp 1f
 1:
     add r11, 64
@@ -4911,104 +5212,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 192]
+    lea rcx, [rip + .Lc1_d3870_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3870_s_t
+.Lc1_d3870_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3870_s:
+    ret
+    .popsection
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    movzx ebp, al
     mov rbp, r11
-    movzx edi, al
-    mov eax, eax
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rsi, rax
+    mov rax, qword ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov eax, edi
+    vmovdqu xmmword ptr [r15 + 768], xmm15
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ebp, bpl
+    mov ebp, edx
+    mov rdx, qword ptr [r15 + 384]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
     mov rbp, r11
-    mov rdx, rdx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
+    mov edi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 106
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, esi
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 640], dil
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    movsxd rbp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    lea rcx, [rip + .Lc1_d3681_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3681_s_t
-.Lc1_d3681_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3681_s:
-    ret
-    .popsection
+    mov esi, 210
+    mov esi, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rbp, rdi
-    mov dword ptr [r15 + 192], 137
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edi, 37
+    mov dword ptr [r15 + 0], 210
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 256]
-    mov r8d, edi
-    mov edi, 119
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 256]
     mov r9, r11
-    mov edi, 220
+    mov edi, r9d
     and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    mov rbp, rsi
+    mov rdi, qword ptr [r15 + r9 + 832]
+    test ebx, 9728
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rdi, rsi
     mov rsi, rdi
+    mov edi, 169
+    mov dword ptr [r15 + 320], 47
+    mov rbp, r11
+    mov byte ptr [r15 + 192], bpl
+    mov dword ptr [r15 + 512], esi
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 384], rdi
+    mov rdi, rsi
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 168
-    mov rdi, rdi
-    mov edi, 108
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm11
-    mov edi, ebp
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov esi, ebp
     mov rbp, r11
-    mov r9, qword ptr [r15 + 384]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 640], ymm13
+    mov edi, 78
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -5017,305 +5330,8 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3730_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3730_s_t
-.Lc1_d3730_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3730_s:
-    ret
-    .popsection
-    mov rbp, r11
-    movzx eax, bpl
-    movzx eax, cl
-    mov ecx, eax
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    mov ecx, eax
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
-    vmovdqu xmmword ptr [r15 + 576], xmm14
-    mov r9, r11
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, 88
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov rdx, rcx
-    mov dword ptr [r15 + 64], 245
-    mov byte ptr [r15 + 256], cl
-    movzx ecx, byte ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c77:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 19
-    mov r9, r11
-    movzx eax, cl
-    mov rcx, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 704], ymm5
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 72
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    vpshufd xmm3, xmm1, 21
-    mov r9d, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    imul r9, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], r9b
-    mov r9, r11
-    mov eax, r9d
-    mov eax, eax
-    mov r8, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, dword ptr [r15 + 448]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 256], al
-    mov dword ptr [r15 + 384], r8d
-    mov byte ptr [r15 + 128], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c78:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3819_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3819_s_t
-.Lc1_d3819_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3819_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov rcx, qword ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + r8 + 7552], 36
-    mov r8, r8
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 448]
-    mov r8, r11
-    mov esi, ecx
-    mov qword ptr [r15 + 192], rsi
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], rdx
-    add rdx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 64]
-    mov edi, eax
-    vmovq qword ptr [r15 + 128], xmm8
-    mov dword ptr [r15 + 256], 229
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 64]
-    movzx r9d, r8b
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, 225
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c79:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm3
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 99
-    mov r8, rbp
-    movzx r8d, r8b
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov r9, r11
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 576]
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 60
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpor xmm11, xmm11, xmm3
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    movzx eax, byte ptr [r15 + 640]
-    mov rdi, rbp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c80:
-    lea rcx, [rip + .Lc1_d3924_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3924_s_t
-.Lc1_d3924_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3924_s:
-    ret
-    .popsection
-    mov rbp, rdi
-    mov edi, ebp
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ebp, 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], 152
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], dil
-    mov rbp, r11
-    mov edi, 16
-    mov rdi, rdi
-    mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    add rdi, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 128
-    lea r9, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 192]
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1408], ebp
-    vmovdqu ymmword ptr [r15 + 704], ymm6
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c81:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117724], 1
     setz al
     lea rcx, [rip + .Lc1_d3972_s]
     lea rcx, [rcx + rax*8]
@@ -5328,93 +5344,399 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 256], rax
-    movzx eax, byte ptr [r15 + 64]
-    movzx ecx, al
+    mov rbp, qword ptr [r15 + 448]
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    mov byte ptr [r15 + 128], cl
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3456]
+    movzx eax, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov rcx, rax
+    movzx esi, bpl
+    mov ebp, ebp
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov byte ptr [r15 + 256], dl
+    movsxd rdx, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 704]
+    lea r9, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, dil
+    mov rdi, r8
+    and r9, 8128
+    mov r8, r11
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movsxd r8, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    vpxor xmm13, xmm13, xmm12
+    mov r8, rcx
+    mov ecx, 200
+    mov qword ptr [r15 + 192], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c77:
+    lea rcx, [rip + .Lc1_d4020_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4020_s_t
+.Lc1_d4020_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4020_s:
+    ret
+    .popsection
+    mov r9d, r8d
+    mov r8, r9
+    vmovq qword ptr [r15 + 384], xmm13
+    vpshufd xmm13, xmm13, 236
+    mov dword ptr [r15 + 448], 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 217
-    mov eax, dword ptr [r15 + 320]
-    mov r8d, eax
-    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 128], ecx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, qword ptr [r15 + 256]
+    mov ecx, 18
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    add rcx, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r8b
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 512]
     and r8, 4032
     movsxd rsi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
+    mov r8d, esi
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + 192], xmm7
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    vpcmpeqb xmm6, xmm6, xmm4
+    mov edx, 236
+    and edx, dword ptr [r15 + r8 + 1408]
+    movzx r8d, byte ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c78:
     mov r8, r11
-    movzx edx, byte ptr [r15 + 768]
+    movzx edx, r8b
+    add rdx, qword ptr [r15 + 384]
     and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 192], 164
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    mov edx, ebp
+    mov rbp, qword ptr [r15 + 640]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 704]
+    mov edi, edx
+    movzx edx, dil
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 245
+    mov r8, rbp
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 448]
+    add r8, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 192]
+    mov eax, 103
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 139
+    mov qword ptr [r15 + 64], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c79:
+    lea rcx, [rip + .Lc1_d4119_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4119_s_t
+.Lc1_d4119_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4119_s:
+    ret
+    .popsection
+    mov r8, r11
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 114
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    or qword ptr [r15 + 0], 53
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 227
+    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8, r11
+    xor dword ptr [r15 + r9 + 7488], r8d
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    and r9d, dword ptr [r15 + 384]
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 320]
+    mov rbp, rax
     jmp 1f
 1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c82:
-    mov rsi, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], dl
+.Lc1_b1_c80:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d4174_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4174_s_t
+.Lc1_d4174_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4174_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov edx, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 180
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov dword ptr [r15 + 448], 122
+    vmovq qword ptr [r15 + 192], xmm12
+    mov ecx, 237
+    mov ecx, 3
     mov rbp, r11
-    jmp 1f
-1:
+    mov ecx, eax
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r8, 1984
-    add rdx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], 7
-    mov dword ptr [r15 + 448], 129
-    mov r8, qword ptr [r15 + 512]
-    movzx ebp, r8b
-    movzx ebp, byte ptr [r15 + 320]
-    vpor xmm3, xmm3, xmm1
-    mov dword ptr [r15 + 192], edx
-    add rdx, qword ptr [r15 + 576]
-    jmp 1f
+    mov byte ptr [r15 + rbp + 3392], al
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 179
+    mov rax, rcx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov dword ptr [r15 + 128], r8d
+    mov eax, ecx
+    .byte 0x66, 0x90
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 576]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    mov dword ptr [r15 + 128], ebp
+    movsxd rbp, dword ptr [r15 + 512]
     mov r8, r11
-    mov dword ptr [r15 + 640], r8d
-    movsxd r9, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov dword ptr [r15 + 640], 58
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c81:
+    lea rcx, [rip + .Lc1_d4221_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4221_s_t
+.Lc1_d4221_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4221_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 232
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm12
+    mov qword ptr [r15 + 768], rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 102
+    test ebx, 6656
+    jz 1f
+1:
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdx
+    mov rbp, r11
+    and r9, 1984
+    add rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 171
+    mov r9d, dword ptr [r15 + 256]
+    movzx esi, cl
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    movzx edi, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c82:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ebp, 91
+    mov dword ptr [r15 + 0], 13
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 57
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    mov ebp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rbp
+    test ebx, 2560
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 7
+    movsxd rdi, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx r8d, bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 512], edi
+    lea r9, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 320]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    and r9, 8128
+    add r8, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov rbp, r11
+    xor dword ptr [r15 + 384], ebp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov dword ptr [r15 + r9 + 7552], edi
+    vmovdqu ymmword ptr [r15 + 576], ymm4
+    movzx ebp, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -5423,336 +5745,381 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4063_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4063_s_t
-.Lc1_d4063_j:
+    lea rcx, [rip + .Lc1_d4319_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4319_s_t
+.Lc1_d4319_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4063_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4319_s:
     ret
     .popsection
-    mov dword ptr [r15 + 384], 9
-    mov rax, qword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 448]
-    mov r9d, 59
-    and r9d, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 640]
+    mov rax, rdi
+    mov byte ptr [r15 + 448], al
+    mov rax, rdi
+    mov edi, 12
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 6
-    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, 74
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov rcx, rdi
+    mov dword ptr [r15 + 0], 24
+    mov ecx, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rax, rcx
-    movzx ecx, cl
+    mov edi, ecx
     mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edi
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdi
-    movzx edi, dil
+    mov edi, ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rcx
     mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 512]
+    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 98
     and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    add r9, qword ptr [r15 + 256]
-    and r9d, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movzx ebp, dil
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ecx
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 384], 21
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d4112_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4112_s_t
-.Lc1_d4112_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4368_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4368_s_t
+.Lc1_d4368_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4112_s:
+.Lc1_d4368_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, 252
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
-    mov ebp, 39
-    movsxd rbp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 192], rax
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 448]
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r9d, 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 448]
-    test ebx, 1073741824
+    mov rsi, qword ptr [r15 + 320]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    mov rbp, rax
+    vmovdqu xmmword ptr [r15 + 128], xmm7
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r9d
+    mov rax, r9
+    mov rax, qword ptr [r15 + 256]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + r9 + 896]
+    mov r9, r11
+    test ebx, 2560
     jz 1f
 1:
-    mov dword ptr [r15 + 768], r9d
-    mov rbp, rcx
-    mov rcx, rbp
-    mov byte ptr [r15 + 128], cl
-    movzx r9d, r9b
-    vmovdqu xmmword ptr [r15 + 192], xmm3
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, rcx
-    movzx r9d, byte ptr [r15 + 576]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm10
+    mov r9, rax
     jmp 1f
 1:
-    mov rbp, r11
-    mov r8, r11
+    mov r9d, 94
+    vmovdqu ymmword ptr [r15 + 320], ymm10
     jmp 1f
 1:
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm3
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9d, 176
+    mov r9d, r9d
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 768]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    mov dword ptr [r15 + 0], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 512]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1408]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    vmovdqu xmmword ptr [r15 + 640], xmm3
-    and r8d, dword ptr [r15 + 448]
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 198
-    mov r8, r11
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 448]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    nop
-    mov r8d, 55
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8d, 211
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 128], dil
+    mov ecx, 39
+    mov dword ptr [r15 + 0], 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 121
+    mov rbp, r11
+    vpxor xmm14, xmm14, xmm11
+    mov r8, r11
+    and ecx, dword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movzx ebp, r9b
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 42
+    mov r8d, 5
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov r8, qword ptr [r15 + 576]
+    mov esi, 69
+    mov esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 15
+    movsxd rdx, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d4202_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4202_s_t
-.Lc1_d4202_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d4478_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4478_s_t
+.Lc1_d4478_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4202_s:
+.Lc1_d4478_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     mov rbp, r11
-    mov edi, 108
-    mov rdi, qword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov eax, 108
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx ebp, dil
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 128]
+    movzx edx, al
+    mov r8, r11
+    mov rax, qword ptr [r15 + 704]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movzx edi, bpl
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 704], rdi
-    mov edi, ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 768]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 192], 24
-    movzx ebp, dil
-    vmovdqu xmmword ptr [r15 + 64], xmm5
-    mov dword ptr [r15 + 320], 61
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 70
+    mov qword ptr [r15 + 448], r8
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, r11
+    mov qword ptr [r15 + 768], r8
+    mov dword ptr [r15 + 128], 24
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 256]
+    movzx edx, r8b
+    mov r8, qword ptr [r15 + 512]
+    vmovdqu xmm15, xmmword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d4249_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4249_s_t
-.Lc1_d4249_j:
+    lea rcx, [rip + .Lc1_d4525_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4525_s_t
+.Lc1_d4525_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4249_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4525_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 576]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], al
-    mov eax, dword ptr [r15 + 256]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx r8d, dl
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov byte ptr [r15 + 576], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    mov r8d, 45
     jmp 1f
 1:
     mov r8, r11
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, qword ptr [r15 + 448]
+    mov ecx, r8d
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 192]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1408]
+    mov edx, r8d
     jmp 1f
 1:
-    mov r8d, 147
     jmp 1f
 1:
-    mov edx, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm3
+    mov dword ptr [r15 + 128], edi
+    mov edi, dword ptr [r15 + 64]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 64]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, dword ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c88:
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4581_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4581_s_t
+.Lc1_d4581_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4581_s:
+    ret
+    .popsection
     mov dword ptr [r15 + 0], ebp
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    imul rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, byte ptr [r15 + 320]
-    movzx edx, r8b
-    mov r8d, edx
-    movzx edx, r8b
-    mov r8d, dword ptr [r15 + 128]
-    mov rsi, r8
-    mov byte ptr [r15 + 448], sil
-    movzx esi, bpl
-    mov dword ptr [r15 + 128], esi
-    movzx esi, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 640], bpl
-    mov ebp, edx
-    mov rdx, rbp
-    mov r8d, 198
-    vmovdqu xmm11, xmmword ptr [r15 + 512]
-    mov rbp, r11
+    mov rax, rax
+    mov eax, eax
+    movzx eax, al
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 4032
     mov r8, r11
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], eax
     and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, rdx
-    movzx edx, r8b
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, 124
+    movsxd r8, dword ptr [r15 + 384]
+    add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], rsi
+    mov rax, rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + rbp + 3456], al
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    vpor xmm10, xmm10, xmm15
+    movzx ebp, bpl
+    movzx ebp, bpl
+    mov rbp, rbp
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -5761,51 +6128,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4346_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4346_s_t
-.Lc1_d4346_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4346_s:
-    ret
-    .popsection
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 512], al
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 23
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 245
-    mov dword ptr [r15 + 448], 171
-    mov rcx, rax
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 245
+    mov rbp, r11
+    mov byte ptr [r15 + 0], bpl
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], 196
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 120
+    movzx esi, byte ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r11
+    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    add rsi, qword ptr [r15 + 128]
-    mov rax, rcx
-    mov byte ptr [r15 + 384], al
-    mov r9, r11
-    movzx ecx, r9b
-    mov ecx, ecx
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9d, 146
-    mov r9, r11
-    movzx ecx, cl
+    movzx eax, sil
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 768], 153
-    mov rcx, qword ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + r9 + 7488], r9
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 153
+    movzx edx, al
+    mov dword ptr [r15 + 64], 43
+    mov dword ptr [r15 + 256], eax
+    mov eax, r9d
+    mov byte ptr [r15 + 64], al
+    mov rax, qword ptr [r15 + 768]
+    mov r9d, eax
     jmp 1f
 1:
     add r11, 64
@@ -5816,463 +6186,498 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4683_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4683_s_t
+.Lc1_d4683_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4683_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 576], r9
+    movzx eax, byte ptr [r15 + 320]
+    mov ecx, 184
+    mov r9d, dword ptr [r15 + 512]
+    mov rcx, r9
     mov r9, r11
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 320], r9d
-    movsxd rcx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9d, 227
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rbp, r11
+    movzx eax, al
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 252
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, 200
+    mov dword ptr [r15 + 128], edi
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 13
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4434_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4434_s_t
-.Lc1_d4434_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d4733_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4733_s_t
+.Lc1_d4733_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4434_s:
+.Lc1_d4733_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 128], 93
-    mov r9d, dword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rbp
     and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1408]
-    movsxd rax, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, al
+    movsxd rcx, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
+    movzx edx, al
+    mov rax, qword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 148
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 640], 215
-    movzx r9d, dil
-    movzx edi, byte ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 512], rsi
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
     mov rbp, r11
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 7488], 215
+    mov r8, qword ptr [r15 + 64]
     and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 64]
-    mov esi, 222
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 172
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 238
+    mov esi, 249
+    mov esi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d4480_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4480_s_t
-.Lc1_d4480_j:
+    lea rcx, [rip + .Lc1_d4779_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4779_s_t
+.Lc1_d4779_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4480_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4779_s:
     ret
     .popsection
-    mov ebp, eax
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 256]
+    movzx edx, cl
+    movzx ecx, dl
+    mov edx, ecx
+    mov ecx, 199
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 576]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov rbp, r11
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    mov qword ptr [r15 + 384], rax
-    movzx eax, byte ptr [r15 + 128]
-    movzx ebp, al
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm5
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     mov dword ptr [r15 + 256], ecx
-    mov eax, esi
-    mov r8, r11
-    mov esi, r8d
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
+    test ebx, 4608
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov r9d, eax
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    mov ecx, eax
     mov rcx, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 192], al
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
+    movzx edi, cl
+    mov rbp, r11
+    mov ecx, ebp
+    mov byte ptr [r15 + 448], al
+    movzx eax, r9b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov r9d, ecx
+    mov byte ptr [r15 + 384], r9b
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 209
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, ebp
+    mov r9, r11
+    lea r8, [r11 + r11*1]
+    test ebx, 2560
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
     and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r8d, eax
+    mov dword ptr [r15 + r8 + 1408], 244
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 704]
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 245
+    mov dword ptr [r15 + 640], 105
+    mov dword ptr [r15 + 320], r8d
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 640], edx
-    movzx edx, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 223
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 158
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 62
-    mov rbp, rax
-    mov dword ptr [r15 + 320], 245
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edx
-    mov rdx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    lea rcx, [rip + .Lc1_d4570_s]
+    lea rcx, [rip + .Lc1_d4880_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4570_s_t
-.Lc1_d4570_j:
+    call .Lc1_d4880_s_t
+.Lc1_d4880_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4570_s:
+.Lc1_d4880_s:
     ret
     .popsection
-    add rbp, qword ptr [r15 + 384]
-    movzx eax, dl
-    mov edx, 27
-    mov rdx, rcx
-    vpor xmm11, xmm11, xmm11
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    xor dword ptr [r15 + 768], esi
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 128]
+    mov rsi, rcx
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov esi, 72
+    movzx esi, byte ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], 82
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov ecx, 209
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    mov rcx, rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 35
-    movzx edx, al
-    movzx eax, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r11
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 7552], rsi
+    add rax, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
+    mov esi, 125
+    mov esi, esi
     mov rbp, r11
-    jmp 1f
-1:
-    mov rax, rdx
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    and edx, dword ptr [r15 + 768]
-    mov ebp, 248
-    mov ebp, dword ptr [r15 + 128]
-    mov edi, ebp
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov esi, 122
+    mov rsi, qword ptr [r15 + 320]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov rsi, qword ptr [r15 + 704]
+    and eax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 128], xmm12
+    mov rbp, qword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    lea rcx, [rip + .Lc1_d4621_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4621_s_t
-.Lc1_d4621_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d4935_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4935_s_t
+.Lc1_d4935_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4621_s:
+.Lc1_d4935_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    lea r9, [r11 + r11*1]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 121
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 65
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + r9 + 1408], r9
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 576]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm13
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 640], r9b
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], cl
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 21
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov r9d, 237
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], esi
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], edi
-    mov rdi, rcx
-    movzx ebp, dil
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], bpl
+    movsxd r9, dword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 448]
     mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm5
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov rsi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    mov edi, ebp
-    mov dword ptr [r15 + 640], edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, esi
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov ebp, edi
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 123
-    jmp 1f
-1:
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rbp
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, edi
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 256]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movzx ebp, byte ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 237
+    mov eax, dword ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 256], 90
+    mov esi, 144
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov rax, qword ptr [r15 + 384]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 320]
+    mov r8d, 87
     mov byte ptr [r15 + 192], r8b
-    mov r8d, 69
+    mov dword ptr [r15 + 448], 120
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], al
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 704], r8d
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 64]
-    mov r8d, ebp
+    jmp 1f
+1:
+    mov esi, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4723_s]
+    lea rcx, [rip + .Lc1_d5036_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4723_s_t
-.Lc1_d4723_j:
+    call .Lc1_d5036_s_t
+.Lc1_d5036_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4723_s:
+.Lc1_d5036_s:
     ret
     .popsection
-    mov byte ptr [r15 + 448], al
-    mov eax, 23
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 47
-    mov eax, 206
-    mov r9, r11
+    movzx eax, cl
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], 198
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, 238
-    jmp 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov dword ptr [r15 + 768], 41
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov dword ptr [r15 + 128], 126
-    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + rbp + 3392], 139
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], r8
+    mov qword ptr [r15 + 320], r8
+    mov r8d, 41
+    test ebx, 2560
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], eax
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    mov eax, 210
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 126
+    mov dword ptr [r15 + 448], 124
+    mov r8d, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, 192
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -6281,261 +6686,262 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d4770_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d5087_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d4770_s_t
-.Lc1_d4770_j:
+    call .Lc1_d5087_s_t
+.Lc1_d5087_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4770_s:
+.Lc1_d5087_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 192], bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov rbp, r11
+    mov r9, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 448]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
-    mov rbp, r11
-    mov dword ptr [r15 + 640], ebp
-    mov ecx, 161
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov ebp, ecx
-    mov ebp, dword ptr [r15 + 576]
-    mov esi, 115
-    mov dword ptr [r15 + 64], 48
     jmp 1f
 1:
-    mov r8, r11
+    mov dword ptr [r15 + 128], eax
+    mov eax, 105
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 640], ymm3
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 220
-    mov r8d, 26
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 115
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 100
+    mov eax, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 512], ymm3
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], esi
+    mov dword ptr [r15 + 704], ecx
+    mov r9d, 215
+    mov r9d, 239
+    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 256], ecx
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rsi, rcx
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 37
+    lea rcx, [rip + .Lc1_d5144_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5144_s_t
+.Lc1_d5144_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5144_s:
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 384]
+    mov ebp, ecx
+    mov dword ptr [r15 + 192], 188
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 188
-    mov dword ptr [r15 + 0], 102
-    movzx esi, sil
-    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], r9
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 29
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, 34
+    mov r8, r11
+    vpor xmm12, xmm12, xmm1
+    mov ecx, 102
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + r9 + 3456]
+    mov r9, rcx
+    movsxd rcx, dword ptr [r15 + 128]
     mov r8, r11
-    vmovdqu xmmword ptr [r15 + 320], xmm1
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov r8, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 704], rsi
-    movsxd rsi, dword ptr [r15 + 448]
-    mov rdi, rsi
-    mov r9, r11
-    mov rsi, r9
-    mov esi, esi
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 4032
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 128], 89
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov rbp, r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 121
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    lea rcx, [rip + .Lc1_d4862_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4862_s_t
-.Lc1_d4862_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4862_s:
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    mov byte ptr [r15 + 512], cl
-    mov r9d, 91
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r9, r11
-    movzx edx, r9b
+    lea r9, [r11 + r11*1]
+    mov rcx, r9
     and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    or qword ptr [r15 + r9 + 7488], 70
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 94
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    and ecx, dword ptr [r15 + 0]
+    vpxor xmm3, xmm3, xmm11
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 114
     jmp 1f
 1:
-    vpxor xmm14, xmm14, xmm6
-    mov r9, r11
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    add rbp, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edx, r9b
-    mov dword ptr [r15 + 448], 250
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 768]
-    vmovq xmm14, r9
-    vpaddd xmm14, xmm14, xmm14
-    mov byte ptr [r15 + 192], dl
-    mov r9, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    movzx edx, bpl
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    vpaddd xmm3, xmm3, xmm3
+    add rbp, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 384]
+    movzx esi, dil
+    mov edi, 80
+    movsxd rdi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov edx, 231
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 576]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov dword ptr [r15 + 256], 169
+    vmovdqu xmmword ptr [r15 + 512], xmm12
+    mov dword ptr [r15 + r9 + 7552], edi
+    mov rdi, qword ptr [r15 + 192]
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4915_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4915_s_t
-.Lc1_d4915_j:
+    lea rcx, [rip + .Lc1_d5246_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5246_s_t
+.Lc1_d5246_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4915_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5246_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 72
-    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 64
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 640]
-    vpxor xmm5, xmm5, xmm8
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdi
+    mov qword ptr [r15 + 384], rdi
+    mov ecx, 65
+    movzx ecx, byte ptr [r15 + 512]
     mov r8, r11
-    mov qword ptr [r15 + 384], r8
+    mov dword ptr [r15 + 64], 84
+    movsxd rdi, dword ptr [r15 + 768]
     and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 320], 140
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
     mov r8, r11
-    mov rsi, rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 704]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov dword ptr [r15 + 448], edi
-    movzx edi, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    movzx ebp, r8b
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 192]
+    and r8, 4032
+    imul r9, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 251
-    movzx edx, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -6544,242 +6950,257 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d5296_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5296_s_t
+.Lc1_d5296_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5296_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 133
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    and eax, dword ptr [r15 + 0]
-    imul rax, qword ptr [r15 + 0]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], r9b
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov esi, 114
+    mov qword ptr [r15 + 0], rsi
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 384]
+    and ebp, dword ptr [r15 + 512]
+    mov rdx, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 384]
-    mov r9, r11
-    mov byte ptr [r15 + 192], dl
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
+    mov byte ptr [r15 + 448], dl
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov dword ptr [r15 + 704], eax
-    mov byte ptr [r15 + 512], dl
+    mov dword ptr [r15 + 576], 48
+    mov byte ptr [r15 + 320], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    lea rcx, [rip + .Lc1_d5017_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5017_s_t
-.Lc1_d5017_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5017_s:
-    ret
-    .popsection
+    movsxd rsi, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    add r9, qword ptr [r15 + 0]
-    mov edx, r9d
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, ecx
-    mov ecx, 148
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 36
-    mov ecx, 110
+    mov dword ptr [r15 + 0], 119
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
+    mov rdx, rdx
     jmp 1f
 1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    movzx esi, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 192], sil
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov qword ptr [r15 + r9 + 896], r9
-    movsxd r9, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 68
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 17
     mov r8, r11
-    mov rsi, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 0], r8
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, 110
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], edx
+    mov r8d, edx
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 2
+    mov dword ptr [r15 + 512], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r8, r11
+    movzx r9d, r8b
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, 183
-    movsxd r8, dword ptr [r15 + 576]
-    and r8d, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, r11
+    and edx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], dl
+    mov edx, r9d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    mov r8d, 84
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5400_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5400_s_t
+.Lc1_d5400_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5400_s:
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
     and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 69
-    mov ebp, r8d
-    mov rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8d, r8d
-    add r8, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov edi, ebp
+    mov byte ptr [r15 + rbp + 3456], bpl
+    mov dword ptr [r15 + 384], 83
+    mov ecx, 5
+    mov rcx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
     .byte 0x66, 0x90
-    mov byte ptr [r15 + 320], r8b
-    jmp 1f
-1:
+    mov edi, ebp
+    mov edi, edi
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 128], rdx
-    movzx ebp, dil
+    mov edi, ecx
+    mov edi, dword ptr [r15 + rbp + 3392]
+    vmovq qword ptr [r15 + 192], xmm2
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    vpor xmm5, xmm5, xmm14
-    mov r8, qword ptr [r15 + 192]
+    mov r8, rax
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, dil
+    mov qword ptr [r15 + 768], r8
+    mov r8d, edi
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    lea rcx, [rip + .Lc1_d5119_s]
+    lea rcx, [rip + .Lc1_d5451_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5119_s_t
-.Lc1_d5119_j:
+    call .Lc1_d5451_s_t
+.Lc1_d5451_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5119_s:
+.Lc1_d5451_s:
     ret
     .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 234
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r9, r11
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm2
     and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9d, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 246
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
+    and r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, 246
+    lea r8, [r11 + r11*1]
+    mov r9d, 145
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    vmovdqu xmmword ptr [r15 + 512], xmm6
     jmp 1f
 1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov ebp, 16
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + r8 + 7552]
     mov r8d, 159
-    mov dword ptr [r15 + 448], r8d
-    movzx r8d, bpl
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, ebp
-    mov dword ptr [r15 + 704], 150
-    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], bpl
+    mov r8d, dword ptr [r15 + 640]
     jmp 1f
 1:
+    movzx edi, byte ptr [r15 + 576]
+    mov rbp, r11
+    movzx esi, bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 30
+    mov qword ptr [r15 + 192], r9
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov ebp, esi
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
+    mov rbp, rdi
     add r11, 64
     inc rbx
     dec r13
@@ -6791,158 +7212,171 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d5172_s]
+    lea rcx, [rip + .Lc1_d5505_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5172_s_t
-.Lc1_d5172_j:
+    call .Lc1_d5505_s_t
+.Lc1_d5505_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5172_s:
+.Lc1_d5505_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    vpcmpeqb xmm14, xmm14, xmm13
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 235
-    and rbp, 448
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, r11
-    mov dword ptr [r15 + 576], r8d
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    mov r8d, ecx
-    mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 94
-    mov byte ptr [r15 + 448], cl
+    mov eax, ebp
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 512]
+    mov edx, 95
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 768]
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 128]
-    mov edx, 197
-    mov edx, 12
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edi, r9b
-    mov r9d, edi
-    movzx edi, byte ptr [r15 + 320]
-    mov edi, 53
+    mov edx, ecx
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    movsxd rdi, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 197
+    movsxd rbp, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 192]
+    mov r8, r11
+    mov ecx, 132
+    mov ecx, dword ptr [r15 + 128]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 164
+    movzx eax, byte ptr [r15 + 704]
+    mov rsi, rax
+    mov eax, 189
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    jmp 1f
-1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], al
+    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 320], 231
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 165
+    mov r8d, 70
+    mov edx, 197
     mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], r8b
+    mov esi, 62
+    mov dword ptr [r15 + 192], 143
     mov r8, r11
-    mov dword ptr [r15 + 0], r8d
-    vmovq qword ptr [r15 + 0], xmm5
-    movzx edi, dil
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movzx r8d, dil
-    mov r8, r8
-    mov r8d, 183
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 62
-    mov byte ptr [r15 + 192], dil
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov byte ptr [r15 + 128], r8b
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 448]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm8
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 219
-    mov ebp, 33
-    mov byte ptr [r15 + 640], bpl
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, 38
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 512], 65
+    mov r8d, dword ptr [r15 + 128]
+    movzx r9d, r8b
+    mov r8, r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dl
+    mov r8d, 33
+    mov r8, r8
+    mov r8d, 38
+    mov r8, r11
+    mov byte ptr [r15 + 576], r8b
+    jmp 1f
+1:
+    and r8, 8128
+    mov rbp, r11
+    mov byte ptr [r15 + r8 + 7488], bpl
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    lea rcx, [rip + .Lc1_d5260_s]
+    lea rcx, [rip + .Lc1_d5600_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5260_s_t
-.Lc1_d5260_j:
+    call .Lc1_d5600_s_t
+.Lc1_d5600_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5260_s:
+.Lc1_d5600_s:
     ret
     .popsection
-    mov dword ptr [r15 + 320], ebp
-    movzx ebp, cl
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], edx
-    add rcx, qword ptr [r15 + 512]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 163
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 704]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    add r8, qword ptr [r15 + 0]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 192]
+    mov edi, eax
+    movzx eax, dil
+    mov rdi, qword ptr [r15 + 448]
+    mov r8, r11
+    test ebx, 12800
     jz 1f
 1:
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, cl
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov rbp, r11
+    mov edi, 198
+    and edi, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov rbp, rax
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 640], edi
+    mov dword ptr [r15 + 256], r8d
+    movzx eax, byte ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vmovq qword ptr [r15 + 128], xmm8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 448]
-    mov r9d, 185
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 256], rdi
+    mov dword ptr [r15 + 64], 46
+    mov r8d, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
+    mov rbp, rdi
+    movzx edi, bpl
+    mov ebp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -6951,268 +7385,312 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d5311_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5655_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5311_s_t
-.Lc1_d5311_j:
+    call .Lc1_d5655_s_t
+.Lc1_d5655_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5311_s:
+.Lc1_d5655_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov edi, eax
-    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov ecx, 159
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, rcx
-    mov byte ptr [r15 + 576], bpl
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    mov dword ptr [r15 + 384], 13
     mov dword ptr [r15 + 512], 92
-    mov dword ptr [r15 + 384], 161
-    mov r9, r11
-    mov qword ptr [r15 + 64], rax
-    mov qword ptr [r15 + 320], rdi
-    movzx edi, byte ptr [r15 + 256]
-    and r9, 4032
-    mov r8, r11
-    mov rax, qword ptr [r15 + r9 + 3392]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    movzx edx, r8b
-    movzx edx, dl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 64], 161
+    mov qword ptr [r15 + 320], rax
+    test ebx, 1536
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rbp, rax
+    mov rbp, r11
+    mov edx, ebp
+    mov qword ptr [r15 + 128], rdx
+    movsxd rdx, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 704]
+    mov ecx, 9
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5714_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5714_s_t
+.Lc1_d5714_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5714_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov dword ptr [r15 + 0], 8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 59
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 222
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 58
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 704], eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov rax, r8
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 192]
-    mov edx, 179
-    mov esi, edx
-    mov byte ptr [r15 + 512], sil
-    mov dword ptr [r15 + 320], eax
     mov rbp, r11
-    mov dword ptr [r15 + 128], 203
-    mov edx, dword ptr [r15 + 640]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], ecx
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], ecx
+    mov rcx, rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov dword ptr [r15 + 640], 179
+    mov rbp, r11
+    test ebx, 2560
+    jnz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    and rbp, 448
     mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 448]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, 29
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], dl
+    movsxd rdx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
-    lea rcx, [rip + .Lc1_d5395_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5395_s_t
-.Lc1_d5395_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5395_s:
-    ret
-    .popsection
-    mov r8d, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 170
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 13
-    mov dword ptr [r15 + 768], r8d
-    add r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r8d
-    mov dword ptr [r15 + 448], 18
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 192]
+    mov ebp, 154
+    mov r9d, dword ptr [r15 + 448]
+    add r9, qword ptr [r15 + 64]
     mov rbp, r11
-    mov r8, qword ptr [r15 + 64]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 384]
-    mov edx, 116
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    test ebx, 2560
-    jnz 1f
-1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    movzx ebp, dl
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rcx
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov rcx, rdx
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], 68
-    mov r9d, 70
-    mov r9d, r9d
+    mov r9, r11
+    mov ebp, 106
+    mov qword ptr [r15 + 384], rbp
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 208
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 163
+    mov dword ptr [r15 + 64], 251
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    movzx r9d, bpl
+    movzx r9d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov ebp, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5443_s]
+    lea rcx, [rip + .Lc1_d5809_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5443_s_t
-.Lc1_d5443_j:
+    call .Lc1_d5809_s_t
+.Lc1_d5809_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5443_s:
+.Lc1_d5809_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 221
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 128], 123
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov edx, 19
-    mov r9, r11
-    movzx edi, r9b
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rbp
-    mov byte ptr [r15 + 384], r9b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 169
+    mov edi, 184
+    mov rdi, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, edi
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
+    movsxd rdx, dword ptr [r15 + 512]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
     mov rbp, qword ptr [r15 + 256]
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 128]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], 146
-    mov r9, rdi
-    mov r9, r9
-    vpaddd xmm3, xmm3, xmm2
+    movzx r8d, bpl
+    mov rbp, r8
+    mov r8d, dword ptr [r15 + 64]
+    add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    add rdi, qword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 640]
-    movzx esi, cl
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 140
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], esi
+    jmp 1f
+1:
+    mov rsi, rax
+    add qword ptr [r15 + 576], rsi
+    movzx eax, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    mov ecx, 69
-    mov rcx, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d5863_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5863_s_t
+.Lc1_d5863_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5863_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 192], r9
+    mov rax, rcx
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 896]
     movzx ecx, al
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, dword ptr [r15 + 704]
-    mov eax, 50
-    mov r8, r11
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    mov ecx, 91
+    mov byte ptr [r15 + 0], al
+    movsxd rcx, dword ptr [r15 + 448]
     mov rbp, r11
-    mov eax, 165
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    and rbp, 8128
-    mov r8, r11
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 512], ecx
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rax, r8
-    mov qword ptr [r15 + 256], rax
-    mov ebp, 103
-    mov ebp, ecx
-    mov rbp, rbp
+    mov eax, eax
+    mov rax, qword ptr [r15 + 320]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 256], r9b
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    mov ecx, 165
+    mov dword ptr [r15 + 640], 117
+    mov ecx, dword ptr [r15 + 512]
+    mov ebp, 255
+    mov ebp, 25
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov byte ptr [r15 + 64], cl
     add r11, 64
     inc rbx
     dec r13
@@ -7221,171 +7699,165 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d5541_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5541_s_t
-.Lc1_d5541_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5541_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 128], rax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ecx
-    mov qword ptr [r15 + 768], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm5, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 168
-    mov r9, r11
-    movzx edx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov eax, 168
-    movzx eax, al
-    mov rax, qword ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 204
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, eax
+    movzx ebp, bpl
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rax
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx eax, r8b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 512]
+    mov eax, 1
+    movsxd rdx, dword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r9
+    mov esi, 252
+    and esi, dword ptr [r15 + 128]
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 64], r8b
+    mov r8, qword ptr [r15 + 256]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, r9
+    mov r9d, edx
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    mov dword ptr [r15 + 64], 16
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5958_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5958_s_t
+.Lc1_d5958_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5958_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    vpcmpeqb xmm1, xmm1, xmm3
-    mov r9d, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 192]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
     mov r8, r11
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movzx ecx, al
-    mov rax, qword ptr [r15 + 320]
+    and eax, dword ptr [r15 + 64]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 168
+    mov dword ptr [r15 + r8 + 7488], 149
+    mov r8, qword ptr [r15 + 384]
+    movzx ecx, bpl
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
     jmp 1f
 1:
-    or qword ptr [r15 + 256], 49
-    mov r9, qword ptr [r15 + 64]
-    movzx edi, r9b
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r15 + rbp + 896]
-    movzx ebp, r9b
-    mov r9d, dword ptr [r15 + 640]
-    movzx edx, byte ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 256]
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 64
+    movzx r8d, r8b
+    mov qword ptr [r15 + 512], r8
+    vmovq qword ptr [r15 + 128], xmm13
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    lea rcx, [rip + .Lc1_d5636_s]
+    lea rcx, [rip + .Lc1_d6003_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5636_s_t
-.Lc1_d5636_j:
+    call .Lc1_d6003_s_t
+.Lc1_d6003_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5636_s:
+.Lc1_d6003_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rcx
-    mov r9d, 176
-    mov r9d, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov r9d, 18
+    movzx r9d, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 64], 152
+    test ebx, 4608
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 448]
     mov r9, r11
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    and edx, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 204
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], r8
-    mov r8d, 20
+    and edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdi
+    movsxd rdi, dword ptr [r15 + 192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 202
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 128]
+    mov eax, 172
+    and r9, 4032
     mov r8, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 54
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov byte ptr [r15 + 64], dil
+    movzx eax, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    movzx edi, bpl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    mov r8d, edi
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -7397,114 +7869,120 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d5683_s]
+    lea rcx, [rip + .Lc1_d6053_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5683_s_t
-.Lc1_d5683_j:
+    call .Lc1_d6053_s_t
+.Lc1_d6053_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5683_s:
+.Lc1_d6053_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx ebp, al
-    mov eax, dword ptr [r15 + 384]
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r8d, 159
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 37
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, bpl
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 23
+    mov r8d, 128
     jmp 1f
 1:
-    mov ebp, eax
-    test ebx, 1073741824
+    mov eax, 24
+    mov rax, rcx
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 158
+    lea r9, [r11 + r11*1]
+    mov r8, r11
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], eax
+    test ebx, 5632
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], eax
-    mov rax, qword ptr [r15 + 512]
-    mov r8, r11
-    movzx ebp, r8b
+    mov rax, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, r9b
+    mov dword ptr [r15 + 256], ebp
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, r11
+    mov edx, eax
+    mov byte ptr [r15 + 128], dl
+    mov qword ptr [r15 + 192], r8
+    and r8d, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    add rax, qword ptr [r15 + 256]
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edi, al
-    mov dword ptr [r15 + 576], edi
+    movzx eax, bpl
+    movzx eax, byte ptr [r15 + r9 + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 512]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8, r11
-    mov esi, dword ptr [r15 + 640]
-    vmovq qword ptr [r15 + 128], xmm5
+    mov r9d, 151
+    mov r9, r11
+    mov r8d, 245
+    mov rbp, qword ptr [r15 + 320]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9d, 35
     mov r9d, 217
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    vpmovmskb r8d, xmm5
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    or qword ptr [r15 + 0], 74
+    jmp 1f
+1:
+    mov ebp, 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, r8
-    mov esi, 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov esi, 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 256]
-    mov r8d, 99
-    movsxd r8, dword ptr [r15 + 448]
-    mov rsi, r8
-    mov r8, rsi
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov r8d, 203
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], r8d
+    mov dword ptr [r15 + 0], 105
+    movzx r8d, byte ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 192]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 256]
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 113
+    mov esi, 255
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 128]
+    and r9, 4032
+    add r8, qword ptr [r15 + r9 + 3392]
+    vpcmpeqb xmm4, xmm4, xmm2
+    mov r9d, dword ptr [r15 + 384]
+    mov rax, r9
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -7513,60 +7991,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5782_s]
+    lea rcx, [rip + .Lc1_d6157_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5782_s_t
-.Lc1_d5782_j:
+    call .Lc1_d6157_s_t
+.Lc1_d6157_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5782_s:
+.Lc1_d6157_s:
     ret
     .popsection
-    mov r8, r11
+    and r9d, dword ptr [r15 + 448]
+    movzx eax, r9b
     jmp 1f
 1:
-    movzx eax, cl
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 15680]
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 62
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm5, xmm5, xmm5
     jmp 1f
 1:
-    mov r8d, 170
-    mov r8, r8
-    mov dword ptr [r15 + 0], 103
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8d, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 26
+    mov r9d, ecx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov ecx, 104
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 221
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm5
     mov r9, r11
-    movzx edx, r9b
+    mov dword ptr [r15 + 512], 237
+    and r9, 4032
+    xor dword ptr [r15 + r9 + 3392], r9d
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
     and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 704]
-    mov edx, dword ptr [r15 + 448]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], 138
+    mov r9, r11
+    vmovq qword ptr [r15 + 256], xmm13
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 512]
-    mov ecx, r8d
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -7575,105 +8055,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5830_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5830_s_t
-.Lc1_d5830_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d6207_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6207_s_t
+.Lc1_d6207_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5830_s:
+.Lc1_d6207_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov r9, r11
+    movzx ebp, al
     mov rbp, r11
-    movzx ecx, al
+    movzx ecx, byte ptr [r15 + 256]
+    and rbp, 16320
+    mov eax, dword ptr [r15 + rbp + 15680]
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, rcx
-    mov dword ptr [r15 + 64], r8d
-    mov r8, r11
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 512], rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
+    jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 156
-    movzx r8d, r8b
+    mov r9, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, al
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov rax, rdi
+    mov r9, r11
+    mov eax, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 768]
-    mov ebp, 218
+    mov dword ptr [r15 + 0], edi
+    movzx edi, r9b
+    mov edi, 93
+    mov dword ptr [r15 + 448], 109
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    movsxd rdi, dword ptr [r15 + 128]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 0], 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 210
+    mov r9d, 210
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    movzx edi, dil
-    mov rdi, rdi
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 65
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 176
+    mov r9, r11
     mov r8, r11
-    mov r9, r11
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 640]
     and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 128]
-    movzx esi, r9b
-    mov r9, qword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx edx, r8b
+    movsxd r8, dword ptr [r15 + 512]
+    mov rax, r8
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, rdi
-    add r9, qword ptr [r15 + 640]
-    mov rdi, r9
-    movsxd rdi, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 102
+    lea r8, [r11 + r11*1]
+    mov rbp, r8
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    add rbp, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], eax
+    movzx eax, byte ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -7681,274 +8177,292 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d5923_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5923_s_t
-.Lc1_d5923_j:
+    lea rcx, [rip + .Lc1_d6306_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6306_s_t
+.Lc1_d6306_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5923_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6306_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm5
-    mov ecx, 241
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 256], rax
+    mov r8, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 448
-    mov rax, qword ptr [r15 + r9 + 896]
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 2560
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 156
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    vpxor xmm5, xmm5, xmm2
-    and rbp, 8128
-    mov r8, r11
-    mov byte ptr [r15 + rbp + 7488], al
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 768], 242
-    mov ebp, dword ptr [r15 + r9 + 832]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 320], 254
-    mov dword ptr [r15 + 448], 167
-    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 576]
+    mov r8d, 109
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], r9
+    mov byte ptr [r15 + 192], r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 768], 21
+    mov r8d, 126
+    mov dword ptr [r15 + 128], 254
+    add qword ptr [r15 + r9 + 7488], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    lea rcx, [rip + .Lc1_d5966_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5966_s_t
-.Lc1_d5966_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d6354_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6354_s_t
+.Lc1_d6354_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5966_s:
+.Lc1_d6354_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 384], 133
+    mov rcx, rax
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    movzx eax, cl
+    mov byte ptr [r15 + 448], al
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1408]
+    mov rcx, rax
+    mov rcx, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 640]
+    mov edx, 237
+    vmovdqu ymmword ptr [r15 + 256], ymm13
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 98
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 576]
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    mov ebp, 222
-    mov rbp, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    lea r8, [r11 + r11*1]
-    mov rcx, r8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 27
-    mov ecx, dword ptr [r15 + 320]
-    mov rdx, rcx
-    movzx ecx, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    add rsi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 98
     mov r9, r11
+    mov dword ptr [r15 + 384], 30
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movzx edi, dl
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 128]
+    add r8, qword ptr [r15 + rbp + 1344]
+    mov ebp, 10
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    mov qword ptr [r15 + 320], rsi
+    lea rcx, [rip + .Lc1_d6402_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6402_s_t
+.Lc1_d6402_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6402_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 704], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 640], rsi
-    movsxd rsi, dword ptr [r15 + 704]
     jmp 1f
 1:
     mov r8, r11
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 256], r8d
+    mov qword ptr [r15 + 64], rcx
+    lea rbp, [r11 + r11*1]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm4
+    test ebx, 5632
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov esi, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov r9, r11
     jmp 1f
 1:
-    mov r8d, r9d
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 384]
-    mov edi, 89
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov edi, 26
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 512]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, dword ptr [r15 + 448]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r9
+    mov r9d, 12
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    lea rcx, [rip + .Lc1_d6058_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6058_s_t
-.Lc1_d6058_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6058_s:
-    ret
-    .popsection
-    movzx r8d, byte ptr [r15 + 448]
-    mov rbp, r11
-    mov rcx, rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 64], r8d
-    mov ecx, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 0]
+    mov ebp, eax
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 37
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 59
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 154
+    mov eax, ebp
+    mov dword ptr [r15 + 0], 9
+    mov dword ptr [r15 + 0], 200
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 576], rax
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    add rbp, qword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8, r11
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 448]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + r8 + 1344], 126
+    mov edi, dword ptr [r15 + r8 + 1408]
+    movzx r8d, byte ptr [r15 + 192]
     mov r8, r11
-    mov eax, r8d
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 192], 117
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 155
-    mov dword ptr [r15 + 768], 222
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov qword ptr [r15 + 256], rdx
+    movsxd rsi, dword ptr [r15 + 384]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r8d
+    mov r8d, 111
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 256], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    mov edx, eax
-    mov dword ptr [r15 + 0], edx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6501_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6501_s_t
+.Lc1_d6501_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6501_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 60
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 448]
+    mov rcx, rax
+    mov byte ptr [r15 + 0], cl
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rax
     mov r8, r11
-    test ebx, 6144000
-    jnz 1f
-1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 64], al
-    mov rax, rdx
-    and eax, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 640]
-    mov edi, r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov rsi, r8
-    mov r8, r11
-    mov qword ptr [r15 + 320], r8
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], r8b
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, 60
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    and edx, dword ptr [r15 + 128]
-    mov r8, r11
-    and edi, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov eax, r8d
+    mov rax, qword ptr [r15 + 448]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 192]
+    mov rdx, rsi
     and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
+    vmovq qword ptr [r15 + r8 + 832], xmm4
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 3
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 640], edi
+    and edx, dword ptr [r15 + 512]
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -7959,13 +8473,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6153_s]
+    lea rcx, [rip + .Lc1_d6553_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6153_s_t
-.Lc1_d6153_j:
+    call .Lc1_d6553_s_t
+.Lc1_d6553_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6153_s:
+.Lc1_d6553_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -7998,43 +8512,48 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    mov rbp, r11
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov ebp, 51
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], eax
-    mov r8, r11
-    mov eax, 162
-    mov qword ptr [r15 + 704], rax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 75
-    mov byte ptr [r15 + 192], cl
-    mov r8, r11
-    mov ecx, r8d
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rbp
+    mov byte ptr [r15 + 576], r9b
+    mov dword ptr [r15 + 768], 173
+    mov dword ptr [r15 + 320], 75
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rax
+    test ebx, 4608
+    jnz 1f
 1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 768], r8d
-    mov dword ptr [r15 + 64], 89
-    mov byte ptr [r15 + 384], al
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm5
-    movzx eax, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], ebp
+    vpor xmm14, xmm14, xmm14
+    mov r9d, eax
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    mov dword ptr [r15 + 192], eax
     jmp 1f
 1:
-    movzx esi, cl
-    vpor xmm5, xmm5, xmm5
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -8046,48 +8565,52 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d6215_s]
+    lea rcx, [rip + .Lc1_d6618_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6215_s_t
-.Lc1_d6215_j:
+    call .Lc1_d6618_s_t
+.Lc1_d6618_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6215_s:
+.Lc1_d6618_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 896]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 215
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], r9d
-    mov dword ptr [r15 + 192], 203
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
-    mov dword ptr [r15 + 256], 234
     mov r9, r11
-    mov ecx, 33
-    mov qword ptr [r15 + 384], rcx
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
     jmp 1f
 1:
+    mov ecx, 158
+    movsxd rcx, dword ptr [r15 + 256]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 448], ecx
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], eax
+    mov dword ptr [r15 + 0], 212
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
+    vmovq qword ptr [r15 + 640], xmm12
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, eax
+    mov rcx, qword ptr [r15 + 64]
+    mov rdx, rcx
+    mov dword ptr [r15 + 64], 186
+    mov rcx, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 128]
+    mov rdi, r9
     mov r9, r11
-    movzx ecx, r9b
-    mov rcx, rcx
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov edi, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r9d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9d, 38
     add r11, 64
     inc rbx
     dec r13
@@ -8096,53 +8619,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdx
-    add rax, qword ptr [r15 + 64]
-    mov rdx, r9
+    mov dword ptr [r15 + 0], 200
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r9, rdi
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 39
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r9
     jmp 1f
 1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], rax
+    mov rax, rax
     .byte 0x66, 0x90
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov edi, 200
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 166
-    mov byte ptr [r15 + 128], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov eax, 200
+    and r9, 4032
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm14
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov r9, rax
+    mov dword ptr [r15 + 512], 202
+    mov byte ptr [r15 + 128], al
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm5
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    movsxd r9, dword ptr [r15 + rbp + 1408]
-    mov ebp, 146
+    movzx eax, byte ptr [r15 + 320]
+    mov ebp, 14
+    mov rbp, rbp
     mov rbp, r11
-    mov rdx, rbp
-    movsxd rsi, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    mov ebp, esi
-    mov dword ptr [r15 + 320], 249
-    mov dword ptr [r15 + 512], 144
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    add r9, qword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8d, ebp
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm5
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -8151,107 +8677,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6306_s]
+    lea rcx, [rip + .Lc1_d6716_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6306_s_t
-.Lc1_d6306_j:
+    call .Lc1_d6716_s_t
+.Lc1_d6716_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6306_s:
+.Lc1_d6716_s:
     ret
     .popsection
-    mov eax, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7552]
+    mov rcx, qword ptr [r15 + 128]
+    mov rdi, rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 448]
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov rcx, rcx
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
 1:
     and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdx
-    mov edx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 832], rdx
+    mov edx, dword ptr [r15 + rbp + 896]
+    mov ebp, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm14
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 252
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 512]
-    add r8, qword ptr [r15 + 64]
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 640]
+    mov rax, rbp
+    mov dword ptr [r15 + 64], 58
+    mov edx, edx
+    movzx edx, sil
+    movsxd rsi, dword ptr [r15 + 512]
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 448]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    movzx edx, bpl
+    mov rdx, qword ptr [r15 + 256]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    mov qword ptr [r15 + 448], rsi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c131:
-    lea rcx, [rip + .Lc1_d6349_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6763_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6349_s_t
-.Lc1_d6349_j:
+    call .Lc1_d6763_s_t
+.Lc1_d6763_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6349_s:
+.Lc1_d6763_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, cl
-    jmp 1f
-1:
+    movzx esi, bpl
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 0], 36
+    mov rbp, rax
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ecx, r8b
-    add rcx, qword ptr [r15 + 0]
-    mov rdi, rcx
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 576]
-    movzx ebp, r8b
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    mov qword ptr [r15 + 128], rdi
-    mov dword ptr [r15 + 192], 130
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + 128], 16
-    mov rdi, rdi
-    mov rdi, rcx
-    mov r8, r11
-    movzx edi, r8b
-    movzx edi, dil
-    movzx edi, cl
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    movzx ebp, r8b
-    mov r8d, 64
-    and r8d, dword ptr [r15 + 512]
-    mov r9, rdi
-    mov r9, r11
-    mov byte ptr [r15 + 64], r9b
+    mov rcx, rsi
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 154
+    mov rax, qword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov rbp, rsi
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 144
-    mov r9, rdi
-    mov dword ptr [r15 + 64], r8d
-    mov r9d, ebp
-    mov byte ptr [r15 + 256], r9b
+    and ecx, dword ptr [r15 + r9 + 3456]
+    movzx esi, byte ptr [r15 + 256]
+    movzx edi, sil
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov edi, ecx
+    movzx ecx, al
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    mov rax, r9
+    movzx eax, al
+    mov dword ptr [r15 + 128], edi
+    add rsi, qword ptr [r15 + 192]
+    movzx eax, sil
+    mov dword ptr [r15 + 704], 95
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, dil
+    mov byte ptr [r15 + r9 + 3392], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -8260,57 +8787,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 640]
-    mov r8d, r9d
-    mov r9, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 132
-    jmp 1f
-1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    vmovdqu xmmword ptr [r15 + rbp + 896], xmm5
-    jmp 1f
-1:
+    movzx r9d, sil
+    movzx esi, r9b
+    mov rdi, qword ptr [r15 + 384]
     mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm14
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 0], dil
+    mov edi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 78
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    mov ebp, 168
+    mov ebp, 193
+    mov esi, 1
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 512], 161
+    mov rsi, rdi
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 128]
-    mov edi, 14
-    movzx edi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 704]
-    mov ebp, ebp
+    movzx esi, byte ptr [r15 + 320]
     mov rbp, r11
-    mov dword ptr [r15 + 384], ebp
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rdi
+    and r8, 448
+    vmovdqu xmm6, xmmword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov qword ptr [r15 + 448], rax
-    mov rax, rax
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 115
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -8318,220 +8846,243 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    lea rcx, [rip + .Lc1_d6445_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6445_s_t
-.Lc1_d6445_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d6862_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6862_s_t
+.Lc1_d6862_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6445_s:
+.Lc1_d6862_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 512]
     movzx eax, cl
-    movzx ecx, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 131
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, r11
+    mov edx, 103
+    mov dword ptr [r15 + 256], 42
+    movsxd rdx, dword ptr [r15 + 448]
+    and r9, 4032
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rsi, qword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 102
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    xor dword ptr [r15 + 512], ebp
-    movzx ebp, cl
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 448]
+    vpmovmskb r9d, xmm8
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov ebp, 139
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, r11
+    mov r9d, 102
+    mov dword ptr [r15 + 384], esi
     jmp 1f
 1:
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1344], xmm10
-    mov ecx, dword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 448], ebp
-    mov ebp, dword ptr [r15 + 192]
+    mov r9, r11
+    mov esi, dword ptr [r15 + 320]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], eax
+    mov eax, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d6493_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6493_s_t
-.Lc1_d6493_j:
+    lea rcx, [rip + .Lc1_d6911_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6911_s_t
+.Lc1_d6911_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6493_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6911_s:
     ret
     .popsection
-    mov eax, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 64]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
-    mov ebp, 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov ebp, 206
-    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 512]
-    movzx edi, dl
-    test ebx, 319488
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r8, r11
+    movzx eax, r8b
+    mov rax, rax
+    mov dword ptr [r15 + 0], 100
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm6
+    mov r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], cl
+    mov rcx, rcx
+    movzx ecx, al
+    mov ecx, 248
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rdx
+    movzx eax, al
+    vmovdqu ymmword ptr [r15 + 768], ymm6
     jmp 1f
 1:
-    mov eax, 33
-    mov dword ptr [r15 + 192], 100
-    vmovdqu ymmword ptr [r15 + 256], ymm7
-    movzx edx, bpl
-    mov edx, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
-    movzx r9d, bpl
-    mov rbp, r9
-    movzx ebp, bpl
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8d, 76
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 64]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 512], dl
     jmp 1f
 1:
-    mov r9d, edx
-    jmp 1f
-1:
+    mov r8d, edi
+    mov r8, qword ptr [r15 + 256]
+    movzx edx, r8b
+    mov edx, 176
+    mov edx, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    mov qword ptr [r15 + 128], rax
-    movsxd rax, dword ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d6962_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6962_s_t
+.Lc1_d6962_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6962_s:
+    ret
+    .popsection
+    movzx edi, dl
+    mov qword ptr [r15 + 128], rdi
+    movsxd rdi, dword ptr [r15 + 192]
+    vpmovmskb r8d, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 64
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edx, 128
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov qword ptr [r15 + 256], rdx
-    mov edx, dword ptr [r15 + 64]
-    mov r9, rdx
-    mov r9, r11
-    movzx ebp, r9b
+    mov byte ptr [r15 + 0], dil
+    mov edi, dword ptr [r15 + 512]
     mov rbp, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    and rbp, 8128
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 7488]
-    add rdx, qword ptr [r15 + 64]
-    add rdx, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 640]
+    mov edi, 139
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    vpcmpeqb xmm6, xmm6, xmm12
+    mov qword ptr [r15 + 448], rbp
+    mov r8, r11
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 101
+    movzx ebp, bpl
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    mov rdi, qword ptr [r15 + 64]
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r9
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, dword ptr [r15 + 384]
+    add r8, qword ptr [r15 + 576]
+    mov ebp, 100
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    lea rcx, [rip + .Lc1_d6584_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6584_s_t
-.Lc1_d6584_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6584_s:
-    ret
-    .popsection
-    vmovq qword ptr [r15 + 0], xmm4
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov dword ptr [r15 + 128], 250
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 320]
-    and r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 768], 16
-    and r9, 4032
     mov r8, r11
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 256]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 240
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
+    mov rdi, r8
+    mov rdi, rdi
+    movzx edi, dil
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     nop
-    mov dword ptr [r15 + 576], 242
-    mov rsi, qword ptr [r15 + 384]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov rbp, rdi
+    mov dword ptr [r15 + 128], 36
+    and r8, 448
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 896]
+    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rbp, rsi
-    mov dword ptr [r15 + 512], ebp
-    mov qword ptr [r15 + 448], r8
+    movzx esi, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 123
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 704]
+    and ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 832], rsi
     add r11, 64
     inc rbx
     dec r13
@@ -8540,295 +9091,310 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7065_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7065_s_t
+.Lc1_d7065_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7065_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7552]
+    movsxd rax, dword ptr [r15 + 384]
+    inc dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, 220
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 0], 105
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, sil
     movzx esi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov ebp, esi
-    jmp 1f
-1:
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 180
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], ecx
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov eax, 119
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm0, xmm4, 101
-    and r8, 448
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 256], eax
-    mov rax, qword ptr [r15 + 640]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 128]
+    mov ecx, esi
+    mov r9, r11
+    mov ecx, r9d
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 79
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 151
-    mov dword ptr [r15 + 384], 186
-    movsxd rdx, dword ptr [r15 + 448]
-    movzx ecx, dl
-    mov edx, 9
+    mov r9d, ecx
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], 250
+    mov r8d, 9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6676_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6676_s_t
-.Lc1_d6676_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d7117_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7117_s_t
+.Lc1_d7117_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6676_s:
+.Lc1_d7117_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ecx
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 83
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 256], ecx
-    mov rcx, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
+    mov ecx, 116
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, 229
-    mov ebp, 171
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], eax
+    and r9, 4032
+    mov r8, r11
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], ebp
+    add rbp, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r8d, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov rdx, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov edx, ecx
-    mov ecx, 99
-    mov rbp, r11
-    mov rcx, rbp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 704]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 199
+    mov ebp, 172
+    mov qword ptr [r15 + 256], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d6727_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6727_s_t
-.Lc1_d6727_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6727_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov ebp, eax
-    mov r9, r11
-    movzx ecx, r9b
-    mov dword ptr [r15 + 768], eax
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    and ecx, dword ptr [r15 + 0]
+    mov ebp, edx
+    jmp 1f
+1:
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 576]
-    mov r9, rbp
-    lea r9, [r11 + r11*1]
-    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
     mov ebp, ebp
-    and r9, 1984
-    imul rcx, qword ptr [r15 + r9 + 1408]
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov rbp, r11
+    mov byte ptr [r15 + 768], bpl
+    movzx edx, byte ptr [r15 + 256]
+    test ebx, 6656
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 110
+    movzx ebp, dl
+    movsxd rbp, dword ptr [r15 + 704]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 256]
     mov r8, r11
-    mov rdi, rbp
-    mov ebp, edi
-    and r8, 16320
-    movzx ebp, byte ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + 320]
-    mov esi, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 3
+    mov edx, dword ptr [r15 + 384]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movzx r8d, bpl
+    mov r8, r8
+    movzx r8d, r8b
+    mov r8, r8
+    mov r8, r11
+    mov dword ptr [r15 + 512], ebp
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 11
+    mov dword ptr [r15 + 64], 255
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    mov byte ptr [r15 + 0], cl
-    mov r9d, esi
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 255
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7219_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7219_s_t
+.Lc1_d7219_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7219_s:
+    ret
+    .popsection
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 576]
     jmp 1f
 1:
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 0], r9
+    mov r9, rcx
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r8d, esi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 896], r9d
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
     mov rbp, r11
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + r9 + 1408], 217
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov ecx, r8d
-    mov byte ptr [r15 + 512], cl
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov rbp, r8
-    movzx ebp, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
+    mov eax, ebp
+    mov qword ptr [r15 + 320], rax
+    mov eax, r9d
+    mov r9, r11
+    mov byte ptr [r15 + 64], sil
+    mov rsi, qword ptr [r15 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 166
+    mov r9d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 166
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], esi
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 832], 13
-    movsxd r9, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    lea rcx, [rip + .Lc1_d6825_s]
+    lea rcx, [rip + .Lc1_d7270_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6825_s_t
-.Lc1_d6825_j:
+    call .Lc1_d7270_s_t
+.Lc1_d7270_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6825_s:
+.Lc1_d7270_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov esi, 59
-    movzx r9d, sil
-    mov esi, edi
-    vpcmpeqb xmm0, xmm0, xmm12
+    mov ebp, 59
+    movzx ebp, bpl
+    mov ebp, r9d
+    vpcmpeqb xmm10, xmm10, xmm9
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov edi, ecx
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx esi, dil
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 448]
+    lea r9, [r11 + r11*1]
+    mov edi, r9d
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7552]
+    movzx r8d, cl
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r9d
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    movsxd r9, dword ptr [r15 + 768]
+    mov ecx, ebp
     mov rbp, r11
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    movzx ecx, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
     and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movsxd r8, dword ptr [r15 + 64]
-    mov edi, 159
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, sil
-    mov rsi, qword ptr [r15 + 704]
-    and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], r9d
-    movzx r9d, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 320], r9b
+    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, 211
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    movzx ebp, r8b
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 640], 41
+    mov dword ptr [r15 + 384], ecx
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     add r11, 64
     inc rbx
     dec r13
@@ -8837,74 +9403,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d6877_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d7322_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6877_s_t
-.Lc1_d6877_j:
+    call .Lc1_d7322_s_t
+.Lc1_d7322_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6877_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7322_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 448], al
+    mov eax, dword ptr [r15 + 768]
+    mov ecx, eax
+    vmovdqu xmm4, xmmword ptr [r15 + 64]
     jmp 1f
 1:
-    mov eax, eax
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    vmovq xmm6, rcx
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 512], ecx
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
     mov rbp, r11
     jmp 1f
 1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 138
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
-    movzx ebp, cl
-    vmovq xmm5, rbp
-    movzx ebp, al
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rbp, r11
-    mov dword ptr [r15 + 384], ecx
-    movsxd rax, dword ptr [r15 + 192]
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 64]
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov ebp, edx
     mov rbp, r11
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 64], xmm5
+    mov byte ptr [r15 + 512], cl
+    movsxd rcx, dword ptr [r15 + 256]
     and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 576]
-    mov r9d, ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov edi, edx
-    mov rdx, rdi
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 320]
     jmp 1f
 1:
     add r11, 64
@@ -8912,388 +9469,434 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
+    mov edx, eax
+    mov eax, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 27
+    mov rdi, rsi
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], dl
-    mov r9, qword ptr [r15 + 192]
-    mov edx, r9d
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], r8d
+    mov dword ptr [r15 + 192], edi
+    movzx edx, dil
+    mov qword ptr [r15 + r8 + 7488], rdx
     jmp 1f
 1:
-    movzx edx, r9b
-    mov edx, 238
-    mov qword ptr [r15 + 64], rdx
-    movzx edx, r9b
-    test ebx, 1409024
-    jz 1f
-1:
-    mov byte ptr [r15 + 704], r9b
-    mov r9, r11
-    mov rdx, r9
-    movzx edx, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 384], edx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9, rdx
+    mov byte ptr [r15 + 128], dil
+    mov rdi, rdi
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rdx
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov edx, dword ptr [r15 + 320]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8d, 13
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 512], edi
+    mov r8, r11
+    mov qword ptr [r15 + 640], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 40
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 448], r9d
-    mov dword ptr [r15 + 256], 5
-    movsxd rsi, dword ptr [r15 + 128]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 106
+    movzx edx, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    lea rcx, [rip + .Lc1_d6977_s]
+    lea rcx, [rip + .Lc1_d7420_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6977_s_t
-.Lc1_d6977_j:
+    call .Lc1_d7420_s_t
+.Lc1_d7420_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6977_s:
+.Lc1_d7420_s:
     ret
     .popsection
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    jmp 1f
-1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
-    mov byte ptr [r15 + 0], r9b
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm5
-    mov r9, qword ptr [r15 + 64]
+    mov ecx, ecx
     mov r8, r11
     mov ecx, r8d
-    mov rbp, r11
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    and edx, dword ptr [r15 + 704]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    inc dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov edx, ecx
+    mov rcx, rdx
+    movzx ecx, byte ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 384]
+    mov r9, r11
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 448], dil
-    movzx edi, byte ptr [r15 + 384]
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r8d, al
-    or qword ptr [r15 + 128], 50
-    mov dword ptr [r15 + 192], edi
-    mov eax, ecx
-    vpcmpeqb xmm0, xmm0, xmm5
+    mov edi, dword ptr [r15 + 128]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, r8
+    movzx r8d, r9b
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 190
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    lea rcx, [rip + .Lc1_d7024_s]
+    lea rcx, [rip + .Lc1_d7470_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7024_s_t
-.Lc1_d7024_j:
+    call .Lc1_d7470_s_t
+.Lc1_d7470_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7024_s:
+.Lc1_d7470_s:
     ret
     .popsection
     .byte 0x0f, 0x1f, 0x00
-    movzx edi, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rdi
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8d, r8d
+    mov qword ptr [r15 + 448], r8
+    mov r8, rcx
+    movzx r9d, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, edi
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov edi, 188
-    movzx edi, dil
-    mov dword ptr [r15 + 0], 227
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    movzx edi, byte ptr [r15 + 640]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 576]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov ecx, 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov ecx, ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, r9d
+    test ebx, 466944
+    jz 1f
+1:
+    movzx r9d, r8b
+    mov dword ptr [r15 + 320], 204
+    mov qword ptr [r15 + 64], rcx
     mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov r8d, eax
     mov r8, r11
-    mov dword ptr [r15 + 256], 178
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 192], 152
+    vmovdqu ymmword ptr [r15 + 128], ymm10
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov qword ptr [r15 + 448], rax
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 640]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov byte ptr [r15 + 64], r8b
+    movzx esi, cl
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx r8d, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 512], r8
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov eax, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    mov qword ptr [r15 + 0], rcx
-    mov esi, 95
-    mov esi, 254
-    mov esi, 166
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rsi
-    vpmovmskb esi, xmm0
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 19
-    mov dword ptr [r15 + 192], eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7524_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7524_s_t
+.Lc1_d7524_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7524_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 192], 187
     mov r9, r11
-    vpmovmskb eax, xmm0
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 320], eax
-    vpor xmm5, xmm5, xmm0
-    mov dword ptr [r15 + 704], 199
     jmp 1f
 1:
-    mov r9d, esi
-    movzx r9d, byte ptr [r15 + 384]
+    mov eax, 95
+    vpmovmskb eax, xmm10
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 0], 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 320], eax
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], eax
+    mov eax, 105
+    mov dword ptr [r15 + 64], 203
+    mov eax, 126
+    vpmovmskb eax, xmm6
+    mov qword ptr [r15 + 448], rax
+    mov r9, r11
+    mov qword ptr [r15 + 384], r9
     mov rax, qword ptr [r15 + 512]
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    movzx ecx, bpl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 105
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    vmovdqu ymmword ptr [r15 + 128], ymm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d7120_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7120_s_t
-.Lc1_d7120_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7120_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], eax
-    mov eax, 235
+    mov rcx, r9
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], r9
+    mov r9d, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 48
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 128], cl
+    mov ecx, 181
+    mov edi, dword ptr [r15 + 768]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 768]
-    mov r8, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 128]
-    mov r8, r11
-    mov rax, r8
     jmp 1f
 1:
+    movzx r9d, cl
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 576], ymm6
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 123
+    movzx r9d, byte ptr [r15 + 64]
     mov rbp, r11
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, dil
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    movzx edx, byte ptr [r15 + 448]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, r9
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 320], ymm7
+    mov qword ptr [r15 + 256], rcx
+    vpmovmskb ecx, xmm7
+    mov r9, r11
+    lea r8, [r11 + r11*1]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + r8 + 1408], r9b
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7635_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7635_s_t
+.Lc1_d7635_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7635_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 256]
+    mov rcx, r8
     mov r8, r11
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 192]
+    lea r9, [r11 + r11*1]
+    and r8, 16320
+    mov esi, dword ptr [r15 + r8 + 15680]
+    mov r8d, esi
+    movzx r8d, byte ptr [r15 + 192]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3456]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], 100
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov ecx, eax
+    mov r8, r11
+    mov rcx, r8
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 231
-    mov byte ptr [r15 + 0], bpl
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, rax
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 640]
-    mov r9, rdi
-    mov edi, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov ebp, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    movzx ecx, bpl
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
-    movzx ebp, dl
-    mov dword ptr [r15 + 576], 129
+    movzx ecx, sil
+    mov dword ptr [r15 + r9 + 3392], 94
+    mov qword ptr [r15 + 64], r8
+    mov r9, qword ptr [r15 + 128]
+    mov esi, r9d
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    lea rcx, [rip + .Lc1_d7217_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7217_s_t
-.Lc1_d7217_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d7684_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7684_s_t
+.Lc1_d7684_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7217_s:
+.Lc1_d7684_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 704]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 31
-    mov dword ptr [r15 + 0], 226
-    mov ecx, ebp
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rax
     jmp 1f
 1:
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 704]
+    mov ecx, eax
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 448]
+    movzx esi, cl
+    movzx ecx, sil
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 186
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 192]
-    mov dword ptr [r15 + rbp + 1408], 242
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 242
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 216
+    mov dword ptr [r15 + 384], 154
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edi, bpl
-    mov rbp, r11
-    movzx eax, bpl
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    movzx ebp, cl
+    mov esi, dword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + rbp + 832]
     mov ebp, dword ptr [r15 + 64]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     add r11, 64
@@ -9301,105 +9904,117 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    lea rcx, [rip + .Lc1_d7262_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7262_s_t
-.Lc1_d7262_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7262_s:
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 768]
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 448]
-    mov edi, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 81
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 250
-    mov edi, 87
-    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 169
+    mov eax, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 250
+    mov r9d, eax
+    mov dword ptr [r15 + 64], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    mov qword ptr [r15 + 64], r8
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 128], r9d
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + rbp + 7552], r8d
-    mov qword ptr [r15 + 576], rdi
-    movzx edi, byte ptr [r15 + 128]
-    mov ebp, edi
-    mov rbp, r11
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 576], r9
+    mov qword ptr [r15 + 192], r9
+    movzx r9d, byte ptr [r15 + 128]
     mov r8d, 70
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, dil
-    mov dword ptr [r15 + 192], r8d
-    mov dword ptr [r15 + 128], 94
+    mov r8d, eax
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    movzx eax, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 39
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    mov rdx, r9
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c151:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7779_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7779_s_t
+.Lc1_d7779_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7779_s:
+    ret
+    .popsection
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 55
+    mov dword ptr [r15 + 0], 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx edx, bpl
+    and edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov ebp, 215
+    and ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], ebp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 640], 233
+    movzx ebp, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdx
+    mov edx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, bpl
     jmp 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 64], xmm5
-    mov r8, r11
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 512], rax
-    and r8, 1984
-    and edi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 640]
-    mov ebp, 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 64]
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    mov qword ptr [r15 + 448], rdi
-    and r8d, dword ptr [r15 + 128]
-    and r9, 4032
-    and ebp, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], 215
-    movzx edi, r9b
-    mov dword ptr [r15 + 256], edi
+    movsxd rax, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    and r9, 1984
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm4
     add r11, 64
     inc rbx
     dec r13
@@ -9408,52 +10023,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d7353_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7353_s_t
-.Lc1_d7353_j:
+    lea rcx, [rip + .Lc1_d7832_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7832_s_t
+.Lc1_d7832_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7353_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7832_s:
     ret
     .popsection
-    movzx edi, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    mov dword ptr [r15 + 512], 45
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 64]
-    mov ebp, 47
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 255
-    movsxd rbp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r8, r11
-    mov esi, dword ptr [r15 + 448]
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + 64]
     and r8, 1984
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 512], 90
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 83
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    mov r9d, 46
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 768]
-    mov r9, r9
+    mov ebp, dword ptr [r15 + 64]
+    mov ecx, 149
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 19
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 192], 206
+    mov eax, 75
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    mov dword ptr [r15 + 576], 87
+    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -9463,30 +10079,14 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7398_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d7878_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7398_s_t
-.Lc1_d7398_j:
+    call .Lc1_d7878_s_t
+.Lc1_d7878_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7398_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7878_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -9503,152 +10103,168 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx esi, byte ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 192]
-    mov r8, rdx
-    mov edx, 144
-    movsxd rdx, dword ptr [r15 + 512]
-    add qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 128], eax
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], ecx
+    lea rbp, [r11 + r11*1]
+    mov ecx, 123
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov esi, 63
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
-    mov r9, r11
-    mov rsi, rax
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], r8
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov eax, 152
-    mov rax, rdx
+    mov r8d, ecx
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 512]
+    mov rdi, rcx
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], esi
+    mov rsi, r8
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rdx, rsi
+    mov rsi, rdx
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 8128
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 7488], r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov dword ptr [r15 + 576], eax
-    mov edx, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 128]
-    mov eax, r8d
-    mov rax, qword ptr [r15 + 320]
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 128]
+    add r8, qword ptr [r15 + 256]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov qword ptr [r15 + 64], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov r8d, 106
+    mov r8d, esi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 116
+    mov dword ptr [r15 + 0], 106
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 129
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r9d, r8d
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 106
-    movzx r9d, byte ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], dl
-    mov edx, r9d
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r9, 448
-    add rdx, qword ptr [r15 + r9 + 832]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov dword ptr [r15 + 256], eax
-    mov qword ptr [r15 + 640], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 126
-    mov eax, eax
-    mov rax, rax
-    mov r9, r11
-    mov rax, r9
+    mov rdi, r8
+    mov r8d, edi
+    movzx r8d, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 384], r9
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 768]
     and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
+    add rsi, qword ptr [r15 + r9 + 7488]
+    mov rax, qword ptr [r15 + r9 + 7552]
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d7503_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7503_s_t
-.Lc1_d7503_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d7985_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7985_s_t
+.Lc1_d7985_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7503_s:
+.Lc1_d7985_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 130
+    mov ecx, 248
+    mov ecx, 129
+    add rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 166
-    mov dword ptr [r15 + 0], 129
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 448]
+    mov ebp, r9d
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
     mov edi, dword ptr [r15 + 320]
-    mov r8d, 210
-    mov r8d, ecx
+    test ebx, 3584
+    jz 1f
+1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 640]
+    lea rbp, [r11 + r11*1]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 128]
-    and r8, 1984
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    add rdx, qword ptr [r15 + 128]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 128]
     and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov eax, dword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + rbp + 3456], r8b
+    mov r8d, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 320], 242
-    mov ebp, 47
-    mov ebp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov qword ptr [r15 + 64], rbp
+    mov qword ptr [r15 + 576], rax
+    mov eax, 182
     add r11, 64
     inc rbx
     dec r13
@@ -9657,269 +10273,297 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7552_s]
+    lea rcx, [rip + .Lc1_d8037_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7552_s_t
-.Lc1_d7552_j:
+    call .Lc1_d8037_s_t
+.Lc1_d8037_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7552_s:
+.Lc1_d8037_s:
     ret
     .popsection
-    mov dword ptr [r15 + 384], 26
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    and r8, 8128
+    and eax, dword ptr [r15 + r8 + 7552]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 128]
+    movzx esi, dil
+    mov edi, 1
+    mov qword ptr [r15 + 512], rax
+    mov dword ptr [r15 + 0], 161
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 9
-    movzx ecx, byte ptr [r15 + 256]
-    mov eax, eax
-    mov r8, r11
-    mov rax, qword ptr [r15 + 576]
-    mov rbp, rax
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    movsxd r8, dword ptr [r15 + 512]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], cl
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm4
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], 92
-    mov eax, 233
-    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], 139
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    movsxd rax, dword ptr [r15 + 192]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
+    jmp 1f
+1:
+    mov eax, edi
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 139
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 120
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 448]
+    mov rsi, rax
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 201
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 176
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    movzx r8d, al
+    movzx eax, sil
+    movzx esi, al
+    mov rdi, rsi
+    movzx esi, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov eax, 239
-    mov qword ptr [r15 + 0], rax
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov ecx, r8d
+    mov qword ptr [r15 + 0], rdi
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 128], esi
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, rsi
+    movsxd r9, dword ptr [r15 + 768]
+    mov edi, r9d
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    lea r9, [r11 + r11*1]
+    mov edx, 210
+    mov dword ptr [r15 + 576], 204
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov edx, edi
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov edi, ecx
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rdi, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + r9 + 896]
+    mov byte ptr [r15 + 448], bpl
+    movzx ebp, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 140
-    mov rcx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], r8b
-    mov r8, rdi
-    mov dword ptr [r15 + 704], r8d
-    movzx r8d, bpl
+    mov rsi, qword ptr [r15 + 256]
+    mov r9d, 162
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, r9
+    mov dword ptr [r15 + 64], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    lea rcx, [rip + .Lc1_d7639_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8136_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7639_s_t
-.Lc1_d7639_j:
+    call .Lc1_d8136_s_t
+.Lc1_d8136_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7639_s:
+.Lc1_d8136_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rcx
-    jmp 1f
-1:
-    mov edi, r8d
-    mov byte ptr [r15 + 0], dil
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 108
-    movzx r8d, cl
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, rdi
-    mov edi, r8d
-    mov edi, dword ptr [r15 + 512]
     mov rbp, r11
+    mov rcx, rbp
     mov r9, r11
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm10
     jmp 1f
 1:
-    and r9, 448
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 64], cl
+    mov rcx, r9
+    movsxd r9, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm0, xmm0, xmm13
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 149
+    mov byte ptr [r15 + 256], cl
+    mov ebp, r9d
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 832], ebp
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r9d, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    movzx edx, bpl
-    lock add qword ptr [r15 + 64], rbp
-    mov rbp, rbp
+    mov dword ptr [r15 + 128], r9d
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d7693_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7693_s_t
-.Lc1_d7693_j:
+    lea rcx, [rip + .Lc1_d8184_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8184_s_t
+.Lc1_d8184_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7693_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8184_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 128], bpl
-    mov byte ptr [r15 + 512], al
-    mov eax, ebp
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
-    add rcx, qword ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + 448]
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7488]
-    mov r8, r9
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, 195
-    movzx ebp, bpl
+    mov ecx, 254
+    mov rcx, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], cl
+    mov ecx, 48
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ecx
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rcx, rcx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 448]
+    mov edx, 117
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9, r11
     mov rbp, r11
-    mov edx, 241
+    movzx eax, byte ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 192]
     and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov rbp, rdx
+    mov edi, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 320]
+    mov ebp, ebp
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    mov qword ptr [r15 + 448], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d8238_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8238_s_t
+.Lc1_d8238_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8238_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, 134
+    mov eax, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r8d, edx
-    mov r8d, 147
-    mov r8d, 153
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    movzx ecx, byte ptr [r15 + 576]
+    mov rbp, r11
+    vpmovmskb r9d, xmm0
+    and rbp, 8128
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r11
+    mov eax, ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9, r11
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, 148
+    mov byte ptr [r15 + 128], cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov byte ptr [r15 + 192], al
+    mov rcx, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 256]
-    lea rbp, [r11 + r11*1]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], ebp
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdi, r8
+    mov byte ptr [r15 + 256], al
+    add rax, qword ptr [r15 + 640]
+    mov ecx, 161
+    movzx ecx, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    xor dword ptr [r15 + 192], edx
-    mov rdx, qword ptr [r15 + 64]
-    mov r8, r11
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov byte ptr [r15 + rbp + 3392], bpl
-    vmovdqu xmmword ptr [r15 + 384], xmm3
-    mov qword ptr [r15 + 512], rdi
-    mov edi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 704], edi
-    mov ebp, 251
-    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -9928,54 +10572,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7782_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7782_s_t
-.Lc1_d7782_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7782_s:
-    ret
-    .popsection
-    mov rax, qword ptr [r15 + 128]
-    mov edi, eax
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rax
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9d, edi
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 136
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    mov rax, rax
-    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    mov eax, r9d
+    movsxd rax, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, r8d
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 704], rsi
+    mov rsi, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rbp, rsi
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -9984,110 +10633,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    and r9d, dword ptr [r15 + 0]
-    movzx eax, r9b
-    mov eax, eax
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8340_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8340_s_t
+.Lc1_d8340_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8340_s:
+    ret
+    .popsection
+    movsxd rsi, dword ptr [r15 + 576]
     jmp 1f
 1:
     mov rax, qword ptr [r15 + 128]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    movzx edx, byte ptr [r15 + 320]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov r9d, r8d
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], eax
-    movsxd rax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rbp, r11
+    mov ecx, ebp
+    mov dword ptr [r15 + 256], ecx
     jmp 1f
 1:
-    movzx esi, dl
-    mov dword ptr [r15 + 320], edx
-    mov edx, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 704]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 128]
+    movzx edi, sil
+    mov byte ptr [r15 + 192], dil
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    and esi, dword ptr [r15 + 192]
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov edi, edi
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 768]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    and esi, dword ptr [r15 + rbp + 7552]
+    mov ebp, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d7876_s]
+    lea rcx, [rip + .Lc1_d8389_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7876_s_t
-.Lc1_d7876_j:
+    call .Lc1_d8389_s_t
+.Lc1_d8389_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7876_s:
+.Lc1_d8389_s:
     ret
     .popsection
-    mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
-    mov ecx, edx
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rdx, rcx
-    mov edx, 129
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], 28
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, edx
-    mov edx, dword ptr [r15 + 256]
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
+    movzx ebp, byte ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 256]
+    mov edi, 174
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], eax
+    mov eax, 29
+    mov eax, eax
     lea r8, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 448]
+    mov rdi, rax
+    mov byte ptr [r15 + 512], dil
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm3
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + r8 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rsi
-    mov esi, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov r8d, 244
-    mov r8d, r8d
+    mov ebp, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 384]
+    mov edx, eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, ebp
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -10099,113 +10759,116 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d7924_s]
+    lea rcx, [rip + .Lc1_d8443_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7924_s_t
-.Lc1_d7924_j:
+    call .Lc1_d8443_s_t
+.Lc1_d8443_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7924_s:
+.Lc1_d8443_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7552]
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx ebp, cl
+    mov byte ptr [r15 + 128], al
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov rbp, r11
-    mov esi, 174
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 320]
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, 99
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 576], rsi
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 640]
+    movzx esi, cl
+    movzx esi, bpl
+    mov r8, r11
+    mov ecx, 19
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 10
+    mov qword ptr [r15 + 512], rbp
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 34
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    movzx ebp, dil
-    movsxd rdi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdi
-    mov rdi, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    movsxd r9, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c165:
+    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov rdi, rdi
-    mov edi, 176
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm3
-    mov rdi, rdi
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov rbp, rdi
-    mov rdi, qword ptr [r15 + 512]
-    test ebx, 1474560
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov dword ptr [r15 + 384], r9d
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 448]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov ebp, 191
-    mov ebp, ebp
-    mov rbp, rbp
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 64], r9
-    movsxd r9, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 768]
-    mov r8, r11
+    mov rsi, rbp
+    mov esi, dword ptr [r15 + 320]
+    mov r9, rsi
+    and rbp, 4032
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    and r9, 16320
+    movsxd rbp, dword ptr [r15 + r9 + 15680]
+    mov r9, r11
+    mov byte ptr [r15 + 256], r9b
+    movsxd rdx, dword ptr [r15 + 192]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 640]
+    mov ecx, 75
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, 200
+    mov ebp, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -10214,57 +10877,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8021_s]
+    lea rcx, [rip + .Lc1_d8544_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8021_s_t
-.Lc1_d8021_j:
+    call .Lc1_d8544_s_t
+.Lc1_d8544_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8021_s:
+.Lc1_d8544_s:
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 256]
+    add qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], ecx
     mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 147
-    movsxd r8, dword ptr [r15 + 384]
-    vpaddd xmm9, xmm9, xmm1
-    mov esi, 177
-    mov r9, r11
-    mov byte ptr [r15 + 576], al
+    mov dword ptr [r15 + r8 + 7488], 158
     jmp 1f
 1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    mov r8, r8
+    mov dword ptr [r15 + 64], r8d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov r8, rax
+    mov r8, r11
+    mov ecx, 177
+    mov rcx, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 448], dl
+    mov rdx, rcx
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 704]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], eax
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], cl
     add r11, 64
     inc rbx
     dec r13
@@ -10274,14 +10940,30 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8068_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8594_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8068_s_t
-.Lc1_d8068_j:
+    call .Lc1_d8594_s_t
+.Lc1_d8594_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8068_s:
+.Lc1_d8594_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -10298,38 +10980,44 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx ecx, al
-    mov rcx, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    mov ecx, dword ptr [r15 + 128]
-    mov r8, r11
-    mov r9d, esi
-    mov esi, 156
-    mov rsi, qword ptr [r15 + 256]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], edx
-    movsxd rdx, dword ptr [r15 + 64]
-    vmovdqu xmm5, xmmword ptr [r15 + 448]
-    mov r8, rcx
-    mov r8d, ecx
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 448
-    and esi, dword ptr [r15 + r8 + 832]
-    vmovdqu xmmword ptr [r15 + 512], xmm5
-    mov r8, r11
+    mov ecx, 239
+    mov ecx, ecx
+    mov ecx, 138
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm15, xmm15, xmm14
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], eax
+    mov dword ptr [r15 + 640], 53
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
+    mov r9, r11
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1408]
+    mov rcx, rcx
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov r9, rbp
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], al
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], dil
-    mov edi, 39
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx eax, r9b
+    movzx eax, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 384], al
     add r11, 64
     inc rbx
     dec r13
@@ -10338,106 +11026,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    mov dword ptr [r15 + 448], edi
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    vpor xmm5, xmm5, xmm5
-    mov dword ptr [r15 + 448], 81
-    mov dword ptr [r15 + 128], eax
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movzx eax, byte ptr [r15 + 64]
-    inc dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3456]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    add r8, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov edi, ebp
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and rbp, 16320
-    mov edi, dword ptr [r15 + rbp + 15680]
-    mov rbp, rdi
-    mov ebp, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov ecx, 234
-    vpor xmm5, xmm5, xmm5
-    mov ecx, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov edi, eax
+    and edi, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 192], r9d
+    xor dword ptr [r15 + 384], edi
+    vpor xmm14, xmm14, xmm14
+    mov r8, r11
+    mov edi, r8d
+    mov edi, dword ptr [r15 + 512]
+    mov edx, edi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 205
+    movsxd r8, dword ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
-    lea rcx, [rip + .Lc1_d8161_s]
+    lea rcx, [rip + .Lc1_d8702_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8161_s_t
-.Lc1_d8161_j:
+    call .Lc1_d8702_s_t
+.Lc1_d8702_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8161_s:
+.Lc1_d8702_s:
     ret
     .popsection
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 27
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    mov r9, r11
-    jmp 1f
-1:
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov rcx, rdi
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov r8, r11
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov edx, ecx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 154
+    mov r8d, ebp
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rbp, r11
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 512], ymm14
+    movsxd r8, dword ptr [r15 + 384]
+    vpmovmskb ecx, xmm15
     jmp 1f
 1:
-    mov rbp, rdx
-    mov dword ptr [r15 + 192], 135
-    mov rbp, rcx
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], bpl
-    lea rbp, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov esi, dword ptr [r15 + 640]
-    mov r8d, esi
-    movsxd rsi, dword ptr [r15 + rbp + 7552]
+    mov rcx, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rdx, rdi
+    mov rdi, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    movsxd rcx, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 209
+    mov qword ptr [r15 + rbp + 1408], rdx
     add r11, 64
     inc rbx
     dec r13
@@ -10449,480 +11141,479 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d8211_s]
+    lea rcx, [rip + .Lc1_d8754_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8211_s_t
-.Lc1_d8211_j:
+    call .Lc1_d8754_s_t
+.Lc1_d8754_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8211_s:
+.Lc1_d8754_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    and esi, dword ptr [r15 + 0]
-    mov rax, rsi
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov dword ptr [r15 + 704], 183
-    movzx esi, byte ptr [r15 + 128]
-    mov r8, r11
-    mov rcx, r8
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8, r11
+    and eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 93
+    mov r9, r11
     jmp 1f
 1:
-    mov edi, eax
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8d, 82
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9d, ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 128]
+    mov r8d, 174
+    mov r8d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 64], 61
+    mov r9, r11
+    mov qword ptr [r15 + 320], r9
+    mov rax, rax
+    mov byte ptr [r15 + 448], al
     mov r8, r11
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, 223
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
     jmp 1f
 1:
-    and r8, 4032
-    or qword ptr [r15 + r8 + 3392], 89
+    mov qword ptr [r15 + 640], rax
+    mov r8, rax
     jmp 1f
 1:
-    mov eax, 223
-    mov eax, eax
-    mov qword ptr [r15 + 320], rax
+    mov r8d, r9d
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 256], r8d
-    mov dword ptr [r15 + 448], 229
-    mov rcx, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c171:
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    movsxd rax, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 88
-    jmp 1f
-1:
-    mov rcx, r8
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 96
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    movzx r8d, bpl
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
-    and r8, 4032
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8809_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8809_s_t
+.Lc1_d8809_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8809_s:
+    ret
+    .popsection
     mov r9, r11
-    mov dword ptr [r15 + r8 + 3392], 184
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, 219
-    mov r9d, r9d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 211
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov r9d, ecx
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 41
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 25
+    mov edx, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    lea rcx, [rip + .Lc1_d8306_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8306_s_t
-.Lc1_d8306_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8306_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], 77
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    and ecx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rax
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
     mov r8, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 128]
     and r8, 4032
-    mov r9, r11
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 384], eax
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    jmp 1f
-1:
-    movzx r8d, al
-    mov qword ptr [r15 + 512], r8
+    mov byte ptr [r15 + r8 + 3392], al
+    mov eax, 27
+    mov byte ptr [r15 + 256], al
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 81
     mov r8, r11
-    mov dword ptr [r15 + 576], r8d
-    mov rax, qword ptr [r15 + 128]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8d, 96
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 5
     jmp 1f
 1:
-    mov edi, 133
-    mov byte ptr [r15 + 640], dil
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov r8, r11
+    mov qword ptr [r15 + 512], r8
+    movzx eax, al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov r8d, dword ptr [r15 + 256]
+    mov eax, 96
+    mov rax, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 5
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov rax, qword ptr [r15 + 64]
-    mov r9d, 193
-    vpshufd xmm5, xmm14, 183
-    mov esi, 238
-    mov r9, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    mov edx, 43
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 128], dl
-    mov rdx, rsi
-    mov dword ptr [r15 + 448], edx
-    mov edx, eax
-    mov edx, edx
-    mov dword ptr [r15 + 704], eax
-    mov eax, r9d
-    mov r9, r11
+    lea rcx, [rip + .Lc1_d8901_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8901_s_t
+.Lc1_d8901_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8901_s:
+    ret
+    .popsection
+    mov edi, 28
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 256]
+    movzx ecx, cl
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    inc dword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, qword ptr [r15 + 512]
+    mov ecx, 183
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 42
+    mov ecx, 69
+    jmp 1f
+1:
+    mov edi, 80
+    test ebx, 2560
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
     and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 448]
+    mov rdx, r9
+    mov r9d, edx
+    mov dword ptr [r15 + 512], edi
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    movzx r9d, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 64]
+    mov ebp, ecx
+    mov qword ptr [r15 + 384], rsi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov esi, ebp
+    mov esi, 201
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov ebp, edx
-    movzx edx, bpl
-    mov edx, 198
+    movsxd rsi, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8404_s]
+    lea rcx, [rip + .Lc1_d8954_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8404_s_t
-.Lc1_d8404_j:
+    call .Lc1_d8954_s_t
+.Lc1_d8954_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8404_s:
+.Lc1_d8954_s:
     ret
     .popsection
-    and ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm14
-    mov dword ptr [r15 + 448], 28
-    xor dword ptr [r15 + 512], ebp
-    movzx ebp, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 154
-    mov dword ptr [r15 + 384], 30
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
-    movzx ebp, r9b
-    mov dword ptr [r15 + 128], ebp
-    mov ebp, ecx
-    mov ecx, ebp
-    mov r9, r11
     mov rbp, r11
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
-    mov rbp, rcx
-    mov ebp, r9d
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm12
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    vpmovmskb ebp, xmm2
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov esi, 155
+    movsxd rsi, dword ptr [r15 + 768]
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3456], xmm10
+    add rcx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], cl
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 3392], 59
+    mov dword ptr [r15 + 576], 139
+    mov dword ptr [r15 + 448], 198
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 256]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], bpl
+    and eax, dword ptr [r15 + 128]
+    mov rbp, rax
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8451_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8451_s_t
-.Lc1_d8451_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8451_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r9d, dword ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 64], xmm14
+    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + 128], cl
+    movzx eax, r9b
+    mov dword ptr [r15 + 0], eax
+    mov rax, rbp
+    mov dword ptr [r15 + 0], 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 199
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 512]
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 1344]
+    and r9d, dword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 576]
-    and edi, dword ptr [r15 + 448]
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    mov rbp, r11
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    vmovdqu xmm9, xmmword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    movzx eax, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 64]
+    mov edi, edx
+    mov r8, r11
+    mov edx, dword ptr [r15 + 448]
+    vpaddd xmm15, xmm15, xmm15
+    mov rsi, qword ptr [r15 + 256]
+    and r8, 16320
+    and r9d, dword ptr [r15 + r8 + 15680]
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 512], r8b
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    mov qword ptr [r15 + 64], rsi
-    movzx esi, bpl
-    mov dword ptr [r15 + 448], esi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d9053_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9053_s_t
+.Lc1_d9053_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9053_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 147
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, rsi
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 128]
-    mov r9, r11
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], edx
+    movzx ecx, cl
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 192]
+    mov r9, rax
+    mov rax, r9
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9d, ebp
-    mov r9, r11
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
-    mov edx, edx
-    and r9, 4032
-    xor dword ptr [r15 + r9 + 3392], r9d
-    mov r9, rbp
+    jmp 1f
+1:
+    mov r9d, 90
     mov r9d, dword ptr [r15 + 384]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    mov byte ptr [r15 + 64], al
+    and r8, 4032
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 3392], rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 704], ecx
+    mov ecx, 253
+    mov ecx, dword ptr [r15 + 768]
+    mov r8d, ecx
+    movzx r8d, byte ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 704]
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, 77
-    mov byte ptr [r15 + 256], cl
-    movzx ecx, sil
-    mov ecx, dword ptr [r15 + 320]
-    mov r8d, 233
+    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 256], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    lea rcx, [rip + .Lc1_d8557_s]
+    lea rcx, [rip + .Lc1_d9106_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8557_s_t
-.Lc1_d8557_j:
+    call .Lc1_d9106_s_t
+.Lc1_d9106_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8557_s:
+.Lc1_d9106_s:
     ret
     .popsection
-    mov r8, r11
-    mov esi, r8d
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 106
-    movzx r8d, cl
-    mov r8, r11
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 384], 195
+    mov rcx, r9
+    mov dword ptr [r15 + 448], 133
+    mov rcx, r8
     jmp 1f
 1:
-    mov ebp, 218
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 198
-    mov rcx, rdx
-    mov edx, ecx
-    movzx edx, byte ptr [r15 + 256]
-    mov r8d, 43
-    mov r8d, 40
-    mov byte ptr [r15 + 576], bpl
-    mov ebp, 254
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov ebp, 204
-    mov ebp, dword ptr [r15 + 768]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 128], r8d
+    mov r9d, 254
+    lea r9, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 320]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1408]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 64]
+    mov esi, 199
+    mov esi, 147
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 60
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 204
+    mov qword ptr [r15 + 576], r9
+    mov r9, r11
+    mov dword ptr [r15 + 256], 212
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9d, 213
+    mov r9d, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -10931,166 +11622,198 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d8605_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9157_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8605_s_t
-.Lc1_d8605_j:
+    call .Lc1_d9157_s_t
+.Lc1_d9157_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8605_s:
+.Lc1_d9157_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    mov eax, 48
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rcx
-    test ebx, 2560
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov r9, r11
-    mov rax, r9
-    jmp 1f
-1:
-    and r9, 1984
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9d, eax
-    movzx r9d, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 704]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 64]
     and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 225
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, rcx
+    mov ecx, 56
+    mov qword ptr [r15 + 192], rax
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
     mov r8, r11
-    movzx esi, byte ptr [r15 + 192]
-    and r8, 16320
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    and edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    movsxd rax, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 170
-    mov edx, 135
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov rsi, rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm5, xmm14, 242
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 247
-    mov edx, 152
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    mov esi, edx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 64]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 64], r8
+    mov ecx, 247
+    movzx ecx, cl
     and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    and esi, dword ptr [r15 + 192]
-    mov rdi, rsi
-    mov rbp, r11
+    mov dword ptr [r15 + r8 + 832], r8d
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    mov ecx, eax
+    mov rcx, rcx
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    mov byte ptr [r15 + 128], al
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 128], 198
+    mov dword ptr [r15 + 192], ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 768], ecx
     jmp 1f
 1:
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], rdx
-    mov dword ptr [r15 + r8 + 896], r8d
-    vmovdqu ymmword ptr [r15 + 768], ymm5
-    mov dword ptr [r15 + 704], edx
+    mov r8, r11
+    jmp 1f
+1:
+    inc dword ptr [r15 + 320]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 144
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    lea rcx, [rip + .Lc1_d8699_s]
+    lea rcx, [rip + .Lc1_d9266_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8699_s_t
-.Lc1_d8699_j:
+    call .Lc1_d9266_s_t
+.Lc1_d9266_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8699_s:
+.Lc1_d9266_s:
     ret
     .popsection
-    mov r8, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    mov rcx, qword ptr [r15 + 128]
+    movzx r8d, cl
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 448], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 192], 98
-    mov dword ptr [r15 + 448], edx
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1408]
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], ecx
+    mov r9, r11
+    mov dword ptr [r15 + 192], r9d
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, ecx
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 512]
-    mov edx, edx
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    mov rdx, qword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 225
-    mov byte ptr [r15 + 64], bpl
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov ebp, 6
-    movzx ebp, bpl
-    mov rbp, rdx
-    vpxor xmm9, xmm9, xmm5
+    mov r8, rcx
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 39
+    mov rcx, rcx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 5
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    xor dword ptr [r15 + 512], ecx
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov ecx, 255
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -11102,61 +11825,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d8747_s]
+    lea rcx, [rip + .Lc1_d9319_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8747_s_t
-.Lc1_d8747_j:
+    call .Lc1_d9319_s_t
+.Lc1_d9319_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8747_s:
+.Lc1_d9319_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov rcx, rdx
+    mov edx, 169
+    mov edx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 243
+    mov rax, rax
+    mov eax, eax
+    mov eax, eax
+    mov dword ptr [r15 + 384], 86
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 384]
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 192]
-    mov r9d, eax
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 106
-    mov dword ptr [r15 + 0], 149
-    movzx edi, cl
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    test ebx, 7815168
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 4608
     jnz 1f
 1:
-    mov rcx, r9
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    mov ecx, 44
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 512], rdx
+    jmp 1f
+1:
     mov rbp, r11
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 122
-    mov ebp, ecx
+    mov ecx, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 256]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 768], sil
+    mov rbp, r11
     jmp 1f
 1:
-    vpxor xmm13, xmm13, xmm5
-    mov qword ptr [r15 + 640], rcx
-    mov qword ptr [r15 + 448], rcx
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 7488], r8
+    and ecx, dword ptr [r15 + 128]
+    vpxor xmm7, xmm7, xmm10
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
     add r11, 64
     inc rbx
     dec r13
@@ -11165,284 +11887,307 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9372_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9372_s_t
+.Lc1_d9372_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9372_s:
+    ret
+    .popsection
+    add r8, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 149
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], eax
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 32
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    mov rbp, rbp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 768]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
-    mov rbp, qword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov edi, eax
-    mov byte ptr [r15 + 256], bpl
-    add rsi, qword ptr [r15 + 128]
-    mov eax, 239
-    mov eax, edx
-    mov rax, rax
-    vpshufd xmm1, xmm9, 250
+    mov ecx, 116
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + r9 + 896]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm8
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9d, r8d
+    mov r9, r11
+    mov dword ptr [r15 + 448], 134
+    mov byte ptr [r15 + 192], dil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 231
+    movzx r9d, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 320]
+    mov esi, edi
+    mov dword ptr [r15 + 512], esi
+    mov rsi, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    lea rcx, [rip + .Lc1_d8841_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8841_s_t
-.Lc1_d8841_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8841_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r8, r11
-    jmp 1f
-1:
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 128]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    imul r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 202
+    mov r8d, 235
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + 448]
+    mov edi, esi
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
     and r8, 8128
     mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, 193
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 64]
-    vpaddd xmm1, xmm1, xmm1
-    mov eax, 142
-    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 119
+    mov r9d, 203
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    mov edi, r8d
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov rbp, r11
-    mov edi, 151
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 23
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, ecx
-    mov ecx, 14
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 640]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov eax, 164
+    and rbp, 16320
+    movsxd rax, dword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + r8 + 7552]
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 192], al
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9468_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9468_s_t
+.Lc1_d9468_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9468_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 248
-    movzx r8d, bpl
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 173
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
-    mov r8, rbp
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + 128]
+    movzx edx, al
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov eax, eax
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 245
+    mov eax, dword ptr [r15 + 512]
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 384]
+    jmp 1f
 1:
     mov rbp, r11
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, dword ptr [r15 + 512]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx edi, r9b
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 1408], r9b
     jmp 1f
 1:
-    movzx edx, r8b
-    and edx, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 704]
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], esi
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + r8 + 896]
-    mov r8d, eax
-    and r8d, dword ptr [r15 + 512]
+    mov r9, rax
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], r9d
+    mov byte ptr [r15 + 448], dil
+    mov edi, dword ptr [r15 + rbp + 896]
+    movzx ebp, dil
+    mov dword ptr [r15 + 192], 192
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    lea rcx, [rip + .Lc1_d8933_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8933_s_t
-.Lc1_d8933_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d9518_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9518_s_t
+.Lc1_d9518_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8933_s:
+.Lc1_d9518_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     jmp 1f
 1:
-    mov r8d, 220
+    mov dword ptr [r15 + 384], eax
+    jmp 1f
+1:
+    mov eax, 38
+    mov qword ptr [r15 + 512], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 27
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov byte ptr [r15 + 768], cl
-    movzx r8d, al
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], al
     jmp 1f
 1:
     mov eax, eax
-    mov rax, rax
-    mov eax, 153
-    mov eax, 70
-    add rax, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    mov eax, 226
+    add rax, qword ptr [r15 + 192]
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 64], al
+    mov eax, ecx
+    test ebx, 4608
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + 192], eax
+    mov ecx, ecx
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3456], r8b
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 55
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, r8
+    vpaddd xmm7, xmm7, xmm7
+    mov r8, r11
+    mov eax, 81
     mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov ebp, eax
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r9, r11
-    vpaddd xmm13, xmm13, xmm1
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 214
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, al
-    mov eax, r8d
-    jmp 1f
-1:
+    movzx ecx, bpl
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 128]
+    movzx esi, r8b
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    lea rcx, [rip + .Lc1_d8988_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8988_s_t
-.Lc1_d8988_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8988_s:
-    ret
-    .popsection
-    mov eax, edi
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    vpcmpeqb xmm13, xmm13, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov ecx, 224
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, al
-    mov dword ptr [r15 + 0], 186
-    mov r8d, 93
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    xor dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 384], 51
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 220
-    mov dword ptr [r15 + 256], 24
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], r8d
+    add rbp, qword ptr [r15 + 320]
+    mov r9, r11
     mov r8, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 512], 216
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8d, 90
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 640]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, 104
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov eax, dword ptr [r15 + 448]
     mov r8, r11
-    movzx edi, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 768]
     and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8d, 111
-    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + r8 + 7488], 20
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    mov byte ptr [r15 + 128], dil
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 212
+    mov dword ptr [r15 + 64], 214
+    mov edi, 120
+    mov byte ptr [r15 + 448], dil
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -11451,54 +12196,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, rdi
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d9628_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9628_s_t
+.Lc1_d9628_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9628_s:
+    ret
+    .popsection
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
-    mov rbp, r11
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r8b
-    mov edi, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 512], rdi
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
-    add rax, qword ptr [r15 + 128]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 0
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 320]
-    mov rbp, r11
-    add r8, qword ptr [r15 + 512]
-    jmp 1f
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 640], 255
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], al
+    mov rax, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 19
-    movzx ebp, byte ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov rax, r9
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 320], 201
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -11507,53 +12255,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d9085_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9085_s_t
-.Lc1_d9085_j:
+    lea rcx, [rip + .Lc1_d9675_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9675_s_t
+.Lc1_d9675_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9085_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9675_s:
     ret
     .popsection
+    add r8, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, eax
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 64]
-    add rdx, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rsi, rax
-    movsxd rsi, dword ptr [r15 + 640]
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 704]
     and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    add rbp, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, rcx
+    mov ecx, ecx
+    mov rbp, r11
+    mov ecx, 88
+    add rcx, qword ptr [r15 + 448]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], r9b
+    mov qword ptr [r15 + 256], rcx
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 384]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 512], ecx
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, ebp
-    mov ebp, dword ptr [r15 + 192]
-    mov edi, 224
-    movsxd rdi, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -11562,53 +12313,85 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9132_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9132_s_t
-.Lc1_d9132_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9724_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9724_s_t
+.Lc1_d9724_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9132_s:
+.Lc1_d9724_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], cl
-    mov dword ptr [r15 + 128], edi
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], ecx
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 174
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    vpmovmskb ebp, xmm6
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 384]
-    mov eax, 17
-    vpmovmskb r9d, xmm13
-    mov r9d, edi
-    mov dword ptr [r15 + 192], 180
-    mov edi, dword ptr [r15 + 64]
-    mov r8, r11
-    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, 104
+    vpor xmm7, xmm7, xmm6
+    mov eax, ecx
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + rbp + 832], cl
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 217
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 256]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    vmovdqu xmmword ptr [r15 + 448], xmm7
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov dword ptr [r15 + 448], 177
-    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], r8d
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -11617,585 +12400,618 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 31
-    mov r8, rbp
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 64
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 64
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 210
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 704], sil
+    mov esi, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 249
+    mov r8, r11
+    mov dword ptr [r15 + 512], 177
+    lea r9, [r11 + r11*1]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 232
-    mov rbp, qword ptr [r15 + 768]
-    mov dword ptr [r15 + r8 + 3456], 224
-    mov byte ptr [r15 + 512], r8b
-    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov dword ptr [r15 + 640], 219
+    and r9, 8128
+    mov r8, r11
+    mov byte ptr [r15 + r9 + 7552], r8b
     jmp 1f
 1:
-    mov r9, r11
-    mov rsi, r9
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 219
-    movsxd r9, dword ptr [r15 + 128]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 448]
+    vpcmpeqb xmm6, xmm6, xmm7
+    mov rdi, rsi
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    lea rcx, [rip + .Lc1_d9217_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9217_s_t
-.Lc1_d9217_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9217_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 5
-    mov rcx, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], 218
-    vpxor xmm6, xmm6, xmm13
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], ecx
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 576], 58
-    mov esi, 215
-    mov byte ptr [r15 + 320], sil
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], cl
-    and r8, 1984
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
-    mov r9, qword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], r8b
-    mov r8, qword ptr [r15 + 320]
-    mov esi, r8d
-    movsxd r8, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 64], 51
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c192:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1
+    test dword ptr [r15 + 67117724], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d9264_s]
+    lea rcx, [rip + .Lc1_d9838_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9264_s_t
-.Lc1_d9264_j:
+    call .Lc1_d9838_s_t
+.Lc1_d9838_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9264_s:
+.Lc1_d9838_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    movzx ebp, byte ptr [r15 + 128]
-    mov esi, ebp
+    vpxor xmm6, xmm6, xmm7
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r10
-    mov edx, 4
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 128]
-    movzx edx, cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 114
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 448], ecx
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rdi, rcx
+    jmp 1f
+1:
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, rsi
-    mov rbp, r10
-    mov esi, 103
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 192]
-    vpor xmm13, xmm13, xmm6
-    jmp 1f
-1:
-    mov ebp, ebp
+    mov dword ptr [r15 + 64], 90
+    mov ecx, 195
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], dil
+    movsxd rdi, dword ptr [r15 + rbp + 896]
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 21
+    mov dword ptr [r15 + 768], r9d
+    mov r9, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], r9
+    mov r9d, ecx
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c192:
+    lea rcx, [rip + .Lc1_d9885_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9885_s_t
+.Lc1_d9885_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9885_s:
+    ret
+    .popsection
+    mov r9d, r9d
+    add qword ptr [r15 + 128], r9
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov byte ptr [r15 + 192], bpl
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, r11
+    vpor xmm7, xmm7, xmm7
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    mov rax, rsi
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov rax, r8
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, rax
+    mov esi, 188
+    movzx edx, byte ptr [r15 + r9 + 7552]
+    mov r9, rdx
+    mov r9d, dword ptr [r15 + 640]
+    mov ebp, 123
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 576]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c193:
-    mov byte ptr [r15 + 0], dil
-    mov edi, 103
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovq qword ptr [r15 + 0], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 103
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, edi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    add rbp, qword ptr [r15 + 64]
-    mov r9, r11
-    mov dword ptr [r15 + 256], 72
-    movzx esi, dil
-    test ebx, 1073741824
-    jz 1f
+    movzx edi, al
+    movzx edi, al
+    mov byte ptr [r15 + 256], al
+    mov eax, eax
+    mov dword ptr [r15 + 512], eax
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 448]
-    movzx esi, bpl
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 384]
-    mov edx, 90
-    mov dword ptr [r15 + 512], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    movsxd rdx, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 320]
+    mov eax, edi
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 198
     mov r8, r11
-    vmovq qword ptr [r15 + 192], xmm6
-    movsxd rcx, dword ptr [r15 + 576]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    mov r8d, 247
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], eax
+    mov rbp, r11
+    movzx eax, dil
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    lea rcx, [rip + .Lc1_d9358_s]
+    lea rcx, [rip + .Lc1_d9992_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9358_s_t
-.Lc1_d9358_j:
+    call .Lc1_d9992_s_t
+.Lc1_d9992_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9358_s:
+.Lc1_d9992_s:
     ret
     .popsection
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx ecx, cl
+    mov r9, r11
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 256]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
+    movsxd r9, dword ptr [r15 + 576]
+    mov rax, rbp
+    movzx ebp, cl
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 320]
+    test ebx, 466944
     jz 1f
 1:
-    movzx ecx, sil
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], r8b
-    movzx esi, al
+    mov ecx, ecx
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rsi
+    mov dword ptr [r15 + 192], 156
+    movsxd rsi, dword ptr [r15 + 384]
+    movzx eax, dil
     mov r8, r11
-    mov rbp, r11
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx ecx, bpl
-    mov dword ptr [r15 + 64], 247
+    movzx edi, r8b
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
+    movzx edi, byte ptr [r15 + 128]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm7
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c195:
-    and r8d, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 320]
-    mov edi, ebp
-    mov ebp, 134
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov rbp, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 512]
-    mov rdx, rsi
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10045_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10045_s_t
+.Lc1_d10045_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10045_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
     and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], 211
-    and r9, 448
+    mov qword ptr [r15 + r8 + 1408], rcx
+    mov ecx, 233
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov rdi, rcx
+    and edi, dword ptr [r15 + 0]
+    mov ecx, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movsxd r8, dword ptr [r15 + 704]
-    mov rax, r8
-    mov r8d, 54
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8d, ecx
+    mov r8d, 153
+    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8d, 68
-    mov r8, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 768], r8
-    mov r8, rax
+    mov rax, rdi
+    mov rdi, rax
+    mov dword ptr [r15 + 128], 53
+    movzx edi, byte ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, cl
+    mov ecx, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    lea rcx, [rip + .Lc1_d9453_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9453_s_t
-.Lc1_d9453_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d10099_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10099_s_t
+.Lc1_d10099_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9453_s:
+.Lc1_d10099_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov dword ptr [r15 + 0], 82
-    mov ecx, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], r8d
+    mov r9, r11
+    lea r8, [r11 + r11*1]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], r8d
+    mov ecx, r9d
+    mov dword ptr [r15 + r8 + 832], eax
+    mov rax, r9
+    mov rax, rax
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 320]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 512], ymm7
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov r8d, ecx
     jmp 1f
 1:
     mov r8d, eax
-    mov dword ptr [r15 + 576], 43
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov eax, ecx
-    mov eax, 165
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 4032
-    add rax, qword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
-    mov ebp, 50
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 512]
-    and ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 235
-    vmovdqu ymmword ptr [r15 + 128], ymm13
+    movzx eax, byte ptr [r15 + 448]
     movzx r8d, al
-    mov eax, r8d
-    movzx eax, byte ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 60
+    and r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    mov eax, 109
+    mov eax, eax
+    mov dword ptr [r15 + 192], 156
+    movsxd rax, dword ptr [r15 + 64]
+    mov ebp, 203
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9507_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9507_s_t
-.Lc1_d9507_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9507_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    and edi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov ecx, dword ptr [r15 + 640]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rdi
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
-    mov rax, rbp
-    movzx ebp, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, eax
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    mov ebp, ebp
+    movzx ebp, bpl
+    movzx ebp, bpl
+    jmp 1f
 1:
-    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 256], 114
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], 92
+    jmp 1f
+1:
+    add qword ptr [r15 + 64], rax
+    mov eax, 167
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    movsxd rsi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, 219
+    mov rbp, r11
+    movzx eax, bpl
+    mov qword ptr [r15 + 384], rsi
+    mov rsi, rsi
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 640]
     mov r9, r11
-    and rbp, 4032
-    add rdi, qword ptr [r15 + rbp + 3392]
-    movzx ebp, dil
-    and r9, 16320
-    movsxd rbp, dword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 384], 177
-    movzx r9d, dil
-    vpaddd xmm13, xmm13, xmm13
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], r9
-    mov r9d, 68
-    mov r9d, 111
+    jmp 1f
+1:
+    mov edi, 198
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 256]
+    movzx eax, sil
+    movzx esi, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    movsxd r9, dword ptr [r15 + 704]
+    lea rcx, [rip + .Lc1_d10201_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10201_s_t
+.Lc1_d10201_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10201_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], bpl
-    mov ebp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov edi, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov qword ptr [r15 + 0], rcx
+    movsxd rdi, dword ptr [r15 + 64]
+    mov ecx, edi
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 240
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, byte ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 704], 79
     jmp 1f
 1:
-    test ebx, 2560
-    jz 1f
-1:
+    mov dword ptr [r15 + 384], 133
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 45
-    mov dword ptr [r15 + 64], 163
-    mov dword ptr [r15 + 384], 71
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    mov rsi, qword ptr [r15 + 320]
-    and r9, 8128
-    add rdi, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], edi
-    mov edi, 228
-    mov r9, r11
+    movzx ebp, byte ptr [r15 + 64]
     mov r8, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 191
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
     jmp 1f
 1:
-    movzx r9d, dil
+    mov rdi, qword ptr [r15 + 320]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 59
+    mov r8d, 192
+    mov r8, r11
+    and ecx, dword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    jmp 1f
+1:
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c199:
-    lea rcx, [rip + .Lc1_d9608_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10251_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9608_s_t
-.Lc1_d9608_j:
+    call .Lc1_d10251_s_t
+.Lc1_d10251_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9608_s:
+.Lc1_d10251_s:
     ret
     .popsection
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edx, r9b
     mov r9, r11
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
     jmp 1f
 1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov r8d, 241
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, rax
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 448]
     nop
-    nop
-    movsxd r8, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, r9b
-    mov dword ptr [r15 + 576], r9d
-    mov r9d, 110
-    mov r9d, dword ptr [r15 + 256]
+    mov esi, 254
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     movzx eax, r9b
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], eax
+    mov eax, dword ptr [r15 + 768]
     mov r9d, dword ptr [r15 + 128]
-    mov esi, r8d
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, sil
+    nop
+    mov qword ptr [r15 + 320], r9
+    mov r9, r11
+    movzx esi, r9b
+    mov esi, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, 221
     add r11, 64
     inc rbx
     dec r13
@@ -12204,419 +13020,444 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d9661_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10303_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9661_s_t
-.Lc1_d9661_j:
+    call .Lc1_d10303_s_t
+.Lc1_d10303_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9661_s:
+.Lc1_d10303_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
+    mov eax, 6
+    vpxor xmm9, xmm9, xmm1
     jmp 1f
 1:
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, 236
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 38
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov ecx, eax
-    mov qword ptr [r15 + 704], rcx
-    movzx ebp, al
-    mov ebp, 207
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r11
-    test ebx, 1073741824
+    mov edi, eax
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 512], 207
+    test ebx, 4608
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rbp, r11
+    mov r8, r11
+    and eax, dword ptr [r15 + 256]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8d, ecx
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 202
+    movzx r8d, cl
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 64]
     and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, 164
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movzx ebp, al
-    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r15 + r8 + 3392], r8
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovdqu xmm5, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rdi, r8
+    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, r11
+    vpcmpeqb xmm10, xmm10, xmm2
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov eax, 164
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, rbp
-    movzx ebp, bpl
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], r8d
+    lea rbp, [r11 + r11*1]
+    mov edx, r8d
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
+    movzx edx, byte ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 138
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 151
+    movzx edi, dl
+    mov edx, dword ptr [r15 + 768]
+    mov rsi, rdx
+    movzx edx, sil
+    mov rsi, r8
     mov r8, r11
-    mov rdi, qword ptr [r15 + 768]
-    movzx edx, dil
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 98
-    movsxd r8, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, rdx
+    mov dword ptr [r15 + 384], edx
+    mov edx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, dl
+    movzx ebp, dil
+    mov ebp, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 512]
+    mov rax, rdi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], edx
+    mov edx, esi
+    mov r9, r11
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edi
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 128]
+    mov edi, r9d
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    movzx esi, al
-    movzx eax, byte ptr [r15 + 512]
-    mov r9d, eax
-    mov rax, r9
-    mov eax, eax
-    mov eax, edi
-    mov edi, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    lea rcx, [rip + .Lc1_d9761_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10420_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9761_s_t
-.Lc1_d9761_j:
+    call .Lc1_d10420_s_t
+.Lc1_d10420_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9761_s:
+.Lc1_d10420_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov ecx, r9d
+    and r9, 8128
+    add rdi, qword ptr [r15 + r9 + 7488]
+    mov eax, dword ptr [r15 + 576]
+    movzx r9d, byte ptr [r15 + 640]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, eax
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 384]
-    mov ecx, eax
-    mov ecx, ecx
     jmp 1f
 1:
-    mov eax, eax
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
+    mov rbp, r11
+    mov ecx, ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    mov r9, r11
-    mov rax, r9
-    test ebx, 4608
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 251
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    imul rax, qword ptr [r15 + 512]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    mov r9d, ecx
-    vpor xmm13, xmm13, xmm5
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx esi, al
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], 31
+    vpor xmm9, xmm9, xmm10
+    mov qword ptr [r15 + 192], r9
     mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, ebp
     jmp 1f
 1:
-    mov edx, esi
-    mov rsi, qword ptr [r15 + 576]
+    xor dword ptr [r15 + 384], ecx
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    jmp 1f
+1:
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    lea rcx, [rip + .Lc1_d9813_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9813_s_t
-.Lc1_d9813_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d10473_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10473_s_t
+.Lc1_d10473_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9813_s:
+.Lc1_d10473_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 640]
-    movzx edx, dl
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
     jmp 1f
 1:
-    movzx edx, sil
-    jmp 1f
+    mov byte ptr [r15 + 0], cl
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx edx, cl
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 384]
+    test ebx, 1994752
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r9d, dword ptr [r15 + 512]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 192], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rdx
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 512]
+    and ecx, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 704]
     and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 384]
-    and ebp, dword ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 192]
-    movzx ebp, al
-    mov ebp, ebp
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov eax, edx
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    vmovdqu xmm1, xmmword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 768], ymm1
-    mov rax, r8
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r8, rbp
-    mov qword ptr [r15 + 0], r8
-    mov r8, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov rbp, rdx
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r8, r11
-    test ebx, 491520
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov rbp, r11
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    test ebx, 1536
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movzx r8d, al
-    mov dword ptr [r15 + 320], r8d
-    mov r8, r11
-    movzx eax, r8b
-    mov qword ptr [r15 + 128], rax
-    movzx eax, bpl
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 96
-    jmp 1f
-1:
-    mov rbp, r8
+    mov qword ptr [r15 + 192], rdx
+    mov edx, edx
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    movzx edx, bpl
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov byte ptr [r15 + 768], bpl
+    movzx ebp, dl
+    mov qword ptr [r15 + 128], rbp
     mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    vpcmpeqb xmm5, xmm5, xmm13
-    movzx r8d, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 256]
-    mov edx, 127
-    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 228
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 448]
+    mov r9, r11
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    and edx, dword ptr [r15 + 576]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movzx r9d, byte ptr [r15 + 384]
+    mov ebp, 103
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9912_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9912_s_t
-.Lc1_d9912_j:
+    lea rcx, [rip + .Lc1_d10571_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10571_s_t
+.Lc1_d10571_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9912_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d10571_s:
     ret
     .popsection
-    mov byte ptr [r15 + 640], dl
-    mov rdx, qword ptr [r15 + 128]
-    movzx eax, dl
-    movzx eax, al
-    mov dword ptr [r15 + 320], 164
-    mov dword ptr [r15 + 0], ecx
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    mov ecx, r9d
+    movzx ecx, cl
+    mov dword ptr [r15 + 192], 224
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov rbp, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], dl
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    movzx r9d, bpl
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9, r11
+    mov dword ptr [r15 + 448], 54
+    mov dword ptr [r15 + 128], 11
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 107
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movzx edi, byte ptr [r15 + rbp + 896]
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], eax
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    vpshufd xmm6, xmm6, 120
+    mov r8, r11
+    mov dword ptr [r15 + 256], 186
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 1
     jmp 1f
 1:
-    mov r9d, ecx
+    movsxd rax, dword ptr [r15 + 640]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 240
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov dword ptr [r15 + 512], edx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], edx
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 108
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d10618_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10618_s_t
+.Lc1_d10618_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10618_s:
+    ret
+    .popsection
     mov r8, r11
-    and edx, dword ptr [r15 + 256]
-    movzx ecx, dl
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov rcx, rax
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 65
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], dl
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 173
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 192], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 768], r8
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    lea rbp, [r11 + r11*1]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], ebp
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 256]
+    movzx esi, cl
+    jmp 1f
+1:
+    mov ecx, 224
+    mov dword ptr [r15 + 704], 167
     add r11, 64
     inc rbx
     dec r13
@@ -12625,349 +13466,412 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10006_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10006_s_t
-.Lc1_d10006_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d10668_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10668_s_t
+.Lc1_d10668_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10006_s:
+.Lc1_d10668_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rdx, rax
-    mov r8, r11
-    mov eax, r8d
-    movzx eax, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 320], al
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    mov ecx, eax
+    mov qword ptr [r15 + 576], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    movzx eax, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    imul rax, qword ptr [r15 + 448]
-    mov r8, r11
-    mov ecx, r8d
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 97
+    mov r9d, ecx
+    mov r9, r9
+    mov r9, r9
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1536
+    jnz 1f
 1:
+    mov r9, r11
+    mov qword ptr [r15 + 640], r9
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 253
-    mov dword ptr [r15 + 128], 124
-    movzx r8d, byte ptr [r15 + 192]
-    mov rax, rax
-    mov dword ptr [r15 + 256], 244
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    add qword ptr [r15 + 64], rax
+    mov rax, qword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], r9d
+    mov dword ptr [r15 + 192], 138
+    mov r9, rcx
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], 80
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d10051_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10051_s_t
-.Lc1_d10051_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10051_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 384], eax
-    mov eax, 242
-    movsxd rax, dword ptr [r15 + 192]
-    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov rcx, rax
-    and rbp, 16320
-    mov rax, qword ptr [r15 + rbp + 15680]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov rdi, rcx
-    mov r9, r11
+    mov rdi, rdi
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 209
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3456]
+    mov ecx, 100
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, edi
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm6
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 512]
     and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    and eax, dword ptr [r15 + 192]
+    mov r9d, 17
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx esi, dil
-    mov edi, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 128], 228
-    and eax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, al
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], esi
-    mov rsi, rax
-    and esi, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 384], sil
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 192], xmm5
+    lea rcx, [rip + .Lc1_d10771_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10771_s_t
+.Lc1_d10771_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10771_s:
+    ret
+    .popsection
     mov r8, r11
+    mov r9, r11
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    mov rax, qword ptr [r15 + 320]
     and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8, rsi
-    mov r8d, r8d
-    mov qword ptr [r15 + rbp + 3456], r8
-    mov dword ptr [r15 + 64], 143
-    mov r8, r11
-    mov byte ptr [r15 + 448], r8b
-    mov rsi, rax
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    and eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], rax
+    mov dword ptr [r15 + r8 + 832], r8d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov byte ptr [r15 + 512], cl
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], r9
+    mov r9, r8
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ecx
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r9, r11
+    vmovq qword ptr [r15 + 0], xmm6
+    mov qword ptr [r15 + 448], rcx
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 64], 156
+    mov r9, r8
+    movzx r9d, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 576], r9b
+    vmovdqu xmmword ptr [r15 + 192], xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    and ecx, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    lea rcx, [rip + .Lc1_d10149_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10149_s_t
-.Lc1_d10149_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10828_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10828_s_t
+.Lc1_d10828_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10149_s:
+.Lc1_d10828_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    mov ecx, ecx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 7
-    mov ecx, 164
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov eax, 111
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 218
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 74
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 192], r9b
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov r9d, 239
-    mov r9d, r8d
+    mov ecx, 53
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 256], 80
-    mov dword ptr [r15 + 512], 227
-    mov r9d, ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9, r11
-    mov rcx, r9
-    mov rcx, rcx
+    mov qword ptr [r15 + 128], rax
+    mov rax, rcx
+    mov dword ptr [r15 + 640], 38
+    mov r8, r11
+    mov rcx, r8
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     jmp 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 64]
+    mov r8d, eax
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 576]
-    mov ebp, r9d
-    or qword ptr [r15 + 64], 122
-    mov r9d, 190
-    mov r9d, ecx
-    mov r9d, r9d
-    mov dword ptr [r15 + r8 + 1408], 68
-    add rcx, qword ptr [r15 + 448]
+    mov r8, r11
+    mov edx, 184
+    and edx, dword ptr [r15 + 192]
+    mov edi, edx
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    lea rcx, [rip + .Lc1_d10199_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10199_s_t
-.Lc1_d10199_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10199_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], 14
-    mov ecx, 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    mov eax, edx
+    mov rax, qword ptr [r15 + 384]
+    mov r8d, eax
+    mov r8, r11
+    mov byte ptr [r15 + 64], r8b
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, 248
+    vmovq xmm7, r8
+    mov r8d, edx
+    mov r8, r8
+    mov r8d, 13
+    mov qword ptr [r15 + 128], r8
+    mov rdx, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 102
-    movsxd rdx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], dl
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 70
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 704], r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 219
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rdx
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    vmovq xmm13, rdx
-    mov rdx, rcx
-    mov dword ptr [r15 + 384], 46
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, rcx
-    mov byte ptr [r15 + 256], bpl
-    movsxd rbp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 7488], 234
+    mov byte ptr [r15 + 512], dl
+    mov rdx, qword ptr [r15 + 256]
+    mov r8d, 21
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 448]
-    mov ecx, ecx
+    lea rcx, [rip + .Lc1_d10944_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10944_s_t
+.Lc1_d10944_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10944_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 79
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 165
-    mov dword ptr [r15 + 0], eax
-    mov ecx, eax
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov dword ptr [r15 + 0], 89
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 78
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 79
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 704]
-    mov eax, 46
-    movsxd rax, dword ptr [r15 + 384]
-    mov r9, r11
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9d, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 118
+    mov r8d, esi
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9d, 26
+    test ebx, 1536
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    vpor xmm11, xmm11, xmm15
-    mov qword ptr [r15 + 512], rax
+    mov esi, dword ptr [r15 + 256]
+    lea rbp, [r11 + r11*1]
+    mov r8d, ebp
+    mov r8d, r8d
+    mov byte ptr [r15 + 128], r8b
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 384], r8d
+    movzx r8d, byte ptr [r15 + 448]
+    mov ecx, r8d
+    vpor xmm2, xmm2, xmm7
+    mov dword ptr [r15 + 320], r9d
+    mov r9, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, 195
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -12979,47 +13883,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d10293_s]
+    lea rcx, [rip + .Lc1_d10999_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10293_s_t
-.Lc1_d10293_j:
+    call .Lc1_d10999_s_t
+.Lc1_d10999_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10293_s:
+.Lc1_d10999_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 163
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 228
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
     mov rdi, rcx
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 576]
-    mov r9, r11
+    mov dword ptr [r15 + 512], edi
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 1984
+    add rbp, qword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 640]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3456]
+    mov eax, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
     and r9, 8128
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
-    mov edi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], edi
-    movzx edi, byte ptr [r15 + 384]
-    add rdi, qword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 192], r9b
-    mov r9, qword ptr [r15 + 448]
+    mov byte ptr [r15 + r9 + 7488], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -13028,51 +13939,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10337_s]
+    lea rcx, [rip + .Lc1_d11048_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10337_s_t
-.Lc1_d10337_j:
+    call .Lc1_d11048_s_t
+.Lc1_d11048_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10337_s:
+.Lc1_d11048_s:
     ret
     .popsection
+    mov rcx, r9
+    mov ecx, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 640], cl
-    mov dword ptr [r15 + 512], 44
-    mov r9, qword ptr [r15 + 704]
-    mov ecx, 238
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    and eax, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], rcx
-    and rbp, 4032
-    imul r9, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rax
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    mov r9, r11
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 187
-    mov dword ptr [r15 + 256], 247
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, rax
     mov rax, rcx
-    and eax, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 25
-    movzx ebp, r9b
     jmp 1f
 1:
-    mov ebp, 139
-    vmovdqu ymmword ptr [r15 + 448], ymm11
+    and r9, 448
+    inc dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 64], 223
+    mov r9, r11
+    and ecx, dword ptr [r15 + 192]
+    movzx eax, cl
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm2
+    mov r9, qword ptr [r15 + 320]
+    mov ecx, 233
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 25
+    mov dword ptr [r15 + 128], 211
     add r11, 64
     inc rbx
     dec r13
@@ -13081,1059 +13994,195 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 64]
+    mov ecx, eax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], edx
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov rsi, r8
+    vmovdqu ymmword ptr [r15 + 448], ymm2
+    mov rax, rbp
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    add rdx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], dl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    movzx eax, byte ptr [r15 + 640]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov ebp, 191
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 192], rdx
+    mov rdx, rdx
+    mov dword ptr [r15 + 64], edx
+    mov r8, r11
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
     and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], eax
-    mov r8, r11
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    add rax, qword ptr [r15 + 320]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rsi
-    mov esi, 191
-    movzx esi, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    vpaddd xmm13, xmm13, xmm13
-    mov rdx, rsi
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], esi
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    lea rcx, [rip + .Lc1_d10426_s]
+    lea rcx, [rip + .Lc1_d11139_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10426_s_t
-.Lc1_d10426_j:
+    call .Lc1_d11139_s_t
+.Lc1_d11139_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10426_s:
+.Lc1_d11139_s:
     ret
     .popsection
-    mov dword ptr [r15 + 576], esi
-    mov rsi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    vpaddd xmm13, xmm13, xmm13
-    and ecx, dword ptr [r15 + 384]
-    mov edx, ecx
-    mov ecx, 91
-    mov ecx, 179
-    and ecx, dword ptr [r15 + 320]
     mov r8, r11
-    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
     and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r8d, 211
-    mov r8d, 215
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 128]
-    mov ecx, edi
-    mov rcx, rcx
-    mov ecx, ecx
-    mov r8, r11
-    mov rdi, r8
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, cl
-    movzx r8d, r8b
-    movzx r8d, cl
-    mov r8d, 202
-    mov r8, qword ptr [r15 + 64]
-    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov rdi, rcx
+    mov qword ptr [r15 + 256], rdi
+    mov edi, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], cl
+    mov ecx, r8d
+    mov ecx, 55
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 192]
+    mov ecx, 117
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
+    add qword ptr [r15 + r9 + 832], r8
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], r8d
+    mov dword ptr [r15 + 0], 85
+    mov r8d, 23
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 234
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 158
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, r8d
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8d, edi
+    mov byte ptr [r15 + 448], r8b
+    and r9, 4032
+    and edi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, dil
+    mov r9d, 1
+    mov r9d, r9d
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 704]
+    mov r8, r9
+    mov r9d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c217:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d10484_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10484_s_t
-.Lc1_d10484_j:
+    lea rcx, [rip + .Lc1_d11196_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11196_s_t
+.Lc1_d11196_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10484_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11196_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov eax, 152
-    vmovq xmm1, rcx
-    mov byte ptr [r15 + 320], cl
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 256], 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, al
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov r8d, 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rcx
+    mov qword ptr [r15 + 128], rdi
+    mov edi, 214
+    movzx edi, byte ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    test ebx, 1536
+    jnz 1f
 1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm2
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdi
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm1
-    mov qword ptr [r15 + 448], rax
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 29
-    mov qword ptr [r15 + 384], rax
+    movzx edi, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm2
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r15 + 704]
-    movzx edx, al
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    vmovq xmm2, rsi
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 128]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    mov dword ptr [r15 + 0], 130
-    mov eax, 236
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 242
-    mov r8, rdx
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, edx
-    mov qword ptr [r15 + 0], rdx
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 64], xmm13
-    vmovq qword ptr [r15 + 512], xmm13
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 768]
-    mov edi, eax
-    movzx eax, byte ptr [r15 + 192]
-    mov r9, r11
-    mov dword ptr [r15 + 576], 164
-    movzx esi, byte ptr [r15 + 448]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    and ebp, dword ptr [r15 + 512]
-    mov r9d, 138
-    mov qword ptr [r15 + 128], rdx
-    mov r9, r11
-    mov dword ptr [r15 + 64], 27
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c219:
-    lea rcx, [rip + .Lc1_d10570_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10570_s_t
-.Lc1_d10570_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10570_s:
-    ret
-    .popsection
-    lea r9, [r11 + r11*1]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 640], r9b
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 384], ebp
-    mov edi, 21
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    test ebx, 7192576
-    jnz 1f
-1:
-    vmovdqu xmm5, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov esi, 80
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 7552], edi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 1408]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov rbp, r9
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov qword ptr [r15 + 448], r8
-    mov dword ptr [r15 + 512], edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c220:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 64], 194
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 122
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov rax, r9
-    mov eax, eax
-    jmp 1f
-1:
-    mov eax, 229
-    and eax, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov qword ptr [r15 + 320], r9
-    mov ecx, eax
-    and r9, 448
-    inc dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 448]
-    movzx eax, r9b
-    mov eax, 102
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10670_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10670_s_t
-.Lc1_d10670_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10670_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rax, rbp
-    mov dword ptr [r15 + 192], eax
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 512], 147
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    movzx r9d, al
-    and r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, qword ptr [r15 + 576]
-    add rbp, qword ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 384]
-    and r8, 8128
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    add r9, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, 65
-    vmovq qword ptr [r15 + 128], xmm5
-    movzx r8d, cl
-    mov r8, r8
-    mov r8d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c222:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10732_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10732_s_t
-.Lc1_d10732_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10732_s:
-    ret
-    .popsection
-    mov eax, r8d
-    mov byte ptr [r15 + 192], al
-    mov eax, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 384]
-    mov ecx, 233
-    mov rcx, rcx
-    movzx ecx, cl
-    mov dword ptr [r15 + 128], 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov rcx, r8
-    mov r8, r11
-    mov dword ptr [r15 + 0], eax
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8d, 112
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jae 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    add rsi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 52
-    mov ebp, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c223:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov rax, rdx
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov dword ptr [r15 + 704], 140
-    mov eax, ebp
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 106
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 19
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov rbp, r9
-    movzx ebp, byte ptr [r15 + 192]
-    mov rax, rdx
-    mov byte ptr [r15 + 768], al
-    mov eax, r9d
-    mov eax, eax
-    mov eax, 16
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    inc dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, 204
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c224:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d10827_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10827_s_t
-.Lc1_d10827_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10827_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 128], 157
-    movzx eax, al
-    mov dword ptr [r15 + 384], 95
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    movsxd rax, dword ptr [r15 + 512]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 218
-    mov edi, 153
-    mov edi, dword ptr [r15 + 576]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d10866_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10866_s_t
-.Lc1_d10866_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10866_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 704], rsi
-    mov ecx, ecx
-    mov ecx, ecx
-    mov ecx, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov esi, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, rbp
-    movzx ebp, cl
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, r11
-    mov rdx, r9
-    movsxd rdx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r8
-    mov r8, r11
-    mov r9, rcx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    and r8, 4032
-    and ebp, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 64], bpl
-    mov ecx, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c226:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 320]
-    movzx r8d, al
-    mov r8d, 189
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    mov r9, rbp
-    mov rbp, r11
-    mov r8d, ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov ecx, 138
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 66
-    vmovq xmm13, r8
-    mov r8d, eax
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov r8, rbp
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], r8d
-    mov byte ptr [r15 + 192], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d10960_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10960_s_t
-.Lc1_d10960_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10960_s:
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 448
-    mov r8, r11
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 512]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 640], rcx
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov ecx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    vpor xmm14, xmm14, xmm0
-    movsxd rax, dword ptr [r15 + 576]
-    and eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 169
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 192]
-    add rdi, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c228:
-    lea rcx, [rip + .Lc1_d11006_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11006_s_t
-.Lc1_d11006_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11006_s:
-    ret
-    .popsection
-    mov eax, 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7552]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 320]
-    and r8, 16320
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 704]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 128]
-    movzx edx, r9b
-    mov r9d, edx
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov eax, 131
-    movzx eax, al
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c229:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    mov dword ptr [r15 + 576], eax
-    mov dword ptr [r15 + 256], r9d
-    mov r9, rax
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 64]
-    and eax, dword ptr [r15 + 320]
-    mov r9d, 252
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    lea r9, [r11 + r11*1]
-    vpcmpeqb xmm13, xmm13, xmm14
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov rbp, r11
-    mov esi, 136
-    mov r8, r11
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + r9 + 896], esi
-    and r8, 1984
-    and edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], edi
-    movzx edi, r9b
-    mov r9d, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c230:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d11103_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11103_s_t
-.Lc1_d11103_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11103_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    vpmovmskb eax, xmm13
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 448], rax
-    mov rcx, rax
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov eax, dword ptr [r15 + 192]
-    mov rcx, rax
-    and ecx, dword ptr [r15 + 64]
-    mov eax, 9
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, rax
-    mov ecx, 172
-    mov rcx, rcx
-    vmovq xmm11, rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov edx, 196
-    mov edx, edx
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
-    movzx ebp, al
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 640], 33
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    mov rcx, qword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c231:
-    mov rbp, r11
-    vpmovmskb ecx, xmm11
-    and rbp, 1984
-    and edx, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r11
-    mov rcx, r8
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], 217
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r8d, 196
-    mov dword ptr [r15 + 384], 169
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    and r8d, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], r8d
-    mov r8, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    jmp 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11204_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11204_s_t
-.Lc1_d11204_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11204_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], eax
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    mov ecx, dword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 576]
-    mov ebp, 155
-    mov rbp, r11
-    mov byte ptr [r15 + 512], bpl
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], al
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, 122
-    mov dword ptr [r15 + 128], 218
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 128], r8d
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 219
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c233:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
     lea rcx, [rip + .Lc1_d11248_s]
     lea rcx, [rcx + rax*8]
     call .Lc1_d11248_s_t
@@ -14144,6 +14193,566 @@ ditto_body_c1:
     ret
     .p2align 3, 0xcc
     ret
+    .popsection
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 192]
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 251
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 640], eax
+    mov eax, 68
+    mov rax, qword ptr [r15 + 448]
+    mov ebp, 49
+    lea rbp, [r11 + r11*1]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 247
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 704]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 155
+    mov r9d, ebp
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c219:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm7
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 768], r9
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 576], al
+    mov r9, r11
+    mov dword ptr [r15 + 64], 23
+    mov dword ptr [r15 + 320], 55
+    jmp 1f
+1:
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    mov eax, 171
+    mov r8, r11
+    mov dword ptr [r15 + 256], r8d
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rbp, r11
+    movzx ecx, bpl
+    mov ecx, 200
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c220:
+    lea rcx, [rip + .Lc1_d11345_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11345_s_t
+.Lc1_d11345_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11345_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, cl
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov esi, esi
+    mov byte ptr [r15 + 0], sil
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 143
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 448]
+    mov r8, r11
+    and rbp, 16320
+    mov r9d, dword ptr [r15 + rbp + 15680]
+    test ebx, 835584
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    and r8, 4032
+    and esi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    movzx esi, byte ptr [r15 + 192]
+    mov ecx, 15
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, r9
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov edx, 51
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 28
+    mov edi, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c221:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11403_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11403_s_t
+.Lc1_d11403_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11403_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 64], bpl
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 768], ecx
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm2, xmm2, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + rbp + 7552], edx
+    add rbp, qword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 125
+    vmovq qword ptr [r15 + 320], xmm2
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r11
+    mov rcx, rbp
+    movzx ecx, byte ptr [r15 + 704]
+    movzx edx, cl
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov rbp, rax
+    mov eax, ebp
+    jmp 1f
+1:
+    mov eax, edx
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, 197
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    mov r8, r11
+    movzx edx, bpl
+    movzx edx, byte ptr [r15 + 448]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c222:
+    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + 256]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + rbp + 3456], r8b
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 233
+    jmp 1f
+1:
+    mov rcx, r8
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 244
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rcx
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov r9, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, qword ptr [r15 + 128]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 161
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 20
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c223:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d11503_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11503_s_t
+.Lc1_d11503_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11503_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov rbp, rdi
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, eax
+    mov eax, eax
+    test ebx, 3584
+    jz 1f
+1:
+    mov ebp, 183
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 194
+    mov edi, ecx
+    mov dword ptr [r15 + 192], 19
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 320]
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], edi
+    mov rdi, rdi
+    mov edi, edi
+    mov edi, dword ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], esi
+    mov rsi, rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c224:
+    lea rcx, [rip + .Lc1_d11554_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11554_s_t
+.Lc1_d11554_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11554_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r9, r11
+    mov dword ptr [r15 + 512], 95
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 33
+    mov r9d, 37
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], r9b
+    mov qword ptr [r15 + 192], rcx
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov r8d, 89
+    mov dword ptr [r15 + 256], 165
+    mov dword ptr [r15 + 64], esi
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    movzx r9d, dl
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, byte ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c225:
+    lea rcx, [rip + .Lc1_d11600_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11600_s_t
+.Lc1_d11600_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11600_s:
+    ret
+    .popsection
+    mov r9, r11
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 219
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1408]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov edx, dword ptr [r15 + r9 + 1344]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 320]
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 192]
+    mov rsi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 384], r8
+    mov rcx, rcx
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm2
+    and edi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c226:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovq xmm2, rdi
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 96
+    mov rdi, rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], eax
+    movzx eax, dil
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov dword ptr [r15 + 64], edi
+    mov edi, dword ptr [r15 + 384]
+    mov ebp, edi
+    mov dword ptr [r15 + 768], ebp
+    movzx ebp, byte ptr [r15 + 320]
+    mov rdi, rbp
+    mov edi, 75
+    mov edi, 193
+    mov edi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rdi
+    mov r9, r11
+    mov dword ptr [r15 + 448], r9d
+    movzx edi, bpl
+    movsxd rdi, dword ptr [r15 + 64]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, ebp
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c227:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11712_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11712_s_t
+.Lc1_d11712_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11712_s:
+    ret
+    .p2align 3, 0xcc
+    ret
     .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
@@ -14157,179 +14766,597 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
+    mov rbp, qword ptr [r15 + 320]
+    movzx eax, cl
+    add rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], cl
+    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    mov rax, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    mov esi, 251
-    mov esi, 84
-    mov esi, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov edx, 89
-    movzx edx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
-    mov ebp, 113
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, dil
-    mov ebp, dword ptr [r15 + 512]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rbp
+    mov dword ptr [r15 + 0], 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 128]
     mov r9, r11
-    mov r8, r10
-    and r9, 448
-    add rdx, qword ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov edi, dword ptr [r15 + 64]
-    mov r9d, 59
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, 95
+    movsxd rsi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
+    test ebx, 4608
+    jz 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 128]
+    mov rsi, rsi
+    mov dword ptr [r15 + 448], 0
+    mov esi, 18
+    mov qword ptr [r15 + 64], rsi
+    mov esi, r8d
+    mov esi, dword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c228:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d11768_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11768_s_t
+.Lc1_d11768_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11768_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 156
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], eax
+    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rax
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 448]
+    mov edi, r9d
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd r8, dword ptr [r15 + 192]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c229:
+    mov r9, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r8b
+    and edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], edx
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov dword ptr [r15 + 128], 161
+    and r9, 4032
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 3392], 44
+    movzx edx, r9b
+    mov qword ptr [r15 + 768], rdx
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    mov r8d, 219
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    mov r8, r8
+    imul r8, qword ptr [r15 + 448]
+    mov ebp, 123
+    movsxd rbp, dword ptr [r15 + r9 + 3456]
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c230:
+    lea rcx, [rip + .Lc1_d11868_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11868_s_t
+.Lc1_d11868_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11868_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    or qword ptr [r15 + 128], 98
+    movzx edx, cl
+    mov rcx, rdx
+    or qword ptr [r15 + 64], 70
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov rdx, rcx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm2, xmm2, 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov edx, 188
+    mov edx, 13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    add rdx, qword ptr [r15 + rbp + 896]
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r11
+    and ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], ecx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    movsxd r8, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdi, rbp
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r9d, 33
+    mov r9, r9
+    mov dword ptr [r15 + 384], 222
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c231:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11923_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11923_s_t
+.Lc1_d11923_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11923_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 0], 94
+    vpaddd xmm12, xmm12, xmm13
+    mov dword ptr [r15 + 0], ecx
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r9, r11
+    mov rbp, r11
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 320], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 242
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov dword ptr [r15 + 64], 31
+    mov r9d, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 192]
+    mov rsi, rbp
+    movsxd rbp, dword ptr [r15 + 768]
+    vpmovmskb r8d, xmm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c232:
+    lea rcx, [rip + .Lc1_d11989_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11989_s_t
+.Lc1_d11989_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11989_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 576], r8b
+    mov r8d, 107
+    mov r8d, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 155
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r9, rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 121
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 640], r8d
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + 128], rdx
+    movzx edx, cl
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, 75
+    movsxd r8, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c233:
+    mov ecx, 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 185
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, 49
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 56
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 20
+    mov ebp, dword ptr [r15 + 704]
+    test ebx, 933888
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r9, r11
+    movzx eax, r9b
+    jmp 1f
+1:
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    add rax, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 64]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov r8d, 228
+    add r8, qword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edx, 240
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r8d, 166
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov esi, 165
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d12094_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12094_s_t
+.Lc1_d12094_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12094_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    vpaddd xmm13, xmm13, xmm1
-    mov edx, 138
-    inc dword ptr [r15 + 256]
-    mov r8d, 30
+    mov rax, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movzx ecx, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r8
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 384]
-    mov r8, rdx
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9, r11
+    mov byte ptr [r15 + 448], al
+    vpaddd xmm12, xmm12, xmm2
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 768]
-    mov rsi, rdx
-    and r9, 8128
-    vmovdqu xmm5, xmmword ptr [r15 + r9 + 7488]
-    and r8d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 768]
+    vmovdqu xmm12, xmmword ptr [r15 + 256]
+    mov rbp, r11
+    mov ecx, 58
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    and ecx, dword ptr [r15 + 320]
+    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1994752
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    mov r9d, 15
-    mov byte ptr [r15 + 128], r9b
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 64]
-    movzx r9d, cl
-    mov byte ptr [r15 + 704], r9b
-    jmp 1f
-1:
-    mov r9, r10
-    mov rcx, r9
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, cl
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8, rcx
+    mov byte ptr [r15 + 512], r8b
+    mov rax, rbp
+    movzx eax, al
+    mov rax, rax
+    mov eax, 61
+    vmovq xmm7, rax
+    movzx eax, bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d11353_s]
+    lea rcx, [rip + .Lc1_d12148_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11353_s_t
-.Lc1_d11353_j:
+    call .Lc1_d12148_s_t
+.Lc1_d12148_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11353_s:
+.Lc1_d12148_s:
     ret
     .popsection
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 251
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 90
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 162
-    mov rsi, rsi
-    mov esi, 233
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 576]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx r9d, byte ptr [r15 + 128]
-    mov esi, esi
-    mov esi, esi
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], r9b
-    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
     mov rbp, r11
-    mov edi, ebp
+    mov byte ptr [r15 + 320], bpl
+    mov eax, 220
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 640], ymm8
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 384]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    mov eax, 58
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -14338,63 +15365,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d11408_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11408_s_t
-.Lc1_d11408_j:
+    lea rcx, [rip + .Lc1_d12206_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12206_s_t
+.Lc1_d12206_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11408_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12206_s:
     ret
     .popsection
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov eax, 255
+    mov eax, eax
+    vpshufd xmm0, xmm12, 55
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    add rax, qword ptr [r15 + 0]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 154
-    mov ebp, ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov ebp, ecx
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    mov qword ptr [r15 + 0], rcx
+    vmovq qword ptr [r15 + 320], xmm0
+    vmovdqu ymmword ptr [r15 + 256], ymm0
     jmp 1f
 1:
-    mov ebp, eax
-    mov ebp, 225
-    add rbp, qword ptr [r15 + 192]
-    vpshufd xmm14, xmm5, 114
-    mov rdi, rax
-    movsxd rax, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
+    movzx eax, byte ptr [r15 + 448]
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov eax, r9d
     jmp 1f
 1:
-    movzx ebp, cl
-    mov rcx, rbp
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 95
+    mov eax, r9d
+    mov r9, r11
+    movzx eax, r9b
+    mov rax, rax
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, rdi
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, r10
-    mov edi, ebp
+    mov qword ptr [r15 + 128], rax
+    mov rax, rax
+    mov r8, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 238
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 48
-    mov ebp, ecx
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 48
+    mov dword ptr [r15 + 704], ecx
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -14402,762 +15428,820 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov ecx, 41
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8d, 41
+    movzx r8d, byte ptr [r15 + 576]
+    mov ecx, 145
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
     mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 41
-    mov dword ptr [r15 + 0], edi
-    movzx eax, cl
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 64]
-    mov r8d, edx
-    jmp 1f
-1:
+    movzx eax, bpl
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 512], dil
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
+    mov rdi, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov edi, 247
-    mov eax, 20
     mov r8, r11
-    mov qword ptr [r15 + 192], rdx
-    mov rdx, rcx
+    movzx edi, byte ptr [r15 + 768]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 448]
     mov r9, r11
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rdi
-    mov edi, 65
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
+    mov eax, r9d
+    movzx eax, al
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    vpor xmm12, xmm12, xmm12
+    mov edi, 221
+    mov r9, r11
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], edi
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    vpor xmm13, xmm13, xmm14
-    movzx ecx, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9d, 61
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    lea rcx, [rip + .Lc1_d11505_s]
+    lea rcx, [rip + .Lc1_d12305_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11505_s_t
-.Lc1_d11505_j:
+    call .Lc1_d12305_s_t
+.Lc1_d12305_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11505_s:
+.Lc1_d12305_s:
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 448
-    xchg qword ptr [r15 + rbp + 832], rbp
-    mov rcx, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 20
-    mov edx, ecx
+    mov r9, r11
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 155
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], edx
+    mov qword ptr [r15 + 704], r9
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 234
-    mov qword ptr [r15 + 256], rcx
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], r9
-    vmovq qword ptr [r15 + 64], xmm14
-    mov ecx, ecx
-    mov qword ptr [r15 + 512], rcx
-    mov r9, r10
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rbp
-    mov qword ptr [r15 + 448], rdx
-    mov rbp, r10
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
+    movsxd rdx, dword ptr [r15 + 320]
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7552], xmm0
+    mov dword ptr [r15 + 128], 109
+    mov rcx, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], rdi
+    mov edi, r9d
+    movsxd rdi, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + r9 + 7488], ebp
+    mov r9d, 189
+    jmp 1f
+1:
+    mov ebp, edi
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, 191
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d11551_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11551_s_t
-.Lc1_d11551_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d12357_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12357_s_t
+.Lc1_d12357_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11551_s:
+.Lc1_d12357_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r9
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm13
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov ecx, 7
-    movzx ecx, cl
-    mov dword ptr [r15 + 192], ecx
-    mov rcx, qword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ebp
-    mov rcx, qword ptr [r15 + 320]
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 128]
     mov r8, r11
-    movzx esi, byte ptr [r15 + 704]
-    mov rax, rsi
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 128], r9d
-    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 182
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, qword ptr [r15 + 64]
+    movzx eax, r8b
+    mov qword ptr [r15 + 512], rax
+    lea r8, [r11 + r11*1]
+    vmovq qword ptr [r15 + 128], xmm12
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    movzx esi, cl
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, dword ptr [r15 + r8 + 1408]
+    mov r9d, ecx
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9, r8
+    mov r9d, 40
+    movzx r9d, r9b
+    movzx r9d, r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r8
-    vpor xmm14, xmm14, xmm13
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 256], 253
-    mov r9d, dword ptr [r15 + 384]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 64], r9
-    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 128], cl
     movzx ecx, r9b
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 448]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 512], cl
     .byte 0x66, 0x90
-    mov dword ptr [r15 + rbp + 7552], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c241:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d11647_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11647_s_t
-.Lc1_d11647_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11647_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx r9d, al
-    .byte 0x0f, 0x1f, 0x00
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm13
-    mov r8, r11
-    mov dword ptr [r15 + 0], r8d
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, cl
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx r9d, cl
-    mov dword ptr [r15 + 128], r9d
-    jmp 1f
-1:
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 448]
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 576]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 384]
-    mov esi, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c242:
-    mov r9, r11
-    movzx r8d, r8b
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    xor dword ptr [r15 + 0], r8d
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    vmovdqu xmm5, xmmword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r9d
-    and r9d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 64]
-    add rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], 73
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d11739_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11739_s_t
-.Lc1_d11739_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11739_s:
-    ret
-    .popsection
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 143
-    vmovdqu xmmword ptr [r15 + 0], xmm5
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, rcx
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 88
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm5
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 512], r8d
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r8
-    mov r8d, r9d
-    movzx r8d, byte ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx r9d, dl
-    movzx r9d, byte ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c244:
-    lea rcx, [rip + .Lc1_d11788_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11788_s_t
-.Lc1_d11788_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11788_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 13
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov ebp, 126
-    movzx ebp, bpl
-    mov dword ptr [r15 + 192], 107
-    mov rcx, qword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edx, dl
-    and edx, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], rbp
-    mov qword ptr [r15 + 448], rbp
-    mov r8, r11
-    movzx eax, bpl
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + rbp + 1344], al
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c245:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 208
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r8d, 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r9, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 112
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 768], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + r8 + 3456]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov dword ptr [r15 + 256], eax
-    mov r8, rbp
-    movzx r8d, r8b
-    mov r8d, 118
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c246:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11886_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11886_s_t
-.Lc1_d11886_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11886_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 128], r8d
-    movzx r8d, byte ptr [r15 + 256]
-    xor dword ptr [r15 + 320], ecx
-    mov eax, eax
-    movzx eax, al
-    mov dword ptr [r15 + 384], eax
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    mov rbp, r10
-    movzx ecx, bpl
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 192
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 126
-    mov edi, 124
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 320]
-    mov rcx, r8
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov ebp, 161
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c247:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d11948_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11948_s_t
-.Lc1_d11948_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11948_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov rax, rax
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, 51
-    mov r9, r10
-    mov eax, ecx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], 116
-    jmp 1f
-1:
-    mov r9d, 187
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9d, eax
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    movzx r9d, cl
-    mov qword ptr [r15 + 192], r9
-    movzx r9d, byte ptr [r15 + 128]
-    and r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    nop
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c248:
-    add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock xadd qword ptr [r15 + 0], r9
-    mov ecx, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r9d
+    add r9, qword ptr [r15 + 0]
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 576], cl
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9, r11
-    add rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov ecx, ecx
     and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
-    movzx r9d, cl
-    mov qword ptr [r15 + 64], r9
-    add rcx, qword ptr [r15 + 512]
-    mov r9, r11
-    mov esi, 56
-    and r9, 16320
-    and ecx, dword ptr [r15 + r9 + 15680]
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 218
-    mov byte ptr [r15 + 320], sil
-    mov dword ptr [r15 + 64], esi
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov dword ptr [r15 + 768], 69
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    lea r9, [r11 + r11*1]
+    vpor xmm12, xmm12, xmm0
+    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    imul rsi, qword ptr [r15 + 256]
-    vpcmpeqb xmm5, xmm5, xmm4
-    mov rdx, qword ptr [r15 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 31
+    mov qword ptr [r15 + r9 + 3456], rcx
+    mov r9, qword ptr [r15 + 512]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, cl
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    mov dword ptr [r15 + 320], ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, r9d
+    movzx r9d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c249:
-    lea rcx, [rip + .Lc1_d12041_s]
+.Lc1_b1_c241:
+    lea rcx, [rip + .Lc1_d12455_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12041_s_t
-.Lc1_d12041_j:
+    call .Lc1_d12455_s_t
+.Lc1_d12455_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12041_s:
+.Lc1_d12455_s:
     ret
     .popsection
-    imul rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 256], rcx
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 44
+    vmovq qword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov r9, r11
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r9
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    add r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c242:
+    lea rcx, [rip + .Lc1_d12507_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12507_s_t
+.Lc1_d12507_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12507_s:
+    ret
+    .popsection
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 512]
+    vpxor xmm7, xmm7, xmm12
+    mov rsi, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rcx
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r8, 1984
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], edx
+    mov dword ptr [r15 + 128], 249
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c243:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d12559_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12559_s_t
+.Lc1_d12559_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12559_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rcx, r9
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov eax, eax
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], eax
+    vmovq xmm13, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9d, 203
+    mov r9, r11
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 448], eax
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 180
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, ecx
+    vmovdqu xmm13, xmmword ptr [r15 + 192]
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c244:
+    mov dword ptr [r15 + 0], 70
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    and ecx, dword ptr [r15 + 0]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rax
+    test ebx, 1536
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 896], r9b
+    mov qword ptr [r15 + 256], rdi
+    jmp 1f
+1:
+    mov rdi, rcx
+    movzx edi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    jmp 1f
+1:
+    mov eax, 247
+    add rax, qword ptr [r15 + 384]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov r8, r11
+    mov esi, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    movzx r8d, bpl
+    mov dword ptr [r15 + 384], r8d
+    mov byte ptr [r15 + r9 + 832], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c245:
+    lea rcx, [rip + .Lc1_d12658_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12658_s_t
+.Lc1_d12658_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12658_s:
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 256], r9d
+    movzx edi, byte ptr [r15 + 192]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov ecx, 208
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov rbp, r11
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 187
+    mov byte ptr [r15 + 640], cl
+    test ebx, 5632
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm13
+    mov ecx, 184
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, rcx
+    mov ecx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
+    mov r8d, 236
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov rax, r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 64]
+    nop
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c246:
+    lea rcx, [rip + .Lc1_d12712_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12712_s_t
+.Lc1_d12712_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12712_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 704]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3456]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 46
+    mov dword ptr [r15 + 320], ebp
+    mov qword ptr [r15 + 256], r8
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 128]
+    test ebx, 782336
+    jnz 1f
+1:
+    mov rbp, r11
+    movzx eax, bpl
+    mov rax, qword ptr [r15 + 128]
+    mov edx, eax
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, eax
+    mov rax, qword ptr [r15 + r8 + 3392]
+    movzx r8d, al
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov r8d, 84
+    mov dword ptr [r15 + 512], r8d
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov dword ptr [r15 + 192], 161
+    mov dword ptr [r15 + 448], ebp
+    jmp 1f
+1:
+    mov r8d, 95
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c247:
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 576]
+    add rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r8d, 135
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov esi, 143
+    mov dword ptr [r15 + 192], esi
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
+    mov r8d, 146
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 177
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c248:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12816_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12816_s_t
+.Lc1_d12816_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12816_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    add qword ptr [r15 + 0], rax
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    and r9, 4032
-    vmovq qword ptr [r15 + r9 + 3456], xmm5
+    movzx eax, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 64], al
+    movzx eax, bpl
+    vpcmpeqb xmm13, xmm13, xmm4
+    vmovdqu xmmword ptr [r15 + 320], xmm13
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov dword ptr [r15 + 128], 208
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm5
     test ebx, 4608
     jnz 1f
 1:
-    mov r8d, eax
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    mov ebp, dword ptr [r15 + 128]
-    mov ecx, 206
+    mov r9, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm13
+    mov r9, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], 179
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], r8d
+    mov r8, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 192], r9b
+    mov dword ptr [r15 + 448], r8d
+    and r9d, dword ptr [r15 + 640]
+    mov r8d, 70
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c249:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d12881_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12881_s_t
+.Lc1_d12881_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12881_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 896]
     movzx ecx, al
-    mov dword ptr [r15 + 640], 148
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm3
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 181
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r9, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 384], 81
+    add qword ptr [r15 + 64], rdx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9d, edx
+    movsxd r9, dword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x00
+    mov rdi, qword ptr [r15 + 256]
+    and edi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -15166,216 +16250,230 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12091_s]
+    lea rcx, [rip + .Lc1_d12933_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12091_s_t
-.Lc1_d12091_j:
+    call .Lc1_d12933_s_t
+.Lc1_d12933_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12091_s:
+.Lc1_d12933_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov eax, 142
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    mov rdi, qword ptr [r15 + 320]
+    mov ebp, 142
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 640]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], al
-    mov qword ptr [r15 + 512], rax
-    movzx eax, dil
+    movzx ebp, bpl
     mov rbp, r11
-    mov eax, dword ptr [r15 + 256]
-    mov esi, 68
-    vmovq xmm14, rsi
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], rbp
+    mov eax, 68
+    vmovq xmm12, rax
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    mov rbp, r11
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    jb 1f
 1:
     jmp 1f
 1:
-    vpxor xmm14, xmm14, xmm5
-    vmovq qword ptr [r15 + 448], xmm14
-    movsxd rdi, dword ptr [r15 + 704]
-    mov rbp, rdi
+    vpxor xmm12, xmm12, xmm13
+    and rbp, 8128
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9, r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], sil
-    movzx esi, al
-    mov rax, qword ptr [r15 + 192]
-    vpxor xmm14, xmm14, xmm5
-    movzx esi, dil
+    mov byte ptr [r15 + 384], al
+    movzx eax, al
+    mov rax, qword ptr [r15 + 576]
+    add qword ptr [r15 + 448], rax
+    movzx eax, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], edi
-    mov edi, dword ptr [r15 + 64]
-    movzx esi, dil
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, dword ptr [r15 + 64]
+    movzx eax, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 212
+    mov qword ptr [r15 + 704], rax
+    mov dword ptr [r15 + 320], eax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    movzx eax, byte ptr [r15 + 384]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 61
+    mov esi, eax
     mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov qword ptr [r15 + 256], rax
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 512]
+    inc dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    vpshufd xmm1, xmm14, 241
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 4608
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 81
-    mov dword ptr [r15 + 64], 61
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r9, rsi
-    mov rsi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], esi
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 576]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    and rbp, 4032
-    add r9, qword ptr [r15 + rbp + 3392]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d12184_s]
+    lea rcx, [rip + .Lc1_d13027_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12184_s_t
-.Lc1_d12184_j:
+    call .Lc1_d13027_s_t
+.Lc1_d13027_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12184_s:
+.Lc1_d13027_s:
     ret
     .popsection
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 11
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 640], 148
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 64]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9d, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    mov r8, rdi
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
+    mov rdx, rcx
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
     mov r8, r11
-    mov eax, r8d
+    mov dword ptr [r15 + 320], r8d
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     and r8, 1984
     mov qword ptr [r15 + r8 + 1344], r8
-    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 64], 93
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    and r8d, dword ptr [r15 + rbp + 7552]
+    mov ebp, 147
+    mov ebp, dword ptr [r15 + 448]
+    movzx edi, cl
+    mov dword ptr [r15 + 192], edi
+    and ecx, dword ptr [r15 + 512]
+    mov edi, ecx
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 768], r8
+    movsxd r8, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 384]
+    mov rdx, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d13076_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13076_s_t
+.Lc1_d13076_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13076_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    mov rax, rdi
-    and r8, 8128
-    and edi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], 37
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov dword ptr [r15 + 128], edi
-    inc dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 238
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 37
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    movzx ecx, sil
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 26
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    movzx r9d, dl
+    mov ecx, 147
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 132
+    mov rbp, r9
+    mov r9, r11
+    mov dword ptr [r15 + 704], r9d
+    mov r8, qword ptr [r15 + 640]
+    and r8d, dword ptr [r15 + 128]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -15387,269 +16485,245 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d12273_s]
+    lea rcx, [rip + .Lc1_d13125_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d12273_s_t
-.Lc1_d12273_j:
+    call .Lc1_d13125_s_t
+.Lc1_d13125_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12273_s:
+.Lc1_d13125_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 384]
-    and r9, 4032
+    mov dword ptr [r15 + 256], eax
+    and r9d, dword ptr [r15 + 64]
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 3456], ebp
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 192]
-    mov ebp, eax
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + r9 + 3392], dl
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 512]
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 576]
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 3392]
+    add rax, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov esi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 512]
     mov r8, r11
-    mov edx, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 768]
+    test ebx, 10752
+    jz 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
+    mov r8, qword ptr [r15 + 128]
+    mov eax, eax
+    mov rax, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 384]
+    movzx edi, cl
+    mov ecx, r8d
+    mov r8, r11
+    vpmovmskb edi, xmm7
     and r8, 1984
     mov edi, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 256]
-    and r8d, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], r8d
+    movsxd r8, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 448]
+    mov edx, ecx
+    mov qword ptr [r15 + 128], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    lea rcx, [rip + .Lc1_d12316_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12316_s_t
-.Lc1_d12316_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12316_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 241
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 64], 78
+    vmovq qword ptr [r15 + 0], xmm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r8d, 255
+    mov ecx, 18
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 704]
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], 112
-    jmp 1f
-1:
-    mov esi, edi
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
+    mov r8, r11
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov edx, 50
-    mov dword ptr [r15 + 384], edx
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + rbp + 832]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov esi, 113
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 448]
+    mov esi, ecx
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dil
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    movzx edi, r8b
+    mov rdi, r8
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 16 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 19 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 19]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 16
+    mov r13d, 19
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    mov eax, 52
+    movsxd rax, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
+    mov eax, 52
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 0], 242
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
+    lea rcx, [rax + rax*2 + 106]
+    xor ecx, r9d
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov dword ptr [r15 + 0], 142
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    xor edi, edx
+    mov dword ptr [r15 + 128], 58
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 384]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 128], 156
-    movsxd rdi, dword ptr [r15 + 384]
+    mov r9, r10
+    movzx ecx, r8b
     test ebx, 424
     jz 1f
 1:
-    lea rax, [rdi + rdi*2 + 108]
-    mov rbp, r10
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm12
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
+    movsxd r8, dword ptr [r15 + 192]
+    vmovdqu xmm12, xmmword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmm1, xmmword ptr [r15 + 448]
+    mov r9, r9
     test ebx, 32568
     jz 1f
 1:
-    or qword ptr [r15 + 320], 74
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r8
-    test bl, 10
-    jnz 1f
-1:
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
+    or qword ptr [r15 + 320], 73
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 14 chunk executions per call
+// block 3: 512 bytes, 2 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d12430_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12430_s_t
-.Lc1_d12430_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12430_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx esi, al
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 56192
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 233
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], al
-    test ebx, 31680
-    jz 1f
-1:
-    mov r9, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
+    mov qword ptr [r15 + 256], rcx
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], r9d
+    mov ecx, 161
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 55168
+    jz 1f
+1:
+    mov byte ptr [r15 + 640], r8b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    test bl, 20
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -15659,68 +16733,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
-    mov r9d, 34
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov byte ptr [r15 + 128], al
-    test bl, 36
-    jz 1f
-1:
-    mov r9, r10
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d13330_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13330_s_t
+.Lc1_d13330_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13330_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov byte ptr [r15 + 448], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, 214
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 32448
+    jz 1f
+1:
+    mov rax, rcx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 64], cl
+    mov esi, 51
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 448]
-    test bl, 28
-    jz 1f
-1:
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 384]
+    mov rbp, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rbp, qword ptr [r15 + 768]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rax
+    mov rbp, r10
+    test bl, 36
+    jz 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -15738,54 +16815,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12552_s]
+    lea rcx, [rip + .Lc1_d13391_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12552_s_t
-.Lc1_d12552_j:
+    call .Lc1_d13391_s_t
+.Lc1_d13391_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12552_s:
+.Lc1_d13391_s:
     ret
     .popsection
-    mov qword ptr [r15 + 576], rax
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 64]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 64]
+    and rbp, 448
     mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 21
+    movzx eax, bpl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, r10
+    mov dword ptr [r15 + 512], ebp
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    movzx ecx, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 448]
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 384], 203
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, al
-    mov dword ptr [r15 + 192], r8d
-    mov byte ptr [r15 + 512], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov ecx, r8d
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    movzx eax, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -15795,104 +16871,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ecx
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    vmovq qword ptr [r15 + 0], xmm1
-    mov rax, rax
+    mov dword ptr [r15 + 512], ecx
+    movzx ecx, byte ptr [r15 + 320]
+    vpshufd xmm8, xmm12, 100
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 144
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, eax
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, rbp
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    mov eax, dword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 640], ebp
-    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], ecx
+    mov rcx, qword ptr [r15 + 768]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    add rbp, qword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov eax, 219
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 128], eax
+    mov eax, 255
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, r8b
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, ebp
+    mov rbp, r11
+    movzx ecx, cl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12645_s]
+    lea rcx, [rip + .Lc1_d13480_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12645_s_t
-.Lc1_d12645_j:
+    call .Lc1_d13480_s_t
+.Lc1_d13480_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12645_s:
+.Lc1_d13480_s:
     ret
     .popsection
-    mov r8, r10
-    mov qword ptr [r15 + 320], rsi
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov dword ptr [r15 + 384], eax
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 64]
     movzx eax, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, cl
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 40448
+    jz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rbp
+    mov dword ptr [r15 + 512], ebp
+    vmovq xmm7, rax
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 132
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov rcx, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 704]
-    mov rsi, qword ptr [r15 + 448]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    test bl, 48
-    jz 1f
+    mov rbp, r10
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 128], cl
+    mov rcx, rcx
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, r10
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 512], ymm8
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 128], r8
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm8, rsi
-    mov eax, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], bpl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r9, rsi
-    movzx esi, al
-    mov r8d, dword ptr [r15 + 64]
+    mov r9, rcx
+    mov rcx, qword ptr [r15 + 576]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 6
+    rep stosb
     add r11, 64
     add r10, r11
     inc rbx
@@ -15902,106 +16982,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13532_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13532_s_t
+.Lc1_d13532_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13532_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r9, 8128
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r8, qword ptr [r15 + 256]
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + rbp + 832], eax
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 640], 70
+    test bl, 80
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r8
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 46
-    mov esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 208
+    mov dword ptr [r15 + 128], 218
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 211
+    mov rbp, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rcx, [rip + .Lc1_d12730_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12730_s_t
-.Lc1_d12730_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12730_s:
-    ret
-    .popsection
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 183
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rbp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx r9d, al
+    mov eax, eax
+    movzx eax, r9b
+    movsxd rbp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 64
+    mov rcx, qword ptr [r15 + 448]
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 512]
+    test bl, 48
+    jz 1f
+1:
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 704]
+    vpcmpeqb xmm7, xmm7, xmm8
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 251
+    mov r9d, r9d
+    mov r9, rbp
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, cl
-    mov ecx, ebp
-    movzx ebp, bpl
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 94
-    movsxd rax, dword ptr [r15 + 640]
-    mov ecx, r8d
-    mov r8d, 187
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 203
-    mov rbp, r11
-    vpcmpeqb xmm8, xmm8, xmm3
-    mov rcx, qword ptr [r15 + 64]
-    mov r8, r11
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    mov rax, qword ptr [r15 + 192]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 43
-    mov r8d, ebp
-    mov rbp, rcx
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], al
-    mov rax, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], cl
-    mov ecx, 146
+    mov byte ptr [r15 + r8 + 7488], bpl
+    mov r8d, 27
     add r11, 64
     inc rbx
     dec r13
@@ -16010,72 +17107,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12783_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d13634_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d12783_s_t
-.Lc1_d12783_j:
+    call .Lc1_d13634_s_t
+.Lc1_d13634_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12783_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d13634_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r10
+    mov rbp, r11
     and rbp, 448
     mov byte ptr [r15 + rbp + 832], al
-    mov eax, eax
-    vmovdqu ymmword ptr [r15 + 704], ymm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 199
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], bpl
-    mov byte ptr [r15 + 64], al
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r8d
-    movzx ebp, byte ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    movzx ecx, r8b
-    mov r8, r11
-    mov byte ptr [r15 + 256], bpl
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    mov r8, qword ptr [r15 + 320]
     test bl, 112
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 170
+    mov dword ptr [r15 + 0], 57
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 192], rbp
+    mov rbp, r10
+    and ecx, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ebp
+    movzx ebp, r8b
+    mov dword ptr [r15 + 128], 233
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    mov ebp, ebp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 512], cl
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 768], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -16085,53 +17170,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    lea rcx, [rip + .Lc1_d13685_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13685_s_t
+.Lc1_d13685_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13685_s:
+    ret
+    .popsection
+    mov rbp, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 384], cl
+    mov ecx, 128
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, 128
-    vpshufd xmm14, xmm8, 201
-    mov eax, 52
+    vmovq xmm7, rcx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    mov r9, rbp
+    mov dword ptr [r15 + 128], 150
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 131
-    mov r9, r11
-    mov qword ptr [r15 + 512], rax
-    movzx eax, bpl
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    test ebx, 58368
-    jnz 1f
+    mov eax, 45
+    movzx eax, r9b
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ebp, ecx
-    imul rcx, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, 242
+    mov ebp, eax
+    mov rbp, r10
+    movzx r9d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ecx
-    movzx r9d, bpl
-    mov dword ptr [r15 + 64], 78
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, cl
-    mov rbp, r11
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 448], 170
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    mov ebp, 169
-    mov r9d, 176
-    mov r9d, ecx
+    vpshufd xmm7, xmm12, 247
+    mov r9d, r9d
+    and ebp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -16139,197 +17231,199 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d12888_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12888_s_t
-.Lc1_d12888_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12888_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx ebp, r9b
+    movzx eax, r9b
     mov r9d, 13
-    mov qword ptr [r15 + 448], rcx
-    test ebx, 11776
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    movzx ecx, cl
-    mov dword ptr [r15 + 512], r9d
+    mov r8d, 71
+    mov r8, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + 128]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    mov dword ptr [r15 + 128], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 336
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 64]
     mov r9, r11
-    mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, rax
+    mov dword ptr [r15 + 192], ecx
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov eax, 128
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 256], xmm8
-    mov byte ptr [r15 + 128], dl
+    mov eax, r8d
+    movzx r8d, r9b
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    movzx r9d, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm8
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    movzx r9d, bpl
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    mov rbp, qword ptr [r15 + 256]
+    vpxor xmm12, xmm12, xmm8
+    mov r8d, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 5: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 4
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b5_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b5_stubs_t
+    .p2align 3
+.Lc1_b5_stubs:
+    .p2align 3
     jmp .Lc1_b5_c0
+    .p2align 3
+    jmp .Lc1_b5_c1
+    .p2align 3
+    jmp .Lc1_b5_c2
+    .p2align 3
+    jmp .Lc1_b5_c3
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 256]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], cl
+    lea rcx, [rip + .Lc1_d13796_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13796_s_t
+.Lc1_d13796_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13796_s:
+    ret
+    .popsection
+    mov r9, r10
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm7
+    mov r9, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov esi, ecx
-    mov ecx, 211
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 64], r9d
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9, r11
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov esi, 197
+    movzx esi, byte ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 640], rax
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
+    vpxor xmm7, xmm7, xmm8
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 16320
+    vmovq qword ptr [r15 + r9 + 15680], xmm7
+    mov r9, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rcx
+    add rsi, qword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d12992_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12992_s_t
-.Lc1_d12992_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12992_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r8d, dword ptr [r15 + 448]
-    add qword ptr [r15 + 512], rax
+    mov r9d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, rax
-    test bl, 24
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, r11
-    mov rsi, rax
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jae 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    movzx r9d, r9b
-    and ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], rax
-    mov r8d, 117
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
+    mov rcx, rsi
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, sil
+    mov rsi, rcx
+    movzx ecx, cl
+    and esi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    test ebx, 7296
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 116
+    mov eax, 221
+    mov r9, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 64], esi
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
     and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + r9 + 1344], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rcx
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], cl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r8d, dword ptr [r15 + 576]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -16337,66 +17431,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13045_s]
+    lea rcx, [rip + .Lc1_d13894_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13045_s_t
-.Lc1_d13045_j:
+    call .Lc1_d13894_s_t
+.Lc1_d13894_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13045_s:
+.Lc1_d13894_s:
     ret
     .popsection
-    movzx r9d, al
+    vpmovmskb esi, xmm12
+    mov esi, dword ptr [r15 + 640]
+    mov r9d, ecx
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
-    movzx r9d, r8b
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9d, eax
-    movsxd rax, dword ptr [r15 + 64]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    mov ebp, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 576]
-    vmovq qword ptr [r15 + 192], xmm14
-    mov r8d, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    movzx ecx, al
+    mov qword ptr [r15 + 704], r9
+    mov r9, rax
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, r9
-    mov r9, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
+    mov dword ptr [r15 + 128], r8d
+    mov r8, qword ptr [r15 + 448]
+    mov esi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    mov qword ptr [r15 + 128], r9
-    mov qword ptr [r15 + 320], rax
-    mov eax, r9d
+    mov rax, r8
     jmp 1f
 1:
-    mov rcx, r8
-    test bl, 56
-    jz 1f
+    movsxd rax, dword ptr [r15 + 192]
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, r10
-    mov rdi, qword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 768]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    vpshufd xmm14, xmm14, 120
-    mov ecx, edi
-    mov ecx, edi
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 0]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16406,57 +17499,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov edi, 11
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d13948_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13948_s_t
+.Lc1_d13948_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13948_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov ebp, 174
+    mov rax, qword ptr [r15 + 768]
+    vpxor xmm12, xmm12, xmm7
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, r9
-    mov dword ptr [r15 + 192], 5
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 384]
-    and edi, dword ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 35
-    mov r9d, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 384]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov r8, r11
-    mov ecx, r9d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    vmovdqu xmmword ptr [r15 + 64], xmm8
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    mov rbp, r10
+    mov byte ptr [r15 + r9 + 7488], dil
+    mov dword ptr [r15 + 512], 35
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], 138
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -16469,58 +17565,53 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov r9d, r8d
-    mov r9, r10
-    and r8d, dword ptr [r15 + 512]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov r9d, 35
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 640], r8d
-    mov r8d, 13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov rdi, r8
-    mov rdi, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 640]
+    lea rbp, [r10 + r10*1]
+    mov eax, 251
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    vpaddd xmm8, xmm8, xmm8
+    mov byte ptr [r15 + rbp + 832], cl
+    mov dword ptr [r15 + 448], eax
+    mov edi, 255
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    movsxd rax, dword ptr [r15 + 384]
+    vpaddd xmm7, xmm7, xmm7
+    imul rax, qword ptr [r15 + 192]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], bpl
+    mov byte ptr [r15 + 320], al
+    vpaddd xmm7, xmm7, xmm7
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    test bl, 144
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov rax, rax
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], r9
+    mov r9d, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov qword ptr [r15 + 192], r8
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    mov byte ptr [r15 + 64], dil
-    mov dword ptr [r15 + 384], 226
-    test bl, 48
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + 128], r9b
-    movzx r9d, bpl
-    mov rbp, qword ptr [r15 + 256]
-    vpaddd xmm8, xmm8, xmm8
+    mov dword ptr [r15 + 64], 226
+    movzx r9d, r8b
+    mov dword ptr [r15 + 128], eax
+    and r9d, dword ptr [r15 + rbp + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16531,14 +17622,30 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13203_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14049_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13203_s_t
-.Lc1_d13203_j:
+    call .Lc1_d14049_s_t
+.Lc1_d14049_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13203_s:
+.Lc1_d14049_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -16555,50 +17662,49 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd r9, dword ptr [r15 + 128]
-    mov ebp, 140
+    mov r9, qword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 128]
+    test bl, 48
+    jz 1f
+1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 9
-    movsxd rcx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
-    mov qword ptr [r15 + 704], rcx
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, qword ptr [r15 + 320]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 163
+    mov r8d, 212
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 448], r8b
+    mov qword ptr [r15 + 512], rdx
     mov r9, r11
-    mov rbp, qword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 7
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
+    movsxd rax, dword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov eax, ebp
-    mov rax, rcx
-    mov r9, r10
-    movzx eax, bpl
-    mov rbp, r10
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, r8b
+    mov qword ptr [r15 + 320], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    movzx ebp, al
+    mov rdx, rcx
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 24
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, al
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -16606,114 +17712,111 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13262_s]
+    lea rcx, [rip + .Lc1_d14114_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13262_s_t
-.Lc1_d13262_j:
+    call .Lc1_d14114_s_t
+.Lc1_d14114_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13262_s:
+.Lc1_d14114_s:
     ret
     .popsection
-    mov rbp, r11
-    movzx esi, al
+    movzx edx, al
     mov r9, r11
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
-    mov qword ptr [r15 + 448], rsi
-    mov rsi, rsi
-    mov rbp, r10
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 640], rdx
+    mov rbp, r11
+    mov r9, r10
+    mov rax, rcx
     and rbp, 448
     mov eax, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, eax
-    mov byte ptr [r15 + 384], dl
-    movsxd rdx, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, rbp
-    movzx ebp, dl
-    mov rdx, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 768], ecx
-    mov ecx, dword ptr [r15 + 256]
-    mov eax, esi
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 256], al
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    mov r9, rax
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 128]
+    movzx r9d, r9b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 512], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov ebp, edx
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    mov rbp, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 142
-    movsxd rbp, dword ptr [r15 + 640]
+    mov eax, 186
+    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    mov edx, 234
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r9
-    mov eax, esi
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, 194
-    mov rbp, r11
+    mov eax, edx
+    mov byte ptr [r15 + 0], dl
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov dword ptr [r15 + 320], 123
+    mov ebp, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 512]
+    mov r8, r11
     mov r9, r11
-    mov qword ptr [r15 + 576], rbp
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9, r10
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 64]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 128]
+    test bl, 48
+    jnz 1f
 1:
-    mov esi, 7
-    vmovdqu ymmword ptr [r15 + 320], ymm14
     and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov r9d, ecx
+    mov qword ptr [r15 + r9 + 3392], r8
+    mov r9d, 194
+    movzx r9d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 98
-    movzx ebp, cl
-    mov ebp, r9d
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 512]
+    mov esi, r9d
+    mov esi, eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -16721,61 +17824,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d13360_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14210_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13360_s_t
-.Lc1_d13360_j:
+    call .Lc1_d14210_s_t
+.Lc1_d14210_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13360_s:
+.Lc1_d14210_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rsi, dword ptr [r15 + 448]
-    lock add qword ptr [r15 + 512], rcx
-    mov ecx, 54
-    mov qword ptr [r15 + 384], rax
+    mov r9, r11
+    mov esi, esi
+    mov rsi, rax
+    mov rbp, r10
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rcx
+    movsxd rcx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    mov r9d, eax
-    mov eax, eax
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov r8, r10
-    add rcx, qword ptr [r15 + 128]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov rax, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
+    mov esi, 204
+    mov esi, dword ptr [r15 + 576]
+    mov rbp, r10
     test bl, 80
     jnz 1f
 1:
-    mov rax, rsi
-    mov eax, esi
-    mov rbp, r10
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov rbp, rsi
+    mov esi, 204
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 192], r8
-    mov dword ptr [r15 + 64], 3
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
+    mov edx, esi
+    mov edx, eax
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 52224
+    jnz 1f
 1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8d, eax
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    vmovdqu ymmword ptr [r15 + 768], ymm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 97
+    mov rdx, rax
+    add rdx, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16785,118 +17922,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13413_s]
+    lea rcx, [rip + .Lc1_d14282_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13413_s_t
-.Lc1_d13413_j:
+    call .Lc1_d14282_s_t
+.Lc1_d14282_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13413_s:
+.Lc1_d14282_s:
     ret
     .popsection
-    mov qword ptr [r15 + 384], rax
-    mov rax, rax
-    mov r9, r11
-    mov rsi, rcx
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
+    mov edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm1, xmm8, 123
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    movzx r9d, al
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    mov esi, esi
-    mov rsi, qword ptr [r15 + 512]
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], edx
+    mov r8, r10
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, r9
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm7
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 640], edx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, r8
+    vpshufd xmm12, xmm7, 19
+    add rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx edx, al
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8, r11
     mov r9, r10
-    mov esi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov r9d, esi
-    mov dword ptr [r15 + 448], eax
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
+    mov dword ptr [r15 + 192], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rdx
+    mov edx, r9d
+    mov r9d, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c6:
-    mov byte ptr [r15 + 448], r9b
-    mov r9, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], dl
+    movzx r8d, r9b
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], eax
+    mov eax, dword ptr [r15 + 768]
+    mov r8, r11
+    mov qword ptr [r15 + 64], rcx
+    test bl, 144
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 704]
+    mov r9, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    movzx esi, byte ptr [r15 + 256]
+    add rsi, qword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 448]
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, al
+    mov byte ptr [r15 + 128], cl
     mov ecx, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, ecx
-    mov rbp, r11
-    movzx esi, sil
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    mov byte ptr [r15 + 128], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    movzx ecx, sil
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 336
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 16320
-    add rsi, qword ptr [r15 + r9 + 15680]
-    mov r9, r11
-    and esi, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
-    mov rax, rcx
-    mov byte ptr [r15 + 384], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -16905,56 +18037,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13515_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13515_s_t
-.Lc1_d13515_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d14380_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14380_s_t
+.Lc1_d14380_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13515_s:
+.Lc1_d14380_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    movzx esi, al
-    mov dword ptr [r15 + 192], 72
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    movzx ebp, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov rcx, rsi
-    add rcx, qword ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], esi
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 512]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    vmovdqu xmmword ptr [r15 + 256], xmm12
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, dword ptr [r15 + 576]
+    movzx eax, al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 6
-    mov dword ptr [r15 + 128], 112
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    add rsi, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117723], 0xb504f33
     jae 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
-    and ebp, dword ptr [r15 + 448]
-    mov r9, r8
-    mov r8, r11
-    test ebx, 1073741824
+    mov r8, rcx
+    mov r8, r10
+    mov dword ptr [r15 + 64], 7
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9d, 112
+    mov r9, r10
+    mov rcx, rsi
+    test bl, 48
     jz 1f
 1:
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
-    mov r8d, 98
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    add r8, qword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -16967,58 +18105,69 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov r8, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 64]
-    lock add qword ptr [r15 + 128], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov edx, 147
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    mov dword ptr [r15 + 256], edx
-    mov ecx, edx
-    movzx ecx, r8b
-    movzx ecx, r8b
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 31
-    and edi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d14436_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14436_s_t
+.Lc1_d14436_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14436_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r10
+    mov dword ptr [r15 + 448], 89
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dil
-    add r8, qword ptr [r15 + 448]
-    mov ecx, 252
-    mov qword ptr [r15 + 704], rdx
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 64], r8d
+    test ebx, 63104
+    jnz 1f
+1:
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + 128]
+    mov edi, 147
+    mov edi, dword ptr [r15 + 192]
+    mov r9d, 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dil
+    mov edi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    mov qword ptr [r15 + 512], rdi
+    mov rdi, qword ptr [r15 + 320]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 768], ymm12
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rdi
+    movsxd rdi, dword ptr [r15 + 512]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -17026,180 +18175,174 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13615_s]
+    lea rcx, [rip + .Lc1_d14489_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13615_s_t
-.Lc1_d13615_j:
+    call .Lc1_d14489_s_t
+.Lc1_d14489_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13615_s:
+.Lc1_d14489_s:
     ret
     .popsection
-    mov r8d, 152
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    movsxd rdi, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 640]
     mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 115
+    movsxd rdi, dword ptr [r15 + 192]
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov r8, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movzx ecx, dil
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    and ecx, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r8d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    vmovdqu xmmword ptr [r15 + r9 + 832], xmm12
+    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], cl
+    mov ecx, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 256], cl
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov edi, dword ptr [r15 + 448]
+    mov r8, r10
+    mov eax, 229
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 384], ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d13661_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13661_s_t
-.Lc1_d13661_j:
+    lea rcx, [rip + .Lc1_d14532_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14532_s_t
+.Lc1_d14532_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13661_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d14532_s:
     ret
     .popsection
-    mov rbp, qword ptr [r15 + 640]
+    lea r9, [r10 + r10*1]
     mov r8, r10
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 13
-    mov r8, qword ptr [r15 + 384]
-    mov r8, r11
-    test bl, 80
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], 209
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov byte ptr [r15 + 0], r9b
+    test bl, 48
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    mov r8, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], r8d
+    xor dword ptr [r15 + 768], edi
+    movzx edi, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 128], r8b
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 384], 143
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 192], eax
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r9, rax
+    mov qword ptr [r15 + 448], rdi
+    vmovdqu ymmword ptr [r15 + 256], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov ebp, eax
-    mov eax, dword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r9
-    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 24
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 1
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
-    mov r9, rax
-    test ebx, 44032
-    jnz 1f
-1:
+    add rcx, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    movzx r8d, byte ptr [r15 + 320]
     mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    movzx r8d, r9b
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
-    mov rbp, qword ptr [r15 + 192]
-    mov r9d, eax
-    mov r9d, r8d
     jmp 1f
 1:
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], ebp
+    movzx r8d, r8b
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 384], xmm12
+    mov ecx, 200
+    movzx ecx, byte ptr [r15 + 64]
     mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    movzx edx, byte ptr [r15 + 448]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9d, 231
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov rax, qword ptr [r15 + 128]
+    and r9, 1984
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov ecx, eax
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -17208,124 +18351,127 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13762_s]
+    lea rcx, [rip + .Lc1_d14633_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13762_s_t
-.Lc1_d13762_j:
+    call .Lc1_d14633_s_t
+.Lc1_d14633_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13762_s:
+.Lc1_d14633_s:
     ret
     .popsection
-    vmovq xmm14, r9
-    and r9d, dword ptr [r15 + 512]
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
-    mov r9, r10
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    mov eax, 139
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    mov ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, r9d
-    jmp 1f
-1:
+    mov r8d, ecx
+    mov r8d, 178
+    or qword ptr [r15 + 256], 113
+    mov r8, r11
+    mov rbp, r11
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r9, r10
-    mov rdi, rax
-    mov qword ptr [r15 + 320], rbp
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movzx r8d, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, 233
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov ebp, r9d
-    test bl, 48
-    jz 1f
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edx, 72
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
+    mov r9d, r8d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    and eax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 164
+    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d13811_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13811_s_t
-.Lc1_d13811_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d14683_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14683_s_t
+.Lc1_d14683_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13811_s:
+.Lc1_d14683_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r9d, 42
+    movzx r9d, cl
+    mov r9, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 704], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, r11
-    mov rcx, rsi
-    vpxor xmm14, xmm14, xmm3
+    movzx eax, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    mov edx, 202
+    mov byte ptr [r15 + 0], cl
+    mov r9, r10
+    mov rdi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], rdx
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 246
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov byte ptr [r15 + 128], bpl
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
+    movzx ebp, sil
+    mov rbp, r11
     movzx eax, cl
-    movzx ecx, bpl
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    test bl, 80
     jnz 1f
 1:
-    vmovq xmm14, rax
     jmp 1f
 1:
-    movzx esi, r8b
-    mov dword ptr [r15 + 512], eax
-    mov eax, 9
-    mov dword ptr [r15 + 64], 182
-    test bl, 208
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 256], cl
-    mov ecx, 51
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -17335,106 +18481,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r9b
-    mov r9d, r9d
-    mov byte ptr [r15 + 448], al
-    mov esi, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 158
+    and rbp, 448
+    mov r8, r11
+    mov byte ptr [r15 + rbp + 832], dil
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 704]
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 640], sil
-    mov rsi, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 128], 63
-    mov r9, r11
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 23
+    mov qword ptr [r15 + 320], rdi
+    movzx edi, r9b
+    movzx r9d, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 192], r9b
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 576]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm12
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 145
+    mov r9, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13908_s]
+    lea rcx, [rip + .Lc1_d14779_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13908_s_t
-.Lc1_d13908_j:
+    call .Lc1_d14779_s_t
+.Lc1_d14779_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13908_s:
+.Lc1_d14779_s:
     ret
     .popsection
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
-    mov dword ptr [r15 + 192], 56
-    mov rdx, rax
-    mov rax, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 175
+    vmovq qword ptr [r15 + 0], xmm12
+    mov r8d, eax
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 108
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov dword ptr [r15 + 192], 75
+    mov rdi, rcx
+    mov qword ptr [r15 + 384], r8
+    mov qword ptr [r15 + 64], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], edx
-    mov dword ptr [r15 + 128], 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov r9, r11
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 15
-    add rdx, qword ptr [r15 + 0]
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edx
+    mov rax, qword ptr [r15 + 128]
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm12
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    and r9, 4032
+    mov r8, r11
+    mov rax, qword ptr [r15 + r9 + 3392]
     test ebx, 400
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 50
-    mov rbp, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rsi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 142
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 173
+    mov dword ptr [r15 + 448], 126
+    mov dword ptr [r15 + 320], 210
+    movzx eax, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -17448,66 +18595,60 @@ ditto_body_c1:
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13961_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13961_s_t
-.Lc1_d13961_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13961_s:
-    ret
-    .popsection
-    mov r9, qword ptr [r15 + 576]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edi, dil
+    movsxd rdi, dword ptr [r15 + 192]
     mov dword ptr [r15 + 384], 246
-    mov r8, r10
-    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 83
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r9, rax
-    mov byte ptr [r15 + 320], bpl
+    movzx r9d, dil
+    mov r9, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    mov eax, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 768]
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r8, r10
+    mov rbp, r10
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 59
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
     test bl, 72
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 16320
-    vmovq qword ptr [r15 + r8 + 15680], xmm14
-    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 512], cl
     movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 320], eax
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], r8d
+    mov r9, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + r8 + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    vmovq qword ptr [r15 + r9 + 3392], xmm2
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 576]
+    mov r8d, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -17517,281 +18658,229 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14013_s]
+    lea rcx, [rip + .Lc1_d14884_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14013_s_t
-.Lc1_d14013_j:
+    call .Lc1_d14884_s_t
+.Lc1_d14884_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14013_s:
+.Lc1_d14884_s:
     ret
     .popsection
+    mov r8, r10
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edi
     mov r9, r10
-    lea r8, [r10 + r10*1]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], rcx
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 238
-    test bl, 72
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    movzx ecx, r9b
-    test bl, 40
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, r10
-    mov dword ptr [r15 + 192], r8d
+    movzx eax, dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
     and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9d, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    movsxd r8, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 640]
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], esi
+    mov dword ptr [r15 + 320], 213
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r15 + 384], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    mov dword ptr [r15 + 512], 87
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r9, r10
-    mov byte ptr [r15 + 384], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dil
+    lea rcx, [rip + .Lc1_d14928_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14928_s_t
+.Lc1_d14928_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14928_s:
+    ret
+    .popsection
     .byte 0x66, 0x90
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov rax, rcx
+    test bl, 104
+    jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], r9b
+    movzx r8d, cl
+    mov byte ptr [r15 + 128], cl
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov ecx, 227
-    movzx ecx, al
+    mov byte ptr [r15 + 384], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 190
+    movsxd rcx, dword ptr [r15 + 64]
+    test bl, 72
+    jz 1f
+1:
+    mov r8, r10
+    mov ebp, 147
+    mov dword ptr [r15 + 320], 178
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 85
-    vpcmpeqb xmm14, xmm14, xmm13
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov dword ptr [r15 + 768], 13
-    mov edi, eax
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 704]
-    test ebx, 5760
-    jnz 1f
+    vpcmpeqb xmm3, xmm3, xmm14
+    mov ebp, dword ptr [r15 + 256]
+    test bl, 56
+    jz 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov r8, r9
+    mov dword ptr [r15 + 192], 95
+    movsxd rax, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 191
+    mov qword ptr [r15 + 64], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14114_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14114_s_t
-.Lc1_d14114_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14114_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov edi, 17
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    mov qword ptr [r15 + 256], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 64], edi
-    test bl, 104
-    jz 1f
-1:
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, ecx
-    mov edi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 576]
-    vpor xmm13, xmm13, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov rbp, r10
-    movzx edi, byte ptr [r15 + 128]
-    mov r8, r10
-    test bl, 24
-    jnz 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, r10
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dl
-    test ebx, 1073741824
-    jz 1f
-1:
     and rbp, 4032
-    add rdi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3392], edx
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 448], dl
+    mov edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov esi, ecx
+    movzx esi, r9b
+    test bl, 40
+    jnz 1f
+1:
+    mov ebp, edx
+    mov edx, r9d
+    mov qword ptr [r15 + 576], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 245
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, cl
+    mov r8, r10
+    mov byte ptr [r15 + 256], cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 128], ecx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 6 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 9 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 6]
+    lea rcx, [rbx + 9]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 6
+    mov r13d, 9
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
-    lea rcx, [rip + .Lc1_d14189_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15041_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14189_s_t
-.Lc1_d14189_j:
+    call .Lc1_d15041_s_t
+.Lc1_d15041_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14189_s:
+.Lc1_d15041_s:
     ret
     .popsection
-    mov rbp, r10
-    mov dword ptr [r15 + 256], ecx
+    mov r8, r10
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    test ebx, 30448
+    test ebx, 29680
     jz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], bpl
     test ebx, 1073741824
     jz 1f
 1:
@@ -17812,173 +18901,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14235_s]
+    lea rcx, [rip + .Lc1_d15074_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14235_s_t
-.Lc1_d14235_j:
+    call .Lc1_d15074_s_t
+.Lc1_d15074_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14235_s:
+.Lc1_d15074_s:
     ret
     .popsection
-    mov dword ptr [r15 + 256], ecx
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], 216
+    mov rdi, rcx
+    mov rbp, r11
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    movzx ecx, r8b
-    mov rcx, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov edx, dword ptr [r15 + 512]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 153
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
+    movsxd r9, dword ptr [r15 + 256]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edx
-    mov r8d, ecx
+    mov eax, dword ptr [r15 + 576]
+    mov rdi, r9
+    mov edi, 154
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9d, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c1:
-    vpmovmskb ecx, xmm13
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15123_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15123_s_t
+.Lc1_d15123_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15123_s:
+    ret
+    .popsection
+    mov r9d, 24
+    vpmovmskb r9d, xmm3
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov qword ptr [r15 + 768], r8
-    mov rdx, qword ptr [r15 + 512]
-    mov r9d, 166
-    mov r9d, 95
-    mov r9, r11
-    test ebx, 1152
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 221
-    vpcmpeqb xmm13, xmm13, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov dword ptr [r15 + 384], 210
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 240
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov r8, r10
-    and r9, 16320
-    movzx edx, byte ptr [r15 + r9 + 15680]
-    movsxd r9, dword ptr [r15 + 64]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 256], 75
-    mov dword ptr [r15 + 448], 238
-    test ebx, 896
-    jz 1f
-1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 192], edx
     .byte 0x0f, 0x1f, 0x00
-    mov r9d, 197
+    vpcmpeqb xmm3, xmm3, xmm14
+    mov eax, ecx
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    and eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 204
+    test ebx, 2432
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 640], cl
+    mov qword ptr [r15 + 192], r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d14333_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14333_s_t
-.Lc1_d14333_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14333_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx ebp, byte ptr [r15 + 64]
-    mov rdx, rax
     mov r8, r11
-    mov dword ptr [r15 + 640], eax
-    test ebx, 384
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], 246
-    movzx eax, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov rcx, qword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 192]
+    mov eax, 171
+    test ebx, 640
+    jnz 1f
+1:
+    movzx esi, cl
+    mov esi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 320]
+    lock xadd qword ptr [r15 + 448], rdx
+    mov rcx, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov r8d, esi
+    movzx r8d, byte ptr [r15 + 384]
+    mov rsi, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    lock xadd qword ptr [r15 + 512], rdx
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov r8d, 171
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 117
-    mov rdx, rax
-    mov eax, dword ptr [r15 + 192]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    movzx ebp, al
+    mov r8, r11
+    mov r9, r11
+    mov edx, 148
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov dword ptr [r15 + 512], 41
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17986,169 +19071,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14382_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14382_s_t
-.Lc1_d14382_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d15217_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15217_s_t
+.Lc1_d15217_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14382_s:
+.Lc1_d15217_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, 179
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, rcx
+    mov r9, r10
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], eax
+    mov qword ptr [r15 + 576], rcx
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
-    mov r8, r10
+    mov eax, dword ptr [r15 + 768]
+    movzx esi, cl
+    mov r9, r10
+    mov edx, 209
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
     movzx r9d, al
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov r8, r10
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov r8d, dword ptr [r15 + 320]
+    mov rdx, rdx
+    movzx edx, byte ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], r9
-    mov dword ptr [r15 + 192], r8d
-    movsxd r8, dword ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], r9d
+    test ebx, 1152
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, r10
-    mov qword ptr [r15 + 320], rcx
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 192], rax
+    mov rax, r9
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c4:
-    mov dword ptr [r15 + 384], 156
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15267_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15267_s_t
+.Lc1_d15267_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15267_s:
+    ret
+    .popsection
+    movzx r9d, byte ptr [r15 + 384]
+    add r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rcx
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    test ebx, 384
     jz 1f
 1:
-    mov r8, rax
-    mov r8d, 143
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], r9d
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rax
-    movzx eax, byte ptr [r15 + 320]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    add rdx, qword ptr [r15 + 768]
     mov rbp, r11
+    mov ecx, 139
+    and rbp, 1984
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
+    mov qword ptr [r15 + r8 + 7488], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, 164
+    mov byte ptr [r15 + 64], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    lock xadd qword ptr [r15 + 512], rcx
     and rbp, 4032
-    mov r9, r11
-    mov byte ptr [r15 + rbp + 3392], cl
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, dl
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    mov r9d, 189
-    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov dword ptr [r15 + 0], 104
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c5:
-    lea rcx, [rip + .Lc1_d14472_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14472_s_t
-.Lc1_d14472_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14472_s:
-    ret
-    .popsection
-    mov r9, r9
-    mov qword ptr [r15 + 640], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 0], al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov ecx, 89
-    mov qword ptr [r15 + 0], r9
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov byte ptr [r15 + 256], cl
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 640
-    jnz 1f
-1:
-    mov rdx, rcx
-    and edx, dword ptr [r15 + 576]
-    mov esi, ecx
-    movsxd rsi, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov dword ptr [r15 + 384], 17
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r9, r11
+    mov r8, r8
+    mov byte ptr [r15 + 768], al
+    mov dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 128]
     mov rbp, r11
-    mov dword ptr [r15 + 64], edx
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
+    test ebx, 176128
+    jnz 1f
+1:
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], r8b
+    mov dword ptr [r15 + 320], 146
+    movzx r8d, al
+    and r8d, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, dl
-    mov rdx, rdx
+    mov rbp, r10
+    mov eax, 25
+    mov rax, r8
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 448], ebp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edi, eax
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov qword ptr [r15 + 384], rax
+    movsxd rax, dword ptr [r15 + 704]
+    mov rbp, rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18156,45 +19248,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d15366_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15366_s_t
+.Lc1_d15366_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15366_s:
+    ret
+    .popsection
     mov rbp, r11
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 157
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    test ebx, 2688
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 30720
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 384]
+    mov eax, 64
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 51
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ecx
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], al
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, r8d
-    mov ecx, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 256]
+    mov ecx, 104
+    mov ecx, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov edx, 77
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 221
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm2
+    mov edi, esi
+    mov esi, dword ptr [r15 + 576]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 512], ymm3
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18203,114 +19306,109 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
+    test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d14566_s]
+    lea rcx, [rip + .Lc1_d15413_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14566_s_t
-.Lc1_d14566_j:
+    call .Lc1_d15413_s_t
+.Lc1_d15413_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14566_s:
+.Lc1_d15413_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    nop
-    vmovq qword ptr [r15 + 0], xmm9
-    mov ebp, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], al
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov dword ptr [r15 + 768], 236
-    mov rbp, r11
-    vmovq qword ptr [r15 + 448], xmm1
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, eax
+    lea rbp, [r10 + r10*1]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 84
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 256]
+    mov r9, r11
+    mov edi, dword ptr [r15 + rbp + 1408]
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7488], xmm3
+    mov dword ptr [r15 + 448], 39
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov rbp, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 38
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov edx, ecx
+    mov r9, r10
+    nop
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    test ebx, 2432
+    jz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edi
+    mov r9, qword ptr [r15 + 640]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14614_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14614_s_t
-.Lc1_d14614_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14614_s:
-    ret
-    .popsection
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 448]
+    mov ecx, 161
+    and ecx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 256], rdx
+    mov rdx, rcx
+    mov byte ptr [r15 + 768], r9b
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7488], xmm3
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
     mov rbp, r11
-    mov r9, r9
-    and r9d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rdx
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
+    mov r9, r9
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18318,51 +19416,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 704], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d15507_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15507_s_t
+.Lc1_d15507_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15507_s:
+    ret
+    .popsection
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 128]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    mov qword ptr [r15 + 448], rax
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov ebp, 241
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 128], r9
-    mov r9, rax
-    mov eax, 171
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
-    mov edx, eax
-    movsxd rdx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
     mov r9, r11
-    mov eax, eax
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov rbp, rdi
+    movsxd rax, dword ptr [r15 + 512]
+    mov esi, 114
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rdi, r9
-    mov byte ptr [r15 + 256], al
-    mov byte ptr [r15 + 448], r9b
+    mov r8, rax
+    mov r8, rax
+    mov rax, rax
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jae 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 320]
+    mov esi, eax
+    mov byte ptr [r15 + 384], bpl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    movzx eax, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -18371,120 +19476,154 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14708_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14708_s_t
-.Lc1_d14708_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d15556_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15556_s_t
+.Lc1_d15556_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14708_s:
+.Lc1_d15556_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    add rdx, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], al
-    mov eax, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9d, 239
+    mov r9, rax
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movzx esi, al
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    vpxor xmm3, xmm3, xmm0
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
     mov r9, r11
-    movzx edi, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dil
-    mov r9, rax
-    mov byte ptr [r15 + 256], cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    mov r8, r10
+    and r9, 8128
+    mov r8, r11
+    mov byte ptr [r15 + r9 + 7488], cl
     movzx ecx, r9b
     and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov eax, dword ptr [r15 + r8 + 1344]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r10
+    mov qword ptr [r15 + 512], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov rdi, rcx
-    xor dword ptr [r15 + 768], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8d, 95
-    movzx r8d, al
-    test ebx, 640
-    jnz 1f
-1:
-    movzx ecx, r8b
-    mov dword ptr [r15 + 0], edi
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm8
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    vpxor xmm11, xmm11, xmm1
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c11:
-    lea rcx, [rip + .Lc1_d14756_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14756_s_t
-.Lc1_d14756_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14756_s:
-    ret
-    .popsection
-    mov r8, r11
-    mov qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + 256], cl
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    movsxd r8, dword ptr [r15 + 384]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 319488
     jnz 1f
 1:
-    mov r9, r8
-    mov dword ptr [r15 + 0], 31
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3200
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], r8d
-    test ebx, 1073741824
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 384
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, r10
-    mov r8, rcx
+    mov eax, dword ptr [r15 + 192]
+    movzx esi, r9b
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rax
+    movzx eax, byte ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov esi, r9d
+    mov dword ptr [r15 + 256], edi
+    mov r9, r11
+    mov rdx, rdi
     and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    mov rbp, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, ecx
-    mov rcx, rbp
-    mov byte ptr [r15 + 640], r8b
+    mov qword ptr [r15 + 704], rdx
+    movzx edx, byte ptr [r15 + 384]
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 768], r9b
+    vmovq xmm12, rdx
+    vpxor xmm12, xmm12, xmm3
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18492,51 +19631,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, r8
-    movzx ecx, al
-    vpmovmskb eax, xmm7
+    lea rcx, [rip + .Lc1_d15675_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15675_s_t
+.Lc1_d15675_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15675_s:
+    ret
+    .popsection
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 192]
+    mov rbp, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 320]
-    and r9, 16320
-    movzx ebp, byte ptr [r15 + r9 + 15680]
-    mov r9d, dword ptr [r15 + 768]
-    lea r9, [r11 + r11*1]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + 512], rbp
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov r9, r11
+    mov byte ptr [r15 + 128], cl
+    mov r8, r10
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r10
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    vpor xmm10, xmm10, xmm10
-    movzx ebp, al
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 576]
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8, rdi
-    movzx r8d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 704], r9b
+    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rax
+    mov rax, qword ptr [r15 + 384]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18544,177 +19688,187 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d14854_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14854_s_t
-.Lc1_d14854_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14854_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx r9d, al
-    mov qword ptr [r15 + 64], rax
-    vmovq xmm10, rax
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, cl
-    movzx ecx, al
-    mov eax, 129
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 128]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edi
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    test ebx, 384
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm9
-    mov dword ptr [r15 + 256], eax
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    vmovq qword ptr [r15 + 192], xmm9
-    mov r9, r9
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 167
-    movsxd rsi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 384], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14906_s]
+    lea rcx, [rip + .Lc1_d15722_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14906_s_t
-.Lc1_d14906_j:
+    call .Lc1_d15722_s_t
+.Lc1_d15722_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14906_s:
+.Lc1_d15722_s:
     ret
     .popsection
-    mov r8, r11
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 320], 120
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 207
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 200
+    movzx r8d, al
+    movzx eax, al
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 640], rcx
-    test ebx, 319488
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 24
-    vpcmpeqb xmm10, xmm10, xmm2
-    mov dword ptr [r15 + 128], 51
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov esi, r8d
-    mov r8, r11
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jmp 1f
 1:
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    movzx r8d, cl
+    mov qword ptr [r15 + 64], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 58
+    mov rax, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    test ebx, 3200
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], esi
+    jmp 1f
+1:
+    mov rcx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov eax, 238
+    mov rax, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    movzx ecx, cl
+    mov byte ptr [r15 + 256], al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
-.Lc1_b10_c15:
-    movzx esi, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+.Lc1_b10_c14:
+    mov r8, r11
+    mov rsi, rax
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 832], xmm11
+    mov r8d, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], ebp
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 113
+    mov esi, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 128], xmm0
-    mov rax, rsi
-    mov dword ptr [r15 + 320], 118
-    mov dword ptr [r15 + 512], 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 195
-    mov rbp, rax
-    movzx ebp, sil
-    mov rbp, r11
-    mov rcx, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov qword ptr [r15 + 256], rax
-    mov qword ptr [r15 + 448], rbp
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 54272
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    mov r9, r11
-    mov rbp, r11
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
+    mov rsi, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov rax, rsi
+    mov esi, 48
+    and esi, dword ptr [r15 + 128]
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], 222
+    mov r9, r11
+    test ebx, 384
+    jnz 1f
+1:
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    mov r8d, 84
     add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c15:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d15822_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15822_s_t
+.Lc1_d15822_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15822_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], eax
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 512]
+    mov rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rax
+    movzx eax, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 576]
+    mov rbp, r11
+    mov r9, r10
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 256], 95
+    mov r8, r11
+    test ebx, 1664
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 16320
+    movsxd rbp, dword ptr [r15 + r8 + 15680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov ecx, r8d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18722,57 +19876,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15003_s]
+    lea rcx, [rip + .Lc1_d15875_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15003_s_t
-.Lc1_d15003_j:
+    call .Lc1_d15875_s_t
+.Lc1_d15875_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15003_s:
+.Lc1_d15875_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 15
-    mov esi, 174
-    mov rsi, rax
+    movzx r8d, cl
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 448]
+    mov eax, 249
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rsi
-    mov rbp, r11
-    and eax, dword ptr [r15 + 128]
-    movzx ecx, sil
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
+    mov dword ptr [r15 + 64], eax
+    mov r9, r10
+    mov qword ptr [r15 + 192], rcx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 205
+    mov r9, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov dword ptr [r15 + 320], 135
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 1664
-    jz 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    movzx r8d, bpl
-    mov ebp, eax
-    movzx ebp, byte ptr [r15 + 768]
+    vmovq qword ptr [r15 + 512], xmm12
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 177
-    mov qword ptr [r15 + 512], rax
-    movsxd rax, dword ptr [r15 + 384]
-    and eax, dword ptr [r15 + 256]
+    mov rax, r9
+    mov rax, r9
+    mov dword ptr [r15 + 256], 184
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 320]
+    vmovq qword ptr [r15 + 640], xmm12
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov rbp, r8
-    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + 128], al
+    mov rax, rbp
+    mov rbp, qword ptr [r15 + 384]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18780,47 +19934,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rbp
+    and r9d, dword ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, 35
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm11
     test ebx, 640
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov eax, 92
-    and rbp, 1984
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 1344], 240
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 240
+    mov eax, 84
+    mov eax, dword ptr [r15 + 384]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 26
-    movsxd r9, dword ptr [r15 + 640]
     mov rbp, r11
-    mov eax, 92
-    mov byte ptr [r15 + 512], bpl
+    mov r9, qword ptr [r15 + 192]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 128], 93
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + 512], dl
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -18829,62 +19982,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d15094_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15094_s_t
-.Lc1_d15094_j:
+    lea rcx, [rip + .Lc1_d15965_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15965_s_t
+.Lc1_d15965_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15094_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d15965_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
-    mov byte ptr [r15 + 192], cl
-    mov r9, r10
-    mov esi, ecx
+    mov byte ptr [r15 + 256], dil
+    movzx edi, r8b
+    mov r8, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    mov r9d, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rax, r8
+    movzx eax, r8b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 64], 232
+    mov qword ptr [r15 + 448], rax
+    mov eax, dword ptr [r15 + 128]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 110
-    movzx esi, r9b
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
     mov rcx, r9
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov r8d, 246
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    mov eax, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, r11
-    mov rcx, rsi
-    mov ecx, 7
+    mov r8, r10
+    mov edi, 16
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, rsi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 384], rsi
-    movsxd rsi, dword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 190
+    mov rsi, qword ptr [r15 + 320]
+    movzx ecx, r9b
+    mov dword ptr [r15 + 576], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -18894,50 +20046,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15147_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15147_s_t
-.Lc1_d15147_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d16017_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16017_s_t
+.Lc1_d16017_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15147_s:
+.Lc1_d16017_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx esi, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 192]
     mov r9, rax
-    mov dword ptr [r15 + 0], 156
-    mov r9, r10
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 149
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rsi
+    mov dword ptr [r15 + 192], 156
+    mov dword ptr [r15 + 640], 149
+    imul rax, qword ptr [r15 + 384]
+    test ebx, 221184
+    jnz 1f
+1:
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 86
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r9
+    mov rdi, qword ptr [r15 + 64]
+    mov rax, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], 95
-    mov dword ptr [r15 + 128], 230
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 448], r8b
+    mov rbp, r10
+    or qword ptr [r15 + 512], 115
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     add r11, 64
@@ -18949,245 +20109,235 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rdi
-    mov edi, r9d
-    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm12, xmm12, xmm3
+    mov rcx, qword ptr [r15 + 64]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    mov byte ptr [r15 + 320], al
+    mov r9, r11
+    mov qword ptr [r15 + 704], rcx
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
     and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    add rdi, qword ptr [r15 + 448]
-    mov r9, r11
-    mov byte ptr [r15 + 384], bpl
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 512]
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
+    mov edx, dword ptr [r15 + rbp + 7488]
+    test ebx, 2688
     jz 1f
 1:
     mov rax, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 256]
-    vmovq qword ptr [r15 + 320], xmm5
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 768]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 384], 183
+    mov byte ptr [r15 + 512], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c21:
-    lea rcx, [rip + .Lc1_d15231_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16111_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15231_s_t
-.Lc1_d15231_j:
+    call .Lc1_d16111_s_t
+.Lc1_d16111_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15231_s:
+.Lc1_d16111_s:
     ret
     .popsection
-    mov qword ptr [r15 + 128], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov rdx, rcx
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, 131
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov esi, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 320], 112
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov ecx, 245
+    mov ecx, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 107
-    mov dword ptr [r15 + 448], esi
-    mov esi, 21
-    mov r9, r10
+    mov byte ptr [r15 + 448], r8b
+    mov r8, r10
+    mov eax, 161
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov r9d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1408
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
+    mov r9d, dword ptr [r15 + 128]
     movsxd rcx, dword ptr [r15 + 64]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dl
-    mov r9d, edx
-    mov dword ptr [r15 + 384], 222
+    mov rsi, rax
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
+    mov rax, r8
+    mov eax, r8d
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, r11
-    mov ecx, 174
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
+    movzx esi, byte ptr [r15 + 576]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    mov qword ptr [r15 + 512], r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d15287_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15287_s_t
-.Lc1_d15287_j:
+    lea rcx, [rip + .Lc1_d16160_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16160_s_t
+.Lc1_d16160_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15287_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16160_s:
     ret
     .popsection
-    mov r9, r10
-    movzx r8d, cl
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 143
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov dword ptr [r15 + 256], 126
+    mov esi, r9d
+    movzx r9d, byte ptr [r15 + 640]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 64], r9
-    movzx r9d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 64], 201
+    mov rax, qword ptr [r15 + 384]
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov dword ptr [r15 + 0], 185
-    mov byte ptr [r15 + 512], r8b
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 448], eax
-    vpshufd xmm13, xmm6, 168
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], r8d
-    mov r8, r11
-    mov byte ptr [r15 + 64], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov dword ptr [r15 + 576], 163
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, r9d
+    mov r9, rax
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    add rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    add r9, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov byte ptr [r15 + 512], r9b
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    mov rbp, r11
+    mov eax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c23:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    movzx r9d, r8b
-    mov r8d, r8d
-    mov r8d, 6
+    mov rcx, qword ptr [r15 + 384]
+    vpaddd xmm12, xmm12, xmm12
+    movzx r9d, bpl
+    mov ebp, eax
+    mov eax, 22
     test ebx, 1073741824
     jz 1f
 1:
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 8
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 417792
-    jnz 1f
-1:
-    movzx r8d, cl
-    mov r8d, ecx
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 512]
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, dword ptr [r15 + 320]
-    mov r9d, eax
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    test ebx, 1152
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov ebp, edx
+    movzx edx, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    and r9, 448
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 49
+    test ebx, 384
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 832], eax
-    mov dword ptr [r15 + 192], r9d
-    mov dword ptr [r15 + 448], 68
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], cl
     test ebx, 1073741824
     jnz 1f
 1:
+    xor dword ptr [r15 + 128], ebp
     mov r8, r11
-    mov rcx, r9
+    mov dword ptr [r15 + 704], eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 158
     and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 384], r9d
+    mov byte ptr [r15 + r8 + 1344], bpl
+    test ebx, 640
+    jnz 1f
+1:
+    mov rdx, r9
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -19196,61 +20346,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d15395_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16264_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15395_s_t
-.Lc1_d15395_j:
+    call .Lc1_d16264_s_t
+.Lc1_d16264_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15395_s:
+.Lc1_d16264_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, rax
+    mov edx, 91
+    mov dword ptr [r15 + 192], 45
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r9d, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov ebp, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 47
-    mov r8d, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, 231
+    test ebx, 217088
+    jnz 1f
 1:
-    mov ecx, 33
-    mov r9, r11
-    vpxor xmm13, xmm13, xmm12
-    test ebx, 1073741824
-    jz 1f
+    mov edx, dword ptr [r15 + 576]
+    mov rcx, r8
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    test ebx, 640
-    jz 1f
+    jmp 1f
 1:
-    mov eax, 158
+    mov byte ptr [r15 + 512], dl
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 256]
     mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r9b
-    movsxd r8, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov qword ptr [r15 + 384], rax
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 100
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19258,56 +20418,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15445_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15445_s_t
-.Lc1_d15445_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d16318_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16318_s_t
+.Lc1_d16318_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15445_s:
+.Lc1_d16318_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 192]
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov r9d, ecx
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 512]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    test ebx, 2688
     jz 1f
 1:
-    mov r8, r10
-    mov eax, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r10
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 181
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov rbp, rax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 210
     mov rbp, rcx
-    mov dword ptr [r15 + 256], 53
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    mov r9, r10
-    mov r8, rbp
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], ebp
+    mov rdi, rcx
+    mov dword ptr [r15 + 64], 28
+    movzx edi, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rdi
+    mov qword ptr [r15 + 640], rbp
+    movzx ebp, byte ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -19317,55 +20483,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
+    mov rbp, r10
     and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 192]
-    vpcmpeqb xmm13, xmm13, xmm2
-    mov dword ptr [r15 + 0], edi
-    mov rdi, r9
+    mov byte ptr [r15 + rbp + 7488], al
+    mov ebp, 192
+    vmovdqu xmmword ptr [r15 + 512], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    and edi, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 64], r9b
-    mov r9, r8
-    mov qword ptr [r15 + 128], r8
+    mov rbp, r10
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    vpmovmskb ebp, xmm12
+    mov rbp, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx ebp, dil
-    mov byte ptr [r15 + 576], r8b
-    mov dword ptr [r15 + 448], 100
-    mov eax, 33
-    imul rax, qword ptr [r15 + 64]
+    movzx esi, r9b
+    mov rsi, rax
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], r9
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], r8
-    mov r8d, 186
-    mov r8d, eax
-    mov r8, qword ptr [r15 + 320]
-    test ebx, 47104
-    jz 1f
+    mov dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 256], 32
+    mov r9d, eax
+    mov eax, 186
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 640]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    movzx ebp, byte ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 320], xmm12
+    mov byte ptr [r15 + 384], al
+    movzx eax, byte ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19373,68 +20537,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15542_s]
+    lea rcx, [rip + .Lc1_d16417_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15542_s_t
-.Lc1_d15542_j:
+    call .Lc1_d16417_s_t
+.Lc1_d16417_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15542_s:
+.Lc1_d16417_s:
     ret
     .popsection
-    mov rbp, rdi
-    mov edi, dword ptr [r15 + 384]
-    mov rbp, rcx
-    vmovq qword ptr [r15 + 128], xmm11
+    mov ebp, eax
+    vmovq qword ptr [r15 + 768], xmm12
+    mov eax, eax
+    movzx eax, bpl
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rdi
-    movsxd rdi, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
+    mov r9, rax
     test ebx, 640
     jnz 1f
 1:
-    mov ecx, ecx
-    vpcmpeqb xmm11, xmm11, xmm5
+    mov rdx, rax
     jmp 1f
 1:
-    mov rbp, r10
+    mov r8, r11
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    vpcmpeqb xmm11, xmm11, xmm13
-    mov r8, qword ptr [r15 + 704]
+    mov r9d, r9d
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov rax, rcx
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, 19
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov ecx, 2
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    mov eax, ebp
-    movzx eax, r8b
+    mov qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19444,61 +20605,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15598_s]
+    lea rcx, [rip + .Lc1_d16471_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15598_s_t
-.Lc1_d15598_j:
+    call .Lc1_d16471_s_t
+.Lc1_d16471_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15598_s:
+.Lc1_d16471_s:
     ret
     .popsection
-    vpshufd xmm9, xmm13, 86
-    vmovdqu ymmword ptr [r15 + 512], ymm9
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, eax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx edi, al
+    vmovq xmm11, rcx
+    mov ecx, ecx
     mov r8, r10
-    mov byte ptr [r15 + 448], cl
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm11
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov r9, r10
     jmp 1f
 1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    movsxd r9, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 576], rdi
-    mov edi, ebp
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r8, r10
-    test ebx, 384
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and r8, 8128
-    or qword ptr [r15 + r8 + 7488], 114
-    mov dword ptr [r15 + 128], 197
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov qword ptr [r15 + 448], r9
+    movzx r9d, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + 768]
+    mov r8, r10
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, r9d
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19508,59 +20671,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], 7
+    mov eax, dword ptr [r15 + 192]
+    mov r8d, 8
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1664
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 512], r8b
+    mov r8, r10
+    mov rax, r9
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    jmp 1f
-1:
-    mov r8, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r9
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov r9d, 9
+    mov r9, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 512], r8d
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov r8d, 80
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, al
+    mov qword ptr [r15 + 128], rax
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rcx, rbp
-    mov ebp, 160
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], ebp
+    mov esi, 4
+    mov r9, r10
+    mov esi, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov dword ptr [r15 + 320], 239
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 64], r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19568,69 +20730,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d15698_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15698_s_t
-.Lc1_d15698_j:
+    lea rcx, [rip + .Lc1_d16571_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16571_s_t
+.Lc1_d16571_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15698_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16571_s:
     ret
     .popsection
-    mov rdx, qword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 704]
-    mov r8d, 28
-    test ebx, 1664
-    jz 1f
-1:
-    movzx eax, al
-    mov r9, r10
-    mov eax, ecx
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    lock or dword ptr [r15 + r9 + 832], 100
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 768]
+    mov r9d, 28
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, eax
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 64], rdx
-    mov edx, 196
-    movzx edx, r9b
+    mov edx, r9d
+    mov edx, eax
+    lock or dword ptr [r15 + 64], 100
     test ebx, 1073741824
     jz 1f
-1:
-    mov rcx, rdx
-    mov byte ptr [r15 + 448], al
-    movsxd rax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, r10
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 136
+    movzx esi, byte ptr [r15 + 64]
+    mov ecx, edx
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movzx r8d, cl
+    vmovdqu xmm0, xmmword ptr [r15 + 512]
+    mov r8d, 196
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, sil
+    mov r9, r10
+    mov rsi, rdx
+    mov byte ptr [r15 + 192], r8b
+    test ebx, 319488
     jnz 1f
 1:
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 159
-    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + r9 + 3392], 150
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 320], 136
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 159
+    mov dword ptr [r15 + 128], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -19640,146 +20794,120 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 25
-    mov eax, r9d
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, r11
-    test ebx, 896
-    jz 1f
-1:
-    mov rbp, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 240
-    mov r8d, 209
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 192], rax
-    mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    movzx eax, byte ptr [r15 + 768]
-    mov esi, dword ptr [r15 + 384]
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 64]
-    movzx ebp, r9b
-    movzx ebp, byte ptr [r15 + 320]
-    mov rsi, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15802_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d16622_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15802_s_t
-.Lc1_d15802_j:
+    call .Lc1_d16622_s_t
+.Lc1_d16622_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15802_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16622_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov esi, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 384]
-    mov r9d, 50
-    mov r9, qword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 144
     mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
+    mov dword ptr [r15 + 576], 155
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    test ebx, 1152
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 448]
+    mov eax, esi
+    mov esi, 222
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
     mov r8, r10
-    mov esi, dword ptr [r15 + rbp + 832]
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov r9, r9
-    add r9, qword ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov rbp, r10
+    and esi, dword ptr [r15 + 64]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], 165
     jmp 1f
 1:
-    mov esi, 238
-    movzx esi, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
+    movzx eax, cl
+    test ebx, 384
+    jnz 1f
 1:
-    mov dword ptr [r15 + 576], eax
-    mov rax, qword ptr [r15 + 64]
-    mov r9d, esi
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rsi
-    mov r9, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
     add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c32:
+    mov eax, r8d
+    mov eax, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm11, xmm11, xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov eax, dword ptr [r15 + 704]
+    vpor xmm11, xmm11, xmm11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov r9, qword ptr [r15 + 128]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 640], r9d
+    mov r9, r11
+    mov edi, dword ptr [r15 + 64]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov rdx, rax
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 234
+    movzx edi, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    vmovq xmm11, rdi
+    mov edi, 148
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19787,66 +20915,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15868_s]
+    lea rcx, [rip + .Lc1_d16722_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15868_s_t
-.Lc1_d15868_j:
+    call .Lc1_d16722_s_t
+.Lc1_d16722_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15868_s:
+.Lc1_d16722_s:
     ret
     .popsection
-    vmovq xmm10, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov byte ptr [r15 + 0], cl
-    mov r9, r10
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov byte ptr [r15 + 128], bpl
-    movzx ebp, al
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], eax
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 640
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, r11
+    vmovq xmm11, rcx
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov r8d, eax
+    mov rax, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], al
+    mov rax, rdi
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 162
-    movzx ecx, byte ptr [r15 + 192]
+    movzx ecx, dil
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov r9, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1664
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov edi, 130
+    movzx edi, byte ptr [r15 + 768]
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19854,124 +20978,160 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 512]
-    vpmovmskb r9d, xmm15
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d16772_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16772_s_t
+.Lc1_d16772_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16772_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 5
+    movzx r9d, al
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, qword ptr [r15 + 192]
+    mov rcx, rcx
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 59
-    movzx eax, r9b
-    mov r9, rbp
-    movzx ebp, cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov rdi, qword ptr [r15 + 256]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    movzx r9d, r9b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx ecx, r9b
-    movzx ecx, al
-    movzx ecx, byte ptr [r15 + 256]
-    mov r8, r10
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov rbp, r11
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], 66
-    mov r8, rax
-    and r9, 16320
-    mov r8, qword ptr [r15 + r9 + 15680]
-    mov r9d, dword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, 90
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rcx
+    movzx ecx, r8b
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15970_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15970_s_t
-.Lc1_d15970_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15970_s:
-    ret
-    .popsection
+    mov rax, qword ptr [r15 + 640]
+    mov edi, 80
     jmp 1f
 1:
-    mov ebp, 205
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    movsxd rbp, dword ptr [r15 + 320]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    movzx edi, cl
+    mov dword ptr [r15 + 64], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
-    mov ecx, r8d
     movzx r8d, al
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    movzx edi, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], edi
-    mov rdi, r9
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 26
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov byte ptr [r15 + 448], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r11
+    mov eax, 147
+    mov rax, r8
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov dword ptr [r15 + 192], 224
+    mov dword ptr [r15 + 512], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
+    mov r8d, dword ptr [r15 + 256]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19979,179 +21139,180 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d16024_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16024_s_t
-.Lc1_d16024_j:
+    lea rcx, [rip + .Lc1_d16892_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16892_s_t
+.Lc1_d16892_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16024_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16892_s:
     ret
     .popsection
-    movsxd rbp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 384
+    jz 1f
+1:
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    movzx ecx, byte ptr [r15 + 704]
+    vpaddd xmm11, xmm11, xmm11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, eax
-    movzx eax, byte ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 384], rax
-    mov rbp, r10
-    test ebx, 640
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, edx
+    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + 768], 16
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov ebp, r8d
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx edi, byte ptr [r15 + 192]
-    movzx ecx, al
+    mov eax, r8d
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], edx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c37:
-    mov r8, r10
-    mov dword ptr [r15 + 320], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16945_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16945_s_t
+.Lc1_d16945_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16945_s:
+    ret
+    .popsection
+    mov rbp, r10
+    movzx edx, r8b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 42
     mov rbp, r11
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
+    mov dword ptr [r15 + 576], 180
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    test ebx, 896
-    jz 1f
-1:
-    mov eax, 74
-    mov rax, qword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, eax
-    mov dword ptr [r15 + 384], 32
-    mov ebp, dword ptr [r15 + 192]
-    mov r8, rax
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    movzx edi, al
-    mov edi, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ebp, 235
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 704]
-    mov rsi, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov eax, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jb 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 512]
+    movzx ebp, r8b
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 640
+    jnz 1f
+1:
+    mov esi, esi
+    mov byte ptr [r15 + 448], bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16124_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16124_s_t
-.Lc1_d16124_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16124_s:
-    ret
-    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 57
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 192]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 9
+    mov rbp, r11
+    test ebx, 896
+    jz 1f
+1:
     and rbp, 8128
     movzx edx, byte ptr [r15 + rbp + 7488]
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jae 1f
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 384], dl
+    mov qword ptr [r15 + 64], r8
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx edi, sil
-    mov edi, dword ptr [r15 + 512]
+    mov r8d, 213
+    mov qword ptr [r15 + 320], rdi
+    movzx edi, dil
+    mov edi, 148
+    mov dword ptr [r15 + 512], 220
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    movzx edx, r8b
+    mov dword ptr [r15 + 640], 121
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov rdx, qword ptr [r15 + 256]
-    mov eax, ebp
-    mov ebp, 169
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 239
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    movzx ebp, byte ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 156
-    movzx edi, dl
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 121
-    mov r8d, 40
+    mov qword ptr [r15 + 256], rdx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20159,117 +21320,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16172_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16172_s_t
-.Lc1_d16172_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d17040_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17040_s_t
+.Lc1_d17040_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16172_s:
+.Lc1_d17040_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r10
-    movzx edi, cl
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
-    mov rbp, r10
-    mov dword ptr [r15 + 192], 160
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 190
-    movzx ebp, byte ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 372736
-    jz 1f
-1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm2
-    jmp 1f
-1:
-    mov edi, ebp
-    jmp 1f
-1:
+    mov edx, 185
+    mov rdx, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 704]
+    mov r9, r11
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 229
+    test ebx, 384
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 85
-    mov rdi, r9
-    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    movzx r8d, dil
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 512], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r8
+    mov r8d, edx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    mov rbp, r8
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 768]
-    mov edi, 142
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 201
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17092_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17092_s_t
+.Lc1_d17092_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17092_s:
+    ret
+    .popsection
+    mov r8, r10
+    mov r9, qword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
+    mov eax, 179
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, 160
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    movzx ecx, bpl
-    mov qword ptr [r15 + 256], rbp
-    mov ebp, r9d
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    mov r9, r11
-    mov ecx, 197
+    mov r9, r10
+    mov r8, rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 160
     jmp 1f
 1:
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, byte ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 159
+    mov edx, eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    movzx edx, byte ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 320]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20277,122 +21446,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16269_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16269_s_t
-.Lc1_d16269_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16269_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    jmp 1f
-1:
+    mov qword ptr [r15 + 640], rdx
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 256]
+    movzx ebp, al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
-    mov eax, 72
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 320]
-    test ebx, 1664
+    movzx r8d, dl
+    mov r8d, 159
+    jmp 1f
+1:
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    and r8, 1984
+    and eax, dword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    mov edx, edx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, edx
-    and ebp, dword ptr [r15 + 256]
-    mov edx, eax
-    mov edx, 122
+    mov ebp, eax
+    mov rbp, r11
+    mov eax, 29
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 128]
+    mov rax, rax
+    mov dword ptr [r15 + 64], ebp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    movsxd rdx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], edx
-    mov dword ptr [r15 + 576], 77
-    mov rbp, rbp
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r11
-    add rbp, qword ptr [r15 + 128]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rax
+    mov qword ptr [r15 + 64], rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c42:
-    movsxd rax, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17191_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17191_s_t
+.Lc1_d17191_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17191_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 512]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 896
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + 448], rdi
+    mov edi, ebp
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov ebp, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    mov r8d, 84
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], r8b
+    movzx r8d, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 80
-    mov ebp, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], dl
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 320]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rdx
-    mov rdx, rax
-    mov r9, r11
-    mov edx, dword ptr [r15 + 256]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    test ebx, 384
-    jnz 1f
-1:
-    vmovq xmm11, rdx
+    mov ecx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov r8, r11
-    mov byte ptr [r15 + 64], al
-    and edx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 704]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    mov ebp, edx
+    mov dword ptr [r15 + 768], 145
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20403,59 +21569,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d16371_s]
+    lea rcx, [rip + .Lc1_d17239_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16371_s_t
-.Lc1_d16371_j:
+    call .Lc1_d17239_s_t
+.Lc1_d17239_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16371_s:
+.Lc1_d17239_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    vmovq qword ptr [r15 + 0], xmm7
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 192]
+    and rbp, 448
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 832], cl
+    vmovq xmm12, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lock or dword ptr [r15 + 128], 64
-    mov rbp, r11
-    mov dword ptr [r15 + 448], 65
-    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], ebp
+    lock or dword ptr [r15 + 448], 50
+    mov dword ptr [r15 + 576], 157
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + 192]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 256]
+    movzx r9d, r8b
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
     test ebx, 1152
     jz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], r8d
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
+    mov ecx, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20463,186 +21630,198 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16421_s]
+    lea rcx, [rip + .Lc1_d17290_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16421_s_t
-.Lc1_d16421_j:
+    call .Lc1_d17290_s_t
+.Lc1_d17290_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16421_s:
+.Lc1_d17290_s:
     ret
     .popsection
-    movzx edx, byte ptr [r15 + 576]
-    mov ebp, 6
-    mov ebp, 156
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 31
+    mov edi, 180
+    mov rdi, rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    test ebx, 94208
-    jz 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
-    mov byte ptr [r15 + 192], r9b
-    or qword ptr [r15 + 384], 104
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd r8, dword ptr [r15 + 640]
-    add qword ptr [r15 + 64], r9
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm11, xmm11, xmm11
-    mov rbp, r11
-    mov dword ptr [r15 + 128], r8d
-    mov r8, qword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
+    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 64]
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 320]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], r8
-    vmovdqu ymmword ptr [r15 + 512], ymm11
+    add rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 704], eax
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm12
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c45:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, edi
+    mov qword ptr [r15 + 0], rdi
+    mov edi, ebp
+    mov dword ptr [r15 + 0], 132
+    test ebx, 368640
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 256]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, r10
+    jmp 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 189
-    and rbp, 4032
+    mov rdi, qword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 212
+    mov ebp, 85
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
     mov r9, r11
-    mov dword ptr [r15 + rbp + 3392], 169
-    and r9, 16320
-    mov r8, qword ptr [r15 + r9 + 15680]
-    movzx r9d, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    mov edi, r9d
-    mov qword ptr [r15 + 704], rbp
-    mov byte ptr [r15 + 448], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov edx, r9d
-    mov r9d, r8d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdx
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
     .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
+    mov r8, rdi
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    movzx r8d, dil
-    vmovq qword ptr [r15 + 128], xmm12
     jmp 1f
 1:
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8d, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16521_s]
+    lea rcx, [rip + .Lc1_d17388_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16521_s_t
-.Lc1_d16521_j:
+    call .Lc1_d17388_s_t
+.Lc1_d17388_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16521_s:
+.Lc1_d17388_s:
     ret
     .popsection
-    mov rbp, r11
+    movzx r8d, cl
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 384
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx edi, bpl
-    mov edi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rdi
-    mov dword ptr [r15 + 256], 19
-    mov eax, 120
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov eax, dword ptr [r15 + 64]
-    movzx ebp, cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
+    mov r8d, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov edi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 2432
+    jz 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, edi
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 9
+    mov rdi, r8
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, cl
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r9d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 512]
+    mov ecx, 43
+    jmp 1f
+1:
+    mov r8, r11
+    mov edx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8d, 247
-    mov r8d, 76
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dil
+    mov qword ptr [r15 + 576], rdx
+    mov r8, r10
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 167
+    movzx r8d, byte ptr [r15 + 128]
+    mov rdi, rdx
+    mov edx, 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, rdi
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, 235
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20653,62 +21832,62 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d16572_s]
+    lea rcx, [rip + .Lc1_d17450_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16572_s_t
-.Lc1_d16572_j:
+    call .Lc1_d17450_s_t
+.Lc1_d17450_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16572_s:
+.Lc1_d17450_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov edx, eax
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov esi, eax
     jmp 1f
 1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov ecx, 130
-    mov ecx, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 128]
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 64]
+    mov r9d, 130
+    mov r9d, 51
+    mov r9, r10
+    mov r8, r10
+    mov ecx, 101
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 29
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 96
+    movsxd r9, dword ptr [r15 + 448]
     test ebx, 896
     jz 1f
 1:
-    mov r9, r10
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov dword ptr [r15 + 448], 96
-    test ebx, 221184
-    jz 1f
-1:
-    mov esi, ecx
-    mov qword ptr [r15 + 256], r8
-    mov r8d, 40
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    test ebx, 640
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 576]
-    mov r9d, esi
-    mov r9, rbp
-    mov ebp, 5
+    mov qword ptr [r15 + 64], rcx
+    vmovq xmm10, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], r9d
-    mov r9, rbp
-    mov dword ptr [r15 + 320], 125
+    mov esi, ecx
+    mov rcx, r9
+    mov ecx, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rcx
+    mov dword ptr [r15 + 640], ecx
+    mov rbp, r10
+    mov dword ptr [r15 + 256], esi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20718,119 +21897,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], r8d
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, r8
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], eax
-    and eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 252
+    mov dword ptr [r15 + 0], 179
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx r9d, r8b
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmm12
+    mov rcx, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, al
-    movsxd rdx, dword ptr [r15 + 640]
-    movzx ebp, al
-    mov ebp, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edx
-    mov dword ptr [r15 + 192], 179
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, byte ptr [r15 + 320]
-    mov rbp, r11
-    movzx edx, dl
     mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov r8, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], eax
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
-    mov dword ptr [r15 + 384], 60
-    mov rdx, qword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 448]
+    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16672_s]
+    lea rcx, [rip + .Lc1_d17553_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16672_s_t
-.Lc1_d16672_j:
+    call .Lc1_d17553_s_t
+.Lc1_d17553_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16672_s:
+.Lc1_d17553_s:
     ret
     .popsection
-    mov r8, r11
-    mov edx, edx
-    movsxd rdx, dword ptr [r15 + 384]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r8
-    mov rcx, rax
-    movsxd rax, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov r8, r11
-    mov rdi, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov byte ptr [r15 + 448], dil
-    and edx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov r8, r11
-    mov ecx, edx
-    mov ecx, edx
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 222
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
+    mov r8d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    movsxd r8, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 768]
+    mov rbp, r10
+    mov ecx, r8d
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov rbp, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 128], bpl
+    test ebx, 384
+    jnz 1f
+1:
+    mov r9, r10
+    mov r8d, dword ptr [r15 + 512]
+    mov rdi, rbp
+    mov byte ptr [r15 + 256], r9b
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 206
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdi
+    mov edi, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20840,13 +22025,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d16725_s]
+    lea rcx, [rip + .Lc1_d17609_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16725_s_t
-.Lc1_d16725_j:
+    call .Lc1_d17609_s_t
+.Lc1_d17609_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16725_s:
+.Lc1_d17609_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -20863,39 +22048,39 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
+    mov r9, r10
     mov r8, r10
+    and r9, 4032
     mov rbp, r10
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 448], rcx
-    test ebx, 176128
-    jnz 1f
+    mov qword ptr [r15 + r9 + 3392], rcx
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    test ebx, 1152
+    jz 1f
 1:
-    mov byte ptr [r15 + 576], bpl
-    mov dword ptr [r15 + 64], 87
-    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 640], r9b
+    mov dword ptr [r15 + 192], 87
+    movzx r9d, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rax
-    mov eax, 177
-    mov dword ptr [r15 + 128], ebp
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 177
+    mov dword ptr [r15 + 64], r8d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 640
     jnz 1f
 1:
-    mov r8d, eax
-    mov r8, r10
-    mov rax, rax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
+    mov ecx, r9d
+    mov r9, r9
+    mov dword ptr [r15 + 448], r9d
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
@@ -20903,12 +22088,12 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r8d
+    mov dword ptr [r15 + 384], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 39
-    mov rbp, rax
+    mov dword ptr [r15 + 512], 162
+    mov r9, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -20918,121 +22103,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpor xmm11, xmm11, xmm0
-    mov rcx, rax
-    popcnt rcx, rax
+    xor dword ptr [r15 + 0], r9d
+    mov r9, rax
+    popcnt r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 152
+    mov r9d, 20
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rbp, r8
-    jmp 1f
-1:
+    mov r9, r11
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    add rbp, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
     jmp 1f
 1:
-    mov r9, r10
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov r9, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 192]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov eax, r8d
-    movzx r8d, byte ptr [r15 + 192]
-    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    mov esi, r9d
+    movzx esi, byte ptr [r15 + 64]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    and r9, 1984
-    or qword ptr [r15 + r9 + 1344], 44
-    movsxd r9, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 448]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 512]
+    and eax, dword ptr [r15 + 256]
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c52:
-    lea rcx, [rip + .Lc1_d16830_s]
+    lea rcx, [rip + .Lc1_d17713_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16830_s_t
-.Lc1_d16830_j:
+    call .Lc1_d17713_s_t
+.Lc1_d17713_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16830_s:
+.Lc1_d17713_s:
     ret
     .popsection
+    mov dword ptr [r15 + 512], 82
+    movsxd rdx, dword ptr [r15 + 192]
+    .byte 0x66, 0x90
+    mov eax, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 100
+    movzx r8d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 0], 112
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 132
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    mov dword ptr [r15 + 256], 43
-    mov eax, ecx
-    mov ecx, ecx
+    mov qword ptr [r15 + 448], r8
+    mov r8, r10
+    mov ecx, edx
+    mov ecx, edx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov eax, edx
+    mov rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov edi, ecx
+    mov rcx, rax
+    mov r8, r10
     mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 768], rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    mov byte ptr [r15 + 128], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], eax
-    movzx eax, bpl
-    mov eax, 220
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 171
-    mov ecx, eax
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 192
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], al
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov ebp, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov rcx, r9
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 64], eax
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
     add r11, 64
     add r10, r11
     inc rbx
@@ -21042,232 +22228,278 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 256], r9b
-    mov dword ptr [r15 + 0], 46
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d17771_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17771_s_t
+.Lc1_d17771_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17771_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    mov r8d, dword ptr [r15 + 192]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 256], 73
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 3200
-    jz 1f
-1:
+    movsxd rax, dword ptr [r15 + 384]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov dword ptr [r15 + 384], r9d
-    movsxd r9, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dl
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 640]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    movsxd r9, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 448]
-    movzx ecx, dl
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    mov rbp, r11
+    movzx edx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ebp
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16930_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16930_s_t
-.Lc1_d16930_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16930_s:
-    ret
-    .popsection
     mov rbp, r11
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    movzx ebp, r9b
-    mov dword ptr [r15 + 448], 13
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    vmovdqu xmmword ptr [r15 + 0], xmm11
+    movzx edx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov ecx, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 640]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 26
-    test ebx, 504832
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx r9d, cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, rax
+    movzx ecx, bpl
+    mov ebp, edx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 55296
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    and rbp, 1984
+    mov r9, r11
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 69
+    mov qword ptr [r15 + 704], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    test ebx, 896
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    movzx edx, byte ptr [r15 + 448]
+    movzx esi, cl
+    mov rcx, rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d16981_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16981_s_t
-.Lc1_d16981_j:
+    lea rcx, [rip + .Lc1_d17870_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17870_s_t
+.Lc1_d17870_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16981_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17870_s:
     ret
     .popsection
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9, r11
+    mov r8, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 1073741824
+    and ecx, dword ptr [r15 + 448]
+    test ebx, 640
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov qword ptr [r15 + 448], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rbp, r10
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], bpl
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 768], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 87
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], edi
-    movsxd rdi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov esi, 221
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 128], 46
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov dword ptr [r15 + 512], 185
-    vpaddd xmm11, xmm11, xmm11
-    mov rbp, r11
-    mov edi, 32
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 25
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 0], xmm11
-    mov dword ptr [r15 + 0], 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 93
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17922_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17922_s_t
+.Lc1_d17922_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17922_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 640], 185
+    mov r9, r11
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r9b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, 15
-    mov dword ptr [r15 + 512], 29
-    mov byte ptr [r15 + 64], r8b
+    vpmovmskb esi, xmm10
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    movzx ebp, byte ptr [r15 + 576]
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rsi
+    add r8, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 39
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], esi
+    test ebx, 384
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 93
+    mov esi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], sil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21275,61 +22507,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17076_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17076_s_t
-.Lc1_d17076_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17076_s:
-    ret
-    .popsection
-    vpcmpeqb xmm15, xmm15, xmm13
-    mov dword ptr [r15 + 128], 159
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    test ebx, 896
-    jz 1f
-1:
-    mov rax, rcx
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    vpshufd xmm15, xmm0, 57
-    mov rcx, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov rbp, r8
-    movsxd r8, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 128], 49
-    movzx ecx, byte ptr [r15 + 448]
+    mov r8, r8
+    inc dword ptr [r15 + 512]
+    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 245
-    mov qword ptr [r15 + 192], r8
+    mov qword ptr [r15 + 320], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 7
+    mov rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, r9b
+    and eax, dword ptr [r15 + 768]
+    mov r8, r11
+    mov r9, r11
+    mov edi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r9d
+    and r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 704], 49
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 133
+    mov byte ptr [r15 + 64], dil
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21337,145 +22563,127 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17126_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17126_s_t
-.Lc1_d17126_j:
+    lea rcx, [rip + .Lc1_d18032_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18032_s_t
+.Lc1_d18032_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17126_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d18032_s:
     ret
     .popsection
-    mov rbp, r11
-    mov esi, 132
-    mov r8, r10
-    and rbp, 448
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov r8, r10
+    movzx edi, byte ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 128], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rsi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov rax, rdi
+    mov r8, r11
+    vmovq xmm0, rcx
+    mov ecx, 253
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 178
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 128]
+    and r8, 8128
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 768], 188
-    movzx r8d, byte ptr [r15 + 256]
-    mov rsi, rsi
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, rsi
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 704], 170
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    movsxd r8, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 195
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 171
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], 197
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c59:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    lea rcx, [rip + .Lc1_d18079_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18079_s_t
+.Lc1_d18079_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18079_s:
+    ret
+    .popsection
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, ebp
+    test ebx, 384
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jb 1f
+    mov r8d, dword ptr [r15 + 64]
+    movzx ecx, cl
+    mov ecx, 175
+    test ebx, 2688
+    jz 1f
 1:
-    mov eax, 40
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov r8d, 42
-    mov dword ptr [r15 + 256], ebp
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 128]
+    mov ebp, 218
+    mov ebp, 18
+    mov rbp, r11
+    test ebx, 368640
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 384]
+    and rbp, 1984
+    and esi, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 175
-    or qword ptr [r15 + 576], 8
-    mov byte ptr [r15 + 384], al
+    mov eax, 57
+    mov qword ptr [r15 + 512], rsi
+    mov r9, r11
+    mov dword ptr [r15 + 256], r8d
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov r8, r11
-    movzx ebp, cl
+    mov rcx, rsi
+    movsxd rsi, dword ptr [r15 + 640]
+    mov rbp, r11
+    vpcmpeqb xmm11, xmm11, xmm0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    or qword ptr [r15 + 448], 14
-    mov ecx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx eax, cl
-    mov eax, 193
-    mov rax, rbp
-    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    vmovdqu xmmword ptr [r15 + 448], xmm11
     add r11, 64
     inc rbx
     dec r13
@@ -21484,64 +22692,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17238_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17238_s_t
-.Lc1_d17238_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17238_s:
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
+    mov rax, rsi
+    mov dword ptr [r15 + 448], ebp
+    mov dword ptr [r15 + 704], ebp
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rax
+    test ebx, 384
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rdi, rbp
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 384]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov ebp, edx
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r10
-    mov r9d, ecx
+    mov eax, 91
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rdx
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx ebp, dl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edx
-    add r8, qword ptr [r15 + 640]
-    add r8, qword ptr [r15 + 512]
+    mov edx, ebp
+    mov rdx, rbp
+    mov ebp, 164
+    movzx ebp, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov ebp, 16
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r9d, ebp
+    jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    mov ecx, 174
-    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21552,62 +22750,62 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d17291_s]
+    lea rcx, [rip + .Lc1_d18183_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17291_s_t
-.Lc1_d17291_j:
+    call .Lc1_d18183_s_t
+.Lc1_d18183_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17291_s:
+.Lc1_d18183_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov r9, r11
     mov rbp, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 448]
-    popcnt rdx, rax
-    test ebx, 384
-    jnz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 2432
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    popcnt r9, rax
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    mov ebp, 32
-    mov ebp, 159
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 256], al
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vmovq xmm12, r9
+    mov r9d, dword ptr [r15 + 256]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
     mov r8, r10
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dl
-    mov rbp, r11
+    mov eax, 4
+    mov eax, 98
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 142
-    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 768], r9b
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 576], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, ecx
-    mov rcx, rbp
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 64], 185
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, r8d
+    mov rbp, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -21617,121 +22815,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 194
-    mov ecx, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx r8d, al
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], al
+    lea rcx, [rip + .Lc1_d18237_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18237_s_t
+.Lc1_d18237_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18237_s:
+    ret
+    .popsection
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 218
+    mov r8, r10
+    movzx eax, cl
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 128]
-    test ebx, 640
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 768]
-    mov r8d, eax
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov eax, 59
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r8d, 76
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov rdi, r8
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r10
+    mov rcx, r8
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, r8d
     mov r8, r10
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 192], r8d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8d, 46
+    mov byte ptr [r15 + 384], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    lea rcx, [rip + .Lc1_d17389_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17389_s_t
-.Lc1_d17389_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17389_s:
-    ret
-    .popsection
-    mov r8, r10
-    mov edx, dword ptr [r15 + 576]
-    mov eax, ecx
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 53
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 0], 96
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 216
-    mov ebp, r8d
-    mov ebp, 52
+    mov r8d, eax
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 2688
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 203
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
-    test ebx, 640
-    jnz 1f
-1:
-    mov rdx, rbp
-    movzx ebp, byte ptr [r15 + 256]
-    mov edx, r9d
-    movzx edx, r9b
-    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, r11
+    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 237
-    mov r9, qword ptr [r15 + 640]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    lock or dword ptr [r15 + 320], 61
+    mov r9d, ecx
+    cmp dword ptr [r15 + 67117723], 0xb504f33
+    jae 1f
+1:
+    mov eax, ecx
+    mov ecx, r9d
+    movzx ecx, byte ptr [r15 + 704]
+    mov rbp, r11
+    or qword ptr [r15 + 128], 6
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    mov edx, edx
-    mov edx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 204
-    .byte 0x0f, 0x1f, 0x00
-    vmovq xmm10, r9
+    mov byte ptr [r15 + 64], cl
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    mov ebp, 83
     add r11, 64
     add r10, r11
     inc rbx
@@ -21805,471 +23003,499 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d12430_s_t:
+.Lc1_d15041_s_t:
     jmp rcx
-.Lc1_d14189_s_t:
+.Lc1_d13330_s_t:
     jmp rcx
-.Lc1_d13961_s_t:
+.Lc1_d14884_s_t:
     jmp rcx
-.Lc1_d14013_s_t:
+.Lc1_d14928_s_t:
+    jmp rcx
+.Lc1_d13391_s_t:
+    jmp rcx
+.Lc1_d13480_s_t:
+    jmp rcx
+.Lc1_d13532_s_t:
+    jmp rcx
+.Lc1_d13634_s_t:
+    jmp rcx
+.Lc1_d13685_s_t:
+    jmp rcx
+.Lc1_d14049_s_t:
     jmp rcx
 .Lc1_d14114_s_t:
     jmp rcx
-.Lc1_d12552_s_t:
+.Lc1_d14210_s_t:
     jmp rcx
-.Lc1_d12645_s_t:
+.Lc1_d14282_s_t:
     jmp rcx
-.Lc1_d12730_s_t:
+.Lc1_d14380_s_t:
     jmp rcx
-.Lc1_d12783_s_t:
-    jmp rcx
-.Lc1_d12888_s_t:
-    jmp rcx
-.Lc1_d13203_s_t:
-    jmp rcx
-.Lc1_d13262_s_t:
-    jmp rcx
-.Lc1_d13360_s_t:
-    jmp rcx
-.Lc1_d13413_s_t:
-    jmp rcx
-.Lc1_d13515_s_t:
+.Lc1_d35_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d12992_s_t:
+.Lc1_b5_stubs_t:
     jmp rcx
-.Lc1_d13045_s_t:
+.Lc1_d14436_s_t:
     jmp rcx
-.Lc1_d13615_s_t:
+.Lc1_d14489_s_t:
     jmp rcx
-.Lc1_d13661_s_t:
+.Lc1_d14532_s_t:
     jmp rcx
-.Lc1_d13762_s_t:
+.Lc1_d14633_s_t:
     jmp rcx
-.Lc1_d13811_s_t:
+.Lc1_d14683_s_t:
     jmp rcx
-.Lc1_d13908_s_t:
+.Lc1_d14779_s_t:
     jmp rcx
-.Lc1_d14235_s_t:
+.Lc1_d15074_s_t:
     jmp rcx
-.Lc1_d14333_s_t:
+.Lc1_d15123_s_t:
     jmp rcx
-.Lc1_d14382_s_t:
+.Lc1_d15217_s_t:
     jmp rcx
-.Lc1_d14472_s_t:
+.Lc1_d15267_s_t:
     jmp rcx
-.Lc1_d14566_s_t:
+.Lc1_d15366_s_t:
     jmp rcx
-.Lc1_d14614_s_t:
+.Lc1_d15413_s_t:
     jmp rcx
-.Lc1_d14708_s_t:
+.Lc1_d15507_s_t:
     jmp rcx
-.Lc1_d14756_s_t:
+.Lc1_d15556_s_t:
     jmp rcx
-.Lc1_d14854_s_t:
+.Lc1_d15675_s_t:
     jmp rcx
-.Lc1_d14906_s_t:
+.Lc1_d15722_s_t:
     jmp rcx
-.Lc1_d15003_s_t:
+.Lc1_d15822_s_t:
     jmp rcx
-.Lc1_d15094_s_t:
+.Lc1_d15875_s_t:
     jmp rcx
-.Lc1_d15147_s_t:
+.Lc1_d15965_s_t:
     jmp rcx
-.Lc1_d15231_s_t:
+.Lc1_d16017_s_t:
     jmp rcx
-.Lc1_d15287_s_t:
+.Lc1_d16111_s_t:
     jmp rcx
-.Lc1_d15395_s_t:
+.Lc1_d16160_s_t:
     jmp rcx
-.Lc1_d15445_s_t:
+.Lc1_d16264_s_t:
     jmp rcx
-.Lc1_d15542_s_t:
+.Lc1_d16318_s_t:
     jmp rcx
-.Lc1_d15598_s_t:
+.Lc1_d16417_s_t:
     jmp rcx
-.Lc1_d15698_s_t:
+.Lc1_d16471_s_t:
     jmp rcx
-.Lc1_d15802_s_t:
+.Lc1_d16571_s_t:
     jmp rcx
-.Lc1_d15868_s_t:
+.Lc1_d16622_s_t:
     jmp rcx
-.Lc1_d15970_s_t:
+.Lc1_d16722_s_t:
     jmp rcx
-.Lc1_d16024_s_t:
+.Lc1_d16772_s_t:
     jmp rcx
-.Lc1_d16124_s_t:
+.Lc1_d16892_s_t:
     jmp rcx
-.Lc1_d16172_s_t:
+.Lc1_d16945_s_t:
     jmp rcx
-.Lc1_d16269_s_t:
+.Lc1_d17040_s_t:
     jmp rcx
-.Lc1_d16371_s_t:
+.Lc1_d17092_s_t:
     jmp rcx
-.Lc1_d16421_s_t:
+.Lc1_d17191_s_t:
     jmp rcx
-.Lc1_d16521_s_t:
+.Lc1_d17239_s_t:
     jmp rcx
-.Lc1_d16572_s_t:
+.Lc1_d17290_s_t:
     jmp rcx
-.Lc1_d16672_s_t:
+.Lc1_d17388_s_t:
     jmp rcx
-.Lc1_d16725_s_t:
+.Lc1_d17450_s_t:
     jmp rcx
-.Lc1_d16830_s_t:
+.Lc1_d17553_s_t:
     jmp rcx
-.Lc1_d16930_s_t:
+.Lc1_d17609_s_t:
     jmp rcx
-.Lc1_d16981_s_t:
+.Lc1_d17713_s_t:
     jmp rcx
-.Lc1_d17076_s_t:
+.Lc1_d17771_s_t:
     jmp rcx
-.Lc1_d17126_s_t:
+.Lc1_d17870_s_t:
     jmp rcx
-.Lc1_d17238_s_t:
+.Lc1_d17922_s_t:
     jmp rcx
-.Lc1_d17291_s_t:
+.Lc1_d18032_s_t:
     jmp rcx
-.Lc1_d17389_s_t:
+.Lc1_d18079_s_t:
     jmp rcx
-.Lc1_d61_s_t:
+.Lc1_d18183_s_t:
     jmp rcx
-.Lc1_d83_s_t:
+.Lc1_d18237_s_t:
     jmp rcx
-.Lc1_d92_s_t:
+.Lc1_d13796_s_t:
     jmp rcx
-.Lc1_d114_s_t:
+.Lc1_d13894_s_t:
     jmp rcx
-.Lc1_d147_s_t:
+.Lc1_d13948_s_t:
     jmp rcx
-.Lc1_d156_s_t:
+.Lc1_d506_s_t:
     jmp rcx
-.Lc1_d178_s_t:
+.Lc1_d614_s_t:
     jmp rcx
-.Lc1_d260_s_t:
+.Lc1_d678_s_t:
     jmp rcx
-.Lc1_d308_s_t:
+.Lc1_d783_s_t:
     jmp rcx
-.Lc1_d403_s_t:
+.Lc1_d835_s_t:
     jmp rcx
-.Lc1_d454_s_t:
+.Lc1_d901_s_t:
     jmp rcx
-.Lc1_d559_s_t:
+.Lc1_d1010_s_t:
     jmp rcx
-.Lc1_d659_s_t:
+.Lc1_d1062_s_t:
     jmp rcx
-.Lc1_d703_s_t:
+.Lc1_d1117_s_t:
     jmp rcx
-.Lc1_d795_s_t:
+.Lc1_d1221_s_t:
     jmp rcx
-.Lc1_d842_s_t:
+.Lc1_d1269_s_t:
     jmp rcx
-.Lc1_d930_s_t:
+.Lc1_d1385_s_t:
     jmp rcx
-.Lc1_d977_s_t:
+.Lc1_d1433_s_t:
     jmp rcx
-.Lc1_d1074_s_t:
+.Lc1_d1481_s_t:
     jmp rcx
-.Lc1_d1176_s_t:
+.Lc1_d1577_s_t:
     jmp rcx
-.Lc1_d1222_s_t:
+.Lc1_d1635_s_t:
     jmp rcx
-.Lc1_d1320_s_t:
+.Lc1_d1741_s_t:
     jmp rcx
-.Lc1_d1366_s_t:
+.Lc1_d1810_s_t:
     jmp rcx
-.Lc1_d1460_s_t:
+.Lc1_d1854_s_t:
     jmp rcx
-.Lc1_d1507_s_t:
+.Lc1_d1953_s_t:
     jmp rcx
-.Lc1_d1616_s_t:
+.Lc1_d2000_s_t:
     jmp rcx
-.Lc1_d1730_s_t:
+.Lc1_d2053_s_t:
     jmp rcx
-.Lc1_d1777_s_t:
+.Lc1_d2151_s_t:
     jmp rcx
-.Lc1_d1865_s_t:
+.Lc1_d2201_s_t:
     jmp rcx
-.Lc1_d1906_s_t:
+.Lc1_d2309_s_t:
     jmp rcx
-.Lc1_d2007_s_t:
-    jmp rcx
-.Lc1_d2050_s_t:
-    jmp rcx
-.Lc1_d2141_s_t:
-    jmp rcx
-.Lc1_d2236_s_t:
-    jmp rcx
-.Lc1_d2278_s_t:
-    jmp rcx
-.Lc1_d2365_s_t:
+.Lc1_d2364_s_t:
     jmp rcx
 .Lc1_d2413_s_t:
     jmp rcx
-.Lc1_d2509_s_t:
+.Lc1_d2501_s_t:
     jmp rcx
-.Lc1_d2554_s_t:
+.Lc1_d2553_s_t:
     jmp rcx
-.Lc1_d2644_s_t:
+.Lc1_d2646_s_t:
     jmp rcx
-.Lc1_d2695_s_t:
+.Lc1_d2696_s_t:
     jmp rcx
-.Lc1_d2780_s_t:
+.Lc1_d2741_s_t:
     jmp rcx
-.Lc1_d2877_s_t:
+.Lc1_d2844_s_t:
+    jmp rcx
+.Lc1_d2890_s_t:
     jmp rcx
 .Lc1_d2934_s_t:
     jmp rcx
-.Lc1_d3026_s_t:
+.Lc1_d3037_s_t:
     jmp rcx
-.Lc1_d3070_s_t:
+.Lc1_d3087_s_t:
     jmp rcx
-.Lc1_d3166_s_t:
+.Lc1_d3185_s_t:
     jmp rcx
-.Lc1_d3215_s_t:
+.Lc1_d3236_s_t:
     jmp rcx
-.Lc1_d3301_s_t:
+.Lc1_d3299_s_t:
     jmp rcx
-.Lc1_d3403_s_t:
+.Lc1_d3398_s_t:
     jmp rcx
-.Lc1_d3447_s_t:
+.Lc1_d3446_s_t:
     jmp rcx
-.Lc1_d3536_s_t:
+.Lc1_d3549_s_t:
     jmp rcx
-.Lc1_d3586_s_t:
+.Lc1_d3605_s_t:
     jmp rcx
-.Lc1_d3681_s_t:
+.Lc1_d3656_s_t:
     jmp rcx
-.Lc1_d3730_s_t:
+.Lc1_d3756_s_t:
     jmp rcx
-.Lc1_d3819_s_t:
+.Lc1_d3815_s_t:
     jmp rcx
-.Lc1_d3924_s_t:
+.Lc1_d3870_s_t:
     jmp rcx
 .Lc1_d3972_s_t:
     jmp rcx
-.Lc1_d4063_s_t:
+.Lc1_d4020_s_t:
     jmp rcx
-.Lc1_d4112_s_t:
+.Lc1_d4119_s_t:
     jmp rcx
-.Lc1_d4202_s_t:
+.Lc1_d4174_s_t:
     jmp rcx
-.Lc1_d4249_s_t:
+.Lc1_d4221_s_t:
     jmp rcx
-.Lc1_d4346_s_t:
+.Lc1_d4319_s_t:
     jmp rcx
-.Lc1_d4434_s_t:
+.Lc1_d4368_s_t:
     jmp rcx
-.Lc1_d4480_s_t:
+.Lc1_d4478_s_t:
     jmp rcx
-.Lc1_d4570_s_t:
+.Lc1_d4525_s_t:
     jmp rcx
-.Lc1_d4621_s_t:
+.Lc1_d4581_s_t:
     jmp rcx
-.Lc1_d4723_s_t:
+.Lc1_d4683_s_t:
     jmp rcx
-.Lc1_d4770_s_t:
+.Lc1_d4733_s_t:
     jmp rcx
-.Lc1_d4862_s_t:
+.Lc1_d4779_s_t:
     jmp rcx
-.Lc1_d4915_s_t:
+.Lc1_d4880_s_t:
     jmp rcx
-.Lc1_d5017_s_t:
+.Lc1_d4935_s_t:
     jmp rcx
-.Lc1_d5119_s_t:
+.Lc1_d5036_s_t:
     jmp rcx
-.Lc1_d5172_s_t:
+.Lc1_d5087_s_t:
     jmp rcx
-.Lc1_d5260_s_t:
+.Lc1_d5144_s_t:
     jmp rcx
-.Lc1_d5311_s_t:
+.Lc1_d5246_s_t:
     jmp rcx
-.Lc1_d5395_s_t:
+.Lc1_d5296_s_t:
     jmp rcx
-.Lc1_d5443_s_t:
+.Lc1_d5400_s_t:
     jmp rcx
-.Lc1_d5541_s_t:
+.Lc1_d5451_s_t:
     jmp rcx
-.Lc1_d5636_s_t:
+.Lc1_d5505_s_t:
     jmp rcx
-.Lc1_d5683_s_t:
+.Lc1_d5600_s_t:
     jmp rcx
-.Lc1_d5782_s_t:
+.Lc1_d5655_s_t:
     jmp rcx
-.Lc1_d5830_s_t:
+.Lc1_d5714_s_t:
     jmp rcx
-.Lc1_d5923_s_t:
+.Lc1_d5809_s_t:
     jmp rcx
-.Lc1_d5966_s_t:
+.Lc1_d5863_s_t:
     jmp rcx
-.Lc1_d6058_s_t:
+.Lc1_d5958_s_t:
     jmp rcx
-.Lc1_d6153_s_t:
+.Lc1_d6003_s_t:
     jmp rcx
-.Lc1_d6215_s_t:
+.Lc1_d6053_s_t:
+    jmp rcx
+.Lc1_d6157_s_t:
+    jmp rcx
+.Lc1_d6207_s_t:
     jmp rcx
 .Lc1_d6306_s_t:
     jmp rcx
-.Lc1_d6349_s_t:
+.Lc1_d6354_s_t:
     jmp rcx
-.Lc1_d6445_s_t:
+.Lc1_d6402_s_t:
     jmp rcx
-.Lc1_d6493_s_t:
+.Lc1_d6501_s_t:
     jmp rcx
-.Lc1_d6584_s_t:
+.Lc1_d6553_s_t:
     jmp rcx
-.Lc1_d6676_s_t:
+.Lc1_d6618_s_t:
     jmp rcx
-.Lc1_d6727_s_t:
+.Lc1_d6716_s_t:
     jmp rcx
-.Lc1_d6825_s_t:
+.Lc1_d6763_s_t:
     jmp rcx
-.Lc1_d6877_s_t:
+.Lc1_d6862_s_t:
     jmp rcx
-.Lc1_d6977_s_t:
+.Lc1_d6911_s_t:
     jmp rcx
-.Lc1_d7024_s_t:
+.Lc1_d6962_s_t:
     jmp rcx
-.Lc1_d7120_s_t:
+.Lc1_d7065_s_t:
     jmp rcx
-.Lc1_d7217_s_t:
+.Lc1_d7117_s_t:
     jmp rcx
-.Lc1_d7262_s_t:
+.Lc1_d7219_s_t:
     jmp rcx
-.Lc1_d7353_s_t:
+.Lc1_d7270_s_t:
     jmp rcx
-.Lc1_d7398_s_t:
+.Lc1_d7322_s_t:
     jmp rcx
-.Lc1_d7503_s_t:
+.Lc1_d7420_s_t:
     jmp rcx
-.Lc1_d7552_s_t:
+.Lc1_d7470_s_t:
     jmp rcx
-.Lc1_d7639_s_t:
+.Lc1_d7524_s_t:
     jmp rcx
-.Lc1_d7693_s_t:
+.Lc1_d7635_s_t:
     jmp rcx
-.Lc1_d7782_s_t:
+.Lc1_d7684_s_t:
     jmp rcx
-.Lc1_d7876_s_t:
+.Lc1_d7779_s_t:
     jmp rcx
-.Lc1_d7924_s_t:
+.Lc1_d7832_s_t:
     jmp rcx
-.Lc1_d8021_s_t:
+.Lc1_d7878_s_t:
     jmp rcx
-.Lc1_d8068_s_t:
+.Lc1_d7985_s_t:
     jmp rcx
-.Lc1_d8161_s_t:
+.Lc1_d8037_s_t:
     jmp rcx
-.Lc1_d8211_s_t:
+.Lc1_d8136_s_t:
     jmp rcx
-.Lc1_d8306_s_t:
+.Lc1_d8184_s_t:
     jmp rcx
-.Lc1_d8404_s_t:
+.Lc1_d8238_s_t:
     jmp rcx
-.Lc1_d8451_s_t:
+.Lc1_d8340_s_t:
     jmp rcx
-.Lc1_d8557_s_t:
+.Lc1_d8389_s_t:
     jmp rcx
-.Lc1_d8605_s_t:
+.Lc1_d8443_s_t:
     jmp rcx
-.Lc1_d8699_s_t:
+.Lc1_d8544_s_t:
     jmp rcx
-.Lc1_d8747_s_t:
+.Lc1_d8594_s_t:
     jmp rcx
-.Lc1_d8841_s_t:
+.Lc1_d8702_s_t:
     jmp rcx
-.Lc1_d8933_s_t:
+.Lc1_d8754_s_t:
     jmp rcx
-.Lc1_d8988_s_t:
+.Lc1_d8809_s_t:
     jmp rcx
-.Lc1_d9085_s_t:
+.Lc1_d8901_s_t:
     jmp rcx
-.Lc1_d9132_s_t:
+.Lc1_d8954_s_t:
     jmp rcx
-.Lc1_d9217_s_t:
+.Lc1_d9053_s_t:
     jmp rcx
-.Lc1_d9264_s_t:
+.Lc1_d9106_s_t:
     jmp rcx
-.Lc1_d9358_s_t:
+.Lc1_d9157_s_t:
     jmp rcx
-.Lc1_d9453_s_t:
+.Lc1_d9266_s_t:
     jmp rcx
-.Lc1_d9507_s_t:
+.Lc1_d9319_s_t:
     jmp rcx
-.Lc1_d9608_s_t:
+.Lc1_d9372_s_t:
     jmp rcx
-.Lc1_d9661_s_t:
+.Lc1_d9468_s_t:
     jmp rcx
-.Lc1_d9761_s_t:
+.Lc1_d9518_s_t:
     jmp rcx
-.Lc1_d9813_s_t:
+.Lc1_d9628_s_t:
     jmp rcx
-.Lc1_d9912_s_t:
+.Lc1_d9675_s_t:
     jmp rcx
-.Lc1_d10006_s_t:
+.Lc1_d9724_s_t:
     jmp rcx
-.Lc1_d10051_s_t:
+.Lc1_d9838_s_t:
     jmp rcx
-.Lc1_d10149_s_t:
+.Lc1_d9885_s_t:
     jmp rcx
-.Lc1_d10199_s_t:
+.Lc1_d9992_s_t:
     jmp rcx
-.Lc1_d10293_s_t:
+.Lc1_d10045_s_t:
     jmp rcx
-.Lc1_d10337_s_t:
+.Lc1_d10099_s_t:
     jmp rcx
-.Lc1_d10426_s_t:
+.Lc1_d10201_s_t:
     jmp rcx
-.Lc1_d10484_s_t:
+.Lc1_d10251_s_t:
     jmp rcx
-.Lc1_d10570_s_t:
+.Lc1_d10303_s_t:
     jmp rcx
-.Lc1_d10670_s_t:
+.Lc1_d10420_s_t:
     jmp rcx
-.Lc1_d10732_s_t:
+.Lc1_d10473_s_t:
     jmp rcx
-.Lc1_d10827_s_t:
+.Lc1_d10571_s_t:
     jmp rcx
-.Lc1_d10866_s_t:
+.Lc1_d10618_s_t:
     jmp rcx
-.Lc1_d10960_s_t:
+.Lc1_d10668_s_t:
     jmp rcx
-.Lc1_d11006_s_t:
+.Lc1_d10771_s_t:
     jmp rcx
-.Lc1_d11103_s_t:
+.Lc1_d10828_s_t:
     jmp rcx
-.Lc1_d11204_s_t:
+.Lc1_d10944_s_t:
+    jmp rcx
+.Lc1_d10999_s_t:
+    jmp rcx
+.Lc1_d11048_s_t:
+    jmp rcx
+.Lc1_d11139_s_t:
+    jmp rcx
+.Lc1_d11196_s_t:
     jmp rcx
 .Lc1_d11248_s_t:
     jmp rcx
-.Lc1_d11353_s_t:
+.Lc1_d11345_s_t:
     jmp rcx
-.Lc1_d11408_s_t:
+.Lc1_d11403_s_t:
     jmp rcx
-.Lc1_d11505_s_t:
+.Lc1_d11503_s_t:
     jmp rcx
-.Lc1_d11551_s_t:
+.Lc1_d11554_s_t:
     jmp rcx
-.Lc1_d11647_s_t:
+.Lc1_d11600_s_t:
     jmp rcx
-.Lc1_d11739_s_t:
+.Lc1_d11712_s_t:
     jmp rcx
-.Lc1_d11788_s_t:
+.Lc1_d11768_s_t:
     jmp rcx
-.Lc1_d11886_s_t:
+.Lc1_d11868_s_t:
     jmp rcx
-.Lc1_d11948_s_t:
+.Lc1_d11923_s_t:
     jmp rcx
-.Lc1_d12041_s_t:
+.Lc1_d11989_s_t:
     jmp rcx
-.Lc1_d12091_s_t:
+.Lc1_d12094_s_t:
     jmp rcx
-.Lc1_d12184_s_t:
+.Lc1_d12148_s_t:
     jmp rcx
-.Lc1_d12273_s_t:
+.Lc1_d12206_s_t:
     jmp rcx
-.Lc1_d12316_s_t:
+.Lc1_d12305_s_t:
+    jmp rcx
+.Lc1_d12357_s_t:
+    jmp rcx
+.Lc1_d12455_s_t:
+    jmp rcx
+.Lc1_d12507_s_t:
+    jmp rcx
+.Lc1_d12559_s_t:
+    jmp rcx
+.Lc1_d12658_s_t:
+    jmp rcx
+.Lc1_d12712_s_t:
+    jmp rcx
+.Lc1_d12816_s_t:
+    jmp rcx
+.Lc1_d12881_s_t:
+    jmp rcx
+.Lc1_d12933_s_t:
+    jmp rcx
+.Lc1_d13027_s_t:
+    jmp rcx
+.Lc1_d13076_s_t:
+    jmp rcx
+.Lc1_d13125_s_t:
     jmp rcx
     .text
 

@@ -37,94 +37,66 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b0_stubs_t
-    .p2align 3
-.Lc1_b0_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b0_c0
-    .p2align 3
-    jmp .Lc1_b0_c1
-    .p2align 3
-    jmp .Lc1_b0_c2
-    .p2align 3
-    jmp .Lc1_b0_c3
-    .p2align 3
-    jmp .Lc1_b0_c4
-    .p2align 3
-    jmp .Lc1_b0_c5
-    .p2align 3
-    jmp .Lc1_b0_c6
-    .p2align 3
-    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    lea rcx, [rip + .Lc1_d37_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d37_j_t
-.Lc1_d37_j:
-    mov rbp, r10
-    mov byte ptr [r15 + 640], cl
-    and rbp, 448
-    mov qword ptr [r14 + rbp + 960], rax
-    vcvtsi2sd xmm10, xmm10, ecx
-    test ebx, 15824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    sete al
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], eax
+    movsxd rsi, dword ptr [r15 + 576]
+    test ebx, 288
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 56816
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, eax
-    test bl, 160
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, 119
-    test ebx, 3872
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    sete al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, eax
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1064
+    mov ecx, 985
     rep movsb
-    test bl, 160
+    test ebx, 6064
     jnz 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, r10
     vmovdqu ymm4, ymmword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rbp, r10
-    test ebx, 1073741824
+    test ebx, 7984
     jz 1f
 1:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], r9b
-    mov rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 0]
+    and r9, 33554368
+    mov byte ptr [r14 + r9 + 33554432], al
+    or qword ptr [r15 + 768], 19
+    test ebx, 15984
+    jz 1f
+1:
+    mov ecx, 246
+    movzx edx, byte ptr [r15 + 704]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vpaddd ymm8, ymm4, ymmword ptr [r15 + rbp + 2048]
     and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 1536]
-    test bl, 32
-    jnz 1f
-1:
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 128]
-    test ebx, 61392
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + r8 + 1472], edx
+    mov qword ptr [r15 + r8 + 960], rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -134,55 +106,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rdx
-    test ebx, 13808
+    lea rcx, [rip + .Lc1_d85_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d85_j_t
+.Lc1_d85_j:
+    sete r8b
+    mov dword ptr [r15 + 0], 104
+    mov edx, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r8d
+    test bl, 160
     jz 1f
 1:
-    mov rax, rcx
-    xor dword ptr [r15 + 0], ecx
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    movzx esi, r8b
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 512]
+    mov rcx, rax
+    test ebx, 800
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov rbp, rcx
+    mov r9, r8
+    vmovdqu ymm1, ymmword ptr [r15 + 896]
+    test bl, 32
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 640], rax
+    movzx edi, byte ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 64], sil
-    mov dword ptr [r15 + 64], 70
-    movzx ebp, byte ptr [r15 + 704]
-    bt rdx, rdx
-    movzx ecx, bpl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rdi, rcx
-    movzx r9d, cl
-    mov dword ptr [r14 + 0], 127
-    movzx esi, byte ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 704]
+    mov qword ptr [r14 + 448], rsi
+    mov esi, ecx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    vmovdqu ymm10, ymmword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 128]
-    mov eax, 42
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, rax
+    mov r8, qword ptr [r15 + 576]
+    mov rdi, qword ptr [r14 + 576]
+    mov r9, qword ptr [r15 + 128]
+    mov ebp, 53
     test ebx, 11232
     jnz 1f
 1:
-    sete dil
-    mov qword ptr [r15 + 512], rdx
-    mov r8, rdi
-    mov qword ptr [r15 + 128], rdi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov rsi, qword ptr [r14 + 448]
-    mov eax, r9d
-    mov r9d, dword ptr [r15 + 64]
+    bt rbp, r9
+    mov dword ptr [r15 + 64], 78
+    mov rdi, rdi
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -190,62 +162,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d144_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d144_j_t
-.Lc1_d144_j:
-    xor dword ptr [r15 + 0], ecx
+    xor dword ptr [r15 + 0], eax
     mov r9, qword ptr [r15 + 0]
-    movzx edx, cl
-    test ebx, 416
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r8, qword ptr [r15 + 0]
-    mov eax, r8d
-    mov r8, r10
+    movzx ecx, al
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], 186
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    test ebx, 416
+    jz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 0], 22
+    mov edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 220
+    mov rax, r9
     mov rbp, r10
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], 220
-    test bl, 32
-    jnz 1f
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 985
+    rep movsb
+    test ebx, 64944
+    jz 1f
 1:
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    mov rdi, rbp
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1063
-    rep movsb
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    mov eax, edi
-    bswap r8
-    test bl, 32
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 512]
-    test ebx, 288
+    mov rdx, qword ptr [r14 + rbp + 1472]
+    mov r9d, ebp
+    bswap rax
+    test ebx, 5872
     jnz 1f
 1:
-    mov rbp, rsi
-    movzx edx, byte ptr [r15 + 704]
-    mov r8d, dword ptr [r14 + 0]
-    test bl, 32
+    mov r8, qword ptr [r14 + 0]
+    mov byte ptr [r15 + 512], al
+    test ebx, 60400
     jz 1f
+1:
+    mov rdx, r8
+    mov r9, qword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1064
+    mov ecx, 983
     rep movsb
-    movsxd rbp, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -255,55 +223,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d187_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d187_j_t
+.Lc1_d187_j:
     movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, eax
-    mov byte ptr [r15 + 0], dl
-    test ebx, 7088
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12016
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, 244
-    add qword ptr [r15 + 0], rdx
-    mov r9, r10
-    test ebx, 800
+    mov esi, eax
+    mov r9d, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov eax, edx
-    and r9, 448
-    inc dword ptr [r15 + r9 + 1472]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    not qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 14048
+    jz 1f
+1:
+    mov edx, 204
+    add qword ptr [r15 + 0], rcx
+    mov ebp, edx
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1472], r8b
+    movsxd rcx, dword ptr [r14 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    movsxd rdi, dword ptr [r14 + 0]
+    bt rax, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    not qword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
     mov rbp, r10
-    test ebx, 24416
-    jz 1f
-1:
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 26
-    mov r9, r10
-    bt rdx, rdx
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1984], r9b
-    test ebx, 8032
+    mov r8, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], 221
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1984], r9b
+    test bl, 32
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 640]
-    test bl, 96
-    jz 1f
-1:
-    mov dword ptr [r15 + 896], 120
-    mov dword ptr [r14 + 768], ebp
+    movzx ecx, byte ptr [r15 + 832]
+    movzx esi, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 512], 75
     add r11, 64
     add r10, r11
     inc rbx
@@ -313,126 +282,127 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d251_j]
+    lea rcx, [rip + .Lc1_d239_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d251_j_t
-.Lc1_d251_j:
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
+    jmp .Lc1_d239_j_t
+.Lc1_d239_j:
+    movzx esi, byte ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx ebp, dil
     test bl, 32
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, al
     test ebx, 800
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, sil
-    xchg rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 53
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 188
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r8d, 19
-    movzx eax, dil
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, 138
-    test ebx, 672
-    jz 1f
-1:
-    mov rsi, rcx
-    mov r8d, 250
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, 155
+    test ebx, 288
     jnz 1f
 1:
-    mov edi, 181
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 704]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + 448]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 704]
     test bl, 32
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r14 + 0]
-    movzx eax, byte ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + 704]
-    test ebx, 608
-    jnz 1f
+    mov eax, dword ptr [r15 + 576]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], eax
+    xchg r9, r9
+    test ebx, 3424
+    jz 1f
 1:
-    add qword ptr [r15 + 576], rcx
-    sete bpl
-    mov dword ptr [r15 + 448], 158
+    mov rsi, r9
+    mov r8d, 158
+    add qword ptr [r15 + 768], rsi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 541073536
-    setz al
-    lea rcx, [rip + .Lc1_d306_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d306_s_t
-    .p2align 3
-.Lc1_d306_s:
-    .p2align 3
-    jmp .Lc1_d306_j
-    .p2align 3
-    jmp .Lc1_d306_j
-.Lc1_d306_j:
-    movsxd r9, dword ptr [r15 + 448]
-    or qword ptr [r15 + 768], 43
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 4080
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx r9d, sil
+    mov rsi, rdx
+    test ebx, 1760
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, rax
+    test ebx, 352
+    jnz 1f
+1:
     mov edx, dword ptr [r15 + 0]
-    test ebx, 7920
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 64
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 352
     jz 1f
 1:
-    mov rcx, rbp
-    mov esi, dword ptr [r15 + 704]
-    xor dword ptr [r15 + 832], ecx
-    test bl, 32
+    mov r9d, 102
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, r9
+    mov rax, rsi
+    test ebx, 49008
     jz 1f
 1:
-    mov qword ptr [r15 + 896], rsi
-    mov rdi, rcx
+    mov edx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 384]
+    lea r8, [r10 + r10*1]
+    test ebx, 15984
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    and r8, 448
+    xor dword ptr [r14 + r8 + 960], r8d
+    mov dword ptr [r15 + 640], r8d
+    movzx esi, byte ptr [r15 + r8 + 1024]
     mov r9, r10
+    test bl, 32
+    jz 1f
+1:
+    mov rbp, r10
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3008], 109
+    mov r9d, 128
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 1984]
     test ebx, 800
     jz 1f
 1:
-    mov edx, 202
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 1472]
-    mov rax, qword ptr [r14 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 832]
-    mov ecx, 68
+    movsxd rax, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 832], rbp
+    movsxd rdx, dword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -442,175 +412,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, al
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    inc dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 224
-    jnz 1f
-1:
-    mov edx, r8d
-    mov dword ptr [r15 + 0], 20
-    mov rsi, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d352_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d352_j_t
+.Lc1_d352_j:
+    mov r8, r10
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 1472]
     mov rbp, r10
-    lea r9, [r10 + r10*1]
+    mov eax, edx
+    mov r9d, dword ptr [r15 + 320]
+    test ebx, 608
+    jnz 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3008]
+    movzx esi, bpl
+    mov r8d, 175
+    test ebx, 2528
+    jnz 1f
+1:
+    mov eax, r8d
+    movzx r9d, byte ptr [r15 + 640]
+    movsxd r8, dword ptr [r14 + 576]
     test bl, 160
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3008], rax
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 1024]
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r8d, r9d
-    mov esi, dword ptr [r14 + 64]
-    mov edi, dword ptr [r15 + 704]
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 576]
-    test ebx, 7600
+    mov rdi, rdi
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 249
+    test ebx, 3424
     jnz 1f
 1:
-    mov rdx, rax
-    and rbp, 960
-    movsxd r8, dword ptr [r15 + rbp + 1984]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov qword ptr [r15 + 832], rcx
+    mov edi, dword ptr [r15 + 896]
     mov rcx, qword ptr [r15 + 128]
-    test ebx, 16160
-    jnz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov edi, 56
-    mov qword ptr [r15 + r9 + 960], rcx
-    movzx r9d, byte ptr [r14 + 0]
+    mov edx, dword ptr [r15 + 768]
+    mov byte ptr [r14 + 64], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rcx, [rip + .Lc1_d412_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d412_j_t
-.Lc1_d412_j:
-    mov dword ptr [r15 + 640], ecx
-    mov dword ptr [r15 + 0], ecx
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 16272
+    mov r8, qword ptr [r14 + 896]
+    movzx ebp, byte ptr [r15 + 768]
+    mov esi, 9
+    mov rcx, rbp
+    test ebx, 3424
     jz 1f
 1:
-    movzx ebp, dl
-    movzx r9d, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx edi, r9b
-    test ebx, 3744
+    movzx edi, sil
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, rdi
+    movzx r9d, sil
+    test ebx, 64880
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx esi, cl
-    test ebx, 15600
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 800
     jz 1f
 1:
-    cmovne r9, rdi
-    mov edx, dword ptr [r15 + 0]
-    mov edi, 236
-    cmovne rdx, rdx
+    mov edi, 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov r8d, 1
+    test bl, 32
+    jz 1f
+1:
+    movzx esi, r8b
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r9d, ecx
     test bl, 32
     jnz 1f
 1:
-    mov rcx, r9
-    mov esi, edx
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 15776
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r10
+    cmovne rbp, rbp
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 153
+    test ebx, 7888
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 84
-    mov rdi, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 576], edi
-    mov r8, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r14 + 448]
+    movsxd rdi, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 576], ebp
+    mov dword ptr [r15 + 512], ebp
     test bl, 96
     jz 1f
 1:
-    mov r9d, 128
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx eax, cl
-    mov rdi, rcx
-    movsxd rsi, dword ptr [r14 + 0]
-    movsxd rcx, dword ptr [r15 + 64]
-    test bl, 32
-    jnz 1f
-1:
-    inc dword ptr [r15 + 448]
+    mov r8, r10
+    cmovne rsi, rsi
     mov r9, r10
-    mov edx, 16
-    and r9, 448
-    mov qword ptr [r15 + r9 + 960], rdx
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], r9
+    and r9, 960
+    movsxd rax, dword ptr [r15 + r9 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 102 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 100]
+    lea rcx, [rbx + 102]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 100
+    mov r13d, 102
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     vpcmpeqb xmm4, xmm4, xmm12
     movsxd r9, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    mov r8d, ecx
-    mov rcx, rcx
+    mov edx, ecx
+    mov rdi, rcx
     test bl, 228
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], 83
-    crc32 rcx, rcx
-    neg rcx
+    crc32 rdx, rdx
+    neg rdx
     test bl, 4
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    add rbp, 5
+    movsxd r9, dword ptr [r15 + 0]
+    add rdx, 5
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 320], bpl
+    mov byte ptr [r15 + 320], dl
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 192]
     test ebx, 3998
     jnz 1f
 1:
     vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov ecx, 125
-    test ecx, ecx
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 704]
+    mov eax, 125
+    test eax, eax
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -626,33 +587,33 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d515_j]
+    lea rcx, [rip + .Lc1_d499_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d515_j_t
-.Lc1_d515_j:
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, 205
-    mov byte ptr [r15 + 0], bpl
+    jmp .Lc1_d499_j_t
+.Lc1_d499_j:
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, 205
+    mov byte ptr [r15 + 0], dl
     test ebx, 364
     jz 1f
 1:
-    popcnt rbp, rcx
+    popcnt rax, rdi
     mov dword ptr [r15 + 0], 177
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 12
     jz 1f
 1:
-    mov eax, 213
+    mov r8d, 213
     mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rdx, rax
+    popcnt rcx, r8
     test bl, 84
     jnz 1f
 1:
-    xchg qword ptr [r15 + 0], rcx
-    cmovne rbp, rdx
-    or ecx, 1
+    xchg qword ptr [r15 + 0], rax
+    cmovne rdx, rcx
+    or eax, 1
     xor edx, edx
-    div ecx
+    div eax
     test bl, 24
     jz 1f
 1:
@@ -662,24 +623,24 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 832]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1472], rdx
-    mov r8, rdx
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 832]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], rcx
+    mov r8, rcx
     test bl, 76
     jnz 1f
 1:
-    mov rbp, r8
-    movsxd rcx, dword ptr [r14 + 64]
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, rcx
+    movsxd rdx, dword ptr [r14 + 64]
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 128]
     test bl, 12
     jz 1f
 1:
-    mov edx, r8d
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
+    mov eax, edi
+    and r9, 960
+    movsxd r8, dword ptr [r15 + r9 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -732,64 +693,59 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1064
-    rep movsb
-    mov byte ptr [r15 + 832], sil
-    mov rbp, r10
-    movsxd rdx, dword ptr [r14 + 0]
-    sete al
-    test ebx, 6976
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d564_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d564_j_t
+.Lc1_d564_j:
+    mov rsi, rcx
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, dil
+    test ebx, 4064
     jz 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3008], rax
-    mov r8d, 201
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 24512
+    mov ecx, 147
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 3520
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov rdx, rdi
-    mov ecx, ebp
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 320
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov r9, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 985
+    rep movsb
+    movzx eax, byte ptr [r15 + 832]
     test bl, 64
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 31
+    sete r8b
+    mov edx, 245
     test ebx, 28128
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 31
-    mov rbp, qword ptr [r15 + 64]
+    mov r9, r10
+    mov esi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 704], r9b
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 129
+    mov rbp, r10
     test ebx, 55232
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 896]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], rsi
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1063
+    mov ecx, 985
     rep movsb
-    mov r8d, dword ptr [r15 + 448]
-    test ebx, 27616
-    jnz 1f
-1:
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 896]
-    mov r9, rbp
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 174
     add r11, 64
     add r10, r11
     inc rbx
@@ -799,53 +755,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    popcnt rcx, rdx
-    test ebx, 1344
+    mov edi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 576
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx esi, cl
-    mov ebp, edx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    popcnt rcx, rsi
+    mov dword ptr [r15 + 0], esi
+    movzx r9d, cl
+    test ebx, 32352
+    jz 1f
 1:
-    mov edx, esi
-    movzx edi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dl
-    movzx eax, byte ptr [r15 + 448]
-    mov r8, r10
-    mov rdi, qword ptr [r15 + 896]
-    mov edx, 3
+    mov eax, r9d
+    mov edi, r9d
+    mov byte ptr [r15 + 0], al
     test ebx, 15072
     jnz 1f
 1:
-    and r8, 4032
-    mov rcx, qword ptr [r14 + r8 + 3008]
-    mov edi, 90
-    mov byte ptr [r15 + rbp + 33554560], cl
-    test ebx, 576
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], sil
+    mov rcx, qword ptr [r15 + 832]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    movsxd rax, dword ptr [r14 + 512]
-    mov esi, dword ptr [r15 + 128]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r14 + 896]
+    mov eax, 3
+    mov byte ptr [r15 + rbp + 33554496], r9b
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov rdi, qword ptr [r15 + 832]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1984], 114
-    mov qword ptr [r15 + rbp + 33554496], r9
+    mov esi, 90
+    movsxd rbp, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 384]
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, r10
+    mov r9, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 768]
+    mov rbp, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 19
+    test bl, 192
+    jnz 1f
+1:
+    movzx edx, byte ptr [r14 + 0]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7104], rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -855,57 +814,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 69730320
-    setz al
-    lea rcx, [rip + .Lc1_d685_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d685_s_t
-    .p2align 3
-.Lc1_d685_s:
-    .p2align 3
-    jmp .Lc1_d685_j
-    .p2align 3
-    jmp .Lc1_d685_j
-.Lc1_d685_j:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d667_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d667_j_t
+.Lc1_d667_j:
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r8, r10
-    mov esi, dword ptr [r15 + 0]
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 960]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3008
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r14 + 384]
+    test ebx, 320
+    jz 1f
+1:
+    or qword ptr [r15 + 448], 38
+    mov eax, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 640]
+    mov r8, r10
+    test bl, 64
+    jnz 1f
+1:
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + 512]
-    xor dword ptr [r15 + 832], ebp
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1472], bpl
+    movzx ecx, byte ptr [r15 + 576]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 960]
+    test ebx, 15328
+    jnz 1f
+1:
+    xor dword ptr [r15 + 768], ebp
+    mov dword ptr [r15 + 512], eax
+    movsxd rdi, dword ptr [r15 + 640]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], al
-    mov edx, dword ptr [r14 + 64]
-    test bl, 192
-    jz 1f
-1:
-    movsxd r9, dword ptr [r14 + 128]
-    mov ecx, dword ptr [r15 + 768]
-    test ebx, 704
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    movzx r8d, byte ptr [r15 + 576]
+    movsxd r8, dword ptr [r14 + 320]
+    mov rdx, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -915,63 +869,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, al
-    mov dword ptr [r15 + 0], eax
-    mov r8, r9
-    mov rbp, r9
+    mov rsi, rax
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 983
+    rep movsb
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 985
+    rep movsb
     test ebx, 1344
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rbp
-    sete al
+    movzx r9d, byte ptr [r15 + 64]
+    vmaxsd xmm4, xmm4, xmm4
+    mov dword ptr [r15 + 0], r9d
     test ebx, 576
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 704], r9d
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r8d, 188
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1064
-    rep movsb
-    mov dword ptr [r15 + 64], r8d
+    mov byte ptr [r15 + 320], dil
+    mov rcx, r9
     test bl, 64
     jz 1f
 1:
-    movzx r9d, byte ptr [r14 + 704]
-    xor dword ptr [r15 + 128], ecx
-    movzx ebp, byte ptr [r15 + 128]
+    bt rcx, rcx
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 128]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 64], bpl
-    lock xadd qword ptr [r15 + 512], rcx
-    bt r9, r9
+    mov r9, r10
+    mov r8, r10
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3008]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], rdi
+    and r8, 448
+    movzx ecx, byte ptr [r14 + r8 + 960]
     test ebx, 576
     jz 1f
 1:
-    mov r9d, ecx
-    mov rax, rcx
-    mov rsi, qword ptr [r15 + 896]
-    test ebx, 3520
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8d, esi
-    mov rbp, r10
-    inc dword ptr [r15 + 640]
-    test ebx, 704
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3008]
-    mov edi, ebp
-    mov r9, rax
+    mov rdx, qword ptr [r15 + 896]
+    movzx eax, cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -981,61 +927,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d791_j]
+    lea rcx, [rip + .Lc1_d766_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d791_j_t
-.Lc1_d791_j:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov edi, edx
-    mov dword ptr [r15 + 0], edx
+    jmp .Lc1_d766_j_t
+.Lc1_d766_j:
+    mov r9d, ecx
+    movsxd rdi, dword ptr [r14 + 64]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], edi
     test ebx, 576
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, 139
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov edi, r9d
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, edi
-    mov dword ptr [r15 + 0], 73
-    mov r8, r10
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 704
     jnz 1f
 1:
-    mov ecx, 163
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3008]
-    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 38
+    mov ecx, r9d
+    mov byte ptr [r15 + 128], r9b
     test ebx, 448
     jz 1f
 1:
-    mov byte ptr [r15 + 128], bpl
-    mov eax, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 768]
-    mov rcx, rax
+    bt rcx, rcx
+    movsxd r9, dword ptr [r15 + 576]
+    mov rax, rcx
+    mov edi, dword ptr [r15 + 128]
     test bl, 64
     jnz 1f
 1:
-    mov edx, 164
-    mov byte ptr [r15 + 64], cl
-    bt rdx, rdx
+    mov byte ptr [r15 + 64], dil
+    mov ebp, 164
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r10
     test bl, 64
     jz 1f
 1:
-    movzx edi, dl
-    movsxd r9, dword ptr [r14 + 0]
-    movsxd r8, dword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 512]
+    and r9, 960
+    movsxd rdi, dword ptr [r15 + r9 + 1984]
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r14 + 128], 113
-    mov esi, dword ptr [r15 + 128]
-    mov ebp, eax
+    mov dword ptr [r14 + 128], 193
+    movzx eax, dil
+    mov r8d, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1045,58 +989,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d820_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d820_j_t
+.Lc1_d820_j:
+    mov r9, r10
+    mov rdx, rcx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7104], 42
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 16096
+    test ebx, 704
     jz 1f
 1:
-    movzx r8d, dil
-    movzx ecx, dil
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movzx eax, r9b
+    inc dword ptr [r15 + 0]
+    test ebx, 704
+    jz 1f
 1:
     inc dword ptr [r15 + 0]
-    movzx r9d, dl
-    movzx ebp, r8b
-    inc dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r14 + 0]
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 117
-    test ebx, 832
-    jz 1f
-1:
-    movzx ebp, r8b
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 448]
-    mov ecx, r9d
-    test ebx, 7904
-    jz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3072], rcx
-    movzx eax, byte ptr [r15 + 512]
-    mov ebp, 250
-    mov edx, 182
-    test ebx, 28128
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 704
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rax, rdx
-    mov r8, qword ptr [r15 + r9 + 3008]
-    test ebx, 448
-    jz 1f
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r14 + 0]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], r8
+    test bl, 64
+    jnz 1f
 1:
-    movzx r9d, r8b
-    mov byte ptr [r15 + 448], r8b
-    xor dword ptr [r15 + 576], r9d
+    mov eax, ebp
+    mov r9, r10
+    mov edi, 91
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3008]
+    mov ecx, 48
+    movzx esi, byte ptr [r15 + 576]
+    test ebx, 832
+    jnz 1f
+1:
+    xor dword ptr [r15 + 640], ecx
+    movsxd rbp, dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1106,54 +1049,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d900_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d900_j_t
-.Lc1_d900_j:
-    movsxd rsi, dword ptr [r14 + 768]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
     movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 192
+    mov esi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 60352
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1024], cl
+    mov rdi, qword ptr [r15 + 704]
+    test ebx, 12224
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    test ebx, 31200
+    mov rdx, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 512]
+    movzx esi, dl
+    test bl, 64
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 1216
-    jnz 1f
-1:
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3008]
-    mov byte ptr [r15 + 576], r9b
-    mov byte ptr [r14 + 0], r8b
     mov rbp, r10
-    test ebx, 24288
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 960]
-    movzx ecx, byte ptr [r14 + 448]
+    mov rcx, qword ptr [r15 + 64]
+    or qword ptr [r15 + 448], 29
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3008]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    or qword ptr [r15 + 512], 3
+    mov byte ptr [r14 + 0], dil
+    movzx edx, byte ptr [r14 + 576]
+    mov rsi, qword ptr [r15 + 768]
     mov r8, r10
-    movzx r9d, bpl
-    mov qword ptr [r15 + 704], r8
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    mov qword ptr [r15 + 704], r8
     and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], r9b
-    mov rdx, qword ptr [r15 + 832]
+    mov byte ptr [r15 + r8 + 33554432], sil
+    movsxd rbp, dword ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1163,62 +1104,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d950_j]
+    lea rcx, [rip + .Lc1_d920_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d950_j_t
-.Lc1_d950_j:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, ebp
-    mov byte ptr [r15 + 0], r8b
+    jmp .Lc1_d920_j_t
+.Lc1_d920_j:
+    mov r8, r10
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rcx
+    movzx edi, byte ptr [r15 + 768]
+    mov rax, r8
     test ebx, 1984
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 192
-    jz 1f
+    mov dword ptr [r15 + 0], eax
+    movsxd rsi, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    or qword ptr [r15 + 0], 38
-    mov ecx, eax
-    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 55232
     jnz 1f
 1:
-    mov rax, rcx
-    inc dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 64]
+    mov esi, ecx
+    mov r9, qword ptr [r14 + 128]
     test bl, 64
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1064
-    rep movsb
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 704]
-    mov qword ptr [r14 + 0], rbp
+    mov r8d, esi
+    mov rbp, r10
+    mov rdi, qword ptr [r14 + 0]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1472]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 128], r8b
+    movsxd rcx, dword ptr [r15 + 640]
     mov r9, r10
-    mov rax, qword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 896]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], r9b
     test ebx, 16224
     jnz 1f
 1:
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3008]
-    movzx ecx, byte ptr [r15 + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    test bl, 64
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r14 + 64]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 960]
+    mov eax, dword ptr [r15 + 832]
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1228,55 +1162,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 234
-    bt rax, rax
-    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r14 + 512]
+    mov dword ptr [r15 + 0], 109
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 127968
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], r9
+    mov r8, r10
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 62400
+    jnz 1f
+1:
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 1472]
+    mov r8, r10
+    mov dword ptr [r15 + 512], 79
+    mov ebp, 117
+    test ebx, 448
     jz 1f
 1:
-    mov dword ptr [r15 + 576], 79
-    movzx esi, byte ptr [r15 + 64]
-    sete cl
-    test ebx, 6976
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 768]
-    mov r9, r10
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], bpl
+    sete al
+    mov r9d, r8d
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov eax, 69
-    and r9, 33554368
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 33554432], r9b
+    movsxd rdx, dword ptr [r15 + 128]
+    bt r9, r9
+    mov rdi, qword ptr [r15 + 768]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + 704]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], rsi
-    movsxd r8, dword ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 448]
-    test bl, 64
-    jnz 1f
-1:
-    mov ecx, 126
-    mov r9d, 186
-    mov rdx, qword ptr [r15 + rbp + 1536]
-    test bl, 192
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 704]
-    mov rax, qword ptr [r14 + 0]
-    mov esi, r8d
+    movsxd r9, dword ptr [r15 + 448]
+    mov edi, 186
     add r11, 64
     add r10, r11
     inc rbx
@@ -1286,114 +1215,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1057_j]
+    lea rcx, [rip + .Lc1_d1017_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1057_j_t
-.Lc1_d1057_j:
-    vpaddd ymm4, ymm6, ymmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 109
-    mov esi, 45
-    mov edi, 5
+    jmp .Lc1_d1017_j_t
+.Lc1_d1017_j:
+    mov esi, ecx
+    mov ebp, ecx
+    mov r8d, dword ptr [r15 + 576]
+    mov dword ptr [r14 + 0], 4
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov esi, r8d
+    mov ecx, 131
+    mov r8d, 20
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 7360
     jz 1f
 1:
-    mov r9, rcx
-    mov eax, ecx
-    movsxd rbp, dword ptr [r14 + 0]
-    mov rdi, rax
+    mov eax, 154
+    mov rsi, qword ptr [r15 + 0]
+    xchg qword ptr [r15 + 576], r9
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov dword ptr [r14 + 0], edi
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 448]
-    and r8, 448
-    mov r9, r10
-    movzx ebp, byte ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + 320], esi
+    movzx ecx, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 896]
     test ebx, 704
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 448
-    xor dword ptr [r15 + r9 + 1472], eax
-    mov esi, 93
+    xor dword ptr [r14 + 640], edi
+    mov r9, rbp
+    mov r8, qword ptr [r15 + 704]
+    mov rsi, r9
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov ebp, 204
-    mov rcx, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 576]
-    add r11, 64
-    add r10, r11
+    bswap rdi
+    mov eax, 45
+    movsxd rsi, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 448
-    movsxd rdi, dword ptr [r14 + r9 + 960]
+    movzx edx, byte ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 6
+    mov ebp, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    mov edi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    btc dword ptr [r15 + 0], 30
-    mov eax, edi
-    movzx edx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 448]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 1088]
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    movzx ebp, byte ptr [r15 + 640]
     test ebx, 130720
     jnz 1f
 1:
-    mov ecx, 120
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, eax
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
+    movzx edi, byte ptr [r15 + 576]
+    mov eax, ebp
     mov r8, qword ptr [r15 + r9 + 1024]
-    mov qword ptr [r15 + 64], rcx
-    cmovne rcx, r8
-    test ebx, 32544
+    mov edx, eax
+    lea r9, [r10 + r10*1]
+    test ebx, 114592
+    jnz 1f
+1:
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554496], rax
+    mov edi, 193
+    mov ebp, 83
+    test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 320]
-    mov rbp, r10
-    mov eax, edx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov qword ptr [r15 + r9 + 33554432], rdi
+    movzx ecx, bpl
+    mov qword ptr [r15 + 128], r9
+    mov r8d, 89
+    test ebx, 576
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 576]
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rcx
-    mov edi, 18
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    movsxd rax, dword ptr [r15 + 64]
+    cmovne r9, r8
+    mov qword ptr [r15 + 640], rax
+    mov edi, r9d
+    test ebx, 28128
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 128]
+    mov ebp, 128
+    mov rcx, qword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 64]
+    mov edx, ecx
+    test bl, 192
+    jz 1f
+1:
+    mov qword ptr [r15 + 704], rsi
+    movzx r9d, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1403,60 +1331,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1159_j]
+    lea rcx, [rip + .Lc1_d1118_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1159_j_t
-.Lc1_d1159_j:
-    mov esi, dword ptr [r14 + 768]
-    or qword ptr [r15 + 0], 117
-    mov edx, 77
-    movsxd rdi, dword ptr [r15 + 0]
+    jmp .Lc1_d1118_j_t
+.Lc1_d1118_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 77
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
     vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 27
+    mov ecx, 71
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov eax, 133
+    mov byte ptr [r15 + 0], cl
     mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, sil
     test ebx, 30144
     jnz 1f
 1:
-    mov r9, r10
-    mov ecx, ebp
-    and r9, 448
-    add qword ptr [r15 + r9 + 1472], rcx
-    movzx eax, byte ptr [r14 + 0]
+    movzx r9d, sil
+    movzx r8d, sil
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rbp, r10
     test ebx, 7360
     jz 1f
 1:
-    mov edx, 180
-    mov qword ptr [r15 + 640], rax
-    mov esi, edx
-    test ebx, 1216
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    movzx ecx, sil
-    mov r8d, 33
-    mov rbp, r10
+    mov qword ptr [r15 + 0], rdi
+    mov r8, r10
+    mov ecx, ebp
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    and r8, 960
+    movsxd rdx, dword ptr [r15 + r8 + 1984]
     test ebx, 576
     jz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov edx, 208
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7104]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movsxd rdi, dword ptr [r14 + 576]
+    mov rax, rdx
+    mov ecx, edi
+    test ebx, 7744
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + 768]
-    mov rax, r9
-    mov esi, 25
+    movzx ebp, byte ptr [r14 + 0]
+    mov r8d, 181
+    mov esi, dword ptr [r15 + 768]
+    test ebx, 57152
+    jz 1f
+1:
+    mov edx, 183
+    mov r9, r10
+    add qword ptr [r15 + 64], rdx
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -1466,55 +1397,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    or qword ptr [r15 + 512], 123
-    mov ecx, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, 241
+    movzx edi, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
+    mov edx, edi
+    xor dword ptr [r15 + 0], edi
+    mov r9, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov rcx, r9
-    mov ebp, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rax
     test ebx, 1344
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 704]
-    mov esi, eax
-    mov r8d, edx
-    mov rcx, qword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx ebp, cl
     movzx r9d, byte ptr [r14 + 0]
-    mov r8d, 80
-    test ebx, 1344
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], r8d
-    movsxd rsi, dword ptr [r15 + 448]
-    popcnt rdx, rdi
+    mov rdx, qword ptr [r14 + 0]
+    mov eax, dword ptr [r15 + 640]
     mov rbp, r10
-    mov r9, r10
-    test bl, 64
+    test ebx, 576
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 704]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], sil
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 576
     jnz 1f
 1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    and r9, 8128
     mov r8, r10
-    mov dword ptr [r15 + r9 + 7104], r9d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], r9b
+    mov r9, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], r9d
+    mov edi, dword ptr [r15 + 128]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    test bl, 192
+    jnz 1f
+1:
+    or qword ptr [r15 + 448], 93
+    popcnt rax, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1524,120 +1455,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1265_j]
+    lea rcx, [rip + .Lc1_d1226_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1265_j_t
-.Lc1_d1265_j:
+    jmp .Lc1_d1226_j_t
+.Lc1_d1226_j:
     movsxd rsi, dword ptr [r15 + 512]
     inc dword ptr [r15 + 0]
-    movzx edx, sil
+    movzx r8d, sil
     mov ebp, 9
-    test ebx, 16160
-    jz 1f
+    test ebx, 32544
+    jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], bpl
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 122592
-    jz 1f
-1:
     vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov edx, 178
-    mov eax, 119
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 236
-    movzx ecx, byte ptr [r14 + 384]
-    test ebx, 48064
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], ecx
-    movzx eax, dl
-    mov dword ptr [r15 + 448], edx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r8d, 176
-    movsxd r9, dword ptr [r15 + 768]
-    movzx ebp, r8b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    mov rdx, qword ptr [r14 + 64]
-    mov byte ptr [r15 + 64], al
     test ebx, 5952
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov esi, 178
+    mov ecx, 119
+    test bl, 64
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov edx, 236
+    movsxd rdi, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    mov dword ptr [r15 + 512], edi
+    movzx eax, bpl
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 48064
+    jnz 1f
+1:
+    mov ebp, 176
+    movzx esi, byte ptr [r15 + 768]
+    movzx r8d, bpl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov byte ptr [r15 + 128], dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
     mov r9, rdx
-    mov rbp, r10
-    mov byte ptr [r15 + 704], r9b
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 960]
-    add r11, 64
-    add r10, r11
+    mov byte ptr [r15 + 576], dl
+    movzx ebp, byte ptr [r14 + 832]
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 576], rax
-    mov r8, r10
-    movsxd r9, dword ptr [r15 + 64]
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 960]
-    cmovne rax, r8
-    test ebx, 15200
+    mov edi, ebp
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 31584
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 111
+    movzx eax, dl
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov ebp, 48
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 30
-    mov r9, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov edx, r9d
-    mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 0], 143
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
     test ebx, 5824
     jnz 1f
 1:
-    mov rdx, rcx
-    movzx r8d, byte ptr [r15 + 64]
-    mov rax, qword ptr [r14 + 64]
-    mov r9d, dword ptr [r15 + 128]
+    cmovne rbp, rsi
+    movsxd rdx, dword ptr [r14 + 576]
+    mov dword ptr [r15 + 576], 74
+    mov rcx, qword ptr [r15 + 640]
+    cmovne rdi, rbp
     test ebx, 832
     jz 1f
 1:
-    mov qword ptr [r15 + 640], rax
-    mov rbp, r9
-    mov edx, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r14 + 128], rdi
+    mov qword ptr [r15 + 448], rax
+    mov rsi, qword ptr [r15 + 896]
+    movzx edx, byte ptr [r15 + 640]
     test ebx, 576
     jnz 1f
 1:
-    movzx r8d, bpl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov edx, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + 896]
-    test ebx, 6976
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
-    cmovne rdx, r9
+    mov rbp, r10
+    mov r8d, 120
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7104]
+    mov rax, rbp
+    mov r9, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1647,72 +1573,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1372_j]
+    lea rcx, [rip + .Lc1_d1329_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1372_j_t
-.Lc1_d1372_j:
-    mov r8, r10
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rcx
-    mov rdi, r8
-    mov dword ptr [r15 + 832], 42
+    jmp .Lc1_d1329_j_t
+.Lc1_d1329_j:
+    mov rbp, r10
+    mov rdi, rcx
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rdi
+    mov qword ptr [r15 + 128], rbp
     test ebx, 1600
     jnz 1f
 1:
-    mov ebp, 32
-    mov r9, qword ptr [r15 + 768]
-    mov edx, 24
+    mov r9d, 32
+    mov dword ptr [r15 + 832], 176
+    movzx eax, r9b
+    mov r8, r10
     test ebx, 704
     jz 1f
 1:
-    mov rdi, r9
-    mov qword ptr [r15 + 128], rdx
-    mov eax, 168
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 156
+    cmovne rdi, r8
     test ebx, 31648
     jnz 1f
 1:
-    cmovne rdx, rax
-    mov ebp, dword ptr [r15 + 896]
-    mov ecx, edx
+    mov ecx, dword ptr [r14 + 0]
+    mov ebp, 78
+    mov r9d, dword ptr [r15 + 768]
     test bl, 64
     jz 1f
 1:
-    movzx edi, cl
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r8d, 70
+    mov dword ptr [r15 + 0], eax
     test ebx, 14048
     jz 1f
 1:
-    mov ebp, 222
-    mov edx, r8d
-    movzx r9d, bpl
+    mov rdi, r8
+    mov dword ptr [r15 + 0], r8d
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r9d
-    movzx edi, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r8, r10
     mov rbp, r10
-    mov edx, dword ptr [r14 + 0]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], 8
-    and r8, 448
-    add qword ptr [r15 + r8 + 960], rdx
+    mov edi, eax
+    and rbp, 448
+    add qword ptr [r15 + rbp + 960], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 20
+    mov r13d, 16
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
@@ -1722,59 +1645,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 70
     setz al
-    lea rcx, [rip + .Lc1_d1433_s]
+    lea rcx, [rip + .Lc1_d1387_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1433_s_t
+    jmp .Lc1_d1387_s_t
     .p2align 3
-.Lc1_d1433_s:
+.Lc1_d1387_s:
     .p2align 3
-    jmp .Lc1_d1433_j
+    jmp .Lc1_d1387_j
     .p2align 3
-    jmp .Lc1_d1433_j
-.Lc1_d1433_j:
+    jmp .Lc1_d1387_j
+.Lc1_d1387_j:
     movsxd rsi, dword ptr [r15 + 832]
-    movzx ebp, cl
-    mov r8, rsi
+    movzx edx, cl
+    mov rdi, rsi
     test bl, 32
     jnz 1f
 1:
-    mov rcx, r8
-    mov rdx, qword ptr [r15 + 0]
+    mov rbp, rdi
+    mov rax, qword ptr [r15 + 0]
     test ebx, 7864
     jz 1f
 1:
     mov dword ptr [r15 + 0], 76
-    mov ebp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 4040
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, bpl
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, cl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    vcvtsi2sd xmm4, xmm4, ebp
+    vcvtsi2sd xmm4, xmm4, esi
     movzx edx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 16080
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 896]
+    movzx ebp, byte ptr [r15 + 896]
     mov r8, r10
     mov r9, r10
     and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7104]
+    mov rdi, qword ptr [r15 + r8 + 7104]
     test ebx, 880
     jz 1f
 1:
-    popcnt rdx, r8
+    popcnt rcx, r8
     and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3008]
+    movzx esi, byte ptr [r15 + r9 + 3008]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov edi, r9d
-    mov dword ptr [r15 + 64], eax
+    mov ecx, r9d
+    mov dword ptr [r15 + 64], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1786,20 +1709,20 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 3
-    lea rcx, [rip + .Lc1_d1486_s]
+    lea rcx, [rip + .Lc1_d1440_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1486_s_t
+    jmp .Lc1_d1440_s_t
     .p2align 3
-.Lc1_d1486_s:
+.Lc1_d1440_s:
     .p2align 3
-    jmp .Lc1_d1486_j
+    jmp .Lc1_d1440_j
     .p2align 3
-    jmp .Lc1_d1486_j
+    jmp .Lc1_d1440_j
     .p2align 3
-    jmp .Lc1_d1486_j
+    jmp .Lc1_d1440_j
     .p2align 3
-    jmp .Lc1_d1486_j
-.Lc1_d1486_j:
+    jmp .Lc1_d1440_j
+.Lc1_d1440_j:
     mov rsi, qword ptr [r15 + 64]
     movzx r8d, cl
     movzx r9d, sil
@@ -1814,31 +1737,31 @@ ditto_body_c1:
     jae 1f
 1:
     and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 960]
-    movzx esi, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + rbp + 960]
+    movzx ecx, byte ptr [r15 + 64]
     or qword ptr [r15 + 0], 114
     test bl, 144
     jnz 1f
 1:
-    mov edi, r8d
-    movsxd rax, dword ptr [r15 + 0]
+    mov eax, ecx
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rax
-    movsxd r9, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 112
     jz 1f
 1:
     movsxd rdi, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 768]
     test ebx, 24536
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1848,59 +1771,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     mov ecx, eax
-    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     or qword ptr [r15 + 0], 63
     test bl, 80
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    vpaddd ymm4, ymm14, ymmword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rdi, r9
-    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, rsi
+    movsxd r9, dword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
     test ebx, 8016
     jnz 1f
 1:
     inc dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, r10
-    mov eax, 14
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, r10
+    mov ecx, 14
     test bl, 16
     jz 1f
 1:
-    mov r9, r10
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], 95
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    bswap rax
-    movsxd rbp, dword ptr [r15 + 576]
+    mov r8, r10
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], 95
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 960]
+    bswap rcx
+    movsxd rax, dword ptr [r15 + 576]
     test bl, 16
     jnz 1f
 1:
-    mov edx, 95
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8, rdx
-    mov rbp, r10
+    mov r9d, 95
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rbp, r9
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 512]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3008]
+    mov r8, qword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 512]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3008]
     test ebx, 3928
     jz 1f
 1:
-    movzx r8d, bpl
-    mov rsi, r9
-    mov edx, dword ptr [r14 + 704]
+    movzx ebp, cl
+    mov r8, rcx
+    mov eax, dword ptr [r14 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1913,57 +1836,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d1591_s]
+    lea rcx, [rip + .Lc1_d1545_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1591_s_t
+    jmp .Lc1_d1545_s_t
     .p2align 3
-.Lc1_d1591_s:
+.Lc1_d1545_s:
     .p2align 3
-    jmp .Lc1_d1591_j
+    jmp .Lc1_d1545_j
     .p2align 3
-    jmp .Lc1_d1591_j
-.Lc1_d1591_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7104]
-    mov edx, ebp
+    jmp .Lc1_d1545_j
+.Lc1_d1545_j:
+    lea r9, [r10 + r10*1]
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7104]
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 6640
     jz 1f
 1:
-    movzx r9d, dl
-    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, bpl
+    movzx eax, byte ptr [r15 + 0]
     inc dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, r8d
-    movzx ecx, dil
-    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, eax
+    movzx esi, dl
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554496], edx
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554496], ebp
     test ebx, 1528
     jnz 1f
 1:
-    mov ecx, r9d
+    mov ecx, r8d
     mov rax, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r14 + 0]
+    mov edx, dword ptr [r14 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
     vmovdqu ymm4, ymmword ptr [r15 + 448]
-    vmovdqu ymm6, ymmword ptr [r15 + 64]
-    xor dword ptr [r15 + rbp + 7168], eax
+    vmovdqu ymm14, ymmword ptr [r15 + 64]
+    xor dword ptr [r15 + r9 + 7168], eax
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 33554432], r8b
-    mov edi, 212
+    mov byte ptr [r15 + r8 + 33554432], dl
+    mov esi, 212
     add r11, 64
     add r10, r11
     inc rbx
@@ -1981,59 +1904,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], rax
+    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov ebp, ecx
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r8d, esi
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov esi, 104
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    mov ecx, 104
+    movzx r9d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 5104
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, r10
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, r10
     or qword ptr [r15 + 0], 6
     test ebx, 13296
     jnz 1f
 1:
-    and rbp, 960
-    mov eax, dword ptr [r14 + rbp + 1984]
-    mov r9d, 14
-    mov esi, dword ptr [r15 + 512]
+    and r8, 960
+    mov ecx, dword ptr [r14 + r8 + 1984]
+    mov esi, 14
+    mov eax, dword ptr [r15 + 512]
     test ebx, 7856
     jnz 1f
 1:
-    movzx ecx, r9b
-    inc dword ptr [r15 + r8 + 1536]
-    mov edi, dword ptr [r15 + 640]
+    movzx edx, sil
+    inc dword ptr [r15 + rbp + 1536]
+    mov r9d, dword ptr [r15 + 640]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1064
+    mov ecx, 985
     rep movsb
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1063
+    mov ecx, 983
     rep movsb
-    movsxd rdx, dword ptr [r15 + 896]
+    movsxd r8, dword ptr [r15 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 768]
-    mov r9d, edi
+    mov ebp, dword ptr [r15 + 768]
+    mov edx, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2046,57 +1969,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 139264
     setz al
-    lea rcx, [rip + .Lc1_d1702_s]
+    lea rcx, [rip + .Lc1_d1656_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1702_s_t
+    jmp .Lc1_d1656_s_t
     .p2align 3
-.Lc1_d1702_s:
+.Lc1_d1656_s:
     .p2align 3
-    jmp .Lc1_d1702_j
+    jmp .Lc1_d1656_j
     .p2align 3
-    jmp .Lc1_d1702_j
-.Lc1_d1702_j:
-    mov dword ptr [r15 + 448], 227
-    mov byte ptr [r14 + 0], cl
-    mov qword ptr [r14 + 0], rcx
+    jmp .Lc1_d1656_j
+.Lc1_d1656_j:
+    mov dword ptr [r15 + 128], 227
+    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 608
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    movsxd rdi, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx eax, r9b
-    mov r8d, dword ptr [r15 + 0]
+    movzx edx, dil
+    mov dword ptr [r15 + 448], 80
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], 201
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 0], dl
+    movzx eax, cl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov rax, r8
+    mov qword ptr [r14 + 0], rax
     mov r9, r10
-    mov rcx, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rcx
+    mov esi, 112
     and r9, 4032
-    mov qword ptr [r15 + r9 + 3008], rbp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov esi, 25
-    mov r8, qword ptr [r15 + 832]
+    mov qword ptr [r15 + r9 + 3008], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2106,59 +2025,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, rax
-    mov rdi, rax
-    movzx edx, r8b
-    mov ecx, edi
-    mov rbp, r10
-    test ebx, 1888
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3008]
-    mov esi, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 0]
-    mov edx, esi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, cl
-    test bl, 160
+    mov rcx, rax
+    mov rdx, rax
+    movzx r9d, cl
+    mov edi, edx
+    test ebx, 352
     jz 1f
 1:
-    mov r9d, 176
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 800
+    jnz 1f
+1:
+    mov r9d, r8d
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    mov eax, r9d
+    movzx ecx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx esi, al
+    mov edx, 133
+    mov ebp, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+    mov rdi, rsi
+    mov qword ptr [r15 + 0], rbp
     mov r8, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    vmovdqu ymm6, ymmword ptr [r15 + 704]
-    test ebx, 800
-    jz 1f
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    inc dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], edi
-    mov byte ptr [r15 + 448], r8b
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rdx
-    test ebx, 5872
-    jz 1f
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 3008]
+    mov dword ptr [r15 + 128], r9d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    mov rax, r9
+    mov byte ptr [r14 + 0], r9b
+    mov ebp, dword ptr [r15 + 512]
+    mov r8, r10
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1064
+    mov ecx, 985
     rep movsb
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1472]
-    movsxd rdx, dword ptr [r14 + 0]
-    popcnt r9, rax
+    test bl, 32
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 1472]
+    popcnt rbp, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -2171,61 +2093,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073809409
     setz al
-    lea rcx, [rip + .Lc1_d1808_s]
+    lea rcx, [rip + .Lc1_d1761_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1808_s_t
+    jmp .Lc1_d1761_s_t
     .p2align 3
-.Lc1_d1808_s:
+.Lc1_d1761_s:
     .p2align 3
-    jmp .Lc1_d1808_j
+    jmp .Lc1_d1761_j
     .p2align 3
-    jmp .Lc1_d1808_j
-.Lc1_d1808_j:
+    jmp .Lc1_d1761_j
+.Lc1_d1761_j:
+    movzx edi, cl
+    movzx r8d, byte ptr [r15 + 896]
+    mov r9d, 186
+    test ebx, 15968
+    jz 1f
+1:
+    xchg rdi, rdi
+    mov esi, r9d
+    test bl, 32
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 416
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov edi, 124
     mov r9, r10
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3008]
-    mov edi, 142
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 16176
-    jz 1f
-1:
-    movzx edx, sil
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 3824
+    test ebx, 5872
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 896]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
     mov rbp, r10
-    mov edx, edi
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 1472]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov esi, eax
-    mov r9d, 89
-    mov r8, r10
-    mov ecx, 254
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    xchg rsi, r9
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7104]
-    test ebx, 352
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7104]
+    test ebx, 8112
     jz 1f
 1:
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 960]
     mov edx, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 608
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov esi, edi
+    mov r9d, 194
+    test bl, 32
     jnz 1f
 1:
-    mov eax, ecx
-    mov qword ptr [r14 + 576], rcx
+    mov eax, r9d
+    mov qword ptr [r14 + 576], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2235,64 +2154,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movsxd rcx, dword ptr [r14 + 0]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 960]
-    mov edx, 54
-    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 896]
+    mov ebp, eax
+    mov edx, edi
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, edx
-    movzx esi, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
+    mov r9d, edx
+    mov qword ptr [r15 + 0], rdx
+    vaddsd xmm14, xmm14, xmm14
+    movsxd rsi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx ebp, sil
-    mov r8d, esi
-    vaddsd xmm4, xmm4, xmm4
+    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], edi
+    movzx eax, byte ptr [r15 + 0]
     test bl, 160
     jz 1f
 1:
-    mov rdx, r8
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov dword ptr [r15 + 0], 244
+    mov rdx, qword ptr [r15 + 832]
+    movsxd r9, dword ptr [r15 + 704]
     test ebx, 64464
     jnz 1f
 1:
-    mov rsi, rcx
-    mov dword ptr [r15 + 0], 245
-    mov qword ptr [r15 + 0], rsi
+    mov r8, r10
+    mov edi, 4
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3008]
+    mov ebp, r8d
+    sete r9b
     test ebx, 3568
     jz 1f
 1:
-    mov eax, 53
-    xor dword ptr [r15 + 0], esi
-    mov r8, qword ptr [r15 + 832]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movzx eax, r8b
+    mov rdx, r9
+    movsxd rdi, dword ptr [r15 + 768]
+    mov qword ptr [r14 + 0], rdx
+    test ebx, 288
+    jz 1f
 1:
-    mov ecx, r8d
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3008]
-    mov rax, rbp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    sete cl
-    mov esi, eax
-    inc dword ptr [r15 + 704]
-    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    xor dword ptr [r15 + 512], edx
+    sete al
+    mov r8d, 94
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r9, qword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 768]
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], dl
+    inc dword ptr [r14 + 128]
+    mov r9, r8
+    mov edi, eax
+    mov esi, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2302,66 +2218,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1921_j]
+    lea rcx, [rip + .Lc1_d1869_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1921_j_t
-.Lc1_d1921_j:
-    vpaddd ymm6, ymm6, ymmword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
-    xor dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], sil
+    jmp .Lc1_d1869_j_t
+.Lc1_d1869_j:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, rcx
+    movzx r9d, r8b
+    mov edi, edx
     test bl, 96
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 47
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 68
+    cmovne rdx, rdi
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    cmovne rdi, rdi
-    mov dword ptr [r15 + 0], r9d
-    test bl, 32
+    movzx ecx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
+    mov rbp, rcx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 288
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1760
+    mov byte ptr [r15 + 0], dil
+    add qword ptr [r14 + 0], rdi
+    mov r8d, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], eax
-    movsxd rdi, dword ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rcx, r9
+    mov edi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, r9d
-    add qword ptr [r14 + 0], r9
-    mov esi, dword ptr [r14 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rbp, r10
-    mov rdi, rsi
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    mov rdx, rbp
-    test ebx, 3424
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov ecx, edx
-    mov eax, r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov edi, dword ptr [r15 + 896]
-    mov esi, dword ptr [r15 + r8 + 2048]
-    mov rbp, rdi
+    mov r8, r10
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 64]
+    and r8, 448
+    mov r9, r10
+    mov esi, dword ptr [r15 + r8 + 960]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2371,60 +2281,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1981_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1981_j_t
-.Lc1_d1981_j:
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, qword ptr [r15 + 0]
-    test ebx, 6896
+    movzx edi, al
+    test ebx, 800
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rsi, rbp
-    mov ecx, eax
+    mov dword ptr [r15 + 0], ebp
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rax, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    movzx r9d, byte ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    vmaxsd xmm14, xmm14, xmm14
+    mov ebp, ecx
+    mov r8, r10
+    mov edx, ebp
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edi, cl
-    mov dword ptr [r15 + 0], r9d
-    lea r8, [r10 + r10*1]
-    test bl, 96
-    jz 1f
-1:
+    movsxd rax, dword ptr [r15 + 512]
     and r8, 8128
-    add qword ptr [r15 + r8 + 7104], r9
-    mov edx, dword ptr [r15 + r8 + 7168]
-    lea rbp, [r10 + r10*2]
-    mov edi, edx
-    test bl, 32
-    jz 1f
-1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 1088]
-    xor dword ptr [r15 + rbp + 1024], ebp
-    cmovne rdx, rsi
+    lea r9, [r10 + r10*1]
+    add qword ptr [r15 + r8 + 7104], r8
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 1024]
     test ebx, 2912
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 576]
-    vmaxsd xmm6, xmm6, xmm4
-    mov r9, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 448]
+    cmovne r8, rcx
+    movzx ebp, dl
+    mov r8, r10
     test bl, 32
     jnz 1f
 1:
-    movzx r8d, r9b
-    inc dword ptr [r14 + 768]
-    mov byte ptr [r14 + 0], r8b
-    test ebx, 31456
-    jnz 1f
-1:
-    movzx edi, r9b
-    mov rsi, qword ptr [r15 + rbp + 960]
-    movzx eax, byte ptr [r15 + 640]
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 1472]
+    xor dword ptr [r14 + r9 + 960], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2434,69 +2339,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 38801408
+    setz al
+    lea rcx, [rip + .Lc1_d1974_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1974_s_t
+    .p2align 3
+.Lc1_d1974_s:
+    .p2align 3
+    jmp .Lc1_d1974_j
+    .p2align 3
+    jmp .Lc1_d1974_j
+.Lc1_d1974_j:
     movzx edx, al
-    mov r8, rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 61168
+    mov r8, r10
+    vaddsd xmm4, xmm4, xmm4
+    movsxd r9, dword ptr [r14 + 0]
+    test ebx, 8016
+    jz 1f
+1:
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], r9d
+    mov rcx, r8
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 7888
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    vucomisd xmm4, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movsxd rdi, dword ptr [r15 + 64]
+    cmovne rcx, rax
+    test ebx, 7648
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 112
+    mov r9, rcx
+    mov dword ptr [r15 + 64], 229
+    vucomisd xmm4, xmm4
+    mov r8, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], 229
-    movzx ecx, dl
-    mov r8d, dword ptr [r15 + 832]
-    mov dword ptr [r14 + 448], ecx
-    test ebx, 1073741824
+    movzx esi, r9b
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 960]
+    test ebx, 352
     jz 1f
 1:
-    vmovdqu ymm4, ymmword ptr [r15 + 576]
-    vaddsd xmm1, xmm1, xmm4
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r9, r10
-    mov eax, 151
+    movsxd rdi, dword ptr [r15 + 0]
+    vmulsd xmm14, xmm14, xmm14
+    mov ebp, dword ptr [r15 + 832]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 960]
-    mov edx, dword ptr [r15 + 704]
-    mov rcx, r8
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    xchg r8, r8
-    mov rax, rcx
-    mov ebp, r8d
-    mov dword ptr [r14 + 64], eax
-    test bl, 32
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 896]
-    cmovne r8, r8
-    mov r9d, dword ptr [r15 + 512]
+    movzx ecx, al
+    mov r9d, 51
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 28
+    mov r13d, 26
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2506,49 +2412,49 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d2094_s]
+    lea rcx, [rip + .Lc1_d2030_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2094_s_t
+    jmp .Lc1_d2030_s_t
     .p2align 3
-.Lc1_d2094_s:
+.Lc1_d2030_s:
     .p2align 3
-    jmp .Lc1_d2094_j
+    jmp .Lc1_d2030_j
     .p2align 3
-    jmp .Lc1_d2094_j
-.Lc1_d2094_j:
-    lea rcx, [rip + .Lc1_d2103_j]
+    jmp .Lc1_d2030_j
+.Lc1_d2030_j:
+    lea rcx, [rip + .Lc1_d2039_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2103_j_t
-.Lc1_d2103_j:
+    jmp .Lc1_d2039_j_t
+.Lc1_d2039_j:
     lea rbp, [r10 + r10*2]
-    movzx edi, cl
+    movzx r8d, cl
     and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 1088]
+    mov rdx, qword ptr [r15 + rbp + 1088]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov edx, dword ptr [r14 + rbp + 960]
+    mov r9d, dword ptr [r14 + rbp + 960]
     mov esi, dword ptr [r14 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov edi, 233
+    mov eax, 233
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + rbp + 1024], dl
-    mov dword ptr [r15 + 896], edi
+    mov byte ptr [r15 + rbp + 1024], sil
+    mov dword ptr [r15 + 896], esi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r8d, edi
+    mov edx, eax
     test ebx, 1073741824
     jz 1f
 1:
     mov r9, r10
-    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     and r9, 8128
-    xor dword ptr [r15 + r9 + 7104], eax
+    xor dword ptr [r15 + r9 + 7104], ecx
     test ebx, 3820
     jnz 1f
 1:
@@ -2562,54 +2468,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 832]
-    movzx edx, byte ptr [r15 + 320]
-    bt rsi, rsi
+    movsxd rdi, dword ptr [r15 + 832]
+    movzx esi, byte ptr [r15 + 320]
+    bt rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 16340
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, dl
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, dil
     mov rax, rsi
     mov r9d, 88
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdi, r9
     mov ecx, dword ptr [r15 + 0]
+    mov rbp, r9
+    mov eax, dword ptr [r15 + 0]
     test bl, 220
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov edx, ecx
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, eax
+    movzx r8d, byte ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8, r10
+    mov r9, r10
     test bl, 8
     jz 1f
 1:
-    mov qword ptr [r14 + 384], rax
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 1472]
-    mov byte ptr [r15 + 512], r8b
+    mov qword ptr [r14 + 384], rdi
+    lea r8, [r10 + r10*1]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 1472]
+    mov byte ptr [r15 + 512], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3072], rdx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3072], rsi
     lea rbp, [r10 + r10*1]
     mov edi, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + r9 + 3008]
+    mov rax, qword ptr [r15 + r8 + 3008]
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1024]
+    mov r9, qword ptr [r15 + rbp + 1024]
     test ebx, 376
     jz 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
-    movsxd rax, dword ptr [r15 + rbp + 960]
+    movsxd rcx, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + rbp + 960]
     mov edx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
@@ -2618,38 +2524,25 @@ ditto_body_c1:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], dil
+    vmovdqu ymm14, ymmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], dl
     movsxd rsi, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdi
-    test bl, 4
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1064
-    rep movsb
-    mov byte ptr [r15 + 640], al
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 832], 237
-    inc rbx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 640], sil
+    movsxd r8, dword ptr [r14 + 512]
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 2 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 2
+    mov r13d, 4
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
@@ -2694,62 +2587,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
+    mov r8, r10
+    and r8, 960
+    mov edx, dword ptr [r15 + r8 + 1984]
+    mov esi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 512], rdx
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 8128
     jnz 1f
 1:
-    mov ecx, esi
-    mov edx, esi
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    mov eax, ecx
+    sete r8b
+    movzx esi, byte ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov edx, r9d
+    mov edx, r8d
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 448
     jz 1f
 1:
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 0]
-    sete cl
-    lea r9, [r10 + r10*1]
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1984]
-    mov edx, ebp
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 1024]
-    movzx eax, byte ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], cl
+    mov rdi, qword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx edx, cl
-    mov rsi, qword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rdx
+    movzx ebp, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r14 + 448]
     test ebx, 1216
     jz 1f
 1:
+    movsxd rdx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 640]
     mov r8d, dword ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + 64]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 832]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and rbp, 4032
-    mov esi, dword ptr [r14 + rbp + 3008]
-    movzx r8d, byte ptr [r15 + r9 + 960]
-    mov edi, dword ptr [r15 + 64]
+    movzx ebp, dil
+    mov r9d, r8d
+    mov esi, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2759,119 +2646,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    mov r8, rax
-    mov dword ptr [r15 + 0], eax
-    test ebx, 28096
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2201_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2201_j_t
+.Lc1_d2201_j:
     movzx ebp, byte ptr [r15 + 0]
-    movzx eax, r8b
-    test ebx, 64832
+    mov rsi, rcx
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, sil
+    test ebx, 576
     jz 1f
 1:
-    bswap rdi
-    movzx esi, byte ptr [r15 + 0]
+    mov r8d, 148
     mov dword ptr [r15 + 0], edi
-    test ebx, 6592
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1344
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov rcx, rsi
-    lea rbp, [r10 + r10*1]
-    mov eax, ecx
-    test ebx, 26560
-    jz 1f
+    movzx r8d, byte ptr [r14 + 0]
+    mov rcx, qword ptr [r14 + 0]
+    bswap rdi
+    test ebx, 28576
+    jnz 1f
 1:
-    and rbp, 8128
-    mov r8d, dword ptr [r14 + rbp + 7168]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 576]
+    mov r9, r10
+    mov ebp, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 576]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 960]
+    popcnt rcx, r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rax, rcx
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 896]
+    and rbp, 960
+    xor dword ptr [r15 + rbp + 1984], edi
     mov r8, r10
     test bl, 64
     jnz 1f
 1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 960]
-    popcnt rax, r8
-    mov ecx, 168
-    test ebx, 576
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov r9, r10
-    mov edi, eax
-    and r9, 4032
-    xor dword ptr [r15 + r9 + 3008], edi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov edx, dword ptr [r15 + 768]
-    mov esi, dword ptr [r15 + rbp + 7104]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], edi
+    mov eax, dword ptr [r15 + 512]
+    mov edi, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea rcx, [rip + .Lc1_d2335_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2335_j_t
-.Lc1_d2335_j:
-    inc dword ptr [r14 + 512]
-    mov rdx, rcx
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 24288
-    jnz 1f
-1:
-    vpaddd ymm1, ymm13, ymmword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 192
+    mov rdx, qword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3008], rdi
-    mov qword ptr [r15 + 576], r8
-    test ebx, 7360
+    vpaddd ymm14, ymm14, ymmword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 640]
-    mov edx, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 704]
-    test ebx, 1600
-    jz 1f
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 896], esi
-    mov ecx, dword ptr [r15 + 832]
-    mov rdi, qword ptr [r15 + 64]
+    not qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    mov qword ptr [r15 + 448], rdi
+    movzx edx, byte ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r10
     and r9, 448
+    mov qword ptr [r15 + r9 + 1472], rbp
+    mov dword ptr [r15 + 640], r9d
+    and rbp, 960
+    mov eax, dword ptr [r15 + rbp + 1984]
+    mov edx, dword ptr [r15 + 832]
     mov r8, r10
-    movsxd rdx, dword ptr [r15 + r9 + 1472]
-    test bl, 64
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    xchg rsi, rsi
+    mov edi, dword ptr [r14 + 64]
     and r8, 448
-    mov dword ptr [r15 + r8 + 960], 127
-    movzx ebp, r8b
-    test bl, 64
+    movsxd rax, dword ptr [r15 + r8 + 960]
+    mov rsi, r8
+    test bl, 192
     jnz 1f
 1:
-    mov rdx, rbp
-    mov ecx, dword ptr [r15 + r9 + 1536]
-    mov edi, dword ptr [r15 + 448]
+    xchg rbp, rdx
+    mov rdi, qword ptr [r15 + 768]
+    movzx esi, bpl
+    test ebx, 31936
+    jnz 1f
+1:
+    mov rax, rdi
+    mov r8d, dword ptr [r15 + r9 + 1536]
+    inc dword ptr [r15 + r9 + 1600]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2881,59 +2763,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2389_j]
+    lea rcx, [rip + .Lc1_d2304_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2389_j_t
-.Lc1_d2389_j:
-    mov r8, r10
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 1472]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 71
-    movzx r9d, byte ptr [r15 + 0]
+    jmp .Lc1_d2304_j_t
+.Lc1_d2304_j:
+    movzx r8d, byte ptr [r15 + 640]
+    mov dword ptr [r14 + 0], ecx
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 14272
     jz 1f
 1:
+    mov edi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    movzx eax, bpl
     test bl, 192
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    or qword ptr [r15 + 0], 109
-    mov dword ptr [r15 + 0], edi
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 68
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, 66
     test ebx, 1344
     jnz 1f
 1:
-    movzx ecx, r9b
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 768]
-    mov rax, r8
+    movzx ebp, sil
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 448], rbp
     test ebx, 320
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 0
-    mov edx, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 128]
-    test ebx, 15808
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    mov rax, rsi
     mov edi, dword ptr [r15 + 768]
-    test bl, 64
+    mov dword ptr [r15 + 64], 189
+    test ebx, 63936
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    mov qword ptr [r14 + 0], rdi
-    movzx r9d, byte ptr [r14 + 640]
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 704]
+    mov r9, qword ptr [r14 + 576]
+    test ebx, 16288
+    jz 1f
+1:
+    mov rdi, r8
+    mov rbp, r10
+    mov rsi, rdi
+    movzx eax, byte ptr [r15 + 512]
+    test ebx, 576
+    jnz 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 1472]
+    movzx ecx, bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2943,58 +2826,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    movzx esi, al
+    mov r9, rax
+    lock or dword ptr [r15 + 0], 60
+    mov rcx, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, r8b
-    mov esi, r9d
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    bt rdi, rdi
     test bl, 192
     jz 1f
 1:
-    movzx edx, dil
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 41
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, r9d
     test ebx, 448
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 0]
+    mov edx, ecx
+    movzx ebp, cl
+    movzx eax, dl
+    mov rdi, qword ptr [r15 + 0]
     test bl, 192
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], r9d
-    lea rbp, [r10 + r10*1]
-    and r9, 448
-    movsxd rdx, dword ptr [r14 + r9 + 960]
+    mov r9, qword ptr [r15 + 0]
+    mov esi, edi
+    mov r8, qword ptr [r15 + 320]
+    mov eax, 44
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7104]
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 896]
-    mov edx, ecx
+    mov dword ptr [r14 + 0], 33
+    mov byte ptr [r14 + 0], al
+    mov rbp, r10
+    mov r9d, 27
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rsi, rdx
-    mov dword ptr [r14 + rbp + 7168], 43
-    xor dword ptr [r15 + 832], esi
+    and rbp, 960
+    mov r8, qword ptr [r15 + rbp + 1984]
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 512]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 960]
+    mov ecx, dword ptr [r15 + 896]
     test bl, 192
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], sil
-    mov r8d, 6
+    mov rdi, qword ptr [r15 + 128]
+    xor dword ptr [r15 + r9 + 1024], ecx
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3007,119 +2892,118 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16777220
     setz al
-    lea rcx, [rip + .Lc1_d2496_s]
+    lea rcx, [rip + .Lc1_d2413_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2496_s_t
+    jmp .Lc1_d2413_s_t
     .p2align 3
-.Lc1_d2496_s:
+.Lc1_d2413_s:
     .p2align 3
-    jmp .Lc1_d2496_j
+    jmp .Lc1_d2413_j
     .p2align 3
-    jmp .Lc1_d2496_j
-.Lc1_d2496_j:
-    mov r8, r10
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 960]
-    mov esi, r8d
-    xchg rax, rax
+    jmp .Lc1_d2413_j
+.Lc1_d2413_j:
+    mov byte ptr [r15 + 896], cl
+    mov r9d, eax
+    mov rbp, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 832]
-    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 0], 199
+    movzx esi, bpl
+    mov byte ptr [r15 + 0], bpl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    inc dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 6592
     jnz 1f
 1:
-    mov esi, edi
-    movsxd rcx, dword ptr [r15 + 448]
+    xchg rbp, rbp
+    mov esi, ecx
+    mov rax, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx eax, cl
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 191
-    mov byte ptr [r15 + r8 + 33554496], r8b
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r14 + 64]
     test ebx, 320
     jz 1f
 1:
-    mov rsi, qword ptr [r14 + 0]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 960]
+    movzx ecx, byte ptr [r15 + 128]
     mov rbp, qword ptr [r15 + 576]
-    test ebx, 11744
+    mov r8, r10
+    test ebx, 28128
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 896]
-    mov rdi, qword ptr [r15 + 512]
+    and r8, 8128
+    inc dword ptr [r14 + r8 + 7104]
+    movsxd rax, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rdx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov eax, 189
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 60
     test ebx, 320
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx esi, al
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, rdx
+    mov qword ptr [r15 + 0], rbp
+    mov r8d, 201
     test ebx, 7744
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov edi, edx
-    mov rbp, r9
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 987
+    rep movsb
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 150
     test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, ebp
-    mov dword ptr [r15 + 0], 238
-    mov r8, r10
+    vcvtsi2sd xmm14, xmm14, eax
+    movzx r8d, dl
+    movzx ebp, byte ptr [r15 + 64]
     test ebx, 28352
     jnz 1f
 1:
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 176
-    mov byte ptr [r14 + 768], r8b
-    vcvtsi2sd xmm1, xmm1, r8d
-    movzx esi, r8b
-    test ebx, 320
-    jz 1f
+    mov ecx, ebp
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    inc dword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rsi
-    mov edi, 249
-    movzx ecx, sil
-    test bl, 192
-    jz 1f
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 960]
+    mov edx, r9d
+    movzx ecx, r8b
+    mov rdi, qword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov edx, edi
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1063
-    rep movsb
-    mov rbp, r10
-    mov r9, qword ptr [r15 + 448]
-    mov r8d, 248
+    mov byte ptr [r15 + 832], dil
+    movzx esi, dil
+    inc dword ptr [r14 + 0]
     test ebx, 48832
     jnz 1f
 1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 960]
-    movzx r9d, byte ptr [r15 + 704]
-    mov ecx, dword ptr [r14 + 0]
+    mov edx, 40
+    mov ecx, 247
+    mov ebp, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -3129,59 +3013,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2602_j]
+    lea rcx, [rip + .Lc1_d2518_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2602_j_t
-.Lc1_d2602_j:
-    mov qword ptr [r15 + 512], rcx
-    movzx r8d, cl
-    mov rdx, qword ptr [r15 + 64]
+    jmp .Lc1_d2518_j_t
+.Lc1_d2518_j:
+    movzx ebp, cl
+    mov r9d, 13
+    mov r8, r10
+    movzx edi, r9b
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx r9d, dl
-    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 448], r8
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7104]
     test ebx, 5056
     jz 1f
 1:
-    mov rsi, r9
-    mov r8d, 189
     mov ebp, dword ptr [r15 + 0]
+    bswap rdi
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov edi, 49
-    test ebx, 1344
-    jz 1f
-1:
-    mov r9, r10
-    movzx esi, dil
-    mov byte ptr [r15 + 128], r9b
-    test ebx, 5824
+    movzx eax, bpl
+    mov r9d, 107
+    test ebx, 6848
     jnz 1f
 1:
-    and r9, 448
-    mov rbp, r10
-    mov qword ptr [r15 + r9 + 1472], r9
-    mov edx, ebp
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7104]
-    test bl, 64
-    jnz 1f
-1:
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1064
+    mov ecx, 985
     rep movsb
-    bswap r9
+    test bl, 64
+    jz 1f
+1:
     mov r8, r10
+    mov eax, esi
+    mov rdx, qword ptr [r15 + 896]
+    test ebx, 704
+    jnz 1f
+1:
+    and r8, 33554368
+    mov rbp, r10
+    mov dword ptr [r14 + r8 + 33554432], r8d
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], r8
     test ebx, 26560
     jz 1f
 1:
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], ecx
-    mov rdx, qword ptr [r14 + 896]
+    mov byte ptr [r15 + 128], bpl
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3193,122 +3076,119 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov edx, eax
     movzx ecx, al
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov qword ptr [r15 + 0], r9
     inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 218
+    mov dword ptr [r15 + 0], 184
+    movsxd r8, dword ptr [r15 + 0]
     mov edx, 207
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 79
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, 36
-    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 223
+    movsxd rcx, dword ptr [r15 + 64]
+    inc dword ptr [r15 + 704]
+    lea rbp, [r10 + r10*1]
+    mov edi, 2
     test bl, 64
     jnz 1f
 1:
-    inc dword ptr [r15 + 832]
-    xor dword ptr [r15 + 128], r9d
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7104]
-    mov ecx, r9d
+    xor dword ptr [r15 + 320], ebp
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7104]
+    mov qword ptr [r14 + 0], rbp
+    mov ecx, edx
     mov r8, r10
     test ebx, 16160
     jnz 1f
 1:
-    mov esi, 119
-    sete dil
+    mov edi, 119
+    sete dl
     and r8, 448
     movzx eax, byte ptr [r15 + r8 + 960]
-    mov edx, 88
-    test ebx, 704
+    mov esi, 88
+    test bl, 192
     jz 1f
 1:
-    mov ecx, 178
-    mov esi, 201
-    mov edx, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r14 + 640]
-    test bl, 64
-    jz 1f
+    mov r9d, 178
+    mov ecx, 201
+    mov edi, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r14 + 640]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
     mov dword ptr [r15 + 576], edx
-    movsxd rax, dword ptr [r15 + r9 + 7168]
-    mov rbp, rdx
-    mov ecx, 164
+    movsxd rax, dword ptr [r15 + rbp + 7168]
+    mov rsi, rdx
+    mov r9d, 164
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1080041472
-    setz al
-    lea rcx, [rip + .Lc1_d2708_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2708_s_t
-    .p2align 3
-.Lc1_d2708_s:
-    .p2align 3
-    jmp .Lc1_d2708_j
-    .p2align 3
-    jmp .Lc1_d2708_j
-.Lc1_d2708_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 960], al
-    mov rsi, qword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d2620_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2620_j_t
+.Lc1_d2620_j:
+    mov esi, 218
+    mov r9d, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    test ebx, 576
+    jz 1f
+1:
+    mov r9d, 239
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 62400
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    test ebx, 1344
-    jz 1f
-1:
-    mov esi, 239
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 6848
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 768]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ecx
+    test ebx, 8032
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, 216
-    test ebx, 31584
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, ecx
+    movzx r9d, byte ptr [r15 + 448]
+    test ebx, 15072
     jnz 1f
 1:
-    mov r8, r10
-    mov rdx, rsi
-    mov edi, r8d
-    test ebx, 57152
+    movzx edx, byte ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 832], dl
+    test bl, 128
     jz 1f
 1:
-    and r8, 960
-    inc dword ptr [r15 + r8 + 1984]
-    popcnt r9, r8
-    test ebx, 448
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + rbp + 1024]
-    mov dword ptr [r15 + 640], 203
-    test bl, 192
+    popcnt rsi, r8
+    mov r9d, 8
+    movsxd rdi, dword ptr [r15 + 512]
+    test ebx, 576
     jnz 1f
 1:
-    mov edi, ecx
-    movsxd rax, dword ptr [r15 + 576]
+    mov ebp, edi
+    movzx edx, dil
+    vsubsd xmm14, xmm14, xmm14
+    test ebx, 14176
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
+    mov r9, r10
+    mov rcx, rsi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], 47
     add r11, 64
     add r10, r11
     inc rbx
@@ -3318,56 +3198,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    mov edx, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
+    lock xadd qword ptr [r15 + 128], rcx
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rax
-    movzx r8d, dil
-    mov esi, eax
-    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    bswap rax
+    mov dword ptr [r15 + 0], r8d
+    movzx r9d, al
     test ebx, 3520
     jz 1f
 1:
-    xor dword ptr [r15 + 0], esi
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, r9d
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 448
     jz 1f
 1:
-    bswap rax
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    movzx r8d, byte ptr [r15 + 768]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 576]
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r8, r10
-    mov rcx, qword ptr [r14 + 0]
-    mov rbp, r10
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3008]
-    mov edi, r8d
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], edi
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3008]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 960]
+    mov r8d, ebp
+    movsxd rsi, dword ptr [r15 + rbp + 1024]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rcx, dword ptr [r15 + 896]
-    mov rdx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rcx
-    mov rax, rdx
-    test ebx, 24384
+    mov dword ptr [r15 + 896], 41
+    xor dword ptr [r15 + 320], esi
+    xor dword ptr [r15 + 832], ecx
+    mov rax, rsi
+    test ebx, 48960
     jnz 1f
 1:
-    mov dword ptr [r14 + r9 + 960], 105
-    mov edi, eax
-    movzx r8d, cl
+    mov r8d, eax
+    mov qword ptr [r14 + 384], rax
+    movzx edx, r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -3377,58 +3256,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2815_j]
+    lea rcx, [rip + .Lc1_d2730_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2815_j_t
-.Lc1_d2815_j:
-    mov esi, ecx
-    mov dword ptr [r15 + 0], ecx
-    movzx ebp, byte ptr [r15 + 0]
+    jmp .Lc1_d2730_j_t
+.Lc1_d2730_j:
+    mov byte ptr [r15 + 0], cl
+    movsxd rdi, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
     test ebx, 1216
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    xor dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r9, r10
+    mov r8, qword ptr [r15 + 0]
+    mov rax, rsi
+    mov dword ptr [r15 + 0], r8d
+    mov edx, eax
     test ebx, 13792
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3008]
-    mov rbp, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 640]
     test ebx, 7360
     jnz 1f
 1:
-    mov r8d, esi
-    mov dword ptr [r15 + 512], 108
-    movzx edx, byte ptr [r14 + 64]
+    mov r8d, dword ptr [r14 + 512]
+    mov rdx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r8
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov qword ptr [r15 + 64], rdx
-    movsxd rdi, dword ptr [r14 + 0]
-    mov r9, r10
-    mov rbp, rdi
+    mov edi, edx
+    mov rcx, r8
+    mov qword ptr [r15 + 64], rdi
+    mov dword ptr [r14 + 0], 229
     test bl, 192
     jz 1f
 1:
-    vpaddd ymm6, ymm14, ymmword ptr [r15 + 832]
-    and r9, 448
-    xor dword ptr [r15 + r9 + 1472], edi
-    mov r8, qword ptr [r15 + 896]
+    movsxd rbp, dword ptr [r14 + 0]
+    mov eax, edi
+    mov r9, r10
+    vpaddd ymm14, ymm14, ymmword ptr [r15 + 896]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov ebp, r8d
-    movzx esi, byte ptr [r15 + 576]
+    and r9, 448
+    xor dword ptr [r15 + r9 + 1472], eax
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -3438,61 +3319,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, 253
-    test ebx, 320
-    jz 1f
+    mov ebp, 209
+    mov r8, r10
+    mov ecx, 250
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], ecx
+    mov dword ptr [r15 + 0], r8d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    popcnt r9, r8
+    mov byte ptr [r15 + 0], cl
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
+    movzx ecx, r9b
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, 68
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    popcnt rbp, rax
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r10
+    mov eax, ebp
     test ebx, 14272
     jnz 1f
 1:
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1984]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r14 + 832]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1063
+    mov ecx, 985
     rep movsb
-    mov r8, qword ptr [r15 + 128]
-    mov eax, ecx
     test bl, 192
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], eax
-    mov ebp, 122
-    mov r8d, 129
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 128]
     test bl, 64
     jz 1f
 1:
-    movzx ecx, r8b
-    mov rbp, r10
-    movsxd rdi, dword ptr [r14 + 0]
-    and rbp, 448
-    mov r9, r10
-    mov rdx, qword ptr [r14 + rbp + 960]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, 93
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 1472]
-    movsxd r8, dword ptr [r15 + 128]
+    movzx r8d, r9b
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3502,122 +3377,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2924_j]
+    lea rcx, [rip + .Lc1_d2836_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2924_j_t
-.Lc1_d2924_j:
-    movsxd rdx, dword ptr [r15 + 704]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test bl, 64
-    jnz 1f
-1:
+    jmp .Lc1_d2836_j_t
+.Lc1_d2836_j:
+    mov edi, 81
     mov esi, dword ptr [r15 + 0]
-    mov r9d, 245
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 114592
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
     mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movsxd rdi, dword ptr [r15 + 0]
+    mov ebp, 168
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 114592
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 15296
     jnz 1f
 1:
-    mov esi, 187
-    mov ecx, 168
-    mov edx, esi
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     movsxd r8, dword ptr [r15 + 0]
+    mov edx, 252
+    mov dword ptr [r15 + 0], r8d
     test bl, 64
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 448], edi
+    movsxd rax, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], eax
     test bl, 64
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], edi
-    mov ecx, dword ptr [r15 + 576]
-    test ebx, 320
-    jz 1f
+    mov dword ptr [r15 + 448], esi
+    movsxd rdx, dword ptr [r14 + 704]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movzx edx, byte ptr [r15 + 832]
-    movzx r8d, byte ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov r9, r10
-    mov rcx, rsi
-    movsxd rdi, dword ptr [r15 + 448]
-    and r9, 960
-    movsxd rbp, dword ptr [r15 + r9 + 1984]
+    movzx r9d, byte ptr [r15 + 896]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1472]
+    mov r8, qword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov edx, 228
-    mov ebp, r8d
-    test ebx, 65088
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1610612736
+    setz al
+    lea rcx, [rip + .Lc1_d2889_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2889_s_t
+    .p2align 3
+.Lc1_d2889_s:
+    .p2align 3
+    jmp .Lc1_d2889_j
+    .p2align 3
+    jmp .Lc1_d2889_j
+.Lc1_d2889_j:
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7104]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1024], dl
+    mov rdi, r9
+    test ebx, 12128
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    movzx esi, dil
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r8, 4032
+    movsxd rcx, dword ptr [r14 + r8 + 3008]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + r9 + 960], ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov esi, dword ptr [r14 + 768]
+    mov eax, ecx
+    test ebx, 576
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    vpaddd ymm6, ymm6, ymmword ptr [r15 + 0]
-    test ebx, 31200
-    jz 1f
-1:
-    popcnt rdx, rax
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 196
-    mov rdi, qword ptr [r15 + 128]
-    test ebx, 832
-    jz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3072], edi
-    mov rdx, qword ptr [r15 + 448]
-    movzx ecx, bpl
-    mov r8, r10
-    mov byte ptr [r15 + 128], cl
-    test ebx, 29664
-    jz 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 1472]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rax
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 1024]
-    mov edi, r9d
-    test ebx, 8032
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + rbp + 3008]
-    test bl, 64
-    jz 1f
-1:
-    xor dword ptr [r15 + r9 + 960], eax
-    mov edx, dword ptr [r15 + 512]
-    mov rdi, rax
-    mov rsi, qword ptr [r15 + 896]
+    xchg qword ptr [r15 + 448], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -3627,62 +3496,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32772
-    setz al
-    lea rcx, [rip + .Lc1_d3033_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3033_s_t
-    .p2align 3
-.Lc1_d3033_s:
-    .p2align 3
-    jmp .Lc1_d3033_j
-    .p2align 3
-    jmp .Lc1_d3033_j
-.Lc1_d3033_j:
+    mov byte ptr [r15 + 0], al
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov edi, esi
+    test ebx, 129760
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 186
+    movzx r8d, byte ptr [r15 + 0]
     bt rcx, rcx
-    mov edx, dword ptr [r15 + 832]
-    movsxd rdi, dword ptr [r14 + 0]
-    test ebx, 1344
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 28480
+    mov rdi, r8
+    mov dword ptr [r15 + 0], 237
+    mov dword ptr [r15 + 0], 29
+    test ebx, 32064
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx edx, sil
-    movzx edi, sil
-    test ebx, 5568
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 250
-    mov ecx, 30
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    movzx esi, dil
+    mov dword ptr [r15 + 0], 225
+    movsxd rax, dword ptr [r14 + 0]
+    movzx ecx, sil
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], 234
-    mov dword ptr [r15 + 0], 15
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1600
+    mov eax, dword ptr [r15 + 832]
+    mov dword ptr [r15 + 128], 91
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
+    test ebx, 16032
     jnz 1f
 1:
-    mov rbp, rdx
-    mov r8, r10
-    mov dword ptr [r15 + 0], 193
-    test bl, 192
+    mov rbp, r10
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 512]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 960]
+    mov eax, dword ptr [r15 + 704]
+    test ebx, 1216
     jnz 1f
 1:
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + 64], 91
-    mov esi, dword ptr [r15 + 704]
-    test ebx, 30400
-    jnz 1f
-1:
-    sete bpl
-    mov r9, qword ptr [r15 + 448]
+    mov rsi, rdi
+    sete dl
+    mov r8d, 71
     add r11, 64
     add r10, r11
     inc rbx
@@ -3783,89 +3645,77 @@ ditto_body_c2:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 6 chunk executions per call
     mov rbx, qword ptr [r15 + 9448]
-    lea rcx, [rbx + 7]
+    lea rcx, [rbx + 6]
     mov qword ptr [r15 + 9448], rcx
-    mov r13d, 7
+    mov r13d, 6
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    movzx ecx, byte ptr [r14 + 384]
-    mov rdi, qword ptr [r15 + 256]
+    mov dword ptr [r14 + 0], ecx
+    mov r8, qword ptr [r15 + 0]
     .byte 0x66, 0x90
-    movsxd rbp, dword ptr [r14 + 0]
-    mov eax, ebp
-    mov ebp, dword ptr [r14 + 0]
-    test ebx, 2042
+    mov eax, r8d
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1018
     jz 1f
 1:
-    mov qword ptr [r14 + 0], rax
-    mov ebp, 234
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r8, r8
+    test bl, 4
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    add rbp, qword ptr [r14 + 384]
+    mov ecx, r8d
+    mov eax, 95
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 12 chunk executions per call
-    mov rbx, qword ptr [r15 + 9456]
-    lea rcx, [rbx + 12]
-    mov qword ptr [r15 + 9456], rcx
-    mov r13d, 12
+// block 1: 64 bytes, 1 chunk(s), 22 chunk executions per call
+    mov r13d, 22
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rax, qword ptr [r15 + 9432]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 9432], rax
-    inc dword ptr [r15 + 64]
-    imul esi, ecx, 54
-    mov rdi, qword ptr [r14 + 0]
+    mov qword ptr [r15 + 0], rcx
+    imul esi, ebp, 77
     and esi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    cmp dword ptr [r15 + 9436], 0x5a82799a
-    jb 1f
-1:
-    xor edx, esi
-    xchg rsi, rdi
-    mov rbp, rdi
-    movzx r8d, byte ptr [r14 + 192]
-    mov esi, ebp
-    xor eax, esi
-    inc rbx
+    mov r8, rsi
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r14 + 0]
+    xor esi, edi
+    xchg r8, r8
+    inc dword ptr [r15 + 64]
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 9464]
-    lea rcx, [rbx + 10]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 9464], rcx
-    mov r13d, 10
+    mov r13d, 12
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    sub rcx, r8
-    lea rdi, [r15 + 1216]
-    lea rsi, [r15 + 5312]
-    mov ecx, 76
-    rep movsb
-    mov byte ptr [r15 + 0], sil
+    vmovq xmm15, rcx
+    movzx eax, byte ptr [r14 + 192]
+    movzx ebp, byte ptr [r14 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, esi
-    movzx edx, byte ptr [r14 + 320]
-    jmp 1f
-1:
-    test bl, 244
-    jz 1f
-1:
-    test edx, edx
-    jmp 1f
-1:
+    xchg qword ptr [r15 + 0], rax
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 320], rdi
+    test eax, eax
+    mov ebp, eax
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3921,73 +3771,71 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d515_j_t:
+.Lc1_d499_j_t:
     jmp rcx
-.Lc1_d2094_s_t:
+.Lc1_d2030_s_t:
     jmp rcx
-.Lc1_d2103_j_t:
+.Lc1_d2039_j_t:
     jmp rcx
-.Lc1_d1433_s_t:
+.Lc1_d1387_s_t:
     jmp rcx
-.Lc1_d1486_s_t:
+.Lc1_d1440_s_t:
     jmp rcx
-.Lc1_d1591_s_t:
+.Lc1_d1545_s_t:
     jmp rcx
-.Lc1_d1702_s_t:
+.Lc1_d1656_s_t:
     jmp rcx
-.Lc1_d1808_s_t:
+.Lc1_d1761_s_t:
     jmp rcx
-.Lc1_d1921_j_t:
+.Lc1_d1869_j_t:
     jmp rcx
-.Lc1_d1981_j_t:
+.Lc1_d1974_s_t:
     jmp rcx
-.Lc1_b0_stubs_t:
+.Lc1_d85_j_t:
+    jmp rcx
+.Lc1_d187_j_t:
+    jmp rcx
+.Lc1_d239_j_t:
+    jmp rcx
+.Lc1_d352_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d37_j_t:
+.Lc1_d564_j_t:
     jmp rcx
-.Lc1_d144_j_t:
+.Lc1_d667_j_t:
     jmp rcx
-.Lc1_d251_j_t:
+.Lc1_d766_j_t:
     jmp rcx
-.Lc1_d306_s_t:
+.Lc1_d820_j_t:
     jmp rcx
-.Lc1_d412_j_t:
+.Lc1_d920_j_t:
     jmp rcx
-.Lc1_d685_s_t:
+.Lc1_d1017_j_t:
     jmp rcx
-.Lc1_d791_j_t:
+.Lc1_d1118_j_t:
     jmp rcx
-.Lc1_d900_j_t:
+.Lc1_d1226_j_t:
     jmp rcx
-.Lc1_d950_j_t:
+.Lc1_d1329_j_t:
     jmp rcx
-.Lc1_d1057_j_t:
+.Lc1_d2201_j_t:
     jmp rcx
-.Lc1_d1159_j_t:
+.Lc1_d2304_j_t:
     jmp rcx
-.Lc1_d1265_j_t:
+.Lc1_d2413_s_t:
     jmp rcx
-.Lc1_d1372_j_t:
+.Lc1_d2518_j_t:
     jmp rcx
-.Lc1_d2335_j_t:
+.Lc1_d2620_j_t:
     jmp rcx
-.Lc1_d2389_j_t:
+.Lc1_d2730_j_t:
     jmp rcx
-.Lc1_d2496_s_t:
+.Lc1_d2836_j_t:
     jmp rcx
-.Lc1_d2602_j_t:
-    jmp rcx
-.Lc1_d2708_s_t:
-    jmp rcx
-.Lc1_d2815_j_t:
-    jmp rcx
-.Lc1_d2924_j_t:
-    jmp rcx
-.Lc1_d3033_s_t:
+.Lc1_d2889_s_t:
     jmp rcx
     .text
 
