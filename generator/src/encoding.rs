@@ -1,18 +1,19 @@
 //! Exact x86-64 encoded lengths of the instructions the synthesis writes, and the layout of a body's
 //! text: where each label lands once GNU as has assembled it.
 //!
-//! Why: equation 2 sizes instruction blocks in bytes, and a block of 2^j bytes realises its share of
-//! the instruction hit curve only if it occupies 2^j / 64 lines. The composer counts bytes with a
-//! per-template estimate (`isa::Template::len`), which leaves out REX and VEX3 prefixes, SIB bytes and
-//! the imm8/imm32 choice, and its last instruction crosses the budget: in the clones of 2026-12-01,
-//! 24 of memcached's 33 blocks (and 5 of 11 of nginx's) took one line more than planned, and the
-//! ground-truth program `stride`'s 128-byte loop assembled to 133 bytes over three lines, so a
-//! two-line cache missed 10 % of its fetches against the original's 0.03 %. `synth` measures each
-//! block with `layout` and recomposes the ones that do not fit.
+//! Why: equation 2 sizes instruction blocks in bytes, and a block of 2^j bytes realises its share
+//! of the instruction hit curve only if it occupies 2^j / 64 lines. The composer counts bytes with
+//! a per-template estimate (`isa::Template::len`), which leaves out REX and VEX3 prefixes, SIB
+//! bytes and the imm8/imm32 choice, and its last instruction crosses the budget: in the clones of
+//! e1c2338's generator, 24 of memcached's 33 blocks (and 5 of 11 of nginx's) took one line more
+//! than planned, and the ground-truth program `stride`'s 128-byte loop assembled to 133 bytes over
+//! three lines, so a two-line cache missed 10 % of its fetches against the original's 0.03 %.
+//! `synth` measures each block with `layout` and recomposes the ones that do not fit.
 //!
 //! The model covers the Intel-syntax forms `synth` and `isa::TEMPLATES` emit, nothing more; anything
 //! else is an error naming the line, never a guess. `generator/tests/encoding.rs` checks every label
-//! of the committed clones' bodies, and every template with varied operands, against GNU as.
+//! of the committed clones' bodies, every fixed instruction and every template with varied operands
+//! against GNU as.
 
 use std::collections::HashMap;
 
@@ -277,11 +278,10 @@ impl Legacy {
     }
 }
 
-/// A VEX-encoded instruction: `map` 1 = 0F, 2 = 0F38, 3 = 0F3A; the r/m operand, the ModRM.reg
-/// register, VEX.W and the immediate's bytes.
-fn vex_len(map: u8, rm: &Operand, reg: Option<RegOp>, w: bool, imm: u32) -> Result<u32> {
+/// A VEX-encoded instruction: `map` 1 = 0F, 2 = 0F38, 3 = 0F3A; the r/m operand, VEX.W and the
+/// immediate's bytes. The two-byte form carries VEX.R (and vvvv) but not X, B, W or another map.
+fn vex_len(map: u8, rm: &Operand, w: bool, imm: u32) -> Result<u32> {
     let (rm_len, x, b) = rm_bytes(rm)?;
-    let _ = reg;
     let three = map != 1 || w || x || b;
     Ok(if three { 3 } else { 2 } + 1 + rm_len + imm)
 }
@@ -384,8 +384,9 @@ fn instruction_len_inner(text: &str) -> Result<u32> {
     // r/m and reg of a two-operand form: the memory operand (or the first register) is r/m.
     let rm_reg = || -> Result<(&Operand, Option<RegOp>)> {
         match (ops.first(), ops.get(1)) {
-            (Some(a), Some(Operand::Reg(b))) if !is_mem(a) => Ok((a, Some(*b))),
-            (Some(a @ Operand::Mem { .. }), Some(Operand::Reg(b))) => Ok((a, Some(*b))),
+            (Some(a @ (Operand::Reg(_) | Operand::Mem { .. })), Some(Operand::Reg(b))) => {
+                Ok((a, Some(*b)))
+            }
             (Some(Operand::Reg(a)), Some(b @ Operand::Mem { .. })) => Ok((b, Some(*a))),
             _ => bail!("operand shape"),
         }
@@ -394,16 +395,11 @@ fn instruction_len_inner(text: &str) -> Result<u32> {
         if mnem == "vzeroupper" || mnem == "vzeroall" {
             return Ok(3);
         }
-        return vex_instruction(m, &ops, ptr);
+        return vex_instruction(m, &ops);
     }
     let len = match mnem {
-        "ret" | "nop" | "cdq" | "cqo" => {
-            if mnem == "cqo" {
-                2
-            } else {
-                1
-            }
-        }
+        "ret" | "nop" | "cdq" => 1,
+        "cqo" => 2,
         "push" | "pop" => 1 + u32::from(reg(0).is_some_and(|r| r.ext())),
         "movsb" | "stosb" | "movsd" | "stosd" | "movsq" | "stosq" if ops.is_empty() => {
             prefixes + 1 + u32::from(mnem.ends_with('q'))
@@ -596,8 +592,7 @@ fn reg_of(op: &Operand) -> Option<RegOp> {
     }
 }
 
-fn vex_instruction(m: &str, ops: &[Operand], ptr: Option<u8>) -> Result<u32> {
-    let _ = ptr;
+fn vex_instruction(m: &str, ops: &[Operand]) -> Result<u32> {
     let last = ops.last().ok_or_else(|| anyhow!("no operands"))?;
     let imm = u32::from(matches!(last, Operand::Imm(_)));
     let regs: Vec<&Operand> = ops
@@ -633,7 +628,7 @@ fn vex_instruction(m: &str, ops: &[Operand], ptr: Option<u8>) -> Result<u32> {
     } else {
         regs[regs.len() - 1]
     };
-    vex_len(map, rm, None, w, imm)
+    vex_len(map, rm, w, imm)
 }
 
 /// Where one label lands: its section and offset from the section's start.
