@@ -194,13 +194,16 @@ fn timing_call(name: &str) -> bool {
 
 /// The band a timing call's per-request count must lie in: the range of the original's three
 /// measurements (its profile and two runs today) extended on each side by that range's own width,
-/// and by at least 2% of its top. The runtime's top-ups keep the clone from falling below the profile
+/// and by at least 5% of its top. The runtime's top-ups keep the clone from falling below the profile
 /// where the original exceeds one per request (docs/runtime.md); nothing can keep a loop from waking
 /// more or less often when frames arrive apart or together, so the original's variation is the limit.
+/// Two runs understate it: nginx's original read 0.7697 and 0.7602 epoll_wait a request a minute
+/// apart in one run of this test (band 0.7395-0.8017 at a 2% floor; its clone 0.8103), and 0.3034
+/// and 0.7863 in another.
 fn timing_band(profiled: f64, today: [f64; 2]) -> (f64, f64) {
     let lo = profiled.min(today[0]).min(today[1]);
     let hi = profiled.max(today[0]).max(today[1]);
-    let spread = (hi - lo).max(0.02 * hi);
+    let spread = (hi - lo).max(0.05 * hi);
     (lo - spread, hi + spread)
 }
 
@@ -209,16 +212,19 @@ fn timing_band_is_the_originals_range_widened_by_its_own_spread() {
     // nginx's epoll_wait in a failing CI run: profile 0.8225, original 0.8489, clone 0.8721.
     let (lo, hi) = timing_band(0.8225, [0.8489, 0.8489]);
     assert!(
-        (lo - 0.7961).abs() < 1e-9 && (hi - 0.8753).abs() < 1e-9,
+        (lo - 0.780055).abs() < 1e-9 && (hi - 0.891345).abs() < 1e-9,
         "{lo} {hi}"
     );
     assert!(hi > 0.8721);
-    // An original that does not move still leaves 2% either side, and no more.
+    // An original that does not move still leaves 5% either side, and no more.
     let (lo, hi) = timing_band(1.0, [1.0, 1.0]);
     assert!(
-        (lo - 0.98).abs() < 1e-9 && (hi - 1.02).abs() < 1e-9,
+        (lo - 0.95).abs() < 1e-9 && (hi - 1.05).abs() < 1e-9,
         "{lo} {hi}"
     );
+    // The nginx run above: its clone's 0.8103 is inside once the floor is 5%.
+    let (lo, hi) = timing_band(0.7809, [0.7697, 0.7602]);
+    assert!(lo < 0.8103 && 0.8103 < hi, "{lo} {hi}");
     // A clone that wakes half as often is outside any band its original's runs make.
     let (lo, _) = timing_band(1.05, [1.12, 1.10]);
     assert!(0.5 * 1.05 < lo);
