@@ -853,10 +853,16 @@ struct RingWant {
 
 /// Aligns every ring's chunk executions per call (`aligned_runs`) before the chunks are composed,
 /// from the planned counts and the estimated instructions per chunk (`balance_rings`), and hands the
-/// balance to the single-chunk block with the most instructions, whose loop count can take it.
-/// Returns that absorber's index, or `None` (nothing changed) when there is no such block or it
-/// would lose more than half its instructions. `settle_windows` redoes the balance once the chunks'
-/// real instruction counts are known.
+/// balance to the single-chunk blocks, whose loop counts can take it, in proportion to their
+/// instructions. Returns the index of the one with the most instructions (the absorber, which
+/// `synthesize` gives the call's fixed code), or `None` (nothing changed) when there is no such
+/// block or they would lose more than half their instructions. `settle_windows` redoes the balance
+/// once the chunks' real instruction counts are known.
+///
+/// Shared, the balance moves each loop's share by a fraction of what one loop would take: nginx's
+/// swept 256-chunk ring, wanting 82 runs, runs 64, and the 850 instructions a call it leaves were
+/// 75 % more than the largest loop's own, which then weighed so much in the body's branch
+/// histograms that a few of its branches set their bins.
 fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
     let per_run = |b: &Block| (b.bytes / b.ring()) as f64 / mean_len;
     let absorber = blocks
@@ -879,25 +885,32 @@ fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
             per_run: per_run(&blocks[i]),
         })
         .collect();
-    let (chosen, owed) = balance_rings(&rings);
-    let own = blocks[absorber].planned_x as f64 * per_run(&blocks[absorber]);
-    if own + owed < 0.5 * own {
+    let own: f64 = blocks
+        .iter()
+        .filter(|b| b.ring() == 1)
+        .map(|b| b.planned_x as f64 * per_run(b))
+        .sum();
+    let (chosen, owed) = balance_rings(&rings, -0.5 * own);
+    if owed < -0.5 * own {
         return None;
     }
     for (i, x) in chosen {
         blocks[i].planned_x = x;
     }
-    let b = &mut blocks[absorber];
-    b.planned_x = (((own + owed) / per_run(b)).round() as u64).max(1);
+    let scale = 1.0 + owed / own;
+    for b in blocks.iter_mut().filter(|b| b.ring() == 1) {
+        b.planned_x = ((b.planned_x as f64 * scale).round() as u64).max(1);
+    }
     Some(absorber)
 }
 
 /// Once the chunks are composed: each ring's aligned count is chosen again from the count its real
 /// instructions per chunk ask for (the estimate from bytes / mean length can be far off: a
 /// dependency-chain program's chunks held 36 % fewer instructions than estimated, and its clone ran
-/// 36 % too many), and the absorber's loop count takes the balance. That count is provisional:
-/// `synthesize` sets it again once the prologue is rendered and the call's fixed code is known.
-fn settle_windows(blocks: &mut [Block], absorber: usize) {
+/// 36 % too many), and the single-chunk blocks' loop counts take the balance, in proportion to
+/// their instructions (`align_windows`). The absorber's count is provisional: `synthesize` sets it
+/// again once the prologue is rendered and the call's fixed code is known.
+fn settle_windows(blocks: &mut [Block]) {
     let rings: Vec<RingWant> = (0..blocks.len())
         .filter(|&i| blocks[i].chunks.len() > 1)
         .map(|i| {
@@ -910,54 +923,127 @@ fn settle_windows(blocks: &mut [Block], absorber: usize) {
             }
         })
         .collect();
-    let (chosen, owed) = balance_rings(&rings);
+    let own: f64 = blocks
+        .iter()
+        .filter(|b| b.chunks.len() <= 1)
+        .map(|b| b.dyn_target)
+        .sum();
+    // Rings go down before the loops give up more than half their instructions, as in
+    // `align_windows`; past that each runs at least once.
+    let (chosen, owed) = balance_rings(&rings, -0.5 * own);
     for (i, x) in chosen {
         blocks[i].x = x.clamp(1, (1 << 31) - 1);
     }
-    let b = &mut blocks[absorber];
-    let per_run = mean_chunk_instrs(b).max(1.0);
-    b.x = (((b.dyn_target + owed) / per_run).round() as u64).clamp(1, (1 << 31) - 1);
+    let scale = if own > 0.0 { 1.0 + owed / own } else { 1.0 };
+    for b in blocks.iter_mut().filter(|b| b.chunks.len() <= 1) {
+        let per_run = mean_chunk_instrs(b).max(1.0);
+        b.x = ((b.dyn_target * scale / per_run).round() as u64).clamp(1, (1 << 31) - 1);
+    }
 }
 
-/// Rounds each ring's wanted count to one of its two nearest aligned counts, whichever keeps the
-/// instructions removed so far (the returned balance, negative when added) nearest zero, up on a tie
-/// so a swept block keeps its reach. The rings with the
-/// largest rounding step go first and the small ones even out what they leave: in block order,
-/// nginx's 64-chunk ring (55 runs to 64) came last and left 677 instructions per call that its
-/// loop could not give up, so nothing was aligned.
-fn balance_rings(rings: &[RingWant]) -> (Vec<(usize, u64)>, f64) {
+/// Rounds each ring's wanted count to the nearer of its two aligned counts (up on a tie, so a swept
+/// block keeps its reach) and returns the instructions that removes per call (negative when it
+/// adds), which the absorber's loop takes. Only when the rings would add more than the absorber can
+/// give up (a balance below `floor`) are rings rounded down instead, the set that gives back enough
+/// with the fewest misplaced instructions (`cheapest_cover`; the balance stays below `floor` when
+/// even every ring at its lower count is not enough).
+///
+/// Each ring's share is its own nearest: the absorber is a single-chunk loop, hot in every cache,
+/// so what it takes or gives moves no cache's misses, while a ring rounded the far way doubles or
+/// halves its share of the fetches at its reuse distance. The earlier rule rounded each ring
+/// whichever way kept the balance nearest zero, so a ring's count followed the others' rounding:
+/// nginx's 64 KiB ring (256 chunks), wanting 16.4 runs, ran 16 at one set of knobs and 32 at
+/// another with the same code size (8.8 % and 17.4 % of the instructions against a target of
+/// 9.0 %), and the clone's L1i error moved from 1.9 to 15.6 %.
+fn balance_rings(rings: &[RingWant], floor: f64) -> (Vec<(usize, u64)>, f64) {
     let candidates: Vec<[u64; 2]> = rings
         .iter()
         .map(|r| aligned_runs(r.want.round().max(1.0) as u64, r.ring))
         .collect();
-    let gap = |k: usize| (candidates[k][1] - candidates[k][0]) as f64 * rings[k].per_run;
-    let mut order: Vec<usize> = (0..rings.len()).collect();
-    order.sort_by(|&a, &b| {
-        gap(b)
-            .partial_cmp(&gap(a))
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then(a.cmp(&b))
-    });
-    let mut owed = 0.0f64;
-    let mut chosen = Vec::with_capacity(rings.len());
-    for k in order {
-        let RingWant {
-            block,
-            want,
-            per_run,
-            ..
-        } = rings[k];
-        let owed_with = |x: u64| owed + (want - x as f64) * per_run;
-        let [lo, hi] = candidates[k];
-        let x = if owed_with(lo).abs() < owed_with(hi).abs() {
-            lo
-        } else {
-            hi
-        };
-        owed = owed_with(x);
-        chosen.push((block, x));
+    let error = |k: usize, x: u64| (rings[k].want - x as f64) * rings[k].per_run;
+    let mut chosen: Vec<u64> = (0..rings.len())
+        .map(|k| {
+            let [lo, hi] = candidates[k];
+            if error(k, lo).abs() < error(k, hi).abs() {
+                lo
+            } else {
+                hi
+            }
+        })
+        .collect();
+    let owed = |chosen: &[u64]| (0..rings.len()).map(|k| error(k, chosen[k])).sum::<f64>();
+    let need = floor - owed(&chosen);
+    if need > 0.0 {
+        // Rings at their upper count that can go down, each with the misplaced instructions its
+        // lower count adds and the instructions it gives back.
+        let flips: Vec<(usize, f64, f64)> = (0..rings.len())
+            .filter(|&k| chosen[k] == candidates[k][1] && candidates[k][0] < candidates[k][1])
+            .map(|k| {
+                let [lo, hi] = candidates[k];
+                (
+                    k,
+                    error(k, lo).abs() - error(k, hi).abs(),
+                    error(k, lo) - error(k, hi),
+                )
+            })
+            .collect();
+        for k in cheapest_cover(&flips, need) {
+            chosen[k] = candidates[k][0];
+        }
     }
-    (chosen, owed)
+    let balance = owed(&chosen);
+    (
+        rings
+            .iter()
+            .zip(chosen)
+            .map(|(r, x)| (r.block, x))
+            .collect(),
+        balance,
+    )
+}
+
+/// Of `flips` (ring, cost, gain), the set whose gains add up to `need` at the least cost: every set
+/// when there are at most 16 (a body has a handful of rings), else the cheapest per gain first.
+/// All of them when even all are not enough.
+fn cheapest_cover(flips: &[(usize, f64, f64)], need: f64) -> Vec<usize> {
+    const EXACT: usize = 16;
+    let total: f64 = flips.iter().map(|f| f.2).sum();
+    if total < need {
+        return flips.iter().map(|f| f.0).collect();
+    }
+    if flips.len() <= EXACT {
+        let mut best: Option<(f64, u32)> = None;
+        for set in 1u32..(1 << flips.len()) {
+            let (cost, gain) = flips
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| set & (1 << i) != 0)
+                .fold((0.0, 0.0), |(c, g), (_, f)| (c + f.1, g + f.2));
+            // Fewer rings moved on a tie in cost (the smaller set index is the earlier rings).
+            if gain >= need && best.is_none_or(|(c, _)| cost < c - 1e-9) {
+                best = Some((cost, set));
+            }
+        }
+        let set = best.map_or(0, |(_, set)| set);
+        return flips
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| set & (1 << i) != 0)
+            .map(|(_, f)| f.0)
+            .collect();
+    }
+    let mut order: Vec<&(usize, f64, f64)> = flips.iter().collect();
+    order.sort_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2)).then(a.0.cmp(&b.0)));
+    let mut gained = 0.0;
+    order
+        .into_iter()
+        .take_while(|f| {
+            let more = gained < need;
+            gained += f.2;
+            more
+        })
+        .map(|f| f.0)
+        .collect()
 }
 
 /// Rep-string repetitions per call the plan owes, of the kind `opnd` (`None`: all kinds): the
@@ -3303,7 +3389,7 @@ fn synthesize_trimmed(
         }
     }
     if let Some(k) = absorber {
-        settle_windows(&mut blocks, k);
+        settle_windows(&mut blocks);
         blocks[k].absorbs = true;
     }
     rng.shuffle(&mut blocks);
@@ -3990,26 +4076,41 @@ mod tests {
     }
 
     #[test]
-    fn aligning_windows_rounds_each_way_to_keep_the_instructions_and_gives_the_rest_to_a_loop() {
-        // Rings of 8 chunks (x 7 → 8) and 4 chunks (x 3 → 2, so the two nearly cancel), one
-        // single-chunk loop that takes the balance. One chunk = 64 bytes here.
+    fn aligning_windows_rounds_each_ring_to_its_nearest_and_gives_the_balance_to_a_loop() {
+        // Rings of 8 chunks (x 7 → 8) and 4 chunks (x 3, a tie, → 4), one single-chunk loop of 16
+        // instructions a run that takes the 32 added. One chunk = 64 bytes here.
         let mut blocks = vec![block(64, 100), block(512, 7), block(256, 3)];
         let k = align_windows(&mut blocks, 4.0);
         assert_eq!(k, Some(0));
         assert_eq!(blocks[1].planned_x, 8);
-        assert_eq!(blocks[2].planned_x, 2);
-        assert_eq!(blocks[0].planned_x, 100);
-        // A loop too small to give up the chunk that rounding 7 up to 8 adds: nothing changes.
+        assert_eq!(blocks[2].planned_x, 4);
+        assert_eq!(blocks[0].planned_x, 98);
+        // Two loops share it by their instructions (1,600 and 800, 32 added).
+        let mut blocks = vec![block(64, 100), block(64, 50), block(512, 7), block(256, 3)];
+        assert_eq!(align_windows(&mut blocks, 4.0), Some(0));
+        assert_eq!((blocks[0].planned_x, blocks[1].planned_x), (99, 49));
+        // A loop too small to give up the chunk that rounding 7 up to 8 adds: the ring goes down
+        // to 4 and the loop runs the 3 runs' instructions it gave back.
         let mut blocks = vec![block(64, 1), block(512, 7)];
-        assert_eq!(align_windows(&mut blocks, 4.0), None);
-        assert_eq!(blocks[1].planned_x, 7);
+        assert_eq!(align_windows(&mut blocks, 4.0), Some(0));
+        assert_eq!(blocks[1].planned_x, 4);
+        assert_eq!(blocks[0].planned_x, 4);
+        // A ring that wants less than its smallest count adds more than the loop can give up:
+        // nothing changes.
+        let mut blocks = vec![block(64, 1), block(1024, 1)];
+        blocks[1].bytes = 64 * 1024;
+        blocks[1].ring_chunks = 1024;
+        let planned: Vec<u64> = blocks.iter().map(|b| b.planned_x).collect();
+        assert_eq!(align_windows(&mut blocks, 64.0), Some(0));
+        assert_eq!(
+            blocks.iter().map(|b| b.planned_x).collect::<Vec<_>>(),
+            planned
+        );
     }
 
-    #[test]
-    fn the_largest_rounding_steps_go_first_and_small_rings_even_them_out() {
-        // nginx's rings (runs wanted, chunks), 68 instructions per run: in block order the 64-chunk
-        // ring (55 → 64) came last and left 9 runs owed; largest steps first, the rest make up for it.
-        let rings: Vec<RingWant> = [
+    fn nginx_rings() -> Vec<RingWant> {
+        // nginx's rings (runs wanted, chunks), 68 instructions per run.
+        [
             (11.0, 2),
             (13.0, 4),
             (11.0, 8),
@@ -4017,7 +4118,7 @@ mod tests {
             (2.0, 2),
             (7.0, 8),
             (55.0, 64),
-            (8.0, 256),
+            (16.4, 256),
         ]
         .iter()
         .enumerate()
@@ -4027,17 +4128,55 @@ mod tests {
             ring,
             per_run: 68.0,
         })
-        .collect();
-        let (chosen, owed) = balance_rings(&rings);
-        assert!(owed.abs() <= 68.0, "owed {owed}: {chosen:?}");
-        let x = |i: usize| chosen.iter().find(|c| c.0 == i).map(|c| c.1);
-        assert_eq!(x(6), Some(64));
-        for (i, &RingWant { ring, .. }) in rings.iter().enumerate() {
-            let v = x(i).expect("every ring chosen");
+        .collect()
+    }
+
+    #[test]
+    fn each_ring_keeps_its_nearest_aligned_count_whatever_the_others_owe() {
+        let rings = nginx_rings();
+        let (chosen, owed) = balance_rings(&rings, f64::NEG_INFINITY);
+        let x: Vec<u64> = chosen.iter().map(|c| c.1).collect();
+        // 11 of 2 ties and goes up; the 256-chunk ring wanting 16.4 runs 16, not 32, though the
+        // others have added 6 runs (the old rule rounded it to whichever evened the balance).
+        assert_eq!(x, [12, 12, 8, 4, 2, 8, 64, 16]);
+        assert!((owed - (-6.0 + 0.4) * 68.0).abs() < 1e-9, "{owed}");
+        for (&v, r) in x.iter().zip(&rings) {
             assert!(
-                v % ring == 0 || (v.is_power_of_two() && ring % v == 0),
-                "{i}: {v}"
+                v % r.ring == 0 || (v.is_power_of_two() && r.ring % v == 0),
+                "{v} of {}",
+                r.ring
             );
+        }
+        // Any other ring's want leaves this one's count alone.
+        let mut moved = rings.clone();
+        moved[6].want = 40.0;
+        let (chosen, _) = balance_rings(&moved, f64::NEG_INFINITY);
+        assert_eq!(chosen[7].1, 16);
+        assert_eq!(chosen[6].1, 32);
+    }
+
+    #[test]
+    fn a_ring_goes_down_only_when_the_loop_cannot_take_the_balance_and_the_cheapest_goes_first() {
+        let rings = nginx_rings();
+        // Owed -380.8 against a floor of -100: the tie (12 → 10 of 2 chunks) gives back 136 at no
+        // cost and 8 → 4 of 8 chunks 272 for 136 misplaced, together enough; 64 → 32 alone would
+        // misplace 952.
+        let (chosen, owed) = balance_rings(&rings, -100.0);
+        let x: Vec<u64> = chosen.iter().map(|c| c.1).collect();
+        assert_eq!(x, [10, 12, 8, 4, 2, 4, 64, 16]);
+        assert!(owed >= -100.0, "{owed}");
+        // Past 16 rings the cheapest per instruction given back go first, until there is enough.
+        let flips: Vec<(usize, f64, f64)> = (0..20)
+            .map(|k| (k, if k < 10 { 2.0 } else { 1.0 }, 1.0))
+            .collect();
+        assert_eq!(cheapest_cover(&flips, 3.5), [10, 11, 12, 13]);
+        assert_eq!(cheapest_cover(&flips[..4], 2.0), [0, 1]);
+        // A floor nothing reaches: every ring at its lower count, the balance still under it.
+        let (chosen, owed) = balance_rings(&rings, 1e9);
+        assert!(owed < 1e9);
+        for (c, r) in chosen.iter().zip(&rings) {
+            let [lo, _] = aligned_runs(r.want.round() as u64, r.ring);
+            assert_eq!(c.1, lo);
         }
     }
 
@@ -4063,8 +4202,18 @@ mod tests {
         // instructions are 38 runs, aligned to 40 (a tie between 36 and 40 goes up), and the loop
         // of 5-instruction runs gives up the 20 added.
         let mut blocks = vec![composed(20, 100.0, &[5]), composed(3776, 380.0, &[10; 4])];
-        settle_windows(&mut blocks, 0);
+        settle_windows(&mut blocks);
         assert_eq!(blocks[1].x, 40);
         assert_eq!(blocks[0].x, 16);
+        // Two loops share the balance by their instructions: 100 and 300 wanted, the ring adds 20.
+        let mut blocks = vec![
+            composed(20, 100.0, &[5]),
+            composed(20, 300.0, &[10]),
+            composed(3776, 380.0, &[10; 4]),
+        ];
+        settle_windows(&mut blocks);
+        assert_eq!(blocks[2].x, 40);
+        assert_eq!(blocks[0].x, 19);
+        assert_eq!(blocks[1].x, 29);
     }
 }

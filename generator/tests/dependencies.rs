@@ -116,10 +116,14 @@ fn register_choice_follows_the_profiles_write_distances() {
     // 0.161 and 0.102 (0.154-0.178 and 0.088-0.120, against 0.153-0.178 and 0.073-0.105). With the
     // blocks recomposed until they fit their lines as assembled (docs/generator.md), the chunks'
     // compositions moved again: memcached's WAR reads 0.173 and its WAW 0.098 (seeds 1-6:
-    // 0.146-0.184 and 0.078-0.110), nginx's 0.162 and 0.112 (0.155-0.177 and 0.111-0.143).
+    // 0.146-0.184 and 0.078-0.110), nginx's 0.162 and 0.112 (0.155-0.177 and 0.111-0.143). Since
+    // each ring takes its nearest aligned count and the single-chunk loops share the balance
+    // (`synth::balance_rings`), the loops run more than they were composed for, and their
+    // registers' distances weigh more: memcached's WAR reads 0.158 and its WAW 0.088 (seeds 1-6:
+    // 0.135-0.180 and 0.063-0.107), nginx's 0.170 and 0.129 (0.170-0.215 and 0.121-0.165).
     for (name, cluster, war_max, waw_max) in [
         ("memcached", "c1", 0.175, 0.11),
-        ("nginx", "c1", 0.17, 0.12),
+        ("nginx", "c1", 0.18, 0.135),
     ] {
         let body = common::committed_body(name, cluster);
         let asm = common::synth_seeded(&body, &ditto_generator::Knobs::default(), 1);

@@ -142,8 +142,8 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 3373 chunk executions per call
-    mov r13d, 3373
+// block 1: 64 bytes, 1 chunk(s), 3374 chunk executions per call
+    mov r13d, 3374
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
@@ -162,11 +162,11 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 2417 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 2416 chunk executions per call
     mov rbx, qword ptr [r15 + 2128184]
-    lea rcx, [rbx + 2417]
+    lea rcx, [rbx + 2416]
     mov qword ptr [r15 + 2128184], rcx
-    mov r13d, 2417
+    mov r13d, 2416
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:

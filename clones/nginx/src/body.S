@@ -38,61 +38,31 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d35_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d35_s_t
-.Lc1_d35_j:
+    lea rcx, [rip + .Lc1_d29_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d29_s_t
+.Lc1_d29_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d35_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d29_s:
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
+    movsxd rcx, dword ptr [r15 + 64]
+    add qword ptr [r15 + 128], rsi
+    movsxd rsi, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 384]
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 65536 bytes, 256 chunk(s), 16 chunk executions per call
+// block 1: 65536 bytes, 256 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 16
+    mov r13d, 8
     mov eax, ebx
     and eax, 255
     lea rcx, [rip + .Lc1_b1_stubs]
@@ -615,49 +585,49 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b1_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
     jmp 1f
 1:
-    and rbp, 448
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 960]
-    and eax, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 128], bpl
-    vmovq xmm2, rdi
-    mov byte ptr [r15 + 64], dil
-    mov dword ptr [r15 + 128], 4
-    mov byte ptr [r15 + 64], dil
-    mov rdi, qword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
+    lea r8, [r11 + r11*2]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 15680]
+    mov r9d, ebp
+    movzx esi, byte ptr [r15 + rbp + 1536]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 896]
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 64], dl
-    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ecx, 196
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 896]
+    mov dword ptr [r15 + r8 + 15808], 35
+    movzx ecx, byte ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edi
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 832]
+    imul rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 1600], ecx
+    movzx ecx, byte ptr [r15 + r8 + 15744]
+    mov byte ptr [r15 + rbp + 1472], cl
     add r11, 64
     inc rbx
     dec r13
@@ -666,453 +636,286 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rbp, dword ptr [r15 + 256]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d96_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d96_s_t
+.Lc1_d96_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d96_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, 122
+    lea rbp, [r11 + r11*2]
+    mov rcx, qword ptr [r15 + 512]
+    lea r8, [r11*4]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1472]
+    movzx esi, r8b
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 21
+    mov qword ptr [r15 + r8 + 15872], rsi
+    mov esi, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 68
-    movzx ecx, cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 22
-    mov r9, r11
-    mov ecx, 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 128], rdx
     movsxd r9, dword ptr [r15 + 64]
-    mov r8d, eax
-    movzx eax, al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov edx, r9d
+    mov r9d, edx
+    mov r9, r11
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 2
-    mov r9d, dword ptr [r15 + 128]
-    mov ecx, 170
-    jmp 1f
+    and r9, 448
+    and esi, dword ptr [r15 + r9 + 832]
+    test ebx, 9728
+    jz 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, ecx
+    movsxd rsi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + rbp + 1344], rsi
+    mov rsi, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 42
+    add rdx, qword ptr [r15 + r8 + 15744]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 1408]
+    mov ebp, 44
+    movsxd r9, dword ptr [r15 + 64]
+    and esi, dword ptr [r15 + r8 + 15808]
+    mov r8d, ebp
     mov ebp, r8d
-    mov qword ptr [r15 + 64], r8
-    and ecx, dword ptr [r15 + 64]
-    mov ebp, r9d
-    mov qword ptr [r15 + 64], r9
-    movzx r9d, byte ptr [r15 + 128]
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + r8 + 7552], 109
-    mov r8, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov dword ptr [r15 + 64], 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d151_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d151_s_t
+.Lc1_d151_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d151_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*2]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + 64], 100
+    mov dword ptr [r15 + 64], 85
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 576], al
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    movzx ebp, cl
-    test ebx, 9728
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], al
+    movzx ecx, byte ptr [r15 + 448]
     mov r9, r11
-    mov dword ptr [r15 + 448], 110
-    mov dword ptr [r15 + 64], 163
-    mov dword ptr [r15 + 128], eax
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], bpl
     mov rbp, r11
-    mov r9d, eax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    mov r9, rcx
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ebp
+    movzx ebp, r9b
+    movsxd rsi, dword ptr [r15 + 512]
+    mov ebp, esi
+    mov esi, ebp
+    mov dword ptr [r15 + 512], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], r9b
+    mov r9d, 39
+    mov rbp, r9
+    mov dword ptr [r15 + 128], ebp
     jmp 1f
 1:
-    movzx ecx, cl
-    movsxd r9, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 192], r9b
     jmp 1f
 1:
-    mov ecx, 101
-    mov dword ptr [r15 + 128], 229
+    movzx r9d, r9b
+    movzx edi, byte ptr [r15 + r8 + 1472]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rcx
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov edx, edi
+    mov edi, 165
+    jmp 1f
+1:
+    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 512], 119
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rdx
     lea r9, [r11 + r11*1]
-    mov eax, eax
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], rcx
-    mov r8d, ecx
-    movzx edi, cl
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, eax
-    mov rax, r9
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov byte ptr [r15 + 64], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 512]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 129
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + 192], 44
+    mov ecx, ebp
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, r9b
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], cl
+    mov qword ptr [r15 + r9 + 7552], rdx
+    mov rdx, rdx
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
-    mov ecx, 2
-    mov rsi, qword ptr [r15 + 448]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    mov qword ptr [r15 + 256], rdx
+    mov rbp, qword ptr [r15 + 256]
+    and eax, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov r9, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d253_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d253_s_t
+.Lc1_d253_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d253_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, 40
+    mov r8, qword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 640], cl
+    mov rax, rax
+    mov esi, eax
+    mov eax, 135
+    movzx esi, al
     jmp 1f
 1:
-    mov ecx, 215
-    mov esi, esi
-    jmp 1f
-1:
-    test ebx, 12800
+    mov esi, r8d
+    mov r8d, 18
+    mov rbp, qword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, bpl
-    mov ebp, 98
-    movzx r9d, sil
-    vmovdqu xmmword ptr [r15 + 704], xmm1
-    lea r9, [r11 + r11*1]
-    mov rbp, rcx
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov esi, esi
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 125
-    mov r8, qword ptr [r15 + 512]
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 448
+    mov r9, r11
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 640], eax
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9d, r8d
+    mov rbp, r11
+    mov r9, rbp
+    mov r8, r9
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, r11
-    mov rdi, r9
-    mov byte ptr [r15 + r9 + 896], r9b
-    mov dword ptr [r15 + 128], ebp
-    and r8, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 1344], 86
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 192]
+    mov rsi, rax
+    mov eax, esi
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov dword ptr [r15 + 128], 174
+    movzx eax, bpl
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov eax, 174
-    mov dword ptr [r15 + 640], ebp
-    add rdx, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, r11
-    mov r8d, 159
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 256], rax
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 64]
-    mov r9, r11
-    mov dword ptr [r15 + 64], edx
-    jmp 1f
-1:
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    mov r9, r8
-    movzx r8d, r8b
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    movsxd r9, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 576]
-    mov ebp, edx
-    vpmovmskb edx, xmm14
-    mov byte ptr [r15 + 192], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov eax, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rdi, rdx
-    and rbp, 8128
-    mov r9, r11
-    mov byte ptr [r15 + rbp + 7488], dl
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov r9d, 167
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edi
-    vmovdqu ymmword ptr [r15 + 768], ymm7
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    mov dword ptr [r15 + 448], edx
-    movzx edx, bpl
-    mov qword ptr [r15 + 256], rsi
-    mov esi, 236
-    mov byte ptr [r15 + 448], r9b
-    mov r9, r11
-    mov byte ptr [r15 + rbp + 7552], dl
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    mov byte ptr [r15 + 128], sil
-    mov byte ptr [r15 + 512], sil
-    movzx edx, byte ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c7:
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 198
-    mov rsi, rdx
-    mov qword ptr [r15 + 512], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rdx
-    vpaddd xmm14, xmm14, xmm9
-    mov dword ptr [r15 + 576], 24
-    mov r8, r11
-    mov rbp, r11
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov r8, rsi
-    and rbp, 8128
-    mov r8, r11
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    and ebp, dword ptr [r15 + 640]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c8:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 226
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 221
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3456]
-    mov qword ptr [r15 + r8 + 3392], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
-    vpmovmskb r9d, xmm14
-    mov eax, dword ptr [r15 + 448]
-    mov r9d, ecx
-    movsxd r8, dword ptr [r15 + 128]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 704], ecx
-    mov rbp, r11
-    mov ecx, 167
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], rdi
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov rbp, qword ptr [r15 + 128]
-    mov r8d, 187
-    mov edi, 188
-    mov r8, qword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c9:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d506_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d310_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d506_s_t
-.Lc1_d506_j:
+    call .Lc1_d310_s_t
+.Lc1_d310_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d506_s:
+.Lc1_d310_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -1129,47 +932,312 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, rdi
-    mov edi, 10
-    mov ecx, dword ptr [r15 + 576]
-    nop
-    mov eax, eax
-    mov edi, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
-    mov rax, rcx
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], eax
-    mov rax, rcx
+    mov dword ptr [r15 + 128], eax
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    vpmovmskb r8d, xmm12
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1408]
+    mov edx, dword ptr [r15 + 64]
+    mov rcx, rdx
+    mov edx, 193
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx edx, r8b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    movzx r8d, dl
+    mov r9, r11
+    mov byte ptr [r15 + 256], r9b
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 576], r8b
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 1344], edi
+    movsxd rdi, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 192]
+    mov ebp, 43
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d376_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d376_s_t
+.Lc1_d376_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d376_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, 141
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], eax
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 640]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov rcx, r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    mov esi, 100
+    mov eax, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    mov r8, r11
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, 178
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
+    mov byte ptr [r15 + 128], cl
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    and esi, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c7:
+    mov rcx, r9
+    mov r9d, dword ptr [r15 + 192]
+    mov ecx, r9d
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    mov rcx, r9
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    or qword ptr [r15 + 0], 117
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 25
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov rdx, rbp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 189
+    vpaddd xmm10, xmm10, xmm5
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rdi
     mov r8, r11
+    mov rdi, qword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, r11
+    mov qword ptr [r15 + 768], r8
+    mov eax, dword ptr [r15 + 448]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c8:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d477_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d477_s_t
+.Lc1_d477_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d477_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
     and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8, rbp
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + 320], eax
-    mov dword ptr [r15 + 128], 251
-    mov eax, ebp
-    mov byte ptr [r15 + 448], al
-    movsxd rax, dword ptr [r15 + 64]
-    movzx esi, al
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    lock xadd qword ptr [r15 + 384], rcx
+    mov rsi, rcx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], edx
+    mov edx, 112
+    movzx esi, byte ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, 26
+    jmp 1f
+1:
+    mov r9d, ecx
+    add r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 118
+    mov ecx, 101
     mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 128]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 256]
+    mov ecx, 187
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov ebp, 113
+    movsxd rbp, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c9:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d539_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d539_s_t
+.Lc1_d539_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d539_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    nop
+    movzx edi, byte ptr [r15 + 320]
+    mov r9d, edi
+    mov dword ptr [r15 + 0], 9
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    lea r8, [r11 + r11*1]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 148
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov r9, r11
+    mov byte ptr [r15 + r8 + 832], r9b
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9d, ecx
+    mov dword ptr [r15 + 128], r9d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9, rax
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], r9d
+    mov r9d, eax
+    mov rax, r9
+    mov byte ptr [r15 + 192], al
+    vmovq qword ptr [r15 + 512], xmm10
+    mov dword ptr [r15 + r8 + 896], ecx
+    mov ecx, dword ptr [r15 + 704]
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx esi, cl
+    mov rcx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1180,53 +1248,53 @@ ditto_body_c1:
     movzx eax, sil
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 162
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 208
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rsi
+    mov rsi, qword ptr [r15 + 448]
+    lea rbp, [r11 + r11*1]
+    mov eax, 45
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov edx, esi
-    mov rsi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rsi
-    mov rsi, qword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], edx
-    mov r9, r11
-    mov r8, r11
-    mov edx, r8d
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    mov rcx, qword ptr [r15 + 448]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8d, eax
+    mov rsi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 3456], eax
+    mov eax, ebp
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rax
+    mov rax, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    or qword ptr [r15 + 256], 7
-    mov r8d, 146
-    mov r9, qword ptr [r15 + 384]
-    add rdx, qword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 704]
+    vmovq xmm0, rsi
+    mov esi, 157
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 512]
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -1237,13 +1305,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d614_s]
+    lea rcx, [rip + .Lc1_d641_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d614_s_t
-.Lc1_d614_j:
+    call .Lc1_d641_s_t
+.Lc1_d641_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d614_s:
+.Lc1_d641_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -1277,43 +1345,44 @@ ditto_body_c1:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 128], r8
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8d, 11
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 128]
-    mov r8d, 245
-    mov r9, r11
-    mov r8d, r9d
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, rax
-    mov r8, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 214
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov r9d, r9d
-    movzx edi, byte ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 64]
+    mov eax, 2
     mov rbp, r11
-    mov ecx, ebp
-    mov esi, 126
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    and ecx, dword ptr [r15 + 192]
+    mov ebp, ecx
+    mov rcx, rbp
+    mov ebp, ecx
+    mov ecx, 234
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov rdx, rcx
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 214
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 704]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 256], 100
+    mov r9d, r8d
+    mov r8d, 54
+    movsxd rdi, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -1324,13 +1393,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d678_s]
+    lea rcx, [rip + .Lc1_d706_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d678_s_t
-.Lc1_d678_j:
+    call .Lc1_d706_s_t
+.Lc1_d706_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d678_s:
+.Lc1_d706_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -1363,155 +1432,168 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 2
+    mov byte ptr [r15 + 256], dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 240
+    lock add qword ptr [r15 + 0], rdi
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rdi, rcx
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rbp
+    vmovq qword ptr [r15 + 0], xmm0
+    movzx edi, byte ptr [r15 + 384]
     and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
-    mov rbp, r11
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movsxd rbp, dword ptr [r15 + 768]
     mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 73
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 384], bpl
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and r8, 448
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 448], sil
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 128], sil
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov byte ptr [r15 + 512], bpl
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx r8d, bpl
-    mov ebp, dword ptr [r15 + 320]
-    mov eax, 34
-    movzx edi, al
-    mov qword ptr [r15 + 64], rdi
-    movsxd rdi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 185
+    mov esi, r9d
+    mov r8d, dword ptr [r15 + 576]
+    movzx esi, r8b
+    mov byte ptr [r15 + 512], sil
+    mov esi, 255
+    movzx r8d, sil
+    mov qword ptr [r15 + 192], r8
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 37
-    mov byte ptr [r15 + 704], dil
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 33
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d771_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d771_s_t
+.Lc1_d771_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d771_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], eax
+    mov dword ptr [r15 + 512], 33
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 197
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov esi, ebp
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx edx, sil
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rbp
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, al
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 512]
     mov r9, r11
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 54
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm14
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 192], edx
-    mov byte ptr [r15 + r8 + 3392], bpl
+    mov byte ptr [r15 + 448], r9b
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d783_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d783_s_t
-.Lc1_d783_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d783_s:
-    ret
-    .popsection
-    mov r8, r11
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r9, r9
+    mov dword ptr [r15 + 704], 140
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 81
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 512]
-    mov ecx, r8d
-    movzx r8d, byte ptr [r15 + 384]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov r9d, r9d
-    movsxd rsi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 91
-    mov r9, r8
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 128]
-    and r8, 1984
+    mov dword ptr [r15 + 0], 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], r9
+    mov r9d, r8d
+    mov rdx, qword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + 448]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1408]
+    vpmovmskb esi, xmm0
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    movzx eax, sil
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + r8 + 1408]
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], r8d
-    vpmovmskb r8d, xmm14
-    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], r9
+    mov r9, qword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9d, ecx
+    mov ecx, r9d
+    mov r9d, 11
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 21
-    movzx r8d, dl
-    movsxd rdx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdx
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    mov ebp, 49
-    movzx edx, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -1520,91 +1602,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d835_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d872_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d835_s_t
-.Lc1_d835_j:
+    call .Lc1_d872_s_t
+.Lc1_d872_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d835_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d872_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, 204
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    mov r8, r11
-    mov dword ptr [r15 + 192], r8d
+    mov rbp, r11
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 69
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    movzx ebp, byte ptr [r15 + 256]
+    vpshufd xmm10, xmm0, 60
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
+    mov esi, 85
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov r9, rdx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 512], 85
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    vpshufd xmm9, xmm14, 248
-    mov dword ptr [r15 + 640], 164
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 242
+    movzx eax, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + rbp + 896]
+    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -1617,13 +1671,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d901_s]
+    lea rcx, [rip + .Lc1_d924_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d901_s_t
-.Lc1_d901_j:
+    call .Lc1_d924_s_t
+.Lc1_d924_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d901_s:
+.Lc1_d924_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -1657,45 +1711,44 @@ ditto_body_c1:
     ret
     .popsection
     mov ecx, 199
-    vpmovmskb eax, xmm14
-    mov byte ptr [r15 + 128], al
-    lea r9, [r11 + r11*1]
+    movzx edi, cl
+    mov ecx, 7
+    mov r8, r11
+    mov r9, r11
     mov qword ptr [r15 + 128], r9
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movzx r9d, dil
     jmp 1f
 1:
-    mov ecx, 27
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov eax, 88
-    movzx edi, al
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 121
-    test ebx, 12800
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movzx ebp, dil
-    movzx edi, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rdi
-    movzx edi, bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + r9 + 1408], dil
-    mov edi, dword ptr [r15 + 768]
+    movzx edi, r9b
+    mov byte ptr [r15 + 128], dil
+    movzx edi, byte ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 704], r9b
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 384], r9d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov ecx, 120
+    mov dword ptr [r15 + 512], 44
+    movzx ecx, byte ptr [r15 + r9 + 3456]
+    mov r8d, dword ptr [r15 + 192]
+    movzx esi, r8b
     jmp 1f
 1:
     add r11, 64
@@ -1703,110 +1756,115 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 24
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, edi
-    mov rdi, rbp
-    mov ebp, 91
-    and edi, dword ptr [r15 + 192]
-    mov ebp, edi
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], r8d
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9d, 150
+    mov rsi, r9
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, rbp
+    mov r9, r11
+    mov esi, r9d
+    mov byte ptr [r15 + 128], sil
+    mov rsi, qword ptr [r15 + 448]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, r9d
+    mov qword ptr [r15 + 64], r8
+    mov qword ptr [r15 + 448], rsi
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 165
-    mov rbp, r11
+    mov esi, 27
+    mov eax, 81
+    and r9, 1984
+    and esi, dword ptr [r15 + r9 + 1344]
+    add qword ptr [r15 + 512], rsi
+    mov dword ptr [r15 + 320], r8d
     mov r8, r11
     mov dword ptr [r15 + 192], r8d
-    mov byte ptr [r15 + 320], dil
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov edx, dword ptr [r15 + 64]
+    vpaddd xmm10, xmm10, xmm0
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx r8d, byte ptr [r15 + 640]
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 576]
-    imul r8, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov qword ptr [r15 + 64], rdi
-    mov edi, 81
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 384], ebp
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    lea rcx, [rip + .Lc1_d1010_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1010_s_t
-.Lc1_d1010_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d1037_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1037_s_t
+.Lc1_d1037_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1010_s:
+.Lc1_d1037_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 384], dil
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r9, rdi
-    mov edi, 151
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], edi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8, r11
-    test ebx, 9728
-    jz 1f
-1:
-    mov edi, ecx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 27
-    mov rdi, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rdx, rdi
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 192]
+    mov rax, rdx
+    mov byte ptr [r15 + 0], al
     mov rbp, r11
-    mov esi, 80
-    movzx esi, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 240
+    mov rdx, rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 125
+    mov ebp, eax
+    mov edx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], 79
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov r8d, 69
+    mov ecx, r8d
+    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], eax
+    movsxd rax, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1815,145 +1873,137 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1062_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d1089_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d1062_s_t
-.Lc1_d1062_j:
+    call .Lc1_d1089_s_t
+.Lc1_d1089_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1062_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1089_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx ecx, bpl
-    mov dword ptr [r15 + 384], 203
-    vmovdqu ymmword ptr [r15 + 128], ymm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 113
-    jmp 1f
-1:
-    mov ecx, 243
+    mov dword ptr [r15 + 0], 13
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov rsi, rcx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, dword ptr [r15 + 64]
     mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r8, r11
+    mov edi, 93
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 768]
-    mov rdi, rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 64]
     mov r9, r11
-    movzx edx, r9b
+    mov rbp, r9
+    mov edi, ebp
+    mov ebp, 212
+    and r9, 8128
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 85
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 138
+    mov rdx, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 704]
+    movzx esi, al
+    jmp 1f
+1:
+    movzx eax, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d1117_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1117_s_t
-.Lc1_d1117_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d1143_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1143_s_t
+.Lc1_d1143_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1117_s:
+.Lc1_d1143_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov esi, ecx
+    mov eax, esi
+    movsxd rsi, dword ptr [r15 + 192]
     jmp 1f
 1:
     mov ecx, ecx
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    test ebx, 4608
-    jz 1f
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov r9d, 45
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 640], cl
-    mov rcx, rdi
-    mov rdi, qword ptr [r15 + 448]
-    mov r9d, edi
-    movzx edi, r9b
-    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm2
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edx, bpl
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov ecx, 12
-    mov esi, ecx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    vmovdqu ymmword ptr [r15 + 256], ymm0
+    mov r9, rax
+    mov eax, r9d
+    mov r9, rax
+    mov r8, r11
+    movzx r9d, r8b
+    and r8, 1984
+    lock xadd qword ptr [r15 + r8 + 1344], rcx
+    mov r8, r11
+    and ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov rcx, r9
-    mov r9, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 320], r9b
-    mov r9d, dword ptr [r15 + 64]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 576], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov r9d, ecx
+    mov edx, eax
     mov ecx, 158
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -1962,45 +2012,45 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
     mov eax, 180
-    mov edx, eax
-    mov eax, dword ptr [r15 + 384]
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    mov eax, ecx
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov r9, r11
-    mov dword ptr [r15 + 192], r9d
-    mov esi, edx
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + rbp + 3456], rbp
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, edx
-    mov rdx, rbp
-    mov ebp, 35
-    mov r9d, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], dl
     mov r8, r11
+    mov rdx, r8
+    mov ebp, edx
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], edx
+    mov edx, eax
+    movsxd rax, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, ebp
+    mov rbp, r8
+    mov r8d, 35
+    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, r9
+    mov r9, r11
     jmp 1f
 1:
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -2009,242 +2059,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1221_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1221_s_t
-.Lc1_d1221_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d1246_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1246_s_t
+.Lc1_d1246_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1221_s:
+.Lc1_d1246_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 64], esi
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 56
-    mov rsi, rax
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    mov edi, ecx
+    mov edx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 55
+    mov eax, 194
+    mov rcx, rax
+    mov rax, qword ptr [r15 + 704]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 448]
-    movzx eax, sil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movzx ebp, cl
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    movzx esi, al
-    mov dword ptr [r15 + 576], 73
-    movzx esi, r8b
-    mov qword ptr [r15 + 512], rsi
-    mov r8, r11
-    mov rsi, r8
-    mov dword ptr [r15 + 128], 50
+    and eax, dword ptr [r15 + 128]
+    mov rbp, r11
+    movzx esi, bpl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, r11
+    movzx esi, bpl
+    mov dword ptr [r15 + 128], 104
+    mov rsi, rcx
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    imul rax, qword ptr [r15 + 192]
+    vpxor xmm5, xmm5, xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1269_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1269_s_t
-.Lc1_d1269_j:
+    lea rcx, [rip + .Lc1_d1293_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1293_s_t
+.Lc1_d1293_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1269_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1293_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
-    mov eax, eax
-    movzx edi, al
-    movzx eax, dil
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], cl
-    mov rbp, r11
-    mov edi, ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    imul rcx, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 4608
+    mov rsi, rcx
+    mov byte ptr [r15 + 64], sil
+    mov rsi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm12, xmm15, 105
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov rsi, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, r11
+    test ebx, 10752
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 128]
     and r8, 8128
     mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8d, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 192]
+    mov ecx, r8d
+    movzx r8d, cl
+    mov ecx, r8d
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8, r11
+    mov rbp, r11
+    mov edx, ebp
+    mov edi, edx
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    movzx r8d, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, rbp
-    mov r9d, ebp
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, rbp
-    mov qword ptr [r15 + 704], r9
-    mov r9, r11
-    mov ebp, r9d
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov byte ptr [r15 + 64], dl
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, ebp
+    movzx edi, byte ptr [r15 + 576]
+    mov ecx, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov r9, r11
-    mov rdx, r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 16
-    movzx r9d, byte ptr [r15 + 512]
-    mov edx, 71
-    mov qword ptr [r15 + 192], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 167
-    mov esi, edx
-    mov edx, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm10
-    mov esi, dword ptr [r15 + 448]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, edx
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    vmovq qword ptr [r15 + 256], xmm8
-    mov qword ptr [r15 + 768], r9
-    mov r9, r11
-    mov dword ptr [r15 + 64], 214
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edi, 241
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1385_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1385_s_t
-.Lc1_d1385_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d1350_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1350_s_t
+.Lc1_d1350_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1385_s:
+.Lc1_d1350_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 81
+    mov rcx, qword ptr [r15 + 512]
     mov qword ptr [r15 + 384], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    vpor xmm5, xmm5, xmm12
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 73
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rcx
+    mov rdi, rax
+    movsxd rcx, dword ptr [r15 + 448]
+    vmovq qword ptr [r15 + 128], xmm5
+    mov edi, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -2252,191 +2221,248 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rbp, r11
-    lea r9, [r11 + r11*1]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 896]
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov r9d, 140
-    mov r9d, dword ptr [r15 + 512]
-    mov edi, 203
-    movsxd r8, dword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rdi
-    mov dword ptr [r15 + 448], 95
+    mov dword ptr [r15 + 0], 138
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov rbp, rdi
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 256]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c25:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 91
+    mov r9, rbp
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 576], 22
+    mov rcx, r9
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov edx, 116
+    jmp 1f
+1:
+    mov r9d, 208
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm12
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 127
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx r9d, cl
+    mov ecx, 168
+    mov esi, ecx
+    vpor xmm12, xmm12, xmm12
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov r8, r11
+    mov rbp, r11
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], 187
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 220
+    mov ebp, esi
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    lea rcx, [rip + .Lc1_d1433_s]
+    lea rcx, [rip + .Lc1_d1446_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1433_s_t
-.Lc1_d1433_j:
+    call .Lc1_d1446_s_t
+.Lc1_d1446_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1433_s:
+.Lc1_d1446_s:
     ret
     .popsection
-    mov byte ptr [r15 + 512], r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
+    mov byte ptr [r15 + 512], r8b
+    add qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    movzx ecx, cl
+    mov r8d, 141
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    vpaddd xmm8, xmm8, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm12, xmm12, xmm2
+    mov r8, rcx
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], 178
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r11
-    mov esi, dword ptr [r15 + 128]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov ebp, 239
-    mov rdi, rbp
+    mov rbp, r11
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    movzx ebp, cl
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 320]
-    mov r8, r11
-    mov edi, r8d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 88
-    mov r8d, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 198
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], 113
     mov edx, esi
-    vpaddd xmm5, xmm5, xmm5
-    mov rsi, qword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 704]
-    mov byte ptr [r15 + r9 + 3456], bpl
+    mov dword ptr [r15 + r8 + 1408], edx
+    mov edx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 256], sil
+    mov esi, ecx
+    movzx ecx, byte ptr [r15 + 64]
+    vpaddd xmm12, xmm12, xmm11
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 109
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1481_s]
+    lea rcx, [rip + .Lc1_d1495_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1481_s_t
-.Lc1_d1481_j:
+    call .Lc1_d1495_s_t
+.Lc1_d1495_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1481_s:
+.Lc1_d1495_s:
     ret
     .popsection
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov eax, 21
+    mov rdi, qword ptr [r15 + 768]
     mov r8, r11
-    mov dword ptr [r15 + 384], 0
-    and r8, 448
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 6656
-    jz 1f
-1:
-    mov r8d, 223
-    mov ebp, 73
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 576], r8
-    mov r8, qword ptr [r15 + 640]
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 448]
-    mov edx, 156
-    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 448], rdi
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 231
+    mov dword ptr [r15 + 192], edx
+    mov rdx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 256]
+    mov ebp, 209
+    mov esi, 31
     mov dword ptr [r15 + 512], 96
-    mov dword ptr [r15 + 64], ebp
+    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 96
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    lock add qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 384], r9d
     jmp 1f
 1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r9, qword ptr [r15 + 128]
+    movzx ebp, r9b
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    movsxd rsi, dword ptr [r15 + 256]
+    mov ecx, esi
+    mov esi, ecx
     jmp 1f
 1:
-    mov ebp, esi
-    movzx esi, bpl
-    vmovq qword ptr [r15 + 0], xmm5
+    mov esi, dword ptr [r15 + 192]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
+    mov dword ptr [r15 + 576], esi
+    mov r8d, esi
+    mov r8, r11
+    mov rsi, r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rbp
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], esi
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, qword ptr [r15 + 64]
-    mov esi, 13
-    movsxd rax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], esi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9d, eax
-    mov r9, r11
-    mov rsi, r9
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 190
-    vmovq qword ptr [r15 + 704], xmm8
-    movzx r9d, bpl
-    mov ebp, 203
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 225
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    movzx r8d, sil
+    mov esi, 110
     jmp 1f
 1:
     add r11, 64
@@ -2444,71 +2470,87 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rcx, [rip + .Lc1_d1577_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1577_s_t
-.Lc1_d1577_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1594_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1594_s_t
+.Lc1_d1594_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1577_s:
+.Lc1_d1594_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
     jmp 1f
 1:
-    mov ebp, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 201
-    movzx ecx, r9b
-    mov byte ptr [r15 + 128], cl
-    mov rcx, r9
-    mov r9d, ecx
-    mov rbp, r11
-    mov r9d, ebp
-    mov rcx, r9
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 256], rcx
+    movzx edx, al
     jmp 1f
 1:
-    mov rbp, r11
-    add r9, qword ptr [r15 + 512]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 102
+    mov rcx, rax
+    mov eax, ecx
+    mov ecx, eax
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, edx
+    mov edx, ecx
+    vpxor xmm12, xmm12, xmm7
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    vpxor xmm4, xmm4, xmm11
-    movzx r9d, bpl
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov r9d, 35
-    mov dword ptr [r15 + 384], 141
-    mov rbp, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 768]
-    movzx ecx, r9b
-    mov r9, r11
-    vpcmpeqb xmm4, xmm4, xmm7
+    movzx eax, al
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 85
+    mov rax, rcx
+    movzx ecx, al
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 192]
+    vpcmpeqb xmm12, xmm12, xmm11
+    movsxd rdx, dword ptr [r15 + 640]
+    mov edi, 243
     .byte 0x0f, 0x1f, 0x00
-    movzx edi, byte ptr [r15 + 448]
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdx
+    mov esi, 142
+    mov rax, rsi
+    movzx esi, al
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9d, ecx
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, r11
     jmp 1f
 1:
+    and r9, 1984
+    mov r8, r11
+    add rax, qword ptr [r15 + r9 + 1344]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
     add r11, 64
@@ -2516,698 +2558,431 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1635_s]
+    lea rcx, [rip + .Lc1_d1658_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1635_s_t
-.Lc1_d1635_j:
+    call .Lc1_d1658_s_t
+.Lc1_d1658_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1635_s:
+.Lc1_d1658_s:
     ret
     .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
     jmp 1f
 1:
-    mov r9d, edx
-    mov edx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov rdi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rdi
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 192]
-    mov rbp, r11
-    mov edi, ebp
-    mov ecx, edi
-    mov dword ptr [r15 + 512], ecx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 39
+    mov ecx, ecx
+    mov edi, 9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 320], rbp
-    vmovdqu ymmword ptr [r15 + 576], ymm3
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], dl
-    mov edx, 44
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 100
+    vmovdqu xmmword ptr [r15 + 448], xmm1
+    mov edi, edi
+    movsxd rcx, dword ptr [r15 + 320]
     mov rbp, r11
+    movzx edi, bpl
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    movsxd rax, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 768], 100
+    mov ebp, ecx
+    mov ecx, ebp
     jmp 1f
 1:
-    mov edx, ecx
-    mov dword ptr [r15 + 256], 227
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
     and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    movzx ebp, cl
-    vmovdqu ymmword ptr [r15 + 448], ymm0
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rbp
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    jmp 1f
-1:
-    mov ebp, 246
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 32
-    movzx ebp, dl
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 256]
-    mov rbp, rcx
-    mov ecx, 190
-    test ebx, 12800
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov rbp, qword ptr [r15 + 512]
-    or qword ptr [r15 + 192], 70
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d1714_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1714_s_t
+.Lc1_d1714_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1714_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 256], eax
+    or qword ptr [r15 + 448], 123
     mov r8, r11
-    vpxor xmm13, xmm13, xmm4
-    mov edx, dword ptr [r15 + 704]
+    jmp 1f
+1:
     and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 384]
-    mov esi, 251
-    mov dword ptr [r15 + 128], esi
-    mov dword ptr [r15 + 448], edx
-    mov edx, 255
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, eax
+    movzx eax, r8b
+    mov dword ptr [r15 + 64], eax
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov r8d, 32
     jmp 1f
 1:
+    vpmovmskb r8d, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov eax, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, 45
+    mov ecx, 245
     mov r9, r11
-    movzx edx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, r8d
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 91
     and r9, 448
     mov qword ptr [r15 + r9 + 832], r9
+    vmovdqu ymmword ptr [r15 + 320], ymm14
     mov r9d, r8d
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
-    mov r9d, edx
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], r8d
+    mov qword ptr [r15 + 512], rax
+    mov rax, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1741_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1741_s_t
-.Lc1_d1741_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1741_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx edx, byte ptr [r15 + 384]
+    add r9, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r9d, ecx
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov qword ptr [r15 + 0], rax
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov eax, r8d
-    mov ecx, dword ptr [r15 + 192]
+    vpcmpeqb xmm12, xmm12, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 128], al
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vmovq xmm9, rdx
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov qword ptr [r15 + 0], rdx
-    mov edx, r8d
-    movzx r8d, dl
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov ecx, 228
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 512], dl
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    imul rdx, qword ptr [r15 + 64]
-    mov r8d, 87
+    mov qword ptr [r15 + 320], r8
+    movzx r8d, byte ptr [r15 + 128]
+    movzx eax, r8b
+    mov r8, r11
+    mov edx, dword ptr [r15 + 512]
+    mov rsi, rdx
     jmp 1f
 1:
-    mov eax, edx
-    mov edx, 14
-    movsxd r8, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 64]
-    movzx ecx, dl
-    add rax, qword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 256]
-    movzx edi, dl
-    mov rdx, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 576]
-    movzx r9d, bpl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + 448], cl
+    mov ecx, esi
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r8d, edx
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 704], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov edx, 160
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1810_s]
+    lea rcx, [rip + .Lc1_d1816_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1810_s_t
-.Lc1_d1810_j:
+    call .Lc1_d1816_s_t
+.Lc1_d1816_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1810_s:
+.Lc1_d1816_s:
     ret
     .popsection
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 84
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 640]
-    mov edi, 33
+    mov rcx, rdx
+    mov edx, 25
+    mov rcx, rdx
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 0], 79
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 203
-    mov byte ptr [r15 + 448], bpl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov rbp, rax
+    mov edx, dword ptr [r15 + 512]
     jmp 1f
 1:
     mov rbp, r11
-    mov rdi, rbp
-    movzx esi, byte ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 448], 173
+    mov byte ptr [r15 + 320], dl
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], dl
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movzx ebp, byte ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 192]
-    mov rcx, rdi
-    movsxd rdi, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, dword ptr [r15 + 64]
+    mov rdi, rbp
+    movzx ebp, dil
+    mov edi, dword ptr [r15 + 768]
+    vmovq qword ptr [r15 + 576], xmm14
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 256]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    lea rcx, [rip + .Lc1_d1854_s]
+    lea rcx, [rip + .Lc1_d1864_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1854_s_t
-.Lc1_d1854_j:
+    call .Lc1_d1864_s_t
+.Lc1_d1864_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1854_s:
+.Lc1_d1864_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov edi, 118
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, 90
+    mov ecx, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r9d, 32
     lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 107
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 832], 141
-    mov r8d, dword ptr [r15 + 64]
-    movzx esi, r8b
-    mov r8d, 88
     mov r9, r11
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3456]
+    mov esi, dword ptr [r15 + 512]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov dword ptr [r15 + 768], 196
-    movzx r9d, dil
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 104
-    movzx r8d, r8b
-    mov r8, r11
-    movzx edx, r8b
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + 320]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov dword ptr [r15 + 320], r8d
+    jmp 1f
+1:
+    mov r9, rcx
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3392], 141
+    mov ecx, 7
+    mov dword ptr [r15 + 448], 163
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov r8d, 26
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 192], 246
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, r8b
+    movsxd r8, dword ptr [r15 + 640]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 102
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 192], 229
-    mov rdx, rdx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 67
-    mov byte ptr [r15 + 0], dl
-    mov rdx, r8
-    movzx eax, dl
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], r8d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov qword ptr [r15 + r9 + 7552], r9
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 13
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov ecx, 103
+    mov r9, rcx
+    mov ecx, r9d
+    mov r9d, 114
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov eax, 177
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dl
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov ebp, 165
-    mov rdx, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    vmovdqu ymmword ptr [r15 + 640], ymm13
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 256], 164
+    mov dword ptr [r15 + 768], 115
+    movzx ecx, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 896], 146
+    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 1408], rdx
-    movsxd r8, dword ptr [r15 + 576]
+    imul r9, qword ptr [r15 + 64]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, r11
-    or qword ptr [r15 + 128], 124
-    mov edx, 153
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, eax
-    mov eax, dword ptr [r15 + 512]
-    and ebp, dword ptr [r15 + 384]
+    mov rsi, rdi
+    mov byte ptr [r15 + 64], sil
+    and ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rcx, [rip + .Lc1_d1953_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1953_s_t
-.Lc1_d1953_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d1963_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1963_s_t
+.Lc1_d1963_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1953_s:
+.Lc1_d1963_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, r11
-    movzx eax, bpl
+    mov dword ptr [r15 + 0], 239
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm12, xmm12, xmm3
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
     and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
-    mov ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 17
-    mov byte ptr [r15 + 704], al
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rbp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 192]
-    vpor xmm11, xmm11, xmm6
-    mov dword ptr [r15 + 512], 54
-    movsxd rbp, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, r11
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 384]
-    movzx r8d, dl
-    vpxor xmm11, xmm11, xmm0
-    movsxd rdx, dword ptr [r15 + 256]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], 176
+    mov r8, qword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], dil
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm0
+    movzx r9d, bpl
+    movsxd rbp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea rcx, [rip + .Lc1_d2000_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2000_s_t
-.Lc1_d2000_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2000_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 256], rbp
-    mov ebp, 116
-    mov dword ptr [r15 + 0], 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
-    mov ecx, ecx
-    mov rbp, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, 41
-    mov r8, rsi
-    mov esi, r8d
-    lea r8, [r11 + r11*1]
-    mov r9, r11
-    mov esi, r9d
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, qword ptr [r15 + 768]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    test ebx, 5632
-    jz 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], sil
-    mov ebp, esi
-    mov rsi, r9
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, rbp
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
-    mov r8, r11
-    movzx r9d, r8b
-    movzx esi, r9b
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, dword ptr [r15 + 448]
-    movzx r8d, sil
-    mov rsi, qword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d2053_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2053_s_t
-.Lc1_d2053_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2053_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 64], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov esi, 139
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm10
-    jmp 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 384], r8b
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    mov rcx, r8
-    movsxd r8, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov edi, 67
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 88
-    mov rbp, qword ptr [r15 + 704]
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], edi
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 512]
-    and r8d, dword ptr [r15 + 192]
-    mov edx, r8d
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 16
-    movzx r9d, dil
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c39:
-    mov r8, r11
-    mov edi, r8d
-    movsxd rax, dword ptr [r15 + 64]
-    movzx edi, al
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 95
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 43
-    mov dword ptr [r15 + 0], 116
-    test ebx, 4608
-    jz 1f
-1:
-    mov r9d, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 192], r9d
-    mov r9, r11
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    mov edi, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 107
-    mov dword ptr [r15 + 320], 182
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    mov r8, qword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d2151_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2151_s_t
-.Lc1_d2151_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2151_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 103
-    mov r8d, r8d
-    movzx ecx, r8b
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 73
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rdx
-    vmovq qword ptr [r15 + r8 + 896], xmm15
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 27
-    movzx ebp, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, r8b
-    mov r8, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 384], r8d
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 512]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    mov r9d, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c41:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d2201_s]
+    lea rcx, [rip + .Lc1_d2011_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2201_s_t
-.Lc1_d2201_j:
+    call .Lc1_d2011_s_t
+.Lc1_d2011_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2201_s:
+.Lc1_d2011_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -3240,45 +3015,284 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 192], 205
+    mov qword ptr [r15 + 512], r9
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov eax, 247
+    vmovq qword ptr [r15 + 384], xmm15
     mov byte ptr [r15 + 128], r9b
-    .byte 0x0f, 0x1f, 0x00
+    mov r9, qword ptr [r15 + 640]
+    mov rsi, r9
+    mov r9, r11
+    movzx ecx, r9b
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ebp
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, rbp
+    mov rbp, r9
+    mov r9d, ebp
+    movzx ebp, r9b
+    movzx r9d, byte ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 320]
+    mov esi, 196
+    mov r8, r11
+    movzx ecx, r8b
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    add rbp, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c38:
+    lea rcx, [rip + .Lc1_d2077_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2077_s_t
+.Lc1_d2077_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2077_s:
+    ret
+    .popsection
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, r8d
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov r9, rax
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 256], 247
+    mov rdx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, 123
+    vmovdqu xmmword ptr [r15 + 448], xmm12
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edi, dl
+    mov edx, edi
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r8
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8d, 92
+    mov rdi, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c39:
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, cl
+    mov dword ptr [r15 + 384], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov dword ptr [r15 + 0], 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 43
+    mov eax, edi
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    mov eax, ecx
-    test ebx, 4608
-    jz 1f
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 233
-    mov rax, rax
-    mov rax, rax
-    mov eax, r9d
-    mov r9d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r8, rcx
-    movzx eax, byte ptr [r15 + 64]
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 220
+    mov byte ptr [r15 + 576], al
+    mov rdi, rdi
+    mov ecx, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov edi, dword ptr [r15 + 640]
+    mov r9, r11
     mov r8, r11
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov dword ptr [r15 + 448], r9d
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 64]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov dword ptr [r15 + 384], 63
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 1344], 182
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 184
+    mov r8d, 1
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c40:
+    lea rcx, [rip + .Lc1_d2172_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2172_s_t
+.Lc1_d2172_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2172_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 320]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 216
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov dword ptr [r15 + 192], 27
+    mov rbp, r11
+    mov qword ptr [r15 + 704], rbp
+    movzx ecx, byte ptr [r15 + 64]
+    mov esi, ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 172
+    movzx ebp, cl
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 768]
+    mov r9d, eax
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov ebp, eax
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c41:
+    lea rcx, [rip + .Lc1_d2223_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2223_s_t
+.Lc1_d2223_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2223_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 512]
+    mov rsi, rcx
+    mov byte ptr [r15 + 0], sil
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, ebp
+    mov rsi, rcx
+    mov rcx, rsi
+    mov dword ptr [r15 + 0], 80
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rsi
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 320]
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 256]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rdi, rsi
+    mov qword ptr [r15 + 128], rdi
+    mov edi, ecx
+    movzx ecx, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov dword ptr [r15 + 448], 153
+    jmp 1f
+1:
+    mov esi, r8d
+    mov r8, r11
+    mov dword ptr [r15 + 192], 97
+    mov r9, qword ptr [r15 + rbp + 896]
+    mov rbp, qword ptr [r15 + 576]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -3287,273 +3301,277 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d2277_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2277_s_t
+.Lc1_d2277_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2277_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8d, 225
+    mov r9d, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm7, xmm7, xmm0
+    movzx ecx, al
+    mov eax, 191
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov byte ptr [r15 + 512], cl
     .byte 0x0f, 0x1f, 0x00
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r9d, 214
-    mov dword ptr [r15 + 0], 143
-    vpaddd xmm6, xmm6, xmm0
-    mov r9d, eax
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 128]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    vmovdqu ymmword ptr [r15 + 768], ymm6
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 4
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    movzx eax, al
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 512]
-    mov rbp, rdx
-    mov byte ptr [r15 + 64], al
-    movzx edx, r9b
-    mov r9, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 384]
     mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 210
+    mov r9, r11
+    mov rdx, r9
+    movsxd rdx, dword ptr [r15 + rbp + 7552]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 320]
+    mov eax, r9d
+    mov r9, qword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 128]
+    movzx edi, sil
+    vmovdqu ymmword ptr [r15 + 640], ymm11
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2309_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2309_s_t
-.Lc1_d2309_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2309_s:
-    ret
-    .popsection
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r8, rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 384]
-    movzx ebp, cl
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 128]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r9, r11
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 448]
+    mov edi, 155
+    movzx esi, al
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8d, 133
-    mov r8, r11
-    mov edx, r8d
-    movzx r9d, byte ptr [r15 + 192]
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8d, 208
-    movzx r8d, byte ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    vpaddd xmm13, xmm13, xmm1
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 320]
+    mov eax, 164
+    mov r9d, esi
+    movzx eax, byte ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], dil
     jmp 1f
 1:
-    vpaddd xmm6, xmm6, xmm6
-    mov r8, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov rbp, r11
+    mov edx, eax
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d2364_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2364_s_t
-.Lc1_d2364_j:
+    lea rcx, [rip + .Lc1_d2375_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2375_s_t
+.Lc1_d2375_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2364_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2375_s:
     ret
     .popsection
-    mov rcx, rax
-    mov eax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 512]
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1408]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdx
+    jmp 1f
+1:
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 85
-    movzx eax, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], bpl
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, dword ptr [r15 + 640]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 320]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 768], rdi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 512], rax
-    movsxd rax, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 146
+    movsxd r9, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2413_s]
+    lea rcx, [rip + .Lc1_d2423_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2413_s_t
-.Lc1_d2413_j:
+    call .Lc1_d2423_s_t
+.Lc1_d2423_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2413_s:
+.Lc1_d2423_s:
     ret
     .popsection
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 576]
-    movzx esi, byte ptr [r15 + 128]
-    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, 71
+    mov rdx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
+    movzx r9d, al
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 256]
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 119
-    movzx esi, al
-    mov qword ptr [r15 + 0], rsi
-    mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, r8d
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 384]
-    mov rsi, r9
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], al
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 167
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + 0], 118
+    movzx r8d, al
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 14
+    add r9, qword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    mov rbp, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9, r11
+    mov eax, r9d
+    mov qword ptr [r15 + r8 + 1408], rax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, rbp
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9d, esi
+    mov byte ptr [r15 + 128], r9b
+    mov r9, rax
+    movzx eax, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 151
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 194
+    mov esi, 213
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 202
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 192]
-    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov edx, dword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + 448], dl
     jmp 1f
 1:
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 256], rdx
-    lea r8, [r11 + r11*1]
-    mov edx, 37
-    mov byte ptr [r15 + 512], dl
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7552]
-    mov eax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r8
-    mov qword ptr [r15 + 704], rbp
-    mov r8d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 18
-    mov byte ptr [r15 + 384], al
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], eax
-    mov dword ptr [r15 + rbp + 1344], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    mov byte ptr [r15 + 192], r8b
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 256], xmm1
     jmp 1f
 1:
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 640], bpl
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 448], ebp
+    and r9, 448
+    mov byte ptr [r15 + r9 + 896], cl
+    mov dword ptr [r15 + r9 + 832], 147
+    mov byte ptr [r15 + 512], bpl
+    movzx r9d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -3562,237 +3580,229 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d2501_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d2516_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d2501_s_t
-.Lc1_d2501_j:
+    call .Lc1_d2516_s_t
+.Lc1_d2516_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2501_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2516_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 256], rax
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], r9
+    vpcmpeqb xmm13, xmm13, xmm4
+    mov dword ptr [r15 + 320], 226
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r9, r11
+    mov dword ptr [r15 + 256], 9
+    movsxd rax, dword ptr [r15 + 320]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 226
-    mov dword ptr [r15 + 576], 9
-    movsxd rcx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 192], r9d
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 160
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    lea r9, [r11 + r11*1]
-    mov eax, 129
-    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 704], r9d
+    mov eax, 169
+    mov r9, r11
+    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 192], eax
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 128], 248
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 512]
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 512], 248
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 33
-    and rbp, 16320
-    movzx edi, byte ptr [r15 + rbp + 15680]
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 896], r9
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 19
-    mov rbp, r9
+    mov dword ptr [r15 + r9 + 832], 19
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rsi, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d2553_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2553_s_t
-.Lc1_d2553_j:
+    lea rcx, [rip + .Lc1_d2560_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2560_s_t
+.Lc1_d2560_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2553_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2560_s:
     ret
     .popsection
-    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 204
+    vmovq qword ptr [r15 + 64], xmm2
+    movzx r9d, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
     mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    movzx ecx, al
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 384]
-    mov esi, 83
-    movzx edx, byte ptr [r15 + 192]
-    mov rbp, r11
+    movzx esi, r9b
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 704]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 182
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 320]
-    vmovq qword ptr [r15 + 448], xmm6
+    mov r8, rdx
+    mov qword ptr [r15 + 512], rsi
+    movzx r8d, byte ptr [r15 + 576]
+    lea rbp, [r11 + r11*1]
+    mov esi, 28
     and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1408]
     movzx edx, byte ptr [r15 + rbp + 1344]
-    mov ebp, 28
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], al
+    mov byte ptr [r15 + 768], al
+    mov eax, 93
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov eax, dword ptr [r15 + 192]
+    movzx ebp, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2605_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2605_s_t
+.Lc1_d2605_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2605_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], 7
     jmp 1f
-1:
-    mov dword ptr [r15 + 192], 7
-    mov rax, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
 1:
     mov eax, ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 0
-    mov dword ptr [r15 + 512], 214
-    vmovdqu ymmword ptr [r15 + 384], ymm1
     mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    movzx ecx, al
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, ebp
     mov rbp, r11
-    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 256], ebp
+    jmp 1f
+1:
+    mov ecx, 185
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, 217
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 768]
-    mov r8, r11
-    mov esi, eax
-    and r8, 1984
-    inc dword ptr [r15 + r8 + 1344]
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edx, 189
+    mov dword ptr [r15 + 128], 220
+    mov rdx, rcx
+    mov r9, r11
+    vmovq xmm7, rbp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2646_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2646_s_t
-.Lc1_d2646_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2646_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 576]
-    mov esi, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 66
-    movsxd rdx, dword ptr [r15 + 448]
+    mov rbp, r11
     jmp 1f
 1:
+    mov rcx, rdx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 46
+    movzx ebp, r9b
+    mov r9d, 66
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, 27
-    mov r9, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 320]
     mov r9, r11
-    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
     and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 128]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 768], rax
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 448], 4
-    mov r8, r11
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    movzx eax, r8b
-    mov byte ptr [r15 + 384], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 107
+    mov rdx, rax
+    mov rax, qword ptr [r15 + 64]
+    mov esi, 132
+    mov r8d, r9d
+    movsxd r9, dword ptr [r15 + 704]
+    mov esi, 38
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -3801,114 +3811,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2696_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2696_s_t
-.Lc1_d2696_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d2709_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2709_s_t
+.Lc1_d2709_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2696_s:
+.Lc1_d2709_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 128], eax
-    movzx ebp, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 512], al
-    mov rax, rcx
-    mov rcx, rax
-    mov dword ptr [r15 + 704], ecx
-    mov rcx, qword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 256]
-    lea r9, [r11 + r11*1]
-    mov esi, 188
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov ecx, 144
+    mov eax, 245
+    vmovdqu xmmword ptr [r15 + 0], xmm7
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 256], cl
+    movzx r8d, byte ptr [r15 + 64]
+    movzx ecx, cl
+    mov r9, r11
+    jmp 1f
 1:
-    mov eax, 93
-    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 320]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 512]
     mov rbp, r11
-    mov r8, r11
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 7552]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
-    mov ebp, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 149
+    and rbp, 1984
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 448]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9d, eax
+    vmovdqu ymmword ptr [r15 + 192], ymm7
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 102
-    mov dword ptr [r15 + 192], 35
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, rsi
-    movzx esi, r8b
-    mov byte ptr [r15 + 128], sil
+    mov r9d, 168
+    mov rax, r9
+    mov r9, rcx
+    mov rax, qword ptr [r15 + 384]
+    mov r9, rax
+    mov byte ptr [r15 + 576], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    lea rcx, [rip + .Lc1_d2741_s]
+    lea rcx, [rip + .Lc1_d2757_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2741_s_t
-.Lc1_d2741_j:
+    call .Lc1_d2757_s_t
+.Lc1_d2757_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2741_s:
+.Lc1_d2757_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 145
+    movzx ecx, byte ptr [r15 + 704]
     mov r9, r11
-    mov rcx, r9
-    mov ecx, 40
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, 10
-    movsxd r9, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 384]
-    test ebx, 12800
+    mov byte ptr [r15 + 128], r9b
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r9d
+    mov rax, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    movzx esi, cl
-    lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rcx, qword ptr [r15 + 64]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + rbp + 1408]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
-    mov ebp, 208
+    mov r9d, 10
+    mov r9d, 7
+    mov r9, r11
+    mov rdi, r9
+    mov eax, 173
+    mov edi, eax
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9, r11
+    mov eax, dword ptr [r15 + 320]
+    mov esi, edi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 60
+    mov r9d, dword ptr [r15 + 256]
+    movzx edi, dil
+    mov rdi, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -3916,343 +3928,382 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    mov rbp, r11
-    mov rdx, rdi
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov rbp, r8
-    movsxd r8, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], ebp
+    mov r9, r11
+    mov edi, edi
+    and r9, 16320
+    mov rdi, qword ptr [r15 + r9 + 15680]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov edi, 78
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    mov edi, 1
-    mov dword ptr [r15 + 0], 233
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    test ebx, 2560
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 192]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8d, 229
-    mov byte ptr [r15 + 640], r8b
-    mov r8, r11
+    mov r8, rdi
     mov r9d, r8d
-    mov dword ptr [r15 + 704], 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 384]
-    movzx eax, dl
-    movsxd rdx, dword ptr [r15 + 128]
-    vmovdqu xmm13, xmmword ptr [r15 + 448]
-    mov esi, edi
+    movsxd rdi, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov edi, dword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 100
+    mov rdx, r9
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 128]
+    lea rbp, [r11 + r11*1]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov ecx, 188
+    mov ecx, dword ptr [r15 + 256]
+    mov esi, edx
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 896], 245
+    mov rbp, qword ptr [r15 + 192]
+    movzx eax, bpl
+    mov ebp, 206
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d2844_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2844_s_t
-.Lc1_d2844_j:
+    lea rcx, [rip + .Lc1_d2857_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2857_s_t
+.Lc1_d2857_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2844_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2857_s:
     ret
     .popsection
-    mov qword ptr [r15 + 512], rax
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 192]
-    mov r9, rsi
-    movzx esi, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rcx, rbp
+    mov dword ptr [r15 + 320], 189
+    mov qword ptr [r15 + 576], rbp
+    jmp 1f
 1:
-    mov r9, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], eax
-    and r9, 8128
+    mov rcx, rbp
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, qword ptr [r15 + 448]
+    lea rbp, [r11 + r11*1]
+    mov esi, ebp
+    mov eax, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 640]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov edx, 115
+    mov dword ptr [r15 + rbp + 7552], 110
+    mov ebp, 251
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov r9d, 115
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 110
-    mov rbp, r8
-    mov r9, qword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 448]
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], r9d
+    mov rbp, qword ptr [r15 + 192]
+    movzx edi, bpl
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    lea rcx, [rip + .Lc1_d2890_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2890_s_t
-.Lc1_d2890_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2908_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2908_s_t
+.Lc1_d2908_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2890_s:
+.Lc1_d2908_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r8d, ebp
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 640], 63
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 165
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], 9
-    mov dword ptr [r15 + 192], 187
-    mov rbp, r11
-    jmp 1f
-1:
     mov r9, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    and r9, 8128
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9d, 72
+    mov dword ptr [r15 + 0], 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 256]
+    vmovq qword ptr [r15 + 64], xmm14
+    mov dword ptr [r15 + 128], 49
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
     mov rbp, r11
-    and r8d, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 384]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 448]
+    and rbp, 448
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 832], 165
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 192], ecx
+    mov r9d, dword ptr [r15 + 512]
+    movzx ecx, r9b
+    mov r9d, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 64]
+    mov r8d, ecx
+    mov dword ptr [r15 + 320], 191
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    lea rcx, [rip + .Lc1_d2934_s]
+    lea rcx, [rip + .Lc1_d2966_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2934_s_t
-.Lc1_d2934_j:
+    call .Lc1_d2966_s_t
+.Lc1_d2966_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2934_s:
+.Lc1_d2966_s:
     ret
     .popsection
-    mov dword ptr [r15 + 128], 206
-    mov ebp, 100
-    movzx ecx, byte ptr [r15 + 704]
-    movzx esi, cl
-    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov rsi, qword ptr [r15 + 64]
-    movzx ebp, sil
-    imul rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], 252
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    and r8, 448
-    and ebp, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 512], bpl
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rbp
-    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
+    movzx r9d, cl
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    vpor xmm6, xmm6, xmm6
     mov r9, r11
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    mov byte ptr [r15 + 320], r9b
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 448], r9b
+    movzx r9d, cl
+    mov dword ptr [r15 + r8 + 1408], 100
+    mov r8d, 38
+    mov r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], r9b
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 128]
     and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 384], r8b
-    mov byte ptr [r15 + 768], bpl
-    movzx ebp, cl
-    mov r8d, ebp
+    mov dword ptr [r15 + r9 + 3392], 58
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov ecx, r9d
     jmp 1f
 1:
-    mov ecx, 156
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 255
+    mov r9, r11
+    mov byte ptr [r15 + 0], r9b
+    vmovdqu ymmword ptr [r15 + 704], ymm2
+    mov dword ptr [r15 + 64], r8d
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
-    mov rbp, r11
-    mov rcx, rbp
-    movzx r8d, byte ptr [r15 + 64]
-    mov ecx, r8d
-    and rbp, 1984
-    add r8, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    movsxd rbp, dword ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 512], r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 222
-    mov r8d, ecx
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 256], ebp
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov r9d, r8d
+    mov byte ptr [r15 + 256], r9b
+    movzx r9d, cl
     mov r8, r11
-    mov byte ptr [r15 + 192], r8b
-    mov ebp, dword ptr [r15 + 64]
-    mov edi, ebp
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm6
-    mov dword ptr [r15 + 448], ecx
-    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov ecx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8d, 60
+    mov byte ptr [r15 + 448], r8b
+    add qword ptr [r15 + 512], r9
+    mov byte ptr [r15 + 192], r9b
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 320], r9d
+    movsxd r9, dword ptr [r15 + 128]
+    xchg qword ptr [r15 + 192], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    lea rcx, [rip + .Lc1_d3037_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3037_s_t
-.Lc1_d3037_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d3072_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3072_s_t
+.Lc1_d3072_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3037_s:
+.Lc1_d3072_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 320], 42
+    movsxd rdx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 70
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 256], bpl
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3456]
-    mov dword ptr [r15 + 128], 84
-    mov ecx, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 128]
-    mov rdx, rdi
-    movsxd rdi, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 448]
-    mov r8d, 143
-    mov dword ptr [r15 + 192], 206
+    mov rbp, qword ptr [r15 + 256]
+    mov esi, 79
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ebp
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 768]
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r15 + 384]
+    mov ebp, 73
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 3392], 37
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rdi, r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 111
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 143
+    mov byte ptr [r15 + 512], sil
+    mov rsi, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -4261,627 +4312,607 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d3087_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3121_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3087_s_t
-.Lc1_d3087_j:
+    call .Lc1_d3121_s_t
+.Lc1_d3121_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3087_s:
+.Lc1_d3121_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8d, 158
-    mov r8d, dword ptr [r15 + 384]
-    movzx edi, r8b
-    movsxd r8, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, 248
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 256]
-    test ebx, 1536
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, 113
-    mov edx, 174
-    mov byte ptr [r15 + 576], dl
-    lea rbp, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 38
-    xor dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edi, 206
+    movzx eax, dil
+    mov byte ptr [r15 + 128], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov ebp, edi
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    movzx eax, byte ptr [r15 + 64]
+    mov ebp, 252
+    jmp 1f
+1:
+    vpor xmm6, xmm6, xmm5
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ecx, 72
+    mov esi, 39
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 114
+    jmp 1f
+1:
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    vmovq xmm0, r8
+    lea rcx, [rip + .Lc1_d3177_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3177_s_t
+.Lc1_d3177_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3177_s:
+    ret
+    .popsection
+    mov r9, rsi
     jmp 1f
 1:
+    vpor xmm6, xmm6, xmm5
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx esi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    movzx r8d, byte ptr [r15 + 512]
-    test ebx, 2043904
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov r8d, 228
-    mov dword ptr [r15 + 384], r8d
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], esi
     mov r8, r11
-    lea rbp, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + 640]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov r8d, esi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov r8, qword ptr [r15 + 448]
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    vpor xmm0, xmm0, xmm5
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov qword ptr [r15 + 768], r8
+    movzx ecx, byte ptr [r15 + 256]
+    vmovq xmm6, rcx
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 320]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 35
+    mov qword ptr [r15 + 192], rsi
+    and rbp, 1984
+    mov r8, r11
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov ebp, esi
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3456], rdi
-    mov dword ptr [r15 + 256], esi
-    mov rsi, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 64]
+    movzx edx, dil
+    mov edi, edx
+    movzx edx, byte ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d3185_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3185_s_t
-.Lc1_d3185_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3185_s:
-    ret
-    .popsection
-    mov edi, r9d
-    and esi, dword ptr [r15 + 0]
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 176
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, r8
+    mov edi, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 20
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    add r8, qword ptr [r15 + 0]
+    mov edx, 77
+    mov byte ptr [r15 + 0], dl
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 704]
-    mov r9, r11
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + rbp + 7488], r8
+    movzx ebp, byte ptr [r15 + 64]
+    vpxor xmm8, xmm8, xmm5
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 109
+    mov dword ptr [r15 + 512], 16
+    mov r8d, r8d
+    mov edi, dword ptr [r15 + 384]
     mov r8, r11
-    mov rax, qword ptr [r15 + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 173
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    mov r9, r8
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     jmp 1f
 1:
-    vpxor xmm15, xmm15, xmm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rcx
-    mov ecx, 131
-    mov r8d, 8
-    movzx ecx, byte ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 768]
-    mov r9d, r8d
-    mov byte ptr [r15 + 448], r9b
-    mov byte ptr [r15 + 64], al
-    mov rax, qword ptr [r15 + 128]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 94
-    add rcx, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 199
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 448]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 128], 199
+    vmovdqu xmmword ptr [r15 + 128], xmm6
+    mov qword ptr [r15 + 576], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3236_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3236_s_t
-.Lc1_d3236_j:
+    lea rcx, [rip + .Lc1_d3274_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3274_s_t
+.Lc1_d3274_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3236_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3274_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 177
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 128]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    movzx r9d, al
-    mov eax, 237
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 218
+    mov dword ptr [r15 + 0], 63
+    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r11
     add rcx, qword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 25
+    mov eax, r8d
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 215
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov dword ptr [r15 + 320], 25
+    mov dword ptr [r15 + 448], r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 576], rax
-    mov eax, ecx
-    mov dword ptr [r15 + 128], 80
-    mov rax, rcx
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 253
+    movzx ecx, bpl
+    lock or dword ptr [r15 + 512], 61
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, rcx
+    mov byte ptr [r15 + 640], r9b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 3456]
+    movzx r8d, bpl
+    mov rbp, r11
+    mov rcx, rbp
+    mov ecx, 149
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 156
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d3299_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3299_s_t
-.Lc1_d3299_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d3327_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3327_s_t
+.Lc1_d3327_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3299_s:
+.Lc1_d3327_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov dword ptr [r15 + 448], 236
+    mov dword ptr [r15 + 128], ecx
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 169
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    vpor xmm15, xmm15, xmm15
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov r8, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 128]
+    mov rdx, rsi
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
     and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 384]
+    add rcx, qword ptr [r15 + r9 + 832]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov esi, dword ptr [r15 + rbp + 1408]
+    movzx ebp, sil
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 768], r8d
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
+    mov ecx, dword ptr [r15 + 576]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    movzx ebp, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 192
-    jmp 1f
-1:
-    mov r9, rdx
-    mov r9, r11
-    mov dword ptr [r15 + 256], 241
-    mov dword ptr [r15 + 512], 194
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, r11
-    mov rbp, r9
-    movzx esi, byte ptr [r15 + 448]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 135
+    movsxd r8, dword ptr [r15 + 192]
+    movzx esi, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 320], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov ebp, r9d
-    mov r9, rbp
+    movzx r8d, cl
+    mov ecx, r8d
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov qword ptr [r15 + 0], r9
-    mov r9, rbp
+    movzx r8d, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov esi, 115
+    mov r8d, 115
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 256], r9b
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    movsxd r8, dword ptr [r15 + 576]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 448]
-    and eax, dword ptr [r15 + 192]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 384], rsi
-    mov esi, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 192]
+    mov r8, r11
+    mov rbp, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movsxd r8, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov ecx, 133
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + rbp + 1408], r9
-    mov rbp, qword ptr [r15 + 768]
+    mov esi, 87
+    mov edx, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 64], rsi
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c65:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d3398_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3398_s_t
-.Lc1_d3398_j:
+    lea rcx, [rip + .Lc1_d3422_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3422_s_t
+.Lc1_d3422_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3398_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3422_s:
     ret
     .popsection
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movzx r9d, al
+    mov r9, r11
+    mov esi, 3
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    test ebx, 1536
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov rax, rsi
+    mov r9, rax
+    mov eax, dword ptr [r15 + 64]
+    vmovq xmm14, rax
+    mov dword ptr [r15 + 256], 12
+    mov qword ptr [r15 + 192], rsi
+    movsxd rsi, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 512]
+    mov rdx, rax
     mov r9, r11
     jmp 1f
 1:
-    and r9, 16320
-    movsxd rax, dword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 256], 230
-    mov rcx, qword ptr [r15 + 640]
-    mov r9, rcx
-    mov rcx, r9
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm6, rax
-    mov dword ptr [r15 + 0], 75
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7552]
-    mov r8, r11
-    mov rdx, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + r9 + 7488], eax
-    movsxd r9, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
+    and r9, 1984
+    add rsi, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 384], 150
+    mov qword ptr [r15 + 448], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    lea rcx, [rip + .Lc1_d3446_s]
+    lea rcx, [rip + .Lc1_d3472_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3446_s_t
-.Lc1_d3446_j:
+    call .Lc1_d3472_s_t
+.Lc1_d3472_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3446_s:
+.Lc1_d3472_s:
     ret
     .popsection
-    mov r8, r11
-    mov byte ptr [r15 + 512], r8b
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    movzx esi, al
+    mov byte ptr [r15 + 0], sil
+    movzx esi, cl
+    movzx eax, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov ebp, 39
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 3456]
-    test ebx, 10752
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov esi, 118
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 192]
+    mov edi, eax
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    movzx ecx, dl
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 128]
-    inc dword ptr [r15 + 64]
-    movzx ebp, bpl
-    mov ebp, 184
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, dword ptr [r15 + 704]
-    movzx esi, bpl
-    movzx ebp, cl
-    mov ecx, ecx
-    mov byte ptr [r15 + 512], cl
+    movsxd rax, dword ptr [r15 + 384]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov ebp, 239
+    mov ebp, ebp
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 896]
+    mov esi, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 128]
     .byte 0x66, 0x90
+    mov r9d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov edi, dword ptr [r15 + 320]
+    vpcmpeqb xmm1, xmm1, xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3524_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3524_s_t
+.Lc1_d3524_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3524_s:
+    ret
+    .popsection
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], r9b
+    mov r8d, ecx
+    mov byte ptr [r15 + 448], r8b
+    mov r8d, 36
+    movzx ecx, r8b
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    mov r8, qword ptr [r15 + 384]
+    mov ecx, r8d
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 41
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, r8d
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb esi, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + 448]
-    movzx esi, al
     jmp 1f
 1:
-    mov r9, r11
+    mov dword ptr [r15 + 64], edx
+    mov r8, r11
+    vmovdqu xmm6, xmmword ptr [r15 + 640]
+    movzx edx, dl
+    mov edx, 16
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r9 + 3392], edx
+    movsxd rdx, dword ptr [r15 + 192]
+    mov r8d, 133
+    mov r8d, 171
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov ecx, 116
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and rbp, 448
-    and esi, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov ebp, r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, esi
-    mov dword ptr [r15 + 192], 132
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 128]
-    vpaddd xmm0, xmm0, xmm6
-    mov qword ptr [r15 + 576], rbp
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9d, 114
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    mov ebp, 171
-    mov ebp, 115
-    mov ebp, 164
-    mov ebp, ebp
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3549_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3549_s_t
-.Lc1_d3549_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3549_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov rcx, rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 512]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov ebp, edi
-    mov rbp, r11
-    movzx r8d, bpl
-    mov r8, r11
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    mov r9d, 26
+    mov edx, edx
     mov rdx, rdx
-    mov rdx, qword ptr [r15 + 448]
-    mov r9d, 103
+    mov rdx, rdx
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 640]
-    mov ecx, eax
-    mov dword ptr [r15 + 128], 2
-    movsxd rax, dword ptr [r15 + 256]
-    imul r8, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 64], r9b
+    and r8d, dword ptr [r15 + 448]
+    mov edx, 170
+    mov rdx, rdx
+    mov rdx, rdx
+    movzx edx, dl
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, edx
+    vpshufd xmm6, xmm1, 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 103
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 165
+    mov r9, qword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rax, rdx
+    lock xadd qword ptr [r15 + 448], rdx
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov edi, 84
+    mov dword ptr [r15 + 768], 5
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -4891,248 +4922,240 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
+    test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d3605_s]
+    lea rcx, [rip + .Lc1_d3629_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3605_s_t
-.Lc1_d3605_j:
+    call .Lc1_d3629_s_t
+.Lc1_d3629_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3605_s:
+.Lc1_d3629_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd r9, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 192]
+    add rax, qword ptr [r15 + 576]
     .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 320]
+    mov ecx, edi
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 448], rax
+    test ebx, 10752
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
     movsxd rax, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 6
-    mov r9d, r9d
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    mov r9, qword ptr [r15 + 256]
-    mov r8, r11
+    mov rsi, rax
+    mov qword ptr [r15 + 64], rsi
     jmp 1f
 1:
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 384], rsi
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    mov r9, rsi
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, rdx
-    mov qword ptr [r15 + 64], r8
-    mov r8d, esi
-    vpcmpeqb xmm6, xmm6, xmm0
-    mov rdx, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 768]
+    mov rax, r9
+    mov r9, qword ptr [r15 + 128]
     mov rbp, r11
+    mov eax, ebp
+    vpcmpeqb xmm1, xmm1, xmm6
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 640]
     jmp 1f
 1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov eax, ebp
+    mov dword ptr [r15 + 192], 48
+    mov eax, eax
+    mov eax, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    lea rcx, [rip + .Lc1_d3656_s]
+    lea rcx, [rip + .Lc1_d3680_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3656_s_t
-.Lc1_d3656_j:
+    call .Lc1_d3680_s_t
+.Lc1_d3680_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3656_s:
+.Lc1_d3680_s:
     ret
     .popsection
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 448]
-    movzx ecx, bpl
-    mov ebp, dword ptr [r15 + 64]
-    mov edx, ebp
     lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 640]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7552]
-    test ebx, 2560
+    movsxd rax, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 216
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm6
+    mov r9d, eax
+    mov rax, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + rbp + 1408]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 320], rax
+    movsxd rax, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 256]
     mov r8, r11
-    mov qword ptr [r15 + 512], rsi
-    movsxd rsi, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r9, r11
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + rbp + 7488], al
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], dil
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 35
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 128]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov r8, rdi
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, ebp
-    movzx ebp, r9b
+    movzx ecx, byte ptr [r15 + 704]
+    mov esi, ebp
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c71:
-    mov rbp, r11
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
+    mov r8, r8
+    mov r8d, r8d
+    vpxor xmm6, xmm6, xmm2
+    mov r8d, ebp
     jmp 1f
 1:
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 576], 56
+    movsxd r8, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 164
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 29
+    mov ebp, 170
+    mov dword ptr [r15 + 0], 8
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 29
-    mov r9d, ebp
-    mov ebp, r9d
+    test ebx, 10752
+    jz 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 448], r8b
+    movzx ecx, bpl
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 191
-    mov dword ptr [r15 + 384], r9d
-    movzx r9d, r9b
-    mov r9d, 29
-    mov r9d, r9d
-    mov byte ptr [r15 + 64], r9b
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    vpxor xmm0, xmm0, xmm6
-    mov dword ptr [r15 + 512], 114
-    mov r9, r11
-    and r8, 1984
-    or qword ptr [r15 + r8 + 1344], 107
-    mov byte ptr [r15 + 704], bpl
+    mov qword ptr [r15 + 384], r8
+    mov r8, r11
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 512], r9b
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 64]
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov dword ptr [r15 + r8 + 1408], 129
+    imul rbp, qword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 128], bpl
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 896], r8d
+    mov r9d, ecx
+    movzx ecx, r9b
+    mov r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], r9
+    mov r8d, r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3756_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3756_s_t
-.Lc1_d3756_j:
+    lea rcx, [rip + .Lc1_d3781_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3781_s_t
+.Lc1_d3781_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3756_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3781_s:
     ret
     .popsection
-    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], r8d
+    movsxd r8, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov qword ptr [r15 + 0], rax
+    mov ecx, 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    movzx ecx, cl
     mov ecx, ecx
+    movzx ecx, cl
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], al
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 177
-    mov qword ptr [r15 + 64], r8
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 2560
+    mov qword ptr [r15 + 448], r8
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    vpshufd xmm15, xmm10, 204
-    mov r9, r9
-    mov r9, r11
-    mov dword ptr [r15 + 256], r9d
-    add qword ptr [r15 + 320], rcx
-    mov ecx, 183
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 128], r9
+    mov r8d, ecx
+    lea rbp, [r11 + r11*1]
+    vpshufd xmm8, xmm6, 214
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8, r11
-    mov r9, r8
-    mov r9d, r9d
-    movzx r9d, r9b
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 640]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 128], r8b
+    mov r8, qword ptr [r15 + rbp + 3456]
+    movzx ebp, r8b
+    vpxor xmm8, xmm8, xmm6
+    mov dword ptr [r15 + 320], 229
+    mov qword ptr [r15 + 256], rcx
+    mov rbp, r11
+    mov rcx, rbp
+    mov qword ptr [r15 + 384], rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, r8d
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -5141,67 +5164,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3815_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3815_s_t
-.Lc1_d3815_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d3835_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3835_s_t
+.Lc1_d3835_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3815_s:
+.Lc1_d3835_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    vmovdqu xmmword ptr [r15 + 256], xmm6
+    mov r9, r11
+    mov eax, r9d
+    mov qword ptr [r15 + 768], rax
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 512]
+    mov r9, r11
+    mov qword ptr [r15 + 448], r9
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm6, xmm6, xmm0
-    mov byte ptr [r15 + 0], al
+    mov r9, rax
+    jmp 1f
+1:
     .byte 0x0f, 0x1f, 0x00
-    movzx ecx, al
+    mov eax, 144
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx r9d, cl
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov r9, rdx
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov ebp, eax
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov ebp, 144
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], al
-    movsxd rcx, dword ptr [r15 + 512]
-    test ebx, 1536
-    jnz 1f
-1:
-    nop
-    movzx eax, byte ptr [r15 + 704]
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    vmovdqu xmm13, xmmword ptr [r15 + 128]
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 640]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], ecx
     jmp 1f
 1:
     add r11, 64
@@ -5212,116 +5234,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3870_s]
+    lea rcx, [rip + .Lc1_d3890_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3870_s_t
-.Lc1_d3870_j:
+    call .Lc1_d3890_s_t
+.Lc1_d3890_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3870_s:
+.Lc1_d3890_s:
     ret
     .popsection
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    movzx eax, byte ptr [r15 + 256]
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rsi, rax
-    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 22
+    mov edi, ecx
+    movzx ecx, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 1984
     mov r8, r11
-    mov byte ptr [r15 + 256], r8b
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r9, rdx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    vmovdqu xmmword ptr [r15 + 768], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
-    movzx ebp, bpl
-    mov ebp, edx
-    mov rdx, qword ptr [r15 + 384]
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 106
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, esi
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], r8b
+    movzx esi, sil
+    mov dword ptr [r15 + 320], esi
+    mov rsi, qword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 448], xmm8
+    movsxd rdi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
+    mov r8, r11
     mov esi, 210
     mov esi, 137
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 210
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rbp
+    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r9, r11
-    mov edi, r9d
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    test ebx, 9728
+    mov rdi, r8
+    mov byte ptr [r15 + 0], dil
+    mov esi, esi
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov rdi, rsi
-    mov rsi, rdi
-    mov edi, 169
-    mov dword ptr [r15 + 320], 47
-    mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    mov dword ptr [r15 + 512], esi
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 384], rdi
-    mov rdi, rsi
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    movsxd rdi, dword ptr [r15 + 704]
+    mov rbp, rdi
+    mov rdi, rbp
+    mov ebp, 169
+    mov dword ptr [r15 + 128], 47
+    mov dword ptr [r15 + 512], 84
+    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], ebp
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov rbp, rdi
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov esi, ebp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 640], ymm13
-    mov edi, 78
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
+    movzx ebp, byte ptr [r15 + 448]
+    mov eax, ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    mov ecx, 78
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -5330,413 +5348,443 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d3972_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3988_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3972_s_t
-.Lc1_d3972_j:
+    call .Lc1_d3988_s_t
+.Lc1_d3988_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3972_s:
+.Lc1_d3988_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, qword ptr [r15 + 448]
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    mov byte ptr [r15 + 128], cl
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3456]
-    movzx eax, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov ebp, ebp
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 227
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9d, ecx
+    movzx ecx, al
+    mov eax, 91
+    movzx ecx, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov byte ptr [r15 + 256], dl
-    movsxd rdx, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 704]
-    lea r9, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, dil
-    mov rdi, r8
+    mov r9, r11
+    lea rbp, [r11 + r11*1]
+    mov rdx, rbp
+    mov byte ptr [r15 + 448], dl
     and r9, 8128
-    mov r8, r11
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movsxd r8, dword ptr [r15 + r9 + 7552]
+    mov byte ptr [r15 + r9 + 7488], cl
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    vpxor xmm13, xmm13, xmm12
-    mov r8, rcx
-    mov ecx, 200
-    mov qword ptr [r15 + 192], rcx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 192], 136
+    mov rcx, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 64]
+    vmovdqu xmm14, xmmword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, rbp
+    movsxd rax, dword ptr [r15 + 768]
+    mov rdi, rcx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    movzx ecx, byte ptr [r15 + 128]
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    lea rcx, [rip + .Lc1_d4020_s]
+    lea rcx, [rip + .Lc1_d4049_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4020_s_t
-.Lc1_d4020_j:
+    call .Lc1_d4049_s_t
+.Lc1_d4049_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4020_s:
+.Lc1_d4049_s:
     ret
     .popsection
-    mov r9d, r8d
-    mov r8, r9
-    vmovq qword ptr [r15 + 384], xmm13
-    vpshufd xmm13, xmm13, 236
-    mov dword ptr [r15 + 448], 30
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    movzx ebp, bpl
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    mov dword ptr [r15 + 0], ecx
+    vpshufd xmm8, xmm15, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 128], ecx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov ecx, 18
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov r8d, esi
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 320], 28
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + 640]
+    mov ebp, 246
+    movzx ebp, byte ptr [r15 + 64]
     lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 192], xmm7
+    vmovq qword ptr [r15 + 512], xmm11
+    jmp 1f
+1:
     and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    vpcmpeqb xmm6, xmm6, xmm4
-    mov edx, 236
-    and edx, dword ptr [r15 + r8 + 1408]
-    movzx r8d, byte ptr [r15 + 576]
+    mov qword ptr [r15 + r8 + 1408], r8
+    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, qword ptr [r15 + 192]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdx, r9
+    mov edx, 246
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c78:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d4101_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4101_s_t
+.Lc1_d4101_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4101_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd r9, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rax, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov dword ptr [r15 + 320], 84
+    add r9, qword ptr [r15 + 64]
     mov r8, r11
-    movzx edx, r8b
-    add rdx, qword ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, dword ptr [r15 + 64]
+    mov ecx, r8d
+    vmovq qword ptr [r15 + 192], xmm14
+    mov r8, r11
+    mov dword ptr [r15 + 768], 129
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdx
-    mov edx, ebp
-    mov rbp, qword ptr [r15 + 640]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 704]
-    mov edi, edx
-    movzx edx, dil
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 245
-    mov r8, rbp
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
-    add r8, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 192]
-    mov eax, 103
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 139
-    mov qword ptr [r15 + 64], r8
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    movsxd r8, dword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 448]
+    movzx edi, al
+    mov r9, r11
+    mov eax, dword ptr [r15 + 128]
+    mov esi, 245
+    mov rsi, rsi
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    lea rcx, [rip + .Lc1_d4119_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4119_s_t
-.Lc1_d4119_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4119_s:
-    ret
-    .popsection
-    mov r8, r11
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 128], 114
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    or qword ptr [r15 + 0], 53
-    mov rsi, rcx
+    mov esi, esi
+    mov esi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx ecx, cl
     jmp 1f
 1:
+    vpmovmskb r9d, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 21
+    movzx esi, sil
+    mov dword ptr [r15 + 0], 124
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 576]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], 227
-    movzx ecx, byte ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 384]
+    mov rsi, rbp
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, rbp
+    mov byte ptr [r15 + 640], r9b
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, r11
-    xor dword ptr [r15 + r9 + 7488], r8d
     and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    and r9d, dword ptr [r15 + 384]
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 320]
-    mov rbp, rax
+    imul rsi, qword ptr [r15 + r8 + 1344]
+    and r9, 8128
+    add rdx, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d4174_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4174_s_t
-.Lc1_d4174_j:
+    lea rcx, [rip + .Lc1_d4199_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4199_s_t
+.Lc1_d4199_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4174_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4199_s:
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 122
-    vmovq qword ptr [r15 + 192], xmm12
-    mov ecx, 237
-    mov ecx, 3
-    mov rbp, r11
-    mov ecx, eax
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    mov byte ptr [r15 + 0], al
+    movzx ecx, sil
+    mov esi, 154
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + 64], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 179
-    mov rax, rcx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov dword ptr [r15 + 0], 2
+    mov r9d, esi
+    mov dword ptr [r15 + 0], 222
+    jmp 1f
 1:
-    mov eax, ecx
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, r9d
+    mov r9d, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 16320
+    mov rsi, qword ptr [r15 + r9 + 15680]
+    vmovq qword ptr [r15 + 448], xmm14
+    mov dword ptr [r15 + 384], 249
+    movsxd r9, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 320]
+    mov eax, edi
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 576]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    mov dword ptr [r15 + 128], ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov rcx, rbp
+    movzx ecx, byte ptr [r15 + 512]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov dword ptr [r15 + 640], 58
-    jmp 1f
-1:
+    mov dword ptr [r15 + 704], 226
+    mov byte ptr [r15 + 192], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    lea rcx, [rip + .Lc1_d4221_s]
+    lea rcx, [rip + .Lc1_d4249_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4221_s_t
-.Lc1_d4221_j:
+    call .Lc1_d4249_s_t
+.Lc1_d4249_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4221_s:
+.Lc1_d4249_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 232
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm12
-    mov qword ptr [r15 + 768], rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 102
-    test ebx, 6656
-    jz 1f
-1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, cl
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rdx
-    mov rbp, r11
-    and r9, 1984
-    add rcx, qword ptr [r15 + r9 + 1344]
+    lea rbp, [r11 + r11*1]
     and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + rbp + 896], rbp
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    movzx ecx, al
+    mov eax, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm13
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 93
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 242
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    add rdx, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
     movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 48
+    movzx ecx, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 171
-    mov r9d, dword ptr [r15 + 256]
-    movzx esi, cl
+    mov r8, r11
+    mov rax, r8
     jmp 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    movzx edi, bpl
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov ebp, 91
-    mov dword ptr [r15 + 0], 13
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 57
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 14
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 92
-    mov ebp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], rbp
-    test ebx, 2560
-    jnz 1f
+    mov dword ptr [r15 + 0], 16
+    mov dword ptr [r15 + 0], 223
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
 1:
-    mov dword ptr [r15 + 448], 7
-    movsxd rdi, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx r8d, bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 512], edi
-    lea r9, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 320]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 192], 10
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 8128
-    add r8, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9, r11
+    mov dword ptr [r15 + 448], r9d
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 640], 116
+    mov dword ptr [r15 + 64], r8d
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rbp, r11
-    xor dword ptr [r15 + 384], ebp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov dword ptr [r15 + r9 + 7552], edi
-    vmovdqu ymmword ptr [r15 + 576], ymm4
-    movzx ebp, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], bpl
+    add r9, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    vpor xmm8, xmm8, xmm8
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 384]
+    vpshufd xmm8, xmm8, 22
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    mov rsi, rax
     add r11, 64
     inc rbx
     dec r13
@@ -5745,319 +5793,308 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4319_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4319_s_t
-.Lc1_d4319_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d4349_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4349_s_t
+.Lc1_d4349_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4319_s:
+.Lc1_d4349_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, qword ptr [r15 + 640]
-    mov rax, rdi
-    mov byte ptr [r15 + 448], al
-    mov rax, rdi
-    mov edi, 12
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
+    add rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 218
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, qword ptr [r15 + 768]
+    mov r8d, ebp
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov dword ptr [r15 + 0], 24
-    mov ecx, 74
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov edi, ecx
+    mov r8d, esi
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 448]
+    mov r8d, 229
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    mov ebp, 62
+    mov rbp, rbp
     mov rbp, r11
-    mov edi, ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r11
-    movzx ecx, bpl
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 98
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    movzx ebp, dil
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ecx
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 384], 21
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 512], 200
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4368_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4368_s_t
-.Lc1_d4368_j:
+    lea rcx, [rip + .Lc1_d4397_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4397_s_t
+.Lc1_d4397_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4368_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4397_s:
     ret
     .popsection
-    mov qword ptr [r15 + 192], rax
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 448]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 320]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
-    mov rbp, rax
-    vmovdqu xmmword ptr [r15 + 128], xmm7
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
-    mov rax, r9
-    mov rax, qword ptr [r15 + 256]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
-    movzx r8d, cl
-    mov ecx, dword ptr [r15 + r9 + 896]
-    mov r9, r11
-    test ebx, 2560
-    jz 1f
+    jmp 1f
 1:
+    mov eax, eax
+    mov rax, rax
     jmp 1f
 1:
     movsxd rcx, dword ptr [r15 + 512]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm10
-    mov r9, rax
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9d, 94
-    vmovdqu ymmword ptr [r15 + 320], ymm10
+    mov esi, 217
+    movzx edi, sil
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 70
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9d, 176
-    mov r9d, r9d
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 768]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    add rsi, qword ptr [r15 + 128]
+    mov r9, rsi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 576]
+    .byte 0x0f, 0x1f, 0x00
+    movzx edx, byte ptr [r15 + 192]
+    mov rax, rcx
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 128]
+    mov r8d, 206
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    mov r8d, r9d
+    mov byte ptr [r15 + 640], r8b
+    vmovdqu xmmword ptr [r15 + 320], xmm8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 512]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1408]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, 39
-    mov dword ptr [r15 + 0], 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 121
-    mov rbp, r11
-    vpxor xmm14, xmm14, xmm11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4453_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4453_s_t
+.Lc1_d4453_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4453_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r8, r11
-    and ecx, dword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    movzx ebp, r9b
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    and ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 42
-    mov r8d, 5
+    vmovdqu xmm8, xmmword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    and r8, 4032
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 38
+    mov dword ptr [r15 + 128], 215
+    mov r8d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    and eax, dword ptr [r15 + 448]
+    mov r8d, 72
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 384], cl
+    mov ecx, 238
+    movzx r8d, cl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov r8, qword ptr [r15 + 576]
-    mov esi, 69
-    mov esi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 15
-    movsxd rdx, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 704]
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, 5
+    mov r9, qword ptr [r15 + rbp + 7488]
+    and r8d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d4478_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4478_s_t
-.Lc1_d4478_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4478_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rbp, r11
-    mov eax, 108
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 128]
-    movzx edx, al
-    mov r8, r11
-    mov rax, qword ptr [r15 + 704]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 200
+    mov ebp, 5
+    mov dword ptr [r15 + 64], 30
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov dword ptr [r15 + 0], 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 70
-    mov qword ptr [r15 + 448], r8
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 384]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 768], r9
+    jmp 1f
+1:
+    movzx edi, r9b
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 1408]
+    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 128]
     mov r8, r11
-    mov qword ptr [r15 + 768], r8
-    mov dword ptr [r15 + 128], 24
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 256]
-    movzx edx, r8b
-    mov r8, qword ptr [r15 + 512]
-    vmovdqu xmm15, xmmword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 448]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 256]
+    movzx esi, dil
+    mov rdi, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 576], r8
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    lea rcx, [rip + .Lc1_d4525_s]
+    lea rcx, [rip + .Lc1_d4550_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4525_s_t
-.Lc1_d4525_j:
+    call .Lc1_d4550_s_t
+.Lc1_d4550_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4525_s:
+.Lc1_d4550_s:
     ret
     .popsection
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov byte ptr [r15 + 576], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    mov r8d, 45
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r8, r11
-    mov ecx, r8d
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 192]
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1408]
-    mov edx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edi
-    mov edi, dword ptr [r15 + 64]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
+    movzx eax, dl
+    movzx edx, byte ptr [r15 + 704]
     and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, dword ptr [r15 + 512]
-    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm14
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 72
+    mov ecx, ecx
+    mov r8d, ecx
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 384], rdx
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], eax
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 256], ymm8
     add r11, 64
     inc rbx
     dec r13
@@ -6066,60 +6103,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4581_s]
+    lea rcx, [rip + .Lc1_d4607_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4581_s_t
-.Lc1_d4581_j:
+    call .Lc1_d4607_s_t
+.Lc1_d4607_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4581_s:
+.Lc1_d4607_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, eax
-    movzx eax, al
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov r8, r11
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], eax
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8d, 124
-    movsxd r8, dword ptr [r15 + 384]
-    add r8, qword ptr [r15 + 192]
+    mov r9, r11
     jmp 1f
 1:
-    mov rax, rbp
+    movzx eax, byte ptr [r15 + 128]
+    and r9, 4032
+    xor dword ptr [r15 + r9 + 3392], r9d
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, r11
+    mov qword ptr [r15 + 768], r9
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
+    movzx eax, r9b
+    mov r9d, 2
+    jmp 1f
+1:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
+    mov r9, rax
+    movzx r9d, byte ptr [r15 + 64]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + rbp + 3456], al
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
+    movzx ecx, al
     jmp 1f
 1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 512], r8b
-    movzx r8d, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 192], eax
+    mov byte ptr [r15 + 256], al
+    movzx eax, al
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 448]
+    mov rcx, rax
+    mov qword ptr [r15 + 320], rcx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov qword ptr [r15 + 384], rax
+    vpor xmm8, xmm8, xmm8
     jmp 1f
 1:
-    vpor xmm10, xmm10, xmm15
-    movzx ebp, bpl
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov ebp, ebp
+    mov ecx, eax
+    movzx ecx, cl
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -6128,54 +6168,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
+    mov rax, r9
+    mov r9d, eax
+    mov r9, r11
+    mov dword ptr [r15 + 384], 100
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9d, 171
+    mov dword ptr [r15 + 320], 91
+    mov dword ptr [r15 + 0], 11
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rbp
-    mov ebp, 240
+    mov dword ptr [r15 + 0], 238
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    mov rbp, r11
-    mov byte ptr [r15 + 0], bpl
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], 196
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 120
-    movzx esi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 64], 103
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    movzx ecx, al
+    mov dword ptr [r15 + 576], ecx
     mov rbp, r11
-    mov r9, r11
-    jmp 1f
-1:
-    movzx eax, sil
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    movzx eax, bpl
+    movzx eax, al
+    mov rax, qword ptr [r15 + 256]
     and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 192]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 448]
+    mov edi, ebp
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, eax
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 153
-    movzx edx, al
-    mov dword ptr [r15 + 64], 43
-    mov dword ptr [r15 + 256], eax
-    mov eax, r9d
-    mov byte ptr [r15 + 64], al
-    mov rax, qword ptr [r15 + 768]
-    mov r9d, eax
     jmp 1f
 1:
     add r11, 64
@@ -6186,498 +6225,498 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4683_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4683_s_t
-.Lc1_d4683_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d4710_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4710_s_t
+.Lc1_d4710_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4683_s:
+.Lc1_d4710_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 640], r9d
-    mov dword ptr [r15 + 448], ecx
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    movzx ebp, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 192], eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 128], 50
+    mov dword ptr [r15 + 128], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
+    mov rax, rcx
+    mov dword ptr [r15 + 0], eax
+    mov edi, 215
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 576], r9
-    movzx eax, byte ptr [r15 + 320]
-    mov ecx, 184
-    mov r9d, dword ptr [r15 + 512]
-    mov rcx, r9
+    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov eax, 200
+    movzx edi, byte ptr [r15 + 320]
+    mov eax, edi
+    mov qword ptr [r15 + 128], rcx
+    mov rdi, qword ptr [r15 + 384]
     mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    movzx eax, al
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov edi, 200
-    mov dword ptr [r15 + 128], edi
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 13
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    movzx esi, al
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d4733_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4733_s_t
-.Lc1_d4733_j:
+    lea rcx, [rip + .Lc1_d4760_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4760_s_t
+.Lc1_d4760_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4733_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4760_s:
     ret
     .popsection
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, al
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edx, al
-    mov rax, qword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 148
-    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 71
+    movzx r9d, dl
+    mov dword ptr [r15 + 128], 84
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + 448]
     mov r8, r11
+    movzx eax, r8b
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7552]
+    movzx ebp, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov esi, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 576]
+    add r8, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 7488], 222
+    mov r9d, 57
     jmp 1f
 1:
-    and r8, 8128
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 7488], 215
-    mov r8, qword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 238
-    mov esi, 249
-    mov esi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    lea rcx, [rip + .Lc1_d4779_s]
+    lea rcx, [rip + .Lc1_d4807_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4779_s_t
-.Lc1_d4779_j:
+    call .Lc1_d4807_s_t
+.Lc1_d4807_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4779_s:
+.Lc1_d4807_s:
     ret
     .popsection
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 256]
-    movzx edx, cl
-    movzx ecx, dl
-    mov edx, ecx
-    mov ecx, 199
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 576]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, r9b
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov r9d, 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm5
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 256], ecx
-    test ebx, 4608
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r9d, eax
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
-    mov ecx, eax
-    mov rcx, qword ptr [r15 + 320]
-    movzx edi, cl
     mov rbp, r11
-    mov ecx, ebp
-    mov byte ptr [r15 + 448], al
-    movzx eax, r9b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov r9d, ecx
-    mov byte ptr [r15 + 384], r9b
-    movsxd r9, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1408]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 256]
+    mov r8d, r8d
+    vmovdqu ymmword ptr [r15 + 704], ymm8
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8d, eax
+    movzx eax, byte ptr [r15 + 128]
+    movzx r8d, al
+    mov eax, r8d
+    mov byte ptr [r15 + r9 + 1344], al
+    movzx r9d, dil
+    mov qword ptr [r15 + 448], r9
+    mov r9d, r8d
+    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 384], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 209
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 209
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
+    mov dword ptr [r15 + 0], 17
+    mov r9, r8
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, dword ptr [r15 + 512]
-    mov r9d, ebp
     mov r9, r11
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r9d, eax
     test ebx, 2560
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 244
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 704]
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 245
-    mov dword ptr [r15 + 640], 105
-    mov dword ptr [r15 + 320], r8d
-    movsxd r9, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 448], 223
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 64], 105
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 384], 244
+    mov dword ptr [r15 + r8 + 832], r9d
     jmp 1f
 1:
-    mov rcx, rsi
+    mov rax, rax
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], cl
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    lea rcx, [rip + .Lc1_d4880_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4880_s_t
-.Lc1_d4880_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d4909_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4909_s_t
+.Lc1_d4909_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4880_s:
+.Lc1_d4909_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    xor dword ptr [r15 + 768], esi
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 128]
-    mov rsi, rcx
+    mov r8, r11
+    movzx eax, r8b
+    mov eax, dword ptr [r15 + 448]
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 512]
+    movzx ebp, dl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov esi, 72
-    movzx esi, byte ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], 82
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    vpor xmm3, xmm3, xmm15
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 128], al
+    mov eax, 40
+    mov qword ptr [r15 + 640], rax
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movzx eax, cl
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov eax, 204
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ebp, r8d
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 256], xmm3
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rdi, r9
+    and r9, 8128
+    and eax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov rcx, rdi
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 7552], rsi
-    add rax, qword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov esi, 125
-    mov esi, esi
-    mov rbp, r11
-    mov esi, 122
-    mov rsi, qword ptr [r15 + 320]
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 128], xmm12
-    mov rbp, qword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov r9, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d4935_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4935_s_t
-.Lc1_d4935_j:
+    lea rcx, [rip + .Lc1_d4960_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4960_s_t
+.Lc1_d4960_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4935_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4960_s:
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 121
+    jmp 1f
+1:
+    mov eax, 65
+    mov qword ptr [r15 + 512], rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 102
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 65
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + r9 + 1408], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], r9b
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], cl
-    movzx r9d, r9b
+    mov r9, r11
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 237
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 768], rcx
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 64], 134
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 896], ebp
+    mov rbp, qword ptr [r15 + r9 + 1408]
+    mov rax, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov rcx, qword ptr [r15 + 704]
+    and ecx, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm5
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, esi
-    mov esi, eax
+    lea rcx, [rip + .Lc1_d5012_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5012_s_t
+.Lc1_d5012_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5012_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 0], 196
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm3
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov ecx, 132
+    and ecx, dword ptr [r15 + 64]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov ebp, esi
+    mov rsi, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, ecx
+    mov dword ptr [r15 + 512], 30
+    mov byte ptr [r15 + 320], bpl
+    mov qword ptr [r15 + 384], rsi
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 256], 90
-    mov esi, 144
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov rax, qword ptr [r15 + 384]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 320]
-    mov r8d, 87
-    mov byte ptr [r15 + 192], r8b
-    mov dword ptr [r15 + 448], 120
+    mov byte ptr [r15 + 128], r9b
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov ebp, 48
+    mov byte ptr [r15 + 192], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], al
-    mov qword ptr [r15 + 128], rsi
-    mov dword ptr [r15 + 704], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, eax
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    lea rcx, [rip + .Lc1_d5036_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5036_s_t
-.Lc1_d5036_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5036_s:
-    ret
-    .popsection
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 198
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 101
+    mov ecx, 23
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 139
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], r8
-    mov qword ptr [r15 + 320], r8
-    mov r8d, 41
-    test ebx, 2560
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 256], eax
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 384], ecx
     movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 198
+    jmp 1f
+1:
     mov r8, r11
-    mov eax, 210
+    movzx eax, r8b
+    mov qword ptr [r15 + 640], rax
     jmp 1f
 1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 126
-    mov dword ptr [r15 + 448], 124
-    mov r8d, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, 192
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r8d, bpl
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], 143
     jmp 1f
 1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, 52
+    mov dword ptr [r15 + 192], 209
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov edx, 9
+    mov edx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -6687,14 +6726,30 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d5087_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5116_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5087_s_t
-.Lc1_d5087_j:
+    call .Lc1_d5116_s_t
+.Lc1_d5116_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5087_s:
+.Lc1_d5116_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
@@ -6711,672 +6766,677 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
+    and edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov eax, 105
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov dword ptr [r15 + 768], 86
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov eax, 71
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edx
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    jmp 1f
+1:
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 640], ymm3
-    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 115
-    movsxd rcx, dword ptr [r15 + 64]
+    mov edx, 123
+    mov dword ptr [r15 + 64], 115
+    mov rbp, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 100
-    mov eax, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 512], ymm3
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], ecx
-    mov r9d, 215
-    mov r9d, 239
-    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov rcx, qword ptr [r15 + 320]
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
+    mov ebp, edx
+    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], edx
+    mov dword ptr [r15 + 448], r9d
+    mov ebp, 45
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d5144_s]
+    lea rcx, [rip + .Lc1_d5182_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5144_s_t
-.Lc1_d5144_j:
+    call .Lc1_d5182_s_t
+.Lc1_d5182_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5144_s:
+.Lc1_d5182_s:
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 384]
-    mov ebp, ecx
-    mov dword ptr [r15 + 192], 188
+    mov r9, r11
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov dword ptr [r15 + 0], 2
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 29
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, 34
-    mov r8, r11
-    vpor xmm12, xmm12, xmm1
-    mov ecx, 102
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 68
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 97
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 640], r9
+    movzx r9d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + r9 + 3456]
-    mov r9, rcx
-    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 176
+    mov rax, r9
+    mov r9, qword ptr [r15 + 256]
     mov r8, r11
-    mov rbp, r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 121
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], r8
+    mov rcx, rsi
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 512]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    and r9, 8128
-    or qword ptr [r15 + r9 + 7488], 70
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 94
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    vmovq xmm8, rdi
+    mov byte ptr [r15 + 256], r8b
     movzx r8d, bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm3, xmm3, xmm11
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 114
-    jmp 1f
-1:
     mov rbp, r11
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 45
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3456]
+    movzx edi, bpl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm8, xmm8, xmm7
+    mov qword ptr [r15 + 0], r9
+    mov ebp, 151
+    jmp 1f
+1:
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    vpaddd xmm3, xmm3, xmm3
-    add rbp, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 384]
-    movzx esi, dil
-    mov edi, 80
-    movsxd rdi, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    add rbp, qword ptr [r15 + r9 + 3392]
+    movzx r9d, bpl
+    mov ebp, 49
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 576]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov dword ptr [r15 + 256], 169
-    vmovdqu xmmword ptr [r15 + 512], xmm12
-    mov dword ptr [r15 + r9 + 7552], edi
-    mov rdi, qword ptr [r15 + 192]
-    mov r8d, edi
+    mov byte ptr [r15 + 512], r9b
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 704], r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], 158
+    movzx edi, byte ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 128], xmm8
+    mov dword ptr [r15 + 448], r8d
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 384]
+    mov edx, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    lea rcx, [rip + .Lc1_d5246_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5246_s_t
-.Lc1_d5246_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d5287_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5287_s_t
+.Lc1_d5287_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5246_s:
+.Lc1_d5287_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdi
-    mov qword ptr [r15 + 384], rdi
-    mov ecx, 65
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, r11
-    mov dword ptr [r15 + 64], 84
-    movsxd rdi, dword ptr [r15 + 768]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 320], 140
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 704]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    movzx ebp, r8b
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 192]
-    and r8, 4032
-    imul r9, qword ptr [r15 + r8 + 3392]
+    movsxd rcx, dword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 94
+    lea r9, [r11 + r11*1]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 384]
+    and r9, 1984
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 1344], 76
+    mov dword ptr [r15 + 320], 246
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, byte ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rsi, rbp
+    vpxor xmm3, xmm3, xmm8
+    mov rbp, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d5296_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5296_s_t
-.Lc1_d5296_j:
+    lea rcx, [rip + .Lc1_d5334_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5334_s_t
+.Lc1_d5334_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5296_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5334_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, ecx
+    mov esi, eax
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 114
-    mov qword ptr [r15 + 0], rsi
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 384]
-    and ebp, dword ptr [r15 + 512]
-    mov rdx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 128], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], cl
+    mov r8, r11
     jmp 1f
 1:
+    mov r9, r11
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    inc dword ptr [r15 + 64]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 256], r8b
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 128], 60
+    mov r8, rcx
+    mov byte ptr [r15 + 704], r8b
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 192]
+    and ecx, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 512], r9
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], dl
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 640]
+    mov edx, 220
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 48
-    mov byte ptr [r15 + 320], sil
+    movsxd rdi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    movsxd rsi, dword ptr [r15 + 704]
+    lea rcx, [rip + .Lc1_d5382_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5382_s_t
+.Lc1_d5382_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5382_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 119
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 68
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 17
-    mov r8, r11
-    mov qword ptr [r15 + 0], r8
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, 110
-    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], ecx
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov edi, 17
+    mov byte ptr [r15 + 256], dil
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], edx
-    mov r8d, edx
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 2
-    mov dword ptr [r15 + 512], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, r8d
+    mov ecx, 196
+    movzx ebp, cl
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, edi
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 192]
+    mov eax, 118
     mov r8, r11
-    movzx r9d, r8b
-    and r8, 1984
-    mov r9, r11
-    and edx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 256], dl
-    mov edx, r9d
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov rsi, rbp
+    and r8, 448
+    and r9d, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5400_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5400_s_t
-.Lc1_d5400_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5400_s:
-    ret
-    .popsection
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], bpl
-    mov dword ptr [r15 + 384], 83
-    mov ecx, 5
-    mov rcx, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 64]
-    .byte 0x66, 0x90
-    mov edi, ebp
-    mov edi, edi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edi, ecx
-    mov edi, dword ptr [r15 + rbp + 3392]
-    vmovq qword ptr [r15 + 192], xmm2
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, rax
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 448], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov r9d, 44
+    movsxd r9, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    movzx edx, r8b
+    mov qword ptr [r15 + 192], rdx
+    mov qword ptr [r15 + 640], r8
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    mov r8, r11
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 152
+    movzx r8d, dl
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, r9d
+    mov dword ptr [r15 + 576], r8d
+    jmp 1f
+1:
+    vpor xmm8, xmm8, xmm3
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, r8d
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov qword ptr [r15 + 768], r8
-    mov r8d, edi
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 7552], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    lea rcx, [rip + .Lc1_d5451_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5451_s_t
-.Lc1_d5451_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d5491_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5491_s_t
+.Lc1_d5491_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5451_s:
+.Lc1_d5491_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 234
+    and ecx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov ecx, 255
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, 245
+    mov eax, 16
+    jmp 1f
+1:
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm2
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
     and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9d, 159
+    mov r9d, r9d
+    mov r9, r11
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, 246
-    lea r8, [r11 + r11*1]
-    mov r9d, 145
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    vmovdqu xmmword ptr [r15 + 512], xmm6
+    mov dword ptr [r15 + 448], 144
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 7552]
-    mov r8d, 159
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 576]
-    mov rbp, r11
-    movzx esi, bpl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 30
-    mov qword ptr [r15 + 192], r9
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, esi
-    jmp 1f
-1:
-    mov rbp, rdi
+    mov r9, r11
+    mov dword ptr [r15 + 128], eax
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d5505_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5505_s_t
-.Lc1_d5505_j:
+    lea rcx, [rip + .Lc1_d5543_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5543_s_t
+.Lc1_d5543_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5505_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5543_s:
     ret
     .popsection
-    movzx edi, bpl
-    vpcmpeqb xmm14, xmm14, xmm13
+    mov dword ptr [r15 + 576], 250
+    mov eax, 235
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 64]
     mov rbp, r11
-    mov eax, ebp
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 512]
-    mov edx, 95
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9d, ebp
+    mov rbp, qword ptr [r15 + 128]
+    mov r8d, 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dil
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 256], r9
     jmp 1f
 1:
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    movsxd rdi, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 197
-    movsxd rbp, dword ptr [r15 + 320]
-    add rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 8
+    mov edi, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 320]
     mov r8, r11
-    mov ecx, 132
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 164
-    movzx eax, byte ptr [r15 + 704]
-    mov rsi, rax
-    mov eax, 189
+    mov byte ptr [r15 + 448], r8b
+    mov eax, 135
+    mov eax, dword ptr [r15 + 64]
+    and r8, 8128
+    add r9, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 448], 128
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov rdx, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], al
-    mov qword ptr [r15 + 448], r8
-    mov dword ptr [r15 + 320], 231
+    mov r9, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    vmovdqu ymmword ptr [r15 + 192], ymm8
+    mov dword ptr [r15 + 512], 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm8
     mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
+    mov edx, 70
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 70
-    mov edx, 197
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov esi, 62
-    mov dword ptr [r15 + 192], 143
-    mov r8, r11
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9d, 62
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm8
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], 65
-    mov r8d, dword ptr [r15 + 128]
-    movzx r9d, r8b
-    mov r8, r9
+    mov edx, dword ptr [r15 + 448]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    add rdx, qword ptr [r15 + 640]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 65
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9, rdx
+    mov byte ptr [r15 + 128], r9b
+    mov r9, rdx
+    mov edx, 77
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    mov r8d, 33
-    mov r8, r8
-    mov r8d, 38
-    mov r8, r11
-    mov byte ptr [r15 + 576], r8b
-    jmp 1f
-1:
-    and r8, 8128
-    mov rbp, r11
-    mov byte ptr [r15 + r8 + 7488], bpl
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], r8d
-    jmp 1f
-1:
-    movzx ebp, r8b
+    mov r9d, 38
+    mov r9d, 218
+    mov dword ptr [r15 + 384], 212
+    mov r9d, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 256]
+    movzx ebp, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    lea rcx, [rip + .Lc1_d5600_s]
+    lea rcx, [rip + .Lc1_d5640_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5600_s_t
-.Lc1_d5600_j:
+    call .Lc1_d5640_s_t
+.Lc1_d5640_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5600_s:
+.Lc1_d5640_s:
     ret
     .popsection
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 896]
+    movsxd rdx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 768]
+    and rbp, 16320
+    movzx esi, byte ptr [r15 + rbp + 15680]
+    movzx ebp, sil
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    xchg qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    movzx edx, bpl
+    mov rbp, qword ptr [r15 + 512]
     mov r9, r11
-    add r8, qword ptr [r15 + 0]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 192]
-    mov edi, eax
-    movzx eax, dil
-    mov rdi, qword ptr [r15 + 448]
-    mov r8, r11
-    test ebx, 12800
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 198
-    and edi, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov rbp, rax
+    mov ebp, 198
+    mov rbp, r11
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    and rbp, 448
+    and edx, dword ptr [r15 + rbp + 832]
+    mov rbp, rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], edi
-    mov dword ptr [r15 + 256], r8d
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 320], r9d
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 704]
     movzx eax, byte ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vmovq qword ptr [r15 + 128], xmm8
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 46
-    mov r8d, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
-    mov rbp, rdi
-    movzx edi, bpl
-    mov ebp, dword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 128], xmm3
+    mov dword ptr [r15 + 384], 185
+    mov edi, dword ptr [r15 + 192]
+    mov r8, rdi
+    movzx edi, r8b
+    add rdi, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -7385,479 +7445,470 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5655_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d5695_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5655_s_t
-.Lc1_d5655_j:
+    call .Lc1_d5695_s_t
+.Lc1_d5695_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5655_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5695_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov ecx, 159
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, 145
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
+    movzx edi, al
+    movsxd rax, dword ptr [r15 + 448]
     and rbp, 1984
     mov qword ptr [r15 + rbp + 1408], rbp
-    mov dword ptr [r15 + 384], 13
-    mov dword ptr [r15 + 512], 92
+    mov dword ptr [r15 + 0], 55
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 92
     mov dword ptr [r15 + 64], 161
-    mov qword ptr [r15 + 320], rax
-    test ebx, 1536
-    jnz 1f
+    lea r9, [r11 + r11*1]
+    test ebx, 10752
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    mov rbp, r11
-    mov edx, ebp
-    mov qword ptr [r15 + 128], rdx
-    movsxd rdx, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 768]
-    mov rsi, qword ptr [r15 + 704]
-    mov ecx, 9
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], ecx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov rax, rdi
+    mov edi, ebp
+    mov qword ptr [r15 + 256], rdi
+    mov rdi, qword ptr [r15 + r9 + 7552]
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 384]
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, 33
+    movzx r8d, r8b
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov byte ptr [r15 + 576], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5714_s]
+    lea rcx, [rip + .Lc1_d5741_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5714_s_t
-.Lc1_d5714_j:
+    call .Lc1_d5741_s_t
+.Lc1_d5741_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5714_s:
+.Lc1_d5741_s:
     ret
     .popsection
+    mov dword ptr [r15 + 320], 222
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov dword ptr [r15 + 0], 8
+    mov eax, r8d
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 59
+    movzx r8d, cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], ecx
-    mov rcx, rbp
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov dword ptr [r15 + 640], 179
-    mov rbp, r11
-    test ebx, 2560
-    jnz 1f
-1:
-    movzx ecx, cl
+    mov dword ptr [r15 + 0], 24
     jmp 1f
 1:
-    and rbp, 448
+    jmp 1f
+1:
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8d, 29
-    mov r8d, r8d
-    movzx r8d, byte ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], dl
-    movsxd rdx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3456]
+    mov eax, 139
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov edx, r8d
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 704]
+    mov ecx, 203
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 256], cl
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 640], al
+    mov dword ptr [r15 + 384], edx
+    mov edx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 128]
     movzx esi, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 67
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 192]
-    mov ebp, 154
-    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], esi
+    mov eax, 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 27
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 22
+    movzx edx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 149
+    mov ebp, 163
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
     add r9, qword ptr [r15 + 64]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdi
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    jmp 1f
-1:
-    mov r9, r11
-    mov ebp, 106
-    mov qword ptr [r15 + 384], rbp
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 208
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 163
-    mov dword ptr [r15 + 64], 251
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    movzx r9d, bpl
-    movzx r9d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rdi, rbp
-    mov ebp, edi
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov rbp, r9
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5809_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5809_s_t
-.Lc1_d5809_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d5839_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5839_s_t
+.Lc1_d5839_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5809_s:
+.Lc1_d5839_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, qword ptr [r15 + 768]
+    mov r9, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    add rax, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 512]
     jmp 1f
 1:
+    imul r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
+    mov rdi, rax
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 128], 123
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 169
-    mov edi, 184
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov eax, ecx
+    mov dword ptr [r15 + 384], 184
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov rcx, r9
+    mov ecx, dword ptr [r15 + 256]
+    mov r9d, 140
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 640]
+    mov rdi, rax
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 448]
     mov rbp, r11
-    mov ecx, ebp
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 256]
-    movzx r8d, bpl
-    mov rbp, r8
-    mov r8d, dword ptr [r15 + 64]
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
-    mov rsi, rax
-    add qword ptr [r15 + 576], rsi
-    movzx eax, dil
+    mov dword ptr [r15 + 64], 134
+    movzx edx, al
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 128], dil
+    add rcx, qword ptr [r15 + 64]
+    movzx ebp, cl
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d5863_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5863_s_t
-.Lc1_d5863_j:
+    lea rcx, [rip + .Lc1_d5895_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5895_s_t
+.Lc1_d5895_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5863_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5895_s:
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 192], r9
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rcx
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 896]
-    movzx ecx, al
-    mov rcx, rcx
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
-    mov ecx, 91
-    mov byte ptr [r15 + 0], al
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov eax, eax
-    mov rax, qword ptr [r15 + 320]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 256], r9b
-    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
-    mov ecx, 165
-    mov dword ptr [r15 + 640], 117
-    mov ecx, dword ptr [r15 + 512]
-    mov ebp, 255
-    mov ebp, 25
-    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 38
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 212
+    movsxd rax, dword ptr [r15 + 704]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 6656
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, 196
+    mov r8d, r8d
+    mov r8, r11
+    mov dword ptr [r15 + 128], 49
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov ecx, 9
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 256]
+    movzx ebp, r8b
+    mov ebp, 103
+    mov byte ptr [r15 + 512], bpl
+    mov byte ptr [r15 + 192], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 204
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, eax
-    movzx ebp, bpl
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rax
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d5944_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5944_s_t
+.Lc1_d5944_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5944_s:
+    ret
+    .popsection
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx eax, r8b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 512]
-    mov eax, 1
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rbp, r11
     jmp 1f
 1:
-    mov esi, 252
-    and esi, dword ptr [r15 + 128]
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 64], r8b
-    mov r8, qword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 384]
+    mov edx, 159
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    mov edx, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    jmp 1f
+1:
     mov rbp, r11
-    movsxd r9, dword ptr [r15 + 320]
-    mov rax, r9
-    mov r9d, edx
+    mov ecx, 168
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    mov r8, rbp
+    mov rbp, r11
+    or qword ptr [r15 + 576], 85
+    movzx ecx, dl
+    mov dword ptr [r15 + 64], 135
     and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], r8
+    movsxd r8, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 640]
+    mov r9d, esi
+    mov rsi, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5958_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5958_s_t
-.Lc1_d5958_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5958_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r11
-    and eax, dword ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 149
-    mov r8, qword ptr [r15 + 384]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 149
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 256]
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], 64
-    movzx r8d, r8b
-    mov qword ptr [r15 + 512], r8
-    vmovq qword ptr [r15 + 128], xmm13
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul r8, qword ptr [r15 + 64]
+    mov esi, r8d
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    movzx edx, r8b
+    movsxd r8, dword ptr [r15 + 320]
     mov r9, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
+    lea rbp, [r11 + r11*1]
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    lock xadd qword ptr [r15 + 704], rdi
+    and rbp, 8128
+    or qword ptr [r15 + rbp + 7488], 79
+    mov r9d, edx
+    mov dword ptr [r15 + rbp + 7552], 203
+    movzx ebp, r8b
+    mov r8, qword ptr [r15 + 256]
+    movzx edx, r8b
+    mov edx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    lea rcx, [rip + .Lc1_d6003_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6003_s_t
-.Lc1_d6003_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d6044_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6044_s_t
+.Lc1_d6044_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6003_s:
+.Lc1_d6044_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, 18
-    movzx r9d, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 448]
+    mov rax, rax
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 64], 152
-    test ebx, 4608
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 448]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
     mov r9, r11
-    and edi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rdi
-    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r9d
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 202
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 128]
-    mov eax, 172
-    and r9, 4032
-    mov r8, r11
-    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 832], 211
+    movzx r9d, byte ptr [r15 + 448]
+    mov ecx, 152
+    mov ecx, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 576]
+    mov rbp, r11
+    mov edx, eax
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 768]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 256], 240
+    mov esi, 20
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov byte ptr [r15 + 384], r9b
-    jmp 1f
-1:
-    mov r8d, edi
-    movzx r8d, r8b
+    mov rdx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rsi
     add r11, 64
     inc rbx
     dec r13
@@ -7866,61 +7917,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d6053_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6053_s_t
-.Lc1_d6053_j:
+    lea rcx, [rip + .Lc1_d6093_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6093_s_t
+.Lc1_d6093_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6053_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6093_s:
     ret
     .popsection
-    mov r8d, 128
-    jmp 1f
-1:
-    mov eax, 24
-    mov rax, rcx
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 158
-    lea r9, [r11 + r11*1]
+    movzx esi, dl
+    mov edx, dword ptr [r15 + 64]
     mov r8, r11
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    movzx ebp, al
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 147
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 448], 23
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], eax
-    test ebx, 5632
-    jz 1f
+    mov r8d, eax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, r9b
-    mov dword ptr [r15 + 256], ebp
-    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rax
+    mov rax, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 512]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov edx, eax
-    mov byte ptr [r15 + 128], dl
-    mov qword ptr [r15 + 192], r8
-    and r8d, dword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + r9 + 1408]
+    mov r9, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 512], r8
+    and r9, 16320
+    and ecx, dword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -7928,125 +7975,129 @@ ditto_body_c1:
 .Lc1_b1_c118:
     jmp 1f
 1:
-    mov r9d, 151
-    mov r9, r11
-    mov r8d, 245
-    mov rbp, qword ptr [r15 + 320]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov ebp, 151
+    mov ebp, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 141
     mov r9d, 35
-    mov r9d, 217
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    or qword ptr [r15 + 0], 74
-    jmp 1f
-1:
-    mov ebp, 40
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, r8d
+    mov r8d, 148
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, ebp
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov ebp, 129
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 105
-    movzx r8d, byte ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 192]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 256]
+    vpmovmskb ebp, xmm11
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
     mov r9, r11
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov esi, 255
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9d, 130
+    vmovq qword ptr [r15 + 768], xmm1
     jmp 1f
 1:
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 128]
-    and r9, 4032
-    add r8, qword ptr [r15 + r9 + 3392]
-    vpcmpeqb xmm4, xmm4, xmm2
-    mov r9d, dword ptr [r15 + 384]
-    mov rax, r9
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 64]
+    add rsi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rsi
+    vpcmpeqb xmm4, xmm4, xmm12
+    mov dword ptr [r15 + 448], 113
+    mov rsi, rdx
+    mov rdx, rsi
+    mov esi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6157_s]
+    lea rcx, [rip + .Lc1_d6191_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6157_s_t
-.Lc1_d6157_j:
+    call .Lc1_d6191_s_t
+.Lc1_d6191_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6157_s:
+.Lc1_d6191_s:
     ret
     .popsection
-    and r9d, dword ptr [r15 + 448]
-    movzx eax, r9b
+    mov r8, r11
+    vmovq qword ptr [r15 + 128], xmm4
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 704]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 237
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 26
-    mov r9d, ecx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, 104
+    mov dword ptr [r15 + 576], 244
+    mov ecx, 138
+    mov dword ptr [r15 + 256], 89
+    movzx ecx, r8b
+    mov r8, r11
+    vmovq qword ptr [r15 + 128], xmm13
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    vpor xmm9, xmm9, xmm13
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 512], 237
-    and r9, 4032
-    xor dword ptr [r15 + r9 + 3392], r9d
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 8128
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 384], 138
-    mov r9, r11
-    vmovq qword ptr [r15 + 256], xmm13
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 128]
+    mov rdx, rcx
+    mov dword ptr [r15 + 448], 252
+    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
@@ -8055,299 +8106,321 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d6207_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d6247_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6207_s_t
-.Lc1_d6207_j:
+    call .Lc1_d6247_s_t
+.Lc1_d6247_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6207_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6247_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx ebp, al
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov r9, r11
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 256]
-    and rbp, 16320
-    mov eax, dword ptr [r15 + rbp + 15680]
-    movsxd rbp, dword ptr [r15 + 512]
+    movzx edi, bpl
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, al
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov rax, rdi
-    mov r9, r11
-    mov eax, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 115
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    movzx edi, r9b
-    mov edi, 93
-    mov dword ptr [r15 + 448], 109
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    movsxd rdi, dword ptr [r15 + 128]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], ecx
+    test ebx, 1536
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, bpl
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 256]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    movzx eax, dil
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edi
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov ebp, 151
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6300_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6300_s_t
+.Lc1_d6300_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6300_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov ecx, eax
+    mov r9, r11
+    jmp 1f
+1:
+    mov rcx, rbp
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9, rax
+    mov r9, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 66
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    jmp 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov r9d, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 176
     mov r9, r11
-    mov r8, r11
+    mov dword ptr [r15 + 192], 40
+    movzx eax, byte ptr [r15 + 64]
     and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 640]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
-    movzx edx, r8b
-    movsxd r8, dword ptr [r15 + 512]
-    mov rax, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 102
-    lea r8, [r11 + r11*1]
-    mov rbp, r8
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1408]
-    add rbp, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], eax
-    movzx eax, byte ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd r9, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + rbp + 3456]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx ecx, bpl
+    add rcx, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    lea rcx, [rip + .Lc1_d6306_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6306_s_t
-.Lc1_d6306_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6306_s:
-    ret
-    .popsection
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov edi, 156
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 244
+    mov eax, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r15 + 128], 26
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 576], dil
+    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 640], xmm9
+    mov dword ptr [r15 + 256], 126
+    and rbp, 8128
+    mov r8, r11
     mov r9, r11
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, r11
+    imul rax, qword ptr [r15 + rbp + 7488]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov qword ptr [r15 + 64], rbp
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 156
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    mov r8d, 109
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7552], r9
-    mov byte ptr [r15 + 192], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 21
-    mov r8d, 126
-    mov dword ptr [r15 + 128], 254
-    add qword ptr [r15 + r9 + 7488], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], r9b
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d6354_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6354_s_t
-.Lc1_d6354_j:
+    lea rcx, [rip + .Lc1_d6406_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6406_s_t
+.Lc1_d6406_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6354_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6406_s:
     ret
     .popsection
-    mov rcx, rax
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1408]
-    mov rcx, rax
-    mov rcx, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 640]
-    mov edx, 237
-    vmovdqu ymmword ptr [r15 + 256], ymm13
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rsi, r9
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 320]
+    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 204
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    and r9, 8128
+    add rsi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 98
     mov r9, r11
-    mov dword ptr [r15 + 384], 30
+    mov rdx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], dl
     and r9, 4032
     movsxd rdx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ebp, r9b
+    movzx r9d, bpl
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 128]
-    add r8, qword ptr [r15 + rbp + 1344]
-    mov ebp, 10
+    mov r9d, dword ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 192], 168
+    mov rdi, rsi
+    mov edi, dword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 256], 27
+    mov rsi, r9
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movzx ebp, al
-    mov rbp, rax
+    mov r8d, 115
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
+    mov r9d, 201
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    lea rcx, [rip + .Lc1_d6402_s]
+    lea rcx, [rip + .Lc1_d6455_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6402_s_t
-.Lc1_d6402_j:
+    call .Lc1_d6455_s_t
+.Lc1_d6455_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6402_s:
+.Lc1_d6455_s:
     ret
     .popsection
-    mov qword ptr [r15 + 704], r8
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r8
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, r9d
+    mov qword ptr [r15 + r8 + 832], rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r8, r11
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 64], rcx
-    lea rbp, [r11 + r11*1]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm4
-    test ebx, 5632
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov esi, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
     mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, 12
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], r9
+    mov r9d, 111
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + rbp + 7552]
+    movzx r9d, byte ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdx
+    movzx edx, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -8355,52 +8428,52 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    mov ebp, eax
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 37
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov eax, edx
+    mov rdx, rax
     mov dword ptr [r15 + 0], 26
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 125
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 59
+    mov r9d, 10
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ebp
-    mov dword ptr [r15 + 0], 9
-    mov dword ptr [r15 + 0], 200
+    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 448], rdx
+    mov edx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 576], rax
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
+    add r9, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 126
-    mov edi, dword ptr [r15 + r8 + 1408]
-    movzx r8d, byte ptr [r15 + 192]
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r8d
-    mov r8d, 111
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 256], ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 117
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 64]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 640], 1
+    mov dword ptr [r15 + 128], 111
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, 193
+    movzx ecx, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 512], ymm13
     add r11, 64
     inc rbx
     dec r13
@@ -8409,60 +8482,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6501_s]
+    lea rcx, [rip + .Lc1_d6554_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6501_s_t
-.Lc1_d6501_j:
+    call .Lc1_d6554_s_t
+.Lc1_d6554_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6501_s:
+.Lc1_d6554_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov byte ptr [r15 + 0], cl
     and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 64], rax
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, 60
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 128], rcx
+    mov rcx, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, r8d
-    mov rax, qword ptr [r15 + 448]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 192]
-    mov rdx, rsi
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 832], xmm4
-    movsxd r8, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 229
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 576]
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 3
+    mov ecx, ebp
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], al
+    mov eax, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, ebp
+    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 640], edi
-    and edx, dword ptr [r15 + 512]
-    mov ebp, edx
+    mov edi, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8, rbp
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], ebp
+    or qword ptr [r15 + 768], 57
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    and edi, dword ptr [r15 + 128]
     mov ebp, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -8471,260 +8540,242 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6553_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d6603_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6553_s_t
-.Lc1_d6553_j:
+    call .Lc1_d6603_s_t
+.Lc1_d6603_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6553_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6603_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    mov rbp, r11
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov ebp, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov esi, 51
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 128], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rbp
-    mov byte ptr [r15 + 576], r9b
-    mov dword ptr [r15 + 768], 173
-    mov dword ptr [r15 + 320], 75
-    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + rbp + 1344], 215
+    mov rsi, rax
+    mov dword ptr [r15 + 448], 75
+    mov qword ptr [r15 + 512], rbp
     mov eax, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rax
-    test ebx, 4608
+    mov qword ptr [r15 + 640], rax
+    mov dword ptr [r15 + r9 + 7552], ecx
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 384], ebp
-    vpor xmm14, xmm14, xmm14
-    mov r9d, eax
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
-    mov dword ptr [r15 + 192], eax
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm14
+    vpor xmm5, xmm5, xmm12
+    mov ecx, ebp
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], eax
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 128]
+    movzx eax, r9b
+    mov rax, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d6618_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6618_s_t
-.Lc1_d6618_j:
+    lea rcx, [rip + .Lc1_d6652_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6652_s_t
+.Lc1_d6652_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6618_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6652_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
+    mov r9d, 75
+    movzx r9d, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 704], 217
+    movzx edx, r9b
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 128], r9b
+    movsxd r9, dword ptr [r15 + r8 + 3456]
+    mov r8, qword ptr [r15 + 320]
+    mov edi, 31
+    mov rbp, r11
+    test ebx, 2560
+    jnz 1f
+1:
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm1
+    mov rbp, rdi
     jmp 1f
 1:
-    mov ecx, 158
-    movsxd rcx, dword ptr [r15 + 256]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 384], eax
-    mov dword ptr [r15 + 0], 212
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    vmovq qword ptr [r15 + 640], xmm12
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, edi
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, eax
-    mov rcx, qword ptr [r15 + 64]
-    mov rdx, rcx
-    mov dword ptr [r15 + 64], 186
-    mov rcx, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 128]
-    mov rdi, r9
-    mov r9, r11
-    mov dword ptr [r15 + 448], r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9d, 38
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 384], edi
+    mov dword ptr [r15 + 256], edi
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 768]
+    mov rdx, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 200
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 39
-    mov byte ptr [r15 + 448], r9b
-    mov r9, r9
+    mov edi, 40
+    mov rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9, r11
+    mov rbp, r8
+    mov r8, rbp
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], rax
-    mov rax, rax
+    mov r8, rdi
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    add rdi, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 448], dil
+    mov byte ptr [r15 + 576], bpl
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    mov qword ptr [r15 + 64], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 111
     .byte 0x66, 0x90
-    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov dword ptr [r15 + 0], 145
+    mov ebp, edi
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov eax, 200
-    and r9, 4032
-    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm14
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r9, rax
-    mov dword ptr [r15 + 512], 202
-    mov byte ptr [r15 + 128], al
-    mov r9d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov ebp, 14
-    mov rbp, rbp
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    add r9, qword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8d, ebp
-    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 82
+    mov byte ptr [r15 + 0], bpl
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 640]
+    mov r9, rdi
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     jmp 1f
 1:
+    mov rdi, rbp
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, 162
+    movsxd r8, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c130:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6716_s]
+    lea rcx, [rip + .Lc1_d6751_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6716_s_t
-.Lc1_d6716_j:
+    call .Lc1_d6751_s_t
+.Lc1_d6751_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6716_s:
+.Lc1_d6751_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7552]
-    mov rcx, qword ptr [r15 + 128]
-    mov rdi, rcx
-    movsxd rcx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 243
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 135
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 384]
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
-    mov edx, dword ptr [r15 + rbp + 896]
-    mov ebp, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm14
+    add rbp, qword ptr [r15 + 0]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8, rbp
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
-    mov rax, rbp
-    mov dword ptr [r15 + 64], 58
-    mov edx, edx
-    movzx edx, sil
-    movsxd rsi, dword ptr [r15 + 512]
-    mov rbp, r11
-    movzx edx, bpl
-    mov rdx, qword ptr [r15 + 256]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
-    mov qword ptr [r15 + 448], rsi
+    mov r8d, ebp
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 252
+    mov qword ptr [r15 + 512], r8
     jmp 1f
 1:
+    mov r9, r8
+    movzx r9d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], r8d
+    movzx r8d, dil
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm5
+    mov edx, dword ptr [r15 + 192]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 512], sil
     add r11, 64
     inc rbx
     dec r13
@@ -8733,52 +8784,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6763_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6763_s_t
-.Lc1_d6763_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d6805_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6805_s_t
+.Lc1_d6805_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6763_s:
+.Lc1_d6805_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx esi, bpl
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 0], 36
-    mov rbp, rax
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 154
-    mov rax, qword ptr [r15 + 64]
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    and r9, 4032
-    and ecx, dword ptr [r15 + r9 + 3456]
-    movzx esi, byte ptr [r15 + 256]
-    movzx edi, sil
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov edi, ecx
-    movzx ecx, al
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
+    mov r9, r11
     mov rax, r9
     movzx eax, al
-    mov dword ptr [r15 + 128], edi
-    add rsi, qword ptr [r15 + 192]
-    movzx eax, sil
-    mov dword ptr [r15 + 704], 95
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, dil
-    mov byte ptr [r15 + r9 + 3392], bpl
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, cl
+    mov qword ptr [r15 + 0], r9
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    movzx r9d, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], eax
+    mov r8, r11
+    add rcx, qword ptr [r15 + 256]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, r9b
+    mov rax, rax
+    movzx eax, al
+    movzx eax, al
+    mov byte ptr [r15 + 64], al
+    and ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 120
+    mov dword ptr [r15 + 576], 186
+    mov r9, r8
+    mov r8, r9
+    mov dword ptr [r15 + 384], 64
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -8787,58 +8841,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, sil
-    movzx esi, r9b
-    mov rdi, qword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d6855_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6855_s_t
+.Lc1_d6855_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6855_s:
+    ret
+    .popsection
+    mov r8, r11
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r8d, eax
+    mov rax, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov edx, 160
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm14
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov byte ptr [r15 + 0], dil
-    mov edi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    movzx edx, r8b
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov ebp, 168
-    mov ebp, 193
-    mov esi, 1
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu xmmword ptr [r15 + 64], xmm5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 161
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ecx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rsi, rdi
+    mov dword ptr [r15 + 128], 168
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
+    and edx, dword ptr [r15 + 320]
+    mov ecx, 147
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov esi, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 64], dl
+    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
     mov rbp, r11
-    mov r8, r11
-    mov edi, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rdi
-    and r8, 448
-    vmovdqu xmm6, xmmword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 115
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, rcx
     jmp 1f
 1:
     add r11, 64
@@ -8846,307 +8908,310 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d6862_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6862_s_t
-.Lc1_d6862_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6862_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 512]
-    movzx eax, cl
+    mov ecx, dword ptr [r15 + 704]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 235
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, r11
-    mov edx, 103
-    mov dword ptr [r15 + 256], 42
-    movsxd rdx, dword ptr [r15 + 448]
-    and r9, 4032
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 143
+    mov qword ptr [r15 + 0], rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 448]
-    vpmovmskb r9d, xmm8
-    movzx r9d, r9b
+    movzx ecx, byte ptr [r15 + 192]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov r9d, 102
-    mov dword ptr [r15 + 384], esi
+    mov rbp, r11
+    lea r9, [r11 + r11*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 768]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + r9 + 1408]
+    movzx r9d, dl
+    movzx edx, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9d, 223
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + 320]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], eax
-    mov eax, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    lea rcx, [rip + .Lc1_d6911_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6911_s_t
-.Lc1_d6911_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d6955_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6955_s_t
+.Lc1_d6955_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6911_s:
+.Lc1_d6955_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    movzx ecx, byte ptr [r15 + 256]
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 384]
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
     mov r8, r11
-    movzx eax, r8b
-    mov rax, rax
-    mov dword ptr [r15 + 0], 100
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm6
-    mov r8, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], cl
-    mov rcx, rcx
-    movzx ecx, al
-    mov ecx, 248
     jmp 1f
 1:
+    mov eax, 206
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov r8, rbp
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 768], ymm6
-    jmp 1f
-1:
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov rbp, rbp
     and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8d, 76
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 64]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 512], dl
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + r8 + 3456], 215
+    mov r8d, 101
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    mov r8d, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx esi, bpl
     jmp 1f
 1:
-    mov r8d, edi
-    mov r8, qword ptr [r15 + 256]
-    movzx edx, r8b
-    mov edx, 176
-    mov edx, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 384]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 512]
+    movzx esi, al
+    mov byte ptr [r15 + 192], sil
+    mov esi, dword ptr [r15 + 448]
+    mov eax, 140
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d6962_s]
+    lea rcx, [rip + .Lc1_d7012_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6962_s_t
-.Lc1_d6962_j:
+    call .Lc1_d7012_s_t
+.Lc1_d7012_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6962_s:
+.Lc1_d7012_s:
     ret
     .popsection
-    movzx edi, dl
-    mov qword ptr [r15 + 128], rdi
-    movsxd rdi, dword ptr [r15 + 192]
-    vpmovmskb r8d, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 64
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov edi, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 384], rbp
     and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rsi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 640]
-    mov edi, 139
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    vpcmpeqb xmm6, xmm6, xmm12
+    mov esi, 11
+    mov byte ptr [r15 + 0], sil
+    add rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 214
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 448], rbp
-    mov r8, r11
+    movzx esi, bpl
+    mov qword ptr [r15 + 128], rsi
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    mov rsi, qword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, rcx
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r11
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 512]
+    add rsi, qword ptr [r15 + 192]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx ebp, bpl
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov rdi, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 1408], 185
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, dword ptr [r15 + 384]
-    add r8, qword ptr [r15 + 576]
-    mov ebp, 100
+    mov byte ptr [r15 + 640], dil
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    mov r8, r11
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 768], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 240
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    mov rdi, r8
-    mov rdi, rdi
-    movzx edi, dil
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 256], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
     nop
-    mov dword ptr [r15 + 128], 36
-    and r8, 448
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 896]
-    mov rdi, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], r8
+    mov rcx, rcx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 175
+    movzx r8d, cl
+    test ebx, 9728
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    vmovq qword ptr [r15 + 128], xmm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 123
+    movsxd rdx, dword ptr [r15 + 320]
     and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 704]
-    and ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + r8 + 832], rsi
+    mov dword ptr [r15 + rbp + 3392], 242
+    mov dword ptr [r15 + 576], 233
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 384]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 512], edx
+    and edx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7065_s]
+    lea rcx, [rip + .Lc1_d7110_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7065_s_t
-.Lc1_d7065_j:
+    call .Lc1_d7110_s_t
+.Lc1_d7110_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7065_s:
+.Lc1_d7110_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7552]
-    movsxd rax, dword ptr [r15 + 384]
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 220
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 0], 105
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 64], dl
+    mov rdx, rcx
+    mov edx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, sil
-    movzx esi, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], ecx
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    jmp 1f
 1:
-    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 115
+    jmp 1f
+1:
+    movzx ecx, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r9, r11
-    mov ecx, r9d
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 79
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 256]
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 512]
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    mov eax, ecx
+    mov ecx, 87
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 197
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 640]
+    mov esi, 217
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    vpshufd xmm5, xmm1, 8
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], 169
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], 250
-    mov r8d, 9
     add r11, 64
     inc rbx
     dec r13
@@ -9158,116 +9223,122 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4
     setz al
-    lea rcx, [rip + .Lc1_d7117_s]
+    lea rcx, [rip + .Lc1_d7164_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7117_s_t
-.Lc1_d7117_j:
+    call .Lc1_d7164_s_t
+.Lc1_d7164_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7117_s:
+.Lc1_d7164_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ecx
-    mov rbp, r11
-    mov ecx, 116
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movzx ebp, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov ecx, 227
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8d, 61
+    mov dword ptr [r15 + 192], r8d
+    movsxd r8, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 384]
     mov r9, r11
+    mov byte ptr [r15 + 64], r9b
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], eax
-    and r9, 4032
-    mov r8, r11
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], ebp
-    add rbp, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, rdx
-    mov rdx, rbp
+    mov r8d, r8d
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    mov r9, rsi
+    mov r9, r9
+    mov dword ptr [r15 + 128], r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 199
-    mov ebp, 172
-    mov qword ptr [r15 + 256], rbp
+    movsxd rsi, dword ptr [r15 + 448]
+    add rsi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], r9d
+    mov r9d, 176
+    mov qword ptr [r15 + 704], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov ebp, edx
+    lea rcx, [rip + .Lc1_d7213_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7213_s_t
+.Lc1_d7213_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7213_s:
+    ret
+    .popsection
+    mov r8, r9
+    mov dword ptr [r15 + 192], 252
+    movsxd r9, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, rdx
+    mov dword ptr [r15 + 128], 218
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 25
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov ebp, ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 768], bpl
-    movzx edx, byte ptr [r15 + 256]
-    test ebx, 6656
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 110
-    movzx ebp, dl
-    movsxd rbp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movzx r8d, bpl
-    mov r8, r8
-    movzx r8d, r8b
-    mov r8, r8
-    mov r8, r11
-    mov dword ptr [r15 + 512], ebp
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 11
-    mov dword ptr [r15 + 64], 255
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r9, rcx
+    and r9d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 576], edi
+    mov rdi, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov byte ptr [r15 + r8 + 3456], cl
+    movzx r8d, r9b
+    mov r8d, r8d
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -9276,65 +9347,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7219_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7219_s_t
-.Lc1_d7219_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7219_s:
-    ret
-    .popsection
-    mov eax, r9d
-    movzx eax, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov rbp, r11
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + r9 + 1408], 217
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov eax, ebp
-    mov qword ptr [r15 + 320], rax
-    mov eax, r9d
     mov r9, r11
-    mov byte ptr [r15 + 64], sil
-    mov rsi, qword ptr [r15 + 128]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 166
-    mov r9d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
+    and r9, 448
+    vmovq qword ptr [r15 + r9 + 832], xmm5
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    jmp 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9d, r9d
+    mov dword ptr [r15 + 512], r9d
+    mov qword ptr [r15 + 704], r8
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 64]
+    mov eax, r9d
+    mov byte ptr [r15 + 448], al
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 40
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 74
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
     add r11, 64
@@ -9342,298 +9405,335 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    lea rcx, [rip + .Lc1_d7270_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7270_s_t
-.Lc1_d7270_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7319_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7319_s_t
+.Lc1_d7319_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7270_s:
+.Lc1_d7319_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 256]
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov ebp, 59
-    movzx ebp, bpl
-    mov ebp, r9d
-    vpcmpeqb xmm10, xmm10, xmm9
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7552]
-    movzx r8d, cl
+    mov ecx, 173
+    mov dword ptr [r15 + 192], 184
+    mov ecx, 158
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
+    mov ecx, eax
+    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    mov r8, r11
+    movzx eax, al
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ebp
+    and r8, 4032
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    movzx ecx, byte ptr [r15 + r9 + 7488]
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 512]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    vpcmpeqb xmm5, xmm5, xmm4
+    movzx ebp, r8b
+    movzx ebp, r8b
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 768]
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 320], r9b
-    movsxd r9, dword ptr [r15 + 64]
-    mov ebp, 211
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    movzx ebp, r8b
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 640], 41
-    mov dword ptr [r15 + 384], ecx
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d7322_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7322_s_t
-.Lc1_d7322_j:
+    lea rcx, [rip + .Lc1_d7384_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7384_s_t
+.Lc1_d7384_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7322_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7384_s:
     ret
     .popsection
-    mov eax, dword ptr [r15 + 768]
-    mov ecx, eax
-    vmovdqu xmm4, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 72
+    movzx edi, byte ptr [r15 + 512]
+    mov rax, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    vmovq xmm6, rcx
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 512], ecx
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     movzx eax, al
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov ebp, edx
-    mov rbp, r11
-    mov byte ptr [r15 + 512], cl
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 576]
-    movzx esi, byte ptr [r15 + 320]
+    mov eax, eax
+    mov eax, 201
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movzx edi, dil
+    mov edi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], eax
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 89
+    mov r9, r11
+    vmovq xmm15, r9
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    mov r9d, edi
+    mov dword ptr [r15 + 128], 46
+    movsxd r9, dword ptr [r15 + 448]
+    mov edx, r9d
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    mov edx, eax
-    mov eax, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov rdx, r9
     mov byte ptr [r15 + 0], dl
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], r8d
-    mov dword ptr [r15 + 192], edi
-    movzx edx, dil
-    mov qword ptr [r15 + r8 + 7488], rdx
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r9
+    movzx r8d, dl
+    mov qword ptr [r15 + 448], r8
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 10752
+    jz 1f
 1:
-    mov byte ptr [r15 + 128], dil
-    mov rdi, rdi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8d, 13
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 512], edi
+    mov byte ptr [r15 + 704], r8b
+    movzx edx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 256], edx
+    movzx edx, byte ptr [r15 + 768]
+    mov r8d, 72
+    mov dword ptr [r15 + 320], r8d
     mov r8, r11
-    mov qword ptr [r15 + 640], r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 40
-    mov r8, r11
+    mov r9, r11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov byte ptr [r15 + 384], dl
+    mov byte ptr [r15 + 448], dl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 33
+    mov rdx, rdx
     jmp 1f
 1:
+    mov r9d, r8d
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 11
     jmp 1f
 1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 106
-    movzx edx, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    lea rcx, [rip + .Lc1_d7420_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7420_s_t
-.Lc1_d7420_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d7488_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7488_s_t
+.Lc1_d7488_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7420_s:
+.Lc1_d7488_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov rbp, r11
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], cl
+    mov rbp, r11
     mov r8, r11
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rax, r8
+    mov dword ptr [r15 + 256], eax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 35
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    movzx r8d, cl
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    and edx, dword ptr [r15 + 704]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, ebp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov edx, ecx
-    mov rcx, rdx
-    movzx ecx, byte ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 384]
-    mov r9, r11
+    mov r8, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov rax, rax
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, r8
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 190
+    or qword ptr [r15 + 192], 50
+    mov esi, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 512]
+    vpcmpeqb xmm5, xmm5, xmm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    lea rcx, [rip + .Lc1_d7470_s]
+    lea rcx, [rip + .Lc1_d7536_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7470_s_t
-.Lc1_d7470_j:
+    call .Lc1_d7536_s_t
+.Lc1_d7536_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7470_s:
+.Lc1_d7536_s:
     ret
     .popsection
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, r8d
-    mov qword ptr [r15 + 448], r8
-    mov r8, rcx
-    movzx r9d, byte ptr [r15 + 256]
+    lock or dword ptr [r15 + 0], 5
+    mov ecx, eax
+    mov dword ptr [r15 + 0], 123
+    mov rax, rdi
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 195
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 196
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rcx
+    mov edi, 229
+    mov qword ptr [r15 + 640], rdi
+    movzx ecx, cl
     mov ecx, ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, r9d
-    test ebx, 466944
-    jz 1f
+    movzx edi, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, cl
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx r9d, r8b
-    mov dword ptr [r15 + 320], 204
-    mov qword ptr [r15 + 64], rcx
-    mov r8d, ecx
-    mov r8, r11
-    mov dword ptr [r15 + 192], 152
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 640]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    movzx esi, cl
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx r8d, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 512], r8
+    movzx eax, dil
+    mov eax, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 512]
+    mov r9, r11
+    mov edi, r9d
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 192]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 64], dl
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], cl
+    movzx ecx, r9b
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    movsxd rdx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -9644,198 +9744,175 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7524_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d7590_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7524_s_t
-.Lc1_d7524_j:
+    call .Lc1_d7590_s_t
+.Lc1_d7590_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7524_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7590_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 192], 187
-    mov r9, r11
+    lea r8, [r11 + r11*1]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 187
     jmp 1f
 1:
     mov eax, 95
-    vpmovmskb eax, xmm10
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
+    vpmovmskb ecx, xmm5
+    mov byte ptr [r15 + 768], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], rcx
+    mov qword ptr [r15 + 64], r8
     mov dword ptr [r15 + 0], 59
+    vpor xmm15, xmm15, xmm5
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 320], eax
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 0], r8d
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 256]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], eax
-    mov eax, 105
-    mov dword ptr [r15 + 64], 203
+    movsxd rsi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 320]
     mov eax, 126
-    vpmovmskb eax, xmm6
-    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 448], 57
+    mov rbp, r11
+    mov ecx, 20
+    vpmovmskb ecx, xmm15
+    mov qword ptr [r15 + 128], rcx
     mov r9, r11
-    mov qword ptr [r15 + 384], r9
-    mov rax, qword ptr [r15 + 512]
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, cl
-    vmovdqu ymmword ptr [r15 + 128], ymm6
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    vmovdqu ymmword ptr [r15 + 128], ymm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
+    jmp 1f
+1:
+    mov esi, ebp
+    lea rbp, [r11 + r11*2]
+    movzx r9d, bpl
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     mov rcx, r9
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], r9
-    mov r9d, edi
+    mov ecx, 185
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 48
-    mov qword ptr [r15 + 64], r9
-    mov byte ptr [r15 + 128], cl
-    mov ecx, 181
-    mov edi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, cl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm6
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 123
-    movzx r9d, byte ptr [r15 + 64]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 448]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, r9
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 320], ymm7
-    mov qword ptr [r15 + 256], rcx
-    vpmovmskb ecx, xmm7
-    mov r9, r11
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 256]
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 320], ymm5
     and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + r8 + 1408], r9b
-    movsxd r8, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 576]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 17
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + rbp + 7616]
+    mov rdi, r8
+    mov r8, rdi
+    mov qword ptr [r15 + 192], r8
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], r8b
+    vpmovmskb r8d, xmm15
+    mov byte ptr [r15 + 640], r8b
+    mov qword ptr [r15 + 512], rdi
+    mov edi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7635_s]
+    lea rcx, [rip + .Lc1_d7685_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7635_s_t
-.Lc1_d7635_j:
+    call .Lc1_d7685_s_t
+.Lc1_d7685_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7635_s:
+.Lc1_d7685_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 256]
-    mov rcx, r8
     mov r8, r11
+    mov rdi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 199
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 512], r8
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1536
+    jnz 1f
+1:
+    mov edi, edi
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 320]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, rax
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8d, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
     lea r9, [r11 + r11*1]
-    and r8, 16320
-    mov esi, dword ptr [r15 + r8 + 15680]
-    mov r8d, esi
-    movzx r8d, byte ptr [r15 + 192]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3456]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], 100
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov ecx, eax
-    mov r8, r11
-    mov rcx, r8
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movzx ecx, sil
-    mov dword ptr [r15 + r9 + 3392], 94
-    mov qword ptr [r15 + 64], r8
-    mov r9, qword ptr [r15 + 128]
-    mov esi, r9d
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 224
+    movzx esi, al
+    mov eax, esi
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    movzx eax, al
+    mov dword ptr [r15 + r9 + 896], eax
     add r11, 64
     inc rbx
     dec r13
@@ -9844,59 +9921,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d7684_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7684_s_t
-.Lc1_d7684_j:
+    lea rcx, [rip + .Lc1_d7740_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7740_s_t
+.Lc1_d7740_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7684_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7740_s:
     ret
     .popsection
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov qword ptr [r15 + 192], r9
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
+    mov r9d, eax
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rax
     jmp 1f
 1:
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 704]
-    mov ecx, eax
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 448]
-    movzx esi, cl
-    movzx ecx, sil
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 576], 65
+    mov r9, qword ptr [r15 + 128]
+    movzx ecx, r9b
+    mov r9d, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 135
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 242
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 216
-    mov dword ptr [r15 + 384], 154
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movsxd rsi, dword ptr [r15 + 448]
     mov r8, r11
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 64]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 196
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -9904,117 +9977,119 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    mov r8, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 81
+    lea rcx, [rip + .Lc1_d7785_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7785_s_t
+.Lc1_d7785_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7785_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 832]
+    mov ebp, 81
+    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 169
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 169
-    mov eax, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 250
-    mov r9d, eax
-    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 250
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 183
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 128], r9d
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 88
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 576], r9
-    mov qword ptr [r15 + 192], r9
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, 70
-    mov r8d, eax
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 39
+    mov r8d, dword ptr [r15 + 320]
+    mov r9, r11
     mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    mov rdx, r9
+    mov edx, 40
+    movzx edx, dl
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
+    vmovdqu ymmword ptr [r15 + 64], ymm5
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c151:
-    lea rcx, [rip + .Lc1_d7779_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7779_s_t
-.Lc1_d7779_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7779_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 55
-    mov dword ptr [r15 + 0], 127
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx edx, bpl
-    and edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov ebp, 215
-    and ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], ebp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 640], 233
-    movzx ebp, byte ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rdx
-    mov edx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, bpl
+    inc dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
+    mov ebp, 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 128]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 512]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    and r9, 1984
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 320]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm4
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 512]
+    mov r8, r11
+    mov qword ptr [r15 + 192], r8
+    and ebp, dword ptr [r15 + 128]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8, r9
+    mov dword ptr [r15 + 64], r8d
+    and r9d, dword ptr [r15 + 448]
+    mov r8, r11
+    jmp 1f
+1:
+    inc dword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 234
+    and r8, 448
+    vmovdqu xmmword ptr [r15 + r8 + 832], xmm5
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -10023,248 +10098,235 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7832_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7832_s_t
-.Lc1_d7832_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d7886_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7886_s_t
+.Lc1_d7886_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7832_s:
+.Lc1_d7886_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov rbp, r11
     mov r8, r11
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 1984
+    mov rax, qword ptr [r15 + 640]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 83
+    mov rsi, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 46
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    mov edi, 55
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 83
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov ecx, 149
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 19
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    mov dword ptr [r15 + 192], 206
-    mov eax, 75
-    mov rbp, r11
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rax
+    mov rax, r8
     and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    mov dword ptr [r15 + 576], 87
-    mov rbp, qword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 128], 120
+    mov edi, 65
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 576]
+    mov ebp, edi
+    mov dword ptr [r15 + 320], 71
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d7878_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7878_s_t
-.Lc1_d7878_j:
+    lea rcx, [rip + .Lc1_d7933_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7933_s_t
+.Lc1_d7933_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7878_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7933_s:
     ret
     .popsection
-    mov dword ptr [r15 + 128], eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], ecx
-    lea rbp, [r11 + r11*1]
-    mov ecx, 123
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, r11
     jmp 1f
 1:
-    mov esi, 63
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, 123
+    mov r9d, 109
+    mov r9d, r9d
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], r8
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    add qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov qword ptr [r15 + 192], rdi
+    mov r9, r9
+    mov qword ptr [r15 + 320], r9
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rdx, rdi
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    jmp 1f
 1:
-    mov r8d, ecx
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 512]
-    mov rdi, rcx
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], esi
-    mov rsi, r8
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rdx, rsi
     mov rsi, rdx
-    mov r9, r11
-    add r8, qword ptr [r15 + 256]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
+    movzx edx, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 64], esi
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + r9 + 7552]
+    mov r9d, esi
+    mov dword ptr [r15 + 256], edx
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov r8, r11
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov r8d, 106
-    mov r8d, esi
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 116
-    mov dword ptr [r15 + 0], 106
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 576]
+    mov ebp, 106
+    mov ebp, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 177
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r9d, r8d
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
+    mov edx, edx
+    mov dword ptr [r15 + 384], 36
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rcx
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov rdi, r8
-    mov r8d, edi
-    movzx r8d, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 384], r9
+    mov rcx, rdx
+    mov ecx, edx
+    mov ecx, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 64]
     lea r9, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 768]
-    and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7488]
-    mov rax, qword ptr [r15 + r9 + 7552]
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], esi
+    mov r8, r11
+    and r9, 448
     mov rbp, r11
+    mov rdi, qword ptr [r15 + r9 + 832]
+    and r8, 16320
+    add rdx, qword ptr [r15 + r8 + 15680]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + r9 + 896]
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d7985_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7985_s_t
-.Lc1_d7985_j:
+    lea rcx, [rip + .Lc1_d8033_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8033_s_t
+.Lc1_d8033_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7985_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8033_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 130
-    mov ecx, 248
-    mov ecx, 129
-    add rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov ebp, r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
     mov r8, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 320]
-    test ebx, 3584
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1408]
+    mov edi, ecx
+    mov rcx, qword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r9d, 210
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 640]
-    lea rbp, [r11 + r11*1]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + rbp + 3456], r8b
-    mov r8d, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rax
-    mov eax, 182
+    mov r9d, 183
+    mov r9, qword ptr [r15 + 640]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov eax, 12
+    and r8, 4032
+    add rsi, qword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    movzx ecx, r9b
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 124
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov qword ptr [r15 + 448], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -10273,237 +10335,239 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8037_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8037_s_t
-.Lc1_d8037_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d8085_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8085_s_t
+.Lc1_d8085_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8037_s:
+.Lc1_d8085_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    and r8, 8128
-    and eax, dword ptr [r15 + r8 + 7552]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 128]
-    movzx esi, dil
-    mov edi, 1
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 26
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 768], rax
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov rax, qword ptr [r15 + 320]
     mov qword ptr [r15 + 512], rax
-    mov dword ptr [r15 + 0], 161
+    mov eax, 14
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], cl
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm4
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, edi
     mov rbp, r11
-    mov dword ptr [r15 + 704], 139
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 120
-    movsxd rdi, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 448]
-    mov rsi, rax
-    mov r9, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 576], 130
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r11
+    movzx ecx, r8b
+    mov dword ptr [r15 + 128], 147
+    mov dword ptr [r15 + 256], 72
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    movsxd r8, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
+    lea rcx, [rip + .Lc1_d8129_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8129_s_t
+.Lc1_d8129_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8129_s:
+    ret
+    .popsection
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    movzx eax, sil
-    movzx esi, al
-    mov rdi, rsi
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 176
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov dword ptr [r15 + 128], esi
-    mov rsi, qword ptr [r15 + 384]
-    mov r9, rsi
-    movsxd r9, dword ptr [r15 + 768]
-    mov edi, r9d
-    mov r9, r11
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r8d, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
+    mov edx, r8d
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    lea r9, [r11 + r11*1]
-    mov edx, 210
-    mov dword ptr [r15 + 576], 204
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov edx, edi
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + r9 + 896]
-    mov byte ptr [r15 + 448], bpl
-    movzx ebp, sil
+    mov qword ptr [r15 + 64], rdi
+    mov edi, r8d
+    mov qword ptr [r15 + 320], rdi
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    mov r9d, 162
-    mov r9, qword ptr [r15 + 512]
-    mov rcx, r9
-    mov dword ptr [r15 + 64], ebp
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 192], 130
+    mov byte ptr [r15 + 448], cl
+    movsxd r8, dword ptr [r15 + 640]
+    mov rcx, r8
+    mov dword ptr [r15 + 128], ecx
+    movzx ecx, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8136_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8136_s_t
-.Lc1_d8136_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8136_s:
-    ret
-    .popsection
-    mov rbp, r11
-    mov rcx, rbp
+    movsxd rdi, dword ptr [r15 + 704]
+    mov r8d, edi
+    movzx edi, byte ptr [r15 + 256]
+    add rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
+    lea r8, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 1344], r9d
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 512], xmm2
+    vmovq qword ptr [r15 + 192], xmm7
+    movzx r9d, cl
+    mov ecx, dword ptr [r15 + 768]
     mov r9, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], r9
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 64], cl
-    mov rcx, r9
-    movsxd r9, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm13
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9, r8
+    mov dword ptr [r15 + 128], 0
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 149
-    mov byte ptr [r15 + 256], cl
-    mov ebp, r9d
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    lea rcx, [rip + .Lc1_d8184_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8237_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8184_s_t
-.Lc1_d8184_j:
+    call .Lc1_d8237_s_t
+.Lc1_d8237_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8184_s:
+.Lc1_d8237_s:
     ret
     .popsection
-    mov ecx, 254
-    mov rcx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 256], cl
-    mov ecx, 48
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r9, rcx
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    mov rcx, rcx
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 448]
-    mov edx, 117
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, r11
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 192]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 64]
     and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 320]
-    mov ebp, ebp
-    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + r9 + 7552]
+    movzx edx, byte ptr [r15 + 256]
+    mov r8, r11
+    mov rax, r8
+    add rax, qword ptr [r15 + 512]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    mov eax, 195
+    mov eax, 142
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], sil
+    mov rsi, r9
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 8
+    mov esi, edx
+    movzx edx, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 384], dil
+    add r8, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -10512,58 +10576,84 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d8238_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8287_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8238_s_t
-.Lc1_d8238_j:
+    call .Lc1_d8287_s_t
+.Lc1_d8287_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8238_s:
+.Lc1_d8287_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, 134
-    mov eax, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 384], xmm0
-    movzx ecx, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 64], edi
     mov rbp, r11
-    vpmovmskb r9d, xmm0
-    and rbp, 8128
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], eax
+    mov ecx, 53
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rdi, rax
+    mov edi, 252
+    xor dword ptr [r15 + 512], edi
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rbp
     mov rbp, r11
-    mov eax, ebp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    vmovdqu xmmword ptr [r15 + 704], xmm14
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 512], dil
+    jmp 1f
 1:
-    mov r9, r11
+    movzx edi, byte ptr [r15 + 128]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, 148
-    mov byte ptr [r15 + 128], cl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov byte ptr [r15 + 192], al
-    mov rcx, rax
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm0
+    mov ebp, 54
+    mov qword ptr [r15 + 448], rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
-    add rax, qword ptr [r15 + 640]
-    mov ecx, 161
-    movzx ecx, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], dil
     add r11, 64
     inc rbx
     dec r13
@@ -10572,59 +10662,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 48
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 136
+    and r8, 8128
+    mov r9, r11
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    mov r8d, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r9d
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, r9d
+    mov qword ptr [r15 + 768], r9
+    mov r9, qword ptr [r15 + 448]
     mov r8, r11
-    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 704], rsi
-    mov rsi, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, rsi
-    mov ebp, ebp
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov rax, r8
+    movsxd rax, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -10633,121 +10720,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8340_s]
+    lea rcx, [rip + .Lc1_d8399_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8340_s_t
-.Lc1_d8340_j:
+    call .Lc1_d8399_s_t
+.Lc1_d8399_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8340_s:
+.Lc1_d8399_s:
     ret
     .popsection
-    movsxd rsi, dword ptr [r15 + 576]
+    mov eax, r8d
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 704]
+    movzx ecx, cl
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov esi, ecx
+    and esi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rbp, r11
-    mov ecx, ebp
-    mov dword ptr [r15 + 256], ecx
+    mov ecx, r8d
+    mov dword ptr [r15 + 640], r8d
+    and eax, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 128]
-    movzx edi, sil
-    mov byte ptr [r15 + 192], dil
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    and esi, dword ptr [r15 + 192]
-    movzx eax, bpl
     jmp 1f
 1:
-    mov edi, edi
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rbp
+    mov eax, dword ptr [r15 + 448]
+    mov r9, r11
     and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov r8, r11
-    and esi, dword ptr [r15 + rbp + 7552]
-    mov ebp, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov dword ptr [r15 + 64], esi
+    mov qword ptr [r15 + rbp + 7488], rbp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ebp
+    mov rbp, qword ptr [r15 + 384]
+    movzx edx, bpl
+    mov byte ptr [r15 + r8 + 896], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d8389_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8389_s_t
-.Lc1_d8389_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d8448_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8448_s_t
+.Lc1_d8448_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8389_s:
+.Lc1_d8448_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rdx, rax
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 128], dl
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 256]
-    mov edi, 174
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], eax
-    mov eax, 29
-    mov eax, eax
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 448]
-    mov rdi, rax
-    mov byte ptr [r15 + 512], dil
-    and r8, 448
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + r8 + 896]
+    mov edx, 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov dword ptr [r15 + 0], 247
+    mov ecx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 384]
-    mov edx, eax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov esi, ebp
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 704]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 768]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 64], rdi
+    mov qword ptr [r15 + 448], rcx
+    mov r8, r11
+    mov byte ptr [r15 + 192], r8b
+    mov ecx, ecx
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 15680]
+    mov r8d, 134
+    mov r8, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    movzx ebp, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -10756,119 +10839,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d8443_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8443_s_t
-.Lc1_d8443_j:
+    lea rcx, [rip + .Lc1_d8499_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8499_s_t
+.Lc1_d8499_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8443_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8499_s:
     ret
     .popsection
-    mov byte ptr [r15 + 128], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 320]
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rcx
+    mov byte ptr [r15 + 320], cl
+    movsxd rcx, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 192]
     jmp 1f
 1:
     mov esi, 99
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + 576], rsi
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx esi, cl
-    movzx esi, bpl
-    mov r8, r11
-    mov ecx, 19
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 10
-    mov qword ptr [r15 + 512], rbp
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 192]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx eax, dil
+    mov edi, eax
+    movzx edi, dil
+    movzx edi, sil
+    mov esi, 190
+    mov dword ptr [r15 + 448], 10
+    mov r9, r11
+    mov qword ptr [r15 + 640], rcx
     and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    movsxd r9, dword ptr [r15 + rbp + 7488]
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    lea r9, [r11 + r11*1]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7552]
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c165:
-    mov rbp, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov dword ptr [r15 + 384], r9d
     mov rbp, r11
-    mov rsi, rbp
-    mov esi, dword ptr [r15 + 320]
-    mov r9, rsi
-    and rbp, 4032
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd rbp, dword ptr [r15 + r9 + 15680]
-    mov r9, r11
-    mov byte ptr [r15 + 256], r9b
-    movsxd rdx, dword ptr [r15 + 192]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
     mov r9, rbp
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, r9d
-    movzx r9d, byte ptr [r15 + 640]
-    mov ecx, 75
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, 200
-    mov ebp, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], sil
+    movsxd rsi, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov edi, 221
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    test ebx, 10752
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm12
+    mov rdi, rdi
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov edx, 144
+    movzx edx, byte ptr [r15 + 256]
+    mov rsi, rdx
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 64], dl
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -10877,203 +10958,137 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8544_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8544_s_t
-.Lc1_d8544_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8598_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8598_s_t
+.Lc1_d8598_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8544_s:
+.Lc1_d8598_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    add qword ptr [r15 + 64], rax
+    lea r9, [r11 + r11*1]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 153
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    vpaddd xmm10, xmm10, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 158
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    mov r8, r8
-    mov dword ptr [r15 + 64], r8d
+    mov r8d, 160
+    movzx r8d, byte ptr [r15 + 768]
+    mov rbp, r11
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+    movzx edx, byte ptr [r15 + 64]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r8, rax
+    mov dword ptr [r15 + 448], r8d
+    mov byte ptr [r15 + 576], r8b
+    jmp 1f
+1:
     mov r8, r11
-    mov ecx, 177
-    mov rcx, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
+    mov rbp, r8
+    mov byte ptr [r15 + 384], dl
+    mov dword ptr [r15 + 256], esi
     and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 448], dl
-    mov rdx, rcx
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 704]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 256], eax
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8d, esi
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], cl
+    mov rsi, qword ptr [r15 + r9 + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8594_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8594_s_t
-.Lc1_d8594_j:
+    lea rcx, [rip + .Lc1_d8653_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8653_s_t
+.Lc1_d8653_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8594_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8653_s:
     ret
     .popsection
-    mov eax, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 239
-    mov ecx, ecx
-    mov ecx, 138
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm15, xmm15, xmm14
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], eax
-    mov dword ptr [r15 + 640], 53
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ecx
-    mov r9, r11
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1408]
-    mov rcx, rcx
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov r9, rbp
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], al
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
     jmp 1f
 1:
-    movzx eax, r9b
-    movzx eax, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 384], al
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    mov dword ptr [r15 + 0], 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, rbp
+    mov eax, eax
+    and rbp, 4032
+    mov r9, r11
+    and esi, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 128]
+    movzx eax, bpl
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 448], r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r8 + 7552], bpl
+    mov r8d, ebp
+    mov ebp, r8d
+    vpxor xmm15, xmm15, xmm10
+    mov ebp, 84
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, 253
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c168:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov dword ptr [r15 + 448], edi
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3456]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov edi, eax
-    and edi, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 192], r9d
-    xor dword ptr [r15 + 384], edi
-    vpor xmm14, xmm14, xmm14
-    mov r8, r11
-    mov edi, r8d
-    mov edi, dword ptr [r15 + 512]
-    mov edx, edi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 205
-    movsxd r8, dword ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c169:
     lea rcx, [rip + .Lc1_d8702_s]
     add rcx, qword ptr [r15 + 67117728]
     call .Lc1_d8702_s_t
@@ -11083,53 +11098,107 @@ ditto_body_c1:
 .Lc1_d8702_s:
     ret
     .popsection
-    jmp 1f
-1:
+    mov rbp, r11
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r8, r11
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov edx, ecx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 154
-    mov r8d, ebp
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    movsxd r8, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 256]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r9d, edi
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    vpmovmskb ecx, xmm15
+    mov dword ptr [r15 + 192], 191
+    movzx r9d, byte ptr [r15 + 256]
+    vpor xmm7, xmm7, xmm10
+    mov edi, dword ptr [r15 + 64]
+    mov ebp, 234
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r9
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rdx, rdi
-    mov rdi, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], ecx
+    inc dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
     mov r9, r11
-    mov rsi, qword ptr [r15 + 448]
+    mov rdx, r9
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov r9, rsi
+    vpor xmm7, xmm7, xmm7
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c169:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], sil
+    mov rsi, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 54
+    jmp 1f
+1:
+    mov edx, edx
+    mov rdx, qword ptr [r15 + 128]
+    mov r9d, esi
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 209
-    mov qword ptr [r15 + rbp + 1408], rdx
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rcx
+    mov dword ptr [r15 + 576], 68
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -11141,61 +11210,61 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d8754_s]
+    lea rcx, [rip + .Lc1_d8803_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8754_s_t
-.Lc1_d8754_j:
+    call .Lc1_d8803_s_t
+.Lc1_d8803_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8754_s:
+.Lc1_d8803_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    and eax, dword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 704]
     mov dword ptr [r15 + 192], 93
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], eax
+    mov r8, r11
+    mov eax, r8d
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     mov r8d, 174
     mov r8d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 61
-    mov r9, r11
-    mov qword ptr [r15 + 320], r9
-    mov rax, rax
-    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 384], 61
     mov r8, r11
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, 223
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    mov byte ptr [r15 + 128], r8b
+    mov rax, rcx
+    mov qword ptr [r15 + 448], rax
+    mov r9, r11
+    and r8, 1984
+    or qword ptr [r15 + r8 + 1344], 89
+    mov ecx, 223
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rax
-    mov r8, rax
+    mov rax, qword ptr [r15 + 64]
+    mov r9, rax
     jmp 1f
 1:
-    mov r8d, r9d
+    mov r8d, r8d
     mov dword ptr [r15 + 64], r8d
-    mov r8d, eax
+    mov r8d, ecx
     jmp 1f
 1:
     add r11, 64
@@ -11206,59 +11275,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8809_s]
+    lea rcx, [rip + .Lc1_d8858_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8809_s_t
-.Lc1_d8809_j:
+    call .Lc1_d8858_s_t
+.Lc1_d8858_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8809_s:
+.Lc1_d8858_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx r9d, byte ptr [r15 + 384]
+    mov r8, r11
+    mov byte ptr [r15 + 768], al
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 211
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, r9d
     jmp 1f
 1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 192], ecx
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    movzx r8d, cl
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jb 1f
 1:
-    mov r9d, ecx
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov r9, r11
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 96
+    mov ecx, 232
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    mov rax, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 576]
+    movzx ebp, dil
+    mov rbp, r11
     jmp 1f
 1:
-    movzx ecx, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 41
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], 25
-    mov edx, ecx
+    mov esi, r8d
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 199
+    mov byte ptr [r15 + 128], al
     add r11, 64
     inc rbx
     dec r13
@@ -11267,353 +11337,353 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov dword ptr [r15 + 0], 64
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 128]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov eax, 27
-    mov byte ptr [r15 + 256], al
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 81
-    mov r8, r11
+    mov dword ptr [r15 + 0], eax
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    mov r8, r11
-    mov qword ptr [r15 + 512], r8
-    movzx eax, al
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov r8d, dword ptr [r15 + 256]
-    mov eax, 96
-    mov rax, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 5
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7552]
+    mov edx, 134
+    mov dword ptr [r15 + 384], edx
+    mov edx, 223
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rdi
+    mov rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], eax
+    mov qword ptr [r15 + 448], rax
+    and eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 141
+    movzx r9d, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d8901_s]
+    lea rcx, [rip + .Lc1_d8952_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8901_s_t
-.Lc1_d8901_j:
+    call .Lc1_d8952_s_t
+.Lc1_d8952_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8901_s:
+.Lc1_d8952_s:
     ret
     .popsection
-    mov edi, 28
-    mov rbp, r11
-    movzx ecx, cl
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    inc dword ptr [r15 + 704]
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, qword ptr [r15 + 512]
-    mov ecx, 183
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 0], edi
+    mov ebp, 28
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    vpshufd xmm12, xmm7, 197
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 42
-    mov ecx, 69
-    jmp 1f
-1:
-    mov edi, 80
-    test ebx, 2560
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov r9d, 238
+    mov byte ptr [r15 + 192], r9b
     mov r9, r11
-    mov rdi, qword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 384], r9d
+    mov rsi, qword ptr [r15 + rbp + 3456]
     and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 448]
-    mov rdx, r9
-    mov r9d, edx
-    mov dword ptr [r15 + 512], edi
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    movzx r9d, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 64]
-    mov ebp, ecx
-    mov qword ptr [r15 + 384], rsi
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov rbp, r11
-    mov esi, ebp
-    mov esi, 201
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov r9d, ecx
+    mov r9, qword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 128]
+    mov edi, 82
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edi, 75
+    test ebx, 6656
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 512], esi
+    mov rsi, r9
+    mov esi, esi
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov dword ptr [r15 + 256], 153
+    movzx esi, byte ptr [r15 + r9 + 896]
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, r9d
+    mov qword ptr [r15 + 768], r8
+    jmp 1f
+1:
+    mov r9d, esi
+    mov r9d, 183
+    movsxd r9, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    lea rcx, [rip + .Lc1_d8954_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8954_s_t
-.Lc1_d8954_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d9008_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9008_s_t
+.Lc1_d9008_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8954_s:
+.Lc1_d9008_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm12
+    mov rax, r9
+    movsxd r9, dword ptr [r15 + 320]
+    movzx eax, r9b
+    or qword ptr [r15 + 64], 76
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, esi
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 31
+    movzx ecx, byte ptr [r15 + 192]
+    vmovq qword ptr [r15 + 256], xmm12
+    mov r9, r11
+    mov edx, r9d
+    mov edx, dword ptr [r15 + 512]
+    mov r8, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 117
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
+    mov dword ptr [r15 + 576], 123
+    mov dword ptr [r15 + 384], edx
+    mov dword ptr [r15 + 448], 139
+    mov r9d, ecx
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    vpmovmskb ebp, xmm2
-    mov ebp, ebp
+    and r8, 1984
+    xor dword ptr [r15 + r8 + 1344], r8d
+    mov r8, r9
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, 155
-    movsxd rsi, dword ptr [r15 + 768]
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3456], xmm10
-    add rcx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], cl
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    mov dword ptr [r15 + rbp + 3392], 59
-    mov dword ptr [r15 + 576], 139
-    mov dword ptr [r15 + 448], 198
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 256]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], bpl
-    and eax, dword ptr [r15 + 128]
-    mov rbp, rax
-    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov dword ptr [r15 + 0], eax
-    mov rax, rbp
+    lea rcx, [rip + .Lc1_d9056_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9056_s_t
+.Lc1_d9056_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9056_s:
+    ret
+    .popsection
+    mov r9, r8
+    movzx r8d, r9b
+    movsxd r9, dword ptr [r15 + 448]
+    vmovdqu xmm15, xmmword ptr [r15 + 192]
     mov dword ptr [r15 + 0], 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 199
-    and rbp, 1984
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 1344]
-    and r9d, dword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov edi, edx
-    mov r8, r11
-    mov edx, dword ptr [r15 + 448]
-    vpaddd xmm15, xmm15, xmm15
-    mov rsi, qword ptr [r15 + 256]
-    and r8, 16320
-    and r9d, dword ptr [r15 + r8 + 15680]
-    mov r8, r11
+    mov byte ptr [r15 + 0], cl
     movzx ecx, r8b
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + 512], r8b
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm15
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], dil
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 320]
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3392], 45
+    and ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d9053_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9053_s_t
-.Lc1_d9053_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9053_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rax, dword ptr [r15 + 512]
+    mov r9d, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 35
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov ecx, 233
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movzx ecx, cl
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    mov r9d, 69
+    mov r9d, r9d
     jmp 1f
 1:
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 192]
-    mov r9, rax
-    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    xor dword ptr [r15 + 576], r9d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov qword ptr [r15 + 128], r9
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 90
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    mov byte ptr [r15 + 64], al
-    and r8, 4032
     mov r9, r11
-    mov qword ptr [r15 + r8 + 3392], rax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov dword ptr [r15 + 704], ecx
-    mov ecx, 253
-    mov ecx, dword ptr [r15 + 768]
-    mov r8d, ecx
-    movzx r8d, byte ptr [r15 + rbp + 896]
+    mov ecx, r9d
+    mov byte ptr [r15 + 256], cl
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r15 + 448], r9d
+    mov byte ptr [r15 + 384], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    movzx r9d, dl
+    mov rdx, rcx
+    mov rcx, rdx
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    lea rcx, [rip + .Lc1_d9106_s]
+    lea rcx, [rip + .Lc1_d9155_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9106_s_t
-.Lc1_d9106_j:
+    call .Lc1_d9155_s_t
+.Lc1_d9155_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9106_s:
+.Lc1_d9155_s:
     ret
     .popsection
-    mov dword ptr [r15 + 384], 195
-    mov rcx, r9
-    mov dword ptr [r15 + 448], 133
-    mov rcx, r8
+    mov dword ptr [r15 + 256], 195
+    mov ecx, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov dword ptr [r15 + 0], 28
+    mov r9d, 254
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + 128], r8d
-    mov r9d, 254
-    lea r9, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 320]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1408]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 64]
-    mov esi, 199
-    mov esi, 147
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 60
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov edi, ebp
-    movzx edi, byte ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9d, 204
-    mov qword ptr [r15 + 576], r9
+    mov ecx, 205
+    mov dword ptr [r15 + 704], ecx
+    mov ecx, dword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
     mov r9, r11
-    mov dword ptr [r15 + 256], 212
-    vmovdqu ymmword ptr [r15 + 512], ymm15
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, 43
     and r9, 4032
     movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
     jmp 1f
 1:
-    mov r9d, 213
-    mov r9d, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 128]
+    mov edi, 215
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov edi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -11622,198 +11692,185 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9157_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d9207_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9157_s_t
-.Lc1_d9157_j:
+    call .Lc1_d9207_s_t
+.Lc1_d9207_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9157_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9207_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 79
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 225
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov eax, dword ptr [r15 + 704]
+    test ebx, 2560
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rsi
+    mov rsi, qword ptr [r15 + 384]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 512], rbp
+    mov edx, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 128]
     and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 129
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    mov r9, r11
     jmp 1f
 1:
-    mov r8d, 225
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 448]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, rcx
-    mov ecx, 56
-    mov qword ptr [r15 + 192], rax
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    mov byte ptr [r15 + 256], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    mov r8d, ecx
+    mov esi, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     and ecx, dword ptr [r15 + 0]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r9d, esi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm15
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov ecx, 247
-    movzx ecx, cl
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    mov ecx, eax
-    mov rcx, rcx
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    mov byte ptr [r15 + 128], al
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 128], 198
-    mov dword ptr [r15 + 192], ecx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 768], ecx
+    mov esi, 26
+    movzx esi, sil
+    mov qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 576], r9b
+    mov r9, r11
+    mov esi, r9d
+    mov rsi, rsi
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov qword ptr [r15 + 256], r9
+    mov r8, qword ptr [r15 + 192]
+    add r8, qword ptr [r15 + 384]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 201
+    vpshufd xmm12, xmm15, 87
+    add rsi, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8, r11
     jmp 1f
 1:
-    inc dword ptr [r15 + 320]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov r8d, 144
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, dword ptr [r15 + 640]
+    mov ebp, 184
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    lea rcx, [rip + .Lc1_d9266_s]
+    lea rcx, [rip + .Lc1_d9309_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9266_s_t
-.Lc1_d9266_j:
+    call .Lc1_d9309_s_t
+.Lc1_d9309_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9266_s:
+.Lc1_d9309_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rcx
-    mov rcx, qword ptr [r15 + 128]
-    movzx r8d, cl
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 448], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r9, r11
-    mov dword ptr [r15 + 192], r9d
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 704], r8b
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r8d
     mov r8d, ecx
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
+    movsxd rcx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, rcx
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 39
-    mov rcx, rcx
+    movsxd r8, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], r8b
+    mov r8, qword ptr [r15 + 128]
+    mov rcx, r8
     mov ecx, ecx
+    mov r8, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 5
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    xor dword ptr [r15 + 512], ecx
-    mov ecx, r8d
+    mov dword ptr [r15 + 384], 57
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 5
+    vpxor xmm3, xmm3, xmm11
+    mov r8d, ecx
     jmp 1f
 1:
-    mov ecx, 255
-    mov ecx, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 320]
+    mov r8, r11
+    mov edx, 255
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -11822,177 +11879,203 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d9319_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9362_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9319_s_t
-.Lc1_d9319_j:
+    call .Lc1_d9362_s_t
+.Lc1_d9362_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9319_s:
+.Lc1_d9362_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, rdx
-    mov edx, 169
-    mov edx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], 243
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 72
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rax, rax
-    mov eax, eax
-    mov eax, eax
-    mov dword ptr [r15 + 384], 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 4608
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rdx
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov eax, 237
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], 9
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 768], sil
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], 44
     mov rbp, r11
+    mov edi, ebp
     jmp 1f
 1:
+    vpxor xmm6, xmm6, xmm12
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, r11
+    mov byte ptr [r15 + 64], al
+    mov qword ptr [r15 + 576], rax
     and rbp, 8128
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 7488], r8
-    and ecx, dword ptr [r15 + 128]
-    vpxor xmm7, xmm7, xmm10
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9372_s]
+    lea rcx, [rip + .Lc1_d9426_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9372_s_t
-.Lc1_d9372_j:
+    call .Lc1_d9426_s_t
+.Lc1_d9426_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9372_s:
+.Lc1_d9426_s:
     ret
     .popsection
-    add r8, qword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 320]
+    mov edi, ecx
+    mov byte ptr [r15 + 384], dil
+    mov rdi, qword ptr [r15 + 512]
+    mov rcx, rdi
+    movsxd rcx, dword ptr [r15 + 448]
     lea r9, [r11 + r11*1]
-    mov rdi, r9
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 640], 106
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    mov rbp, qword ptr [r15 + r9 + 1408]
+    mov r9d, dword ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 83
+    vpshufd xmm10, xmm3, 239
+    mov r8, r11
+    mov esi, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm10
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov ecx, 116
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + r9 + 896]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm8
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9d, r8d
-    mov r9, r11
-    mov dword ptr [r15 + 448], 134
-    mov byte ptr [r15 + 192], dil
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 231
-    movzx r9d, byte ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 320]
-    mov esi, edi
-    mov dword ptr [r15 + 512], esi
-    mov rsi, qword ptr [r15 + 640]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    add qword ptr [r15 + 64], rbp
+    mov ebp, 176
+    mov ebp, edx
+    mov rdx, rbp
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 128]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    imul r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov ebp, 254
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 202
     mov r8d, 235
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 108
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    mov edi, esi
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    lea r9, [r11 + r11*1]
+    mov edx, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 256], 119
-    mov r9d, 203
+    mov r8d, edx
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    mov edi, r8d
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rax
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rbp, r11
+    mov dword ptr [r15 + r9 + 7552], 215
+    mov r9, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov eax, 164
-    and rbp, 16320
-    movsxd rax, dword ptr [r15 + rbp + 15680]
-    movzx ebp, byte ptr [r15 + r8 + 7552]
-    movsxd r8, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 704]
-    mov byte ptr [r15 + 192], al
-    mov rax, qword ptr [r15 + 512]
+    vpaddd xmm12, xmm12, xmm6
     add r11, 64
     inc rbx
     dec r13
@@ -12001,310 +12084,311 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9468_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9468_s_t
-.Lc1_d9468_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d9524_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9524_s_t
+.Lc1_d9524_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9468_s:
+.Lc1_d9524_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + 128]
-    movzx edx, al
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
     mov eax, eax
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 245
-    mov eax, dword ptr [r15 + 512]
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov rbp, r11
-    movzx edi, r9b
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 1408], r9b
+    movzx ecx, bpl
+    and ecx, dword ptr [r15 + 0]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rbp
     jmp 1f
 1:
-    mov r9, rax
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], r9d
-    mov byte ptr [r15 + 448], dil
-    mov edi, dword ptr [r15 + rbp + 896]
-    movzx ebp, dil
-    mov dword ptr [r15 + 192], 192
+    mov rbp, r11
+    mov rsi, rbp
+    mov r8, r11
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    movzx esi, al
+    movsxd rax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 99
+    mov byte ptr [r15 + 320], bpl
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, sil
+    mov dword ptr [r15 + 256], esi
+    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 640], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d9518_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9518_s_t
-.Lc1_d9518_j:
+    lea rcx, [rip + .Lc1_d9572_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9572_s_t
+.Lc1_d9572_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9518_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9572_s:
     ret
     .popsection
+    mov eax, esi
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    jmp 1f
-1:
-    mov eax, 38
-    mov qword ptr [r15 + 512], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    movzx esi, sil
     jmp 1f
 1:
     mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], al
-    jmp 1f
-1:
-    mov eax, eax
-    mov eax, 226
-    add rax, qword ptr [r15 + 192]
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 64], al
-    mov eax, ecx
-    test ebx, 4608
-    jz 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 55
+    vpaddd xmm10, xmm10, xmm12
+    mov dword ptr [r15 + 0], 138
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 128]
+    mov eax, esi
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rax, r8
-    vpaddd xmm7, xmm7, xmm7
-    mov r8, r11
-    mov eax, 81
-    mov rbp, r11
-    movzx ecx, bpl
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 128]
-    movzx esi, r8b
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 256]
+    mov rcx, rcx
+    mov ecx, 17
+    mov ecx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 320]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    movzx r9d, sil
+    mov r9, r11
+    mov edi, 14
+    mov dword ptr [r15 + 448], 201
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9d, edi
+    jmp 1f
+1:
+    mov r9d, 113
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 704], edi
+    mov edi, ecx
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, 42
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
+    lea rcx, [rip + .Lc1_d9630_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9630_s_t
+.Lc1_d9630_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9630_s:
+    ret
+    .popsection
+    mov r9, r11
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov ecx, 224
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    vpcmpeqb xmm6, xmm6, xmm12
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 384], 51
-    mov ecx, dword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 384], rcx
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, dword ptr [r15 + 448]
+    vpor xmm6, xmm6, xmm6
+    mov rbp, r11
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 320]
-    mov r9, r11
-    mov r8, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov dword ptr [r15 + 512], 216
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8d, 90
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 90
+    mov dword ptr [r15 + 512], 244
+    mov dword ptr [r15 + 128], 20
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], bpl
+    vmovdqu xmmword ptr [r15 + 192], xmm6
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov edi, dword ptr [r15 + 768]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 20
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    mov byte ptr [r15 + 128], dil
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 64]
     mov r8d, 212
-    mov dword ptr [r15 + 64], 214
-    mov edi, 120
-    mov byte ptr [r15 + 448], dil
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], 214
+    mov r8d, 120
+    mov r8d, 121
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c187:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9628_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9628_s_t
-.Lc1_d9628_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9628_s:
-    ret
-    .popsection
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 640], 255
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], al
-    mov rax, qword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 242
+    mov rcx, r8
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 103
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
+    test ebx, 4608
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 576], r8d
+    mov r8, qword ptr [r15 + 384]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
     mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 320], 201
+    add r8, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], r8d
     and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 576]
+    mov byte ptr [r15 + r9 + 3392], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9675_s]
+    lea rcx, [rip + .Lc1_d9726_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9675_s_t
-.Lc1_d9675_j:
+    call .Lc1_d9726_s_t
+.Lc1_d9726_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9675_s:
+.Lc1_d9726_s:
     ret
     .popsection
-    add r8, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 768]
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 448]
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 704]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, rcx
-    mov ecx, ecx
-    mov rbp, r11
-    mov ecx, 88
-    add rcx, qword ptr [r15 + 448]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov edx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], eax
+    vpcmpeqb xmm12, xmm12, xmm6
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r9b
-    mov qword ptr [r15 + 256], rcx
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 384]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 512], ecx
+    mov eax, eax
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 512]
+    movzx esi, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov r9, rax
+    mov r9, qword ptr [r15 + 192]
+    mov rdi, r9
+    mov r9d, edi
+    vpmovmskb r9d, xmm12
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 1408], esi
+    mov r8d, 6
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 768], ebp
+    mov qword ptr [r15 + 192], r9
+    mov r9, qword ptr [r15 + 128]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -12313,85 +12397,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9724_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d9781_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9724_s_t
-.Lc1_d9724_j:
+    call .Lc1_d9781_s_t
+.Lc1_d9781_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9724_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9781_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 174
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    vpmovmskb ebp, xmm6
-    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 576], cl
+    mov ecx, 51
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], ecx
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 180
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, 104
-    vpor xmm7, xmm7, xmm6
-    mov eax, ecx
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], 217
+    vpor xmm10, xmm10, xmm10
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 177
+    mov rcx, qword ptr [r15 + 448]
+    vpmovmskb edx, xmm10
     lea r8, [r11 + r11*1]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
+    movzx r9d, byte ptr [r15 + r8 + 3456]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    vmovdqu xmmword ptr [r15 + 448], xmm7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 832], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -12400,193 +12462,198 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 128]
-    mov ecx, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    jmp 1f
-1:
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 64
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 210
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov dword ptr [r15 + 0], 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1408], r9b
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r9, rdi
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 704], sil
-    mov esi, r8d
+    mov dword ptr [r15 + 512], 224
+    mov byte ptr [r15 + 704], dil
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 249
-    mov r8, r11
-    mov dword ptr [r15 + 512], 177
-    lea r9, [r11 + r11*1]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov dword ptr [r15 + 640], 219
-    and r9, 8128
-    mov r8, r11
-    mov byte ptr [r15 + r9 + 7552], r8b
+    mov r9, r11
+    mov edi, r9d
+    jmp 1f
+1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 177
+    mov dword ptr [r15 + 256], 239
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
+    and eax, dword ptr [r15 + 448]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 448]
-    vpcmpeqb xmm6, xmm6, xmm7
-    mov rdi, rsi
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 85
+    mov r9, r9
+    mov dword ptr [r15 + 384], 111
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d9838_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9838_s_t
-.Lc1_d9838_j:
+    lea rcx, [rip + .Lc1_d9881_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9881_s_t
+.Lc1_d9881_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9838_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9881_s:
     ret
     .popsection
-    mov rbp, r11
-    vpxor xmm6, xmm6, xmm7
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 114
-    mov byte ptr [r15 + 256], cl
-    mov dword ptr [r15 + 448], ecx
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rdi, rcx
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 256]
     and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 3392], 31
+    mov r9d, esi
+    mov rsi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], esi
+    mov qword ptr [r15 + 448], rdx
+    mov dword ptr [r15 + 0], 64
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 64], 90
-    mov ecx, 195
-    vmovdqu xmmword ptr [r15 + 0], xmm6
     vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov byte ptr [r15 + 0], dil
-    movsxd rdi, dword ptr [r15 + rbp + 896]
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 21
-    mov dword ptr [r15 + 768], r9d
-    mov r9, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], r9
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov edx, 215
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], dl
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9, rdx
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 73
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 88
+    mov rbp, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], sil
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    vpxor xmm12, xmm12, xmm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    lea rcx, [rip + .Lc1_d9885_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9885_s_t
-.Lc1_d9885_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9930_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9930_s_t
+.Lc1_d9930_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9885_s:
+.Lc1_d9930_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, r9d
-    add qword ptr [r15 + 128], r9
+    movzx eax, byte ptr [r15 + 320]
+    mov r8, r11
+    mov ecx, 28
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    movsxd r8, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    mov ebp, 31
+    mov rbp, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, edx
+    movsxd rbp, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm7, xmm7, xmm10
+    imul rbp, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, edx
+    mov edx, edx
+    movzx edx, byte ptr [r15 + 448]
+    mov rcx, rdx
     mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdx, r9
     jmp 1f
 1:
     and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, r11
-    vpor xmm7, xmm7, xmm7
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
-    mov rax, rsi
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov rax, r8
-    mov eax, dword ptr [r15 + 64]
-    mov rsi, rax
-    mov esi, 188
-    movzx edx, byte ptr [r15 + r9 + 7552]
-    mov r9, rdx
-    mov r9d, dword ptr [r15 + 640]
-    mov ebp, 123
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 576]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -12595,109 +12662,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovq qword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 103
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, al
-    movzx edi, al
-    mov byte ptr [r15 + 256], al
-    mov eax, eax
-    mov dword ptr [r15 + 512], eax
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov eax, edi
-    mov eax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], eax
+    lea rcx, [rip + .Lc1_d9993_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9993_s_t
+.Lc1_d9993_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9993_s:
+    ret
+    .popsection
+    mov r9, r11
     mov rbp, r11
-    mov dword ptr [r15 + 320], 198
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    mov r8d, 247
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], eax
-    mov rbp, r11
-    movzx eax, dil
-    movsxd rax, dword ptr [r15 + 704]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 64], cl
     and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, r9d
+    mov byte ptr [r15 + 768], bpl
+    movzx ebp, al
+    mov eax, 77
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 9
+    and r9, 4032
+    add rdx, qword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, 198
+    mov ebp, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 704]
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov r9d, dword ptr [r15 + 448]
+    mov esi, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    lea rcx, [rip + .Lc1_d9992_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9992_s_t
-.Lc1_d9992_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9992_s:
-    ret
-    .popsection
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx ecx, cl
-    mov r9, r11
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 256]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
+    movzx esi, al
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov rax, rbp
-    movzx ebp, cl
-    movzx ebp, byte ptr [r15 + 64]
     mov r8, r11
-    movzx edi, byte ptr [r15 + 320]
-    test ebx, 466944
-    jz 1f
-1:
-    mov ecx, ecx
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov r8d, r9d
-    movzx r9d, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rsi
-    mov dword ptr [r15 + 192], 156
-    movsxd rsi, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 320]
+    mov rdi, rax
     movzx eax, dil
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov eax, edi
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 192]
+    mov eax, edi
+    mov edi, dword ptr [r15 + 576]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rdi
+    mov dword ptr [r15 + 256], 69
+    movzx edi, al
     mov r8, r11
     movzx edi, r8b
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 128]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm7
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
     jmp 1f
 1:
     add r11, 64
@@ -12708,65 +12772,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10045_s]
+    lea rcx, [rip + .Lc1_d10089_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10045_s_t
-.Lc1_d10045_j:
+    call .Lc1_d10089_s_t
+.Lc1_d10089_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10045_s:
+.Lc1_d10089_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], rcx
-    mov ecx, 233
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov rdi, rcx
-    and edi, dword ptr [r15 + 0]
-    mov ecx, 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
+    mov eax, 77
     mov r8, r11
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, ecx
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, ecx
-    mov r8d, 153
-    movsxd r8, dword ptr [r15 + 448]
+    mov ecx, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rdi
-    mov rdi, rax
-    mov dword ptr [r15 + 128], 53
-    movzx edi, byte ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, cl
-    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 512]
+    and edx, dword ptr [r15 + r9 + 3456]
+    movzx r9d, byte ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edx, ecx
+    mov rdx, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 448]
+    mov rbp, r9
+    mov r9, r11
+    mov r8, r9
+    mov r8, r8
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 54
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov eax, 218
     add r11, 64
     inc rbx
     dec r13
@@ -12778,177 +12837,179 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d10099_s]
+    lea rcx, [rip + .Lc1_d10140_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10099_s_t
-.Lc1_d10099_j:
+    call .Lc1_d10140_s_t
+.Lc1_d10140_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10099_s:
+.Lc1_d10140_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    lea rbp, [r11 + r11*1]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], eax
+    mov eax, eax
+    mov dword ptr [r15 + 64], ebp
+    mov rcx, rcx
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
     mov r9, r11
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
+    mov r9d, ebp
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], r8d
-    mov ecx, r9d
-    mov dword ptr [r15 + r8 + 832], eax
-    mov rax, r9
-    mov rax, rax
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 320]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 512], ymm7
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r8d, eax
+    mov r9d, eax
     jmp 1f
 1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov ecx, dword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    movzx r8d, al
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, cl
     mov dword ptr [r15 + 0], 60
-    and r9d, dword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov eax, 109
-    mov eax, eax
-    mov dword ptr [r15 + 192], 156
-    movsxd rax, dword ptr [r15 + 64]
-    mov ebp, 203
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 256]
+    mov rbp, r11
+    add rax, qword ptr [r15 + 768]
+    mov esi, 109
+    mov esi, esi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 156
+    movsxd rbp, dword ptr [r15 + 576]
+    mov esi, 203
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    mov ebp, ebp
-    movzx ebp, bpl
-    movzx ebp, bpl
+    vpaddd xmm7, xmm7, xmm7
+    mov esi, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, al
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov eax, 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb eax, xmm7
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 256], 114
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], 92
-    jmp 1f
-1:
-    add qword ptr [r15 + 64], rax
-    mov eax, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    movsxd rsi, dword ptr [r15 + 128]
+    mov ebp, 167
+    mov dword ptr [r15 + 448], 154
+    mov byte ptr [r15 + 384], sil
+    movzx esi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov eax, 219
+    mov qword ptr [r15 + 640], rbp
+    and eax, dword ptr [r15 + 64]
     mov rbp, r11
-    movzx eax, bpl
-    mov qword ptr [r15 + 384], rsi
-    mov rsi, rsi
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    mov r8, r11
+    mov rdi, r8
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov ebp, r8d
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 640]
-    mov r9, r11
-    jmp 1f
-1:
-    mov edi, 198
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 256]
-    movzx eax, sil
-    movzx esi, byte ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 192]
+    mov r8d, 198
+    mov qword ptr [r15 + 192], r8
+    mov r8, qword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 128]
+    movzx edx, dil
+    movzx edi, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    lea rcx, [rip + .Lc1_d10201_s]
+    lea rcx, [rip + .Lc1_d10243_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10201_s_t
-.Lc1_d10201_j:
+    call .Lc1_d10243_s_t
+.Lc1_d10243_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10201_s:
+.Lc1_d10243_s:
     ret
     .popsection
-    mov dword ptr [r15 + 256], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov ecx, edi
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 240
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + 384]
-    add rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 704], 79
+    mov byte ptr [r15 + 128], cl
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    and r9, 4032
+    lock or dword ptr [r15 + r9 + 3392], 120
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 133
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
     mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 59
-    mov r8d, 192
-    mov r8, r11
-    and ecx, dword ptr [r15 + 192]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 45
+    mov dword ptr [r15 + 448], 163
+    mov dword ptr [r15 + 384], 71
+    mov r8d, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r15 + 320]
+    add r8, qword ptr [r15 + 512]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 228
+    mov r9d, 180
+    and r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
-    movzx ebp, bpl
+    movzx r9d, cl
     add r11, 64
     inc rbx
     dec r13
@@ -12957,162 +13018,149 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10251_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10251_s_t
-.Lc1_d10251_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d10294_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10294_s_t
+.Lc1_d10294_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10251_s:
+.Lc1_d10294_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, rax
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
     nop
-    mov esi, 254
+    mov rax, rax
+    mov eax, 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edx, al
+    mov eax, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], esi
+    mov r9, r11
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx eax, r9b
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], eax
-    mov eax, dword ptr [r15 + 768]
-    mov r9d, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
+    mov qword ptr [r15 + 512], rcx
     nop
-    mov qword ptr [r15 + 320], r9
-    mov r9, r11
-    movzx esi, r9b
-    mov esi, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
     and r9, 448
     movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, 221
+    movzx esi, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movzx eax, sil
+    mov r9, r11
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 128], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10303_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10303_s_t
-.Lc1_d10303_j:
+    lea rcx, [rip + .Lc1_d10345_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10345_s_t
+.Lc1_d10345_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10303_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d10345_s:
     ret
     .popsection
-    mov eax, 6
-    vpxor xmm9, xmm9, xmm1
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, 236
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov edi, eax
-    mov dword ptr [r15 + 0], eax
     mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 512], 207
-    test ebx, 4608
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov eax, 39
+    mov dword ptr [r15 + 0], 24
+    mov ecx, edx
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, 207
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 116
+    movzx eax, al
+    jmp 1f
+1:
+    add qword ptr [r15 + 64], rdx
+    mov qword ptr [r15 + 192], rbp
+    movsxd rax, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    and eax, dword ptr [r15 + 256]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov r8d, ecx
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 202
-    movzx r8d, cl
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movsxd r8, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx eax, dl
     jmp 1f
-1:
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 448], r9d
+    mov edi, 185
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    vmovdqu xmm3, xmmword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 640]
+    and eax, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    mov rdi, r8
-    movsxd r8, dword ptr [r15 + 320]
+    vpcmpeqb xmm3, xmm3, xmm7
+    mov rbp, r9
     mov rbp, r11
-    vpcmpeqb xmm10, xmm10, xmm2
+    mov r9, qword ptr [r15 + 640]
     and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, dl
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov ebp, 121
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    lea rbp, [r11 + r11*1]
-    mov edx, r8d
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
+    mov r9d, ebp
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 164
+    mov ebp, 164
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -13120,45 +13168,45 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 138
+    mov eax, r9d
     .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 151
-    movzx edi, dl
-    mov edx, dword ptr [r15 + 768]
-    mov rsi, rdx
-    movzx edx, sil
-    mov rsi, r8
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    movzx r9d, r9b
+    mov r9, r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov r8, rdx
-    mov dword ptr [r15 + 384], edx
-    mov edx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, dl
-    movzx ebp, dil
-    mov ebp, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 512]
-    mov rax, rdi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], edx
-    mov edx, esi
-    mov r9, r11
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, rbp
+    mov r9, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], r9d
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    movzx ecx, cl
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 896]
+    mov rax, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 256]
+    mov rdi, r8
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 832], r8d
+    mov r8d, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], edi
+    mov rbp, qword ptr [r15 + 384]
+    and ebp, dword ptr [r15 + 192]
+    mov r9, r11
     mov edi, r9d
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 215
     add r11, 64
     inc rbx
     dec r13
@@ -13167,64 +13215,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10420_s]
+    lea rcx, [rip + .Lc1_d10456_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10420_s_t
-.Lc1_d10420_j:
+    call .Lc1_d10456_s_t
+.Lc1_d10456_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10420_s:
+.Lc1_d10456_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdi, rax
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    mov r9d, eax
+    mov qword ptr [r15 + 640], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rax
+    mov rax, rcx
     mov r9, r11
-    mov ecx, r9d
-    and r9, 8128
-    add rdi, qword ptr [r15 + r9 + 7488]
-    mov eax, dword ptr [r15 + 576]
-    movzx r9d, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, ebp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], 31
-    vpor xmm9, xmm9, xmm10
-    mov qword ptr [r15 + 192], r9
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov eax, ebp
+    and r9, 1984
+    xor dword ptr [r15 + r9 + 1344], eax
+    vpcmpeqb xmm7, xmm7, xmm3
+    mov dword ptr [r15 + 128], 224
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 448]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    xor dword ptr [r15 + 384], ecx
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
+    mov ecx, eax
+    vpor xmm7, xmm7, xmm7
     jmp 1f
 1:
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    mov r8d, r9d
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov esi, ecx
+    mov rcx, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -13233,59 +13281,87 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d10473_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10509_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10473_s_t
-.Lc1_d10473_j:
+    call .Lc1_d10509_s_t
+.Lc1_d10509_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10473_s:
+.Lc1_d10509_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx r9d, r8b
+    movzx eax, sil
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov byte ptr [r15 + 0], cl
-    movzx r8d, byte ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx edx, cl
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 384]
-    test ebx, 1994752
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 512]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 512]
-    and ecx, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 704]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
+    movzx esi, cl
     jmp 1f
 1:
+    mov esi, eax
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    movzx edx, al
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, esi
+    and ebp, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 704]
+    mov rbp, r11
     mov edi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
     and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov eax, edx
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 448]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -13293,111 +13369,117 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rbp, r11
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm6
+    lea rcx, [rip + .Lc1_d10572_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10572_s_t
+.Lc1_d10572_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10572_s:
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    test ebx, 1536
+    and esi, dword ptr [r15 + rbp + 1408]
+    mov rcx, rsi
+    mov rcx, rcx
+    mov rcx, rcx
+    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov esi, 48
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rbp
+    vmovdqu xmmword ptr [r15 + 320], xmm7
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rdx
-    mov edx, edx
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    movzx edx, bpl
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx ebp, bpl
-    mov byte ptr [r15 + 768], bpl
-    movzx ebp, dl
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 228
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 448]
-    mov r9, r11
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
-    and edx, dword ptr [r15 + 576]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movzx r9d, byte ptr [r15 + 384]
-    mov ebp, 103
-    mov rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + rbp + 1344], sil
+    mov dword ptr [r15 + 576], 25
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    vpcmpeqb xmm3, xmm3, xmm7
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov ebp, dword ptr [r15 + 384]
+    movzx ecx, bpl
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r8, rsi
+    mov dword ptr [r15 + 64], r8d
+    mov r8, rsi
+    mov esi, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 512]
+    mov ebp, r8d
+    mov dword ptr [r15 + 768], ebp
+    movzx ebp, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    lea rcx, [rip + .Lc1_d10571_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10571_s_t
-.Lc1_d10571_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10571_s:
-    ret
-    .popsection
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    mov ecx, r9d
-    movzx ecx, cl
-    mov dword ptr [r15 + 192], 224
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov rbp, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    movzx ebp, sil
+    mov esi, 210
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    movzx r9d, bpl
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 164
+    vpshufd xmm6, xmm3, 21
+    mov r8, rsi
+    mov byte ptr [r15 + 256], r8b
+    mov r8, rbp
     lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 448], r8b
+    mov r8d, esi
+    mov dword ptr [r15 + 64], 169
+    mov dword ptr [r15 + rbp + 3456], 127
+    mov rbp, r11
+    movzx r8d, bpl
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 54
-    mov dword ptr [r15 + 128], 11
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 896]
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], eax
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    vpshufd xmm6, xmm6, 120
-    mov r8, r11
-    mov dword ptr [r15 + 256], 186
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 1
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
+    mov dword ptr [r15 + 128], 120
+    mov dword ptr [r15 + 128], 186
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm6
     jmp 1f
 1:
     add r11, 64
@@ -13405,59 +13487,59 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d10618_s]
+    lea rcx, [rip + .Lc1_d10671_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10618_s_t
-.Lc1_d10618_j:
+    call .Lc1_d10671_s_t
+.Lc1_d10671_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10618_s:
+.Lc1_d10671_s:
     ret
     .popsection
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    mov rcx, rax
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], 65
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 62
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 173
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 192], ecx
+    movzx ecx, byte ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 384]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 768], r8
+    mov qword ptr [r15 + 768], r9
+    mov r9, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 141
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    and ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
     mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    lea rbp, [r11 + r11*1]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ecx
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], ebp
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 256]
-    movzx esi, cl
-    jmp 1f
-1:
-    mov ecx, 224
-    mov dword ptr [r15 + 704], 167
+    mov r8d, 224
+    mov dword ptr [r15 + 512], 167
     add r11, 64
     inc rbx
     dec r13
@@ -13469,193 +13551,197 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d10668_s]
+    lea rcx, [rip + .Lc1_d10721_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10668_s_t
-.Lc1_d10668_j:
+    call .Lc1_d10721_s_t
+.Lc1_d10721_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10668_s:
+.Lc1_d10721_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, eax
-    mov qword ptr [r15 + 576], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    movzx eax, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 97
-    mov r9d, ecx
-    mov r9, r9
-    mov r9, r9
     mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 640], cl
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 192]
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov rsi, rcx
+    mov dword ptr [r15 + 384], 156
+    mov rcx, rax
     test ebx, 1536
     jnz 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 640], r9
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov rbp, r11
     jmp 1f
 1:
-    add qword ptr [r15 + 64], rax
-    mov rax, qword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], r9d
-    mov dword ptr [r15 + 192], 138
-    mov r9, rcx
-    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 44
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 896], 80
-    movzx edi, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rdi
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 242
+    imul rsi, qword ptr [r15 + 512]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], esi
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 448]
+    mov rdx, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], ecx
-    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rcx
-    mov rdi, rdi
-    movzx edi, dil
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov esi, 186
+    mov rsi, rsi
+    movzx esi, sil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 209
-    mov ecx, ecx
+    mov esi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3456]
-    mov ecx, 100
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, edi
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
+    mov eax, ebp
+    mov ebp, eax
     jmp 1f
 1:
+    mov rbp, r11
     jmp 1f
 1:
+    mov r8d, 228
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 236
     mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm6
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 512]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    and eax, dword ptr [r15 + 192]
-    mov r9d, 17
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 4
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], r8b
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rcx, [rip + .Lc1_d10771_s]
+    lea rcx, [rip + .Lc1_d10824_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10771_s_t
-.Lc1_d10771_j:
+    call .Lc1_d10824_s_t
+.Lc1_d10824_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10771_s:
+.Lc1_d10824_s:
     ret
     .popsection
-    mov r8, r11
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, cl
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov rcx, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov byte ptr [r15 + 512], cl
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 0], r9
-    mov r9, r8
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
     jmp 1f
 1:
-    mov r8d, ecx
-    jmp 1f
-1:
+    mov dword ptr [r15 + 256], 142
     movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 192], ymm6
     jmp 1f
 1:
-    mov r9, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r9, r11
-    vmovq qword ptr [r15 + 0], xmm6
+    mov rcx, r8
     mov qword ptr [r15 + 448], rcx
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 64], 156
-    mov r9, r8
-    movzx r9d, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 576], r9b
-    vmovdqu xmmword ptr [r15 + 192], xmm6
+    mov qword ptr [r15 + 64], r9
+    mov r9, r9
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 576], ecx
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r8d
-    and ecx, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r8
+    mov ecx, ecx
+    mov r8, r11
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    vmovq qword ptr [r15 + 320], xmm6
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 448]
+    and r8d, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -13664,273 +13750,230 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10828_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d10883_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10828_s_t
-.Lc1_d10828_j:
+    call .Lc1_d10883_s_t
+.Lc1_d10883_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10828_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d10883_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    mov eax, 111
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 218
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 74
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 192], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rbp, r11
+    mov ecx, 164
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 448
+    or qword ptr [r15 + rbp + 832], 78
     jmp 1f
 1:
-    mov ecx, 53
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    .byte 0x0f, 0x1f, 0x00
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, 166
+    mov ecx, ecx
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1408]
+    movzx edx, byte ptr [r15 + 640]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r8
+    mov rsi, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov rax, rcx
-    mov dword ptr [r15 + 640], 38
-    mov r8, r11
-    mov rcx, r8
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 3456]
+    mov ecx, 223
+    mov ecx, ecx
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], dl
+    mov edx, ebp
+    mov qword ptr [r15 + rbp + 1344], rdx
+    mov ebp, r8d
+    mov rbp, rbp
+    mov dword ptr [r15 + r8 + 3392], 0
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, 184
-    and edx, dword ptr [r15 + 192]
-    mov edi, edx
-    and r8, 16320
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 184
+    movsxd r8, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    mov eax, edx
-    mov rax, qword ptr [r15 + 384]
-    mov r8d, eax
-    mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, 248
-    vmovq xmm7, r8
-    mov r8d, edx
-    mov r8, r8
-    mov r8d, 13
-    mov qword ptr [r15 + 128], r8
-    mov rdx, qword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d10933_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10933_s_t
+.Lc1_d10933_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10933_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov rbp, rcx
+    movsxd rcx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], cl
+    mov byte ptr [r15 + 128], r8b
+    mov qword ptr [r15 + 512], rdx
+    mov edx, ebp
+    mov r8, rdx
+    mov r8d, 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm3, rbp
+    mov rbp, rdx
+    mov ebp, ebp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdx
+    mov edx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
+    mov ebp, 235
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 256]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 70
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 70
-    mov r8, r11
-    mov qword ptr [r15 + 704], r8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 219
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 234
-    mov byte ptr [r15 + 512], dl
-    mov rdx, qword ptr [r15 + 256]
-    mov r8d, 21
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], r8d
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rbp
+    mov dword ptr [r15 + 704], 219
+    mov qword ptr [r15 + rbp + 7488], rdx
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 222
+    mov dword ptr [r15 + 768], ebp
+    mov ebp, 21
+    mov byte ptr [r15 + 128], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    lea rcx, [rip + .Lc1_d10944_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10944_s_t
-.Lc1_d10944_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10944_s:
-    ret
-    .popsection
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], al
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 89
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     mov dword ptr [r15 + 0], 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 242
+    vpor xmm6, xmm6, xmm4
+    mov rax, qword ptr [r15 + 256]
+    mov r9, r11
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 576], edx
+    movsxd rdx, dword ptr [r15 + 320]
+    mov ebp, edx
+    movzx ebp, bpl
+    mov ebp, 41
+    mov ebp, ebp
+    mov dword ptr [r15 + 192], 72
+    mov r9, qword ptr [r15 + 128]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
+    mov edi, dword ptr [r15 + 512]
+    mov esi, edi
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, esi
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9d, 26
-    test ebx, 1536
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 256]
-    lea rbp, [r11 + r11*1]
-    mov r8d, ebp
-    mov r8d, r8d
-    mov byte ptr [r15 + 128], r8b
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 384], r8d
-    movzx r8d, byte ptr [r15 + 448]
-    mov ecx, r8d
-    vpor xmm2, xmm2, xmm7
-    mov dword ptr [r15 + 320], r9d
-    mov r9, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, 195
-    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 195
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d10999_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10999_s_t
-.Lc1_d10999_j:
+    lea rcx, [rip + .Lc1_d11032_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11032_s_t
+.Lc1_d11032_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10999_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11032_s:
     ret
     .popsection
-    mov dword ptr [r15 + 704], 163
+    movzx r8d, byte ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov dword ptr [r15 + 512], edi
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8, rbp
-    mov r8d, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 640]
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3456]
-    mov eax, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov qword ptr [r15 + 64], r9
+    movsxd rcx, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    lea r9, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 64]
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    mov rbp, r11
+    mov byte ptr [r15 + r9 + 7552], bpl
+    mov dword ptr [r15 + 64], edi
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
+    mov dword ptr [r15 + 448], 175
+    movsxd rdi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 256], rdi
+    mov edi, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], dl
+    movzx edx, r9b
+    mov rdx, rdx
+    add rdx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -13939,53 +13982,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11048_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11048_s_t
-.Lc1_d11048_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11080_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11080_s_t
+.Lc1_d11080_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11048_s:
+.Lc1_d11080_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, r9
-    mov ecx, 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 45
+    mov dword ptr [r15 + 0], 181
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, 183
+    mov qword ptr [r15 + 256], rax
+    mov rax, qword ptr [r15 + 320]
+    mov rbp, r11
+    movzx edx, cl
+    mov ecx, 187
+    mov r8, r11
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1344]
+    test ebx, 12800
+    jz 1f
+1:
+    and r8, 448
+    imul rdx, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rax
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    mov r9, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rax, rcx
+    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 128], 152
+    mov rbp, rcx
+    mov byte ptr [r15 + 768], bpl
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 448]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
     jmp 1f
 1:
-    and r9, 448
-    inc dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 64], 223
-    mov r9, r11
-    and ecx, dword ptr [r15 + 192]
-    movzx eax, cl
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm2
-    mov r9, qword ptr [r15 + 320]
-    mov ecx, 233
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 25
-    mov dword ptr [r15 + 128], 211
+    mov rax, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 199
     add r11, 64
     inc rbx
     dec r13
@@ -13994,243 +14054,245 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 448]
     mov ecx, eax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
+    mov rbp, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm2
-    mov rax, rbp
+    add r8, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov esi, eax
+    mov dword ptr [r15 + 128], esi
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 253
+    mov eax, dword ptr [r15 + 384]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    add rdx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], dl
+    movzx esi, r8b
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], eax
+    vpaddd xmm6, xmm6, xmm6
+    add rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov eax, 48
+    movzx eax, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 256]
     mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    movzx eax, byte ptr [r15 + 640]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov ebp, 191
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 192], rdx
-    mov rdx, rdx
-    mov dword ptr [r15 + 64], edx
-    mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r9, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    lea rcx, [rip + .Lc1_d11139_s]
+    lea rcx, [rip + .Lc1_d11184_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11139_s_t
-.Lc1_d11139_j:
+    call .Lc1_d11184_s_t
+.Lc1_d11184_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11139_s:
+.Lc1_d11184_s:
     ret
     .popsection
-    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rdi, rcx
-    mov qword ptr [r15 + 256], rdi
-    mov edi, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], cl
-    mov ecx, r8d
-    mov ecx, 55
-    mov r9, r11
-    mov ecx, 117
-    and r9, 448
-    add qword ptr [r15 + r9 + 832], r8
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, rbp
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov ebp, 91
+    mov ebp, 179
+    vpaddd xmm3, xmm3, xmm3
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov dword ptr [r15 + 0], 85
-    mov r8d, 23
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 64], cl
+    mov ecx, 85
+    mov ecx, r9d
+    mov dword ptr [r15 + 448], ecx
+    and r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 234
+    mov dword ptr [r15 + 320], 105
+    mov r9d, 159
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 158
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, r8d
+    mov dword ptr [r15 + 384], ebp
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, ecx
     jmp 1f
 1:
-    movzx r9d, dil
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov ecx, r9d
     mov r9, r11
-    jmp 1f
-1:
-    mov r8d, edi
-    mov byte ptr [r15 + 448], r8b
-    and r9, 4032
-    and edi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, dil
-    mov r9d, 1
+    mov rcx, qword ptr [r15 + 768]
+    and r9, 448
+    and ebp, dword ptr [r15 + r9 + 832]
+    movzx r9d, bpl
+    mov r9d, 205
     mov r9d, r9d
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 704]
-    mov r8, r9
-    mov r9d, edi
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    mov r9, rdi
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c217:
-    lea rcx, [rip + .Lc1_d11196_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11196_s_t
-.Lc1_d11196_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d11244_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11244_s_t
+.Lc1_d11244_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11196_s:
+.Lc1_d11244_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 256], 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    add r8, qword ptr [r15 + 0]
-    movzx edi, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 47
+    vmovq xmm7, rax
+    mov eax, 197
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 213
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], eax
+    vmovdqu ymmword ptr [r15 + 192], ymm7
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rcx
-    mov qword ptr [r15 + 128], rdi
-    mov edi, 214
-    movzx edi, byte ptr [r15 + 384]
     lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    test ebx, 1536
-    jnz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
 1:
     and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm2
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rdi
+    movsxd rax, dword ptr [r15 + r8 + 1408]
+    mov rcx, qword ptr [r15 + 128]
+    movzx edx, cl
+    mov byte ptr [r15 + 320], dl
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 64], rax
+    add rax, qword ptr [r15 + 64]
     mov r8, r11
-    movzx edi, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    jmp 1f
-1:
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    vmovq xmm2, rsi
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], r8
+    mov rcx, qword ptr [r15 + 512]
+    mov rbp, r11
     and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov rsi, qword ptr [r15 + r8 + 3392]
     movsxd r8, dword ptr [r15 + 576]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d11248_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11248_s_t
-.Lc1_d11248_j:
+    lea rcx, [rip + .Lc1_d11291_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11291_s_t
+.Lc1_d11291_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11248_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11291_s:
     ret
     .popsection
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 192]
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ecx
+    vmovq qword ptr [r15 + 640], xmm6
+    mov rbp, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], rcx
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 251
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 640], eax
-    mov eax, 68
-    mov rax, qword ptr [r15 + 448]
-    mov ebp, 49
+    mov dword ptr [r15 + 0], 145
+    jmp 1f
+1:
+    mov ecx, ecx
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 128], ecx
+    vmovq qword ptr [r15 + 128], xmm3
+    or qword ptr [r15 + 448], 125
+    mov ecx, 247
+    test ebx, 3584
+    jz 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 49
     and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 247
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 704]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 155
-    mov r9d, ebp
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 896], 138
+    movzx ecx, dil
+    mov dword ptr [r15 + rbp + 832], ecx
+    mov rcx, r9
+    mov dword ptr [r15 + 512], 110
     add r11, 64
     inc rbx
     dec r13
@@ -14239,128 +14301,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], r9d
     jmp 1f
 1:
+    mov r9d, 166
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm7
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r9, rax
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 768], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 256]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 576], al
-    mov r9, r11
-    mov dword ptr [r15 + 64], 23
-    mov dword ptr [r15 + 320], 55
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9, rax
-    mov eax, 171
-    mov r8, r11
-    mov dword ptr [r15 + 256], r8d
-    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 64]
     mov rbp, r11
-    movzx ecx, bpl
-    mov ecx, 200
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 384], eax
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 64], eax
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 512], xmm7
+    mov byte ptr [r15 + 448], r9b
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov r9, r9
+    mov r9d, 93
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c220:
-    lea rcx, [rip + .Lc1_d11345_s]
+    lea rcx, [rip + .Lc1_d11388_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11345_s_t
-.Lc1_d11345_j:
+    call .Lc1_d11388_s_t
+.Lc1_d11388_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11345_s:
+.Lc1_d11388_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, cl
-    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, ecx
+    movzx ebp, bpl
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov ecx, ecx
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov esi, esi
-    mov byte ptr [r15 + 0], sil
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 143
+    mov dword ptr [r15 + 64], 207
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    mov r8, r11
-    and rbp, 16320
-    mov r9d, dword ptr [r15 + rbp + 15680]
-    test ebx, 835584
+    mov rcx, qword ptr [r15 + 576]
+    inc dword ptr [r15 + 448]
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    movzx esi, byte ptr [r15 + 192]
-    mov ecx, 15
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 320]
-    mov rax, r9
-    jmp 1f
-1:
+    and edx, dword ptr [r15 + 128]
     and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov edx, 51
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 28
-    mov edi, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 512]
+    and ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    movzx ebp, byte ptr [r15 + 192]
+    mov esi, 151
+    mov rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r8, r11
+    mov rax, r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8d, 213
+    movsxd r8, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 197
+    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
     add r11, 64
@@ -14371,303 +14431,332 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11403_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11403_s_t
-.Lc1_d11403_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d11446_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11446_s_t
+.Lc1_d11446_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11403_s:
+.Lc1_d11446_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 64], bpl
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 768], ecx
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    vmovq qword ptr [r15 + 0], xmm3
+    mov rax, rax
+    mov rax, rax
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm2, xmm2, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + rbp + 7552], edx
-    add rbp, qword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 256]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, 215
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 125
-    vmovq qword ptr [r15 + 320], xmm2
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movzx r9d, al
+    movzx r9d, byte ptr [r15 + 320]
+    mov eax, r9d
+    and eax, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
 1:
     mov rbp, r11
-    mov rcx, rbp
-    movzx ecx, byte ptr [r15 + 704]
-    movzx edx, cl
+    test ebx, 3584
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov r9d, eax
+    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 221
+    mov dword ptr [r15 + 256], ebp
+    add rax, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 768], ebp
+    mov rbp, r11
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + 64]
     and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov rbp, rax
-    mov eax, ebp
-    jmp 1f
-1:
-    mov eax, edx
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, 197
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edx
-    mov r8, r11
-    movzx edx, bpl
-    movzx edx, byte ptr [r15 + 448]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    movsxd rsi, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c222:
+    lea rcx, [rip + .Lc1_d11496_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11496_s_t
+.Lc1_d11496_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11496_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 137
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 48
+    mov esi, 67
+    mov ebp, esi
+    mov rbp, rbp
     lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + 256]
+    mov esi, ebp
     and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + rbp + 3456], r8b
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 233
+    mov rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rcx, r8
-    mov ecx, ecx
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 244
-    jmp 1f
-1:
-    mov r8d, ebp
+    mov rax, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 3584
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov rsi, qword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + rbp + 3456]
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov rdx, rdi
     jmp 1f
 1:
-    mov rbp, rcx
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, rcx
-    movsxd rcx, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 64], rcx
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov rdi, rsi
+    mov edi, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8d, 161
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    movzx esi, r9b
     mov r9, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, qword ptr [r15 + 128]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 161
-    movzx ecx, bpl
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 20
+    mov qword ptr [r15 + 512], r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d11503_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11503_s_t
-.Lc1_d11503_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11503_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, rax
+    mov dword ptr [r15 + 0], esi
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 138
+    jmp 1f
+1:
+    mov esi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, rsi
+    movzx esi, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov rbp, rdi
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, eax
-    mov eax, eax
-    test ebx, 3584
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 183
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 704], 194
-    mov edi, ecx
-    mov dword ptr [r15 + 192], 19
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 320]
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], edi
-    mov rdi, rdi
-    mov edi, edi
-    mov edi, dword ptr [r15 + 128]
-    mov r8, r11
+    lea r9, [r11 + r11*1]
+    mov esi, r9d
+    movzx esi, byte ptr [r15 + 384]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 231
+    mov dword ptr [r15 + 64], 161
+    mov dword ptr [r15 + 128], 219
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, rsi
     jmp 1f
 1:
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], esi
-    mov rsi, rcx
+    vpmovmskb ebp, xmm3
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edi, 204
+    mov edi, 249
+    mov rbp, r11
+    mov rdi, rbp
+    movzx edi, byte ptr [r15 + 640]
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + r9 + 7552]
+    mov byte ptr [r15 + 128], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c224:
-    lea rcx, [rip + .Lc1_d11554_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11554_s_t
-.Lc1_d11554_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11603_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11603_s_t
+.Lc1_d11603_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11554_s:
+.Lc1_d11603_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov dword ptr [r15 + 192], 157
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r9, r11
-    mov dword ptr [r15 + 512], 95
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], 33
-    mov r9d, 37
+    mov ecx, eax
+    mov ecx, 34
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 28
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 512]
+    mov ebp, 250
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 768]
     lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], r9b
-    mov qword ptr [r15 + 192], rcx
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 384], sil
-    jmp 1f
-1:
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r8d, 89
-    mov dword ptr [r15 + 256], 165
-    mov dword ptr [r15 + 64], esi
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    movzx r9d, dl
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 256]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 896]
+    mov dword ptr [r15 + 320], ebp
+    mov qword ptr [r15 + r9 + 832], rsi
+    mov r9d, dword ptr [r15 + 384]
+    mov rbp, r11
+    movzx esi, bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 238
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d11600_s]
+    lea rcx, [rip + .Lc1_d11661_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11600_s_t
-.Lc1_d11600_j:
+    call .Lc1_d11661_s_t
+.Lc1_d11661_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11600_s:
+.Lc1_d11661_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 219
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1408]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov edx, dword ptr [r15 + r9 + 1344]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov ebp, ecx
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, r9d
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 320]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 192]
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 384], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
     mov rcx, rcx
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov r8d, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 192]
+    mov r9d, ebp
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm2
-    and edi, dword ptr [r15 + 576]
     jmp 1f
 1:
+    mov esi, r8d
+    mov r8d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov rcx, r8
+    mov byte ptr [r15 + 512], cl
+    mov rcx, rsi
+    movzx ecx, cl
     jmp 1f
 1:
+    mov qword ptr [r15 + 640], r9
+    mov r9, qword ptr [r15 + 576]
+    mov r8, r11
+    mov dword ptr [r15 + 320], 233
+    mov rsi, rcx
+    lea rbp, [r11 + r11*1]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 128]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -14676,135 +14765,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq xmm2, rdi
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 96
-    mov rdi, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ebp, r9d
+    mov byte ptr [r15 + 192], bpl
     mov rbp, r11
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], eax
-    movzx eax, dil
+    mov r9, rbp
+    movsxd r9, dword ptr [r15 + 256]
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    movzx eax, byte ptr [r15 + 704]
+    movzx edx, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 242
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+    movzx r9d, al
+    mov qword ptr [r15 + 448], r8
+    mov r8d, 48
+    mov qword ptr [r15 + 128], r8
+    mov r8, r11
+    mov dword ptr [r15 + 512], 66
+    mov eax, r9d
+    and r8, 16320
+    mov rdx, qword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov dword ptr [r15 + 64], edi
-    mov edi, dword ptr [r15 + 384]
-    mov ebp, edi
-    mov dword ptr [r15 + 768], ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov rdi, rbp
-    mov edi, 75
-    mov edi, 193
-    mov edi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rdi
+    movzx r9d, r9b
+    mov r9, r9
     mov r9, r11
-    mov dword ptr [r15 + 448], r9d
-    movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + 64]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, ebp
+    mov r8d, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    vmovq xmm7, rcx
     jmp 1f
 1:
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11712_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11712_s_t
-.Lc1_d11712_j:
+    lea rcx, [rip + .Lc1_d11763_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11763_s_t
+.Lc1_d11763_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11712_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11763_s:
     ret
     .popsection
-    mov rbp, qword ptr [r15 + 320]
-    movzx eax, cl
-    add rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], cl
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rbp
-    mov dword ptr [r15 + 0], 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 128]
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 4608
-    jz 1f
-1:
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 128]
     and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     mov rbp, qword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 128]
-    mov rsi, rsi
-    mov dword ptr [r15 + 448], 0
-    mov esi, 18
-    mov qword ptr [r15 + 64], rsi
-    mov esi, r8d
-    mov esi, dword ptr [r15 + 192]
-    mov r9, r11
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    mov rdi, rax
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    vpor xmm7, xmm7, xmm7
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 319488
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 384]
+    mov edx, 194
+    movzx edx, dl
+    mov byte ptr [r15 + 512], dl
+    mov edx, eax
+    mov rdx, qword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 140
+    and eax, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rsi
+    mov qword ptr [r15 + 64], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -14816,182 +14882,181 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d11768_s]
+    lea rcx, [rip + .Lc1_d11815_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11768_s_t
-.Lc1_d11768_j:
+    call .Lc1_d11815_s_t
+.Lc1_d11815_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11768_s:
+.Lc1_d11815_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
     jmp 1f
 1:
-    mov r9, r11
+    mov eax, ecx
+    jmp 1f
+1:
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov r9d, 156
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], eax
-    mov rax, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 64]
     mov rbp, r11
+    mov r8, r11
+    mov byte ptr [r15 + 384], r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 448]
-    mov edi, r9d
+    mov eax, 177
+    mov r8, r11
+    mov rax, rsi
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + 192]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7552]
+    mov rsi, qword ptr [r15 + 128]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov edx, 129
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
+    movzx edx, sil
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c229:
-    mov r9, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r8b
-    and edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], edx
-    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11867_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11867_s_t
+.Lc1_d11867_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11867_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 0], rsi
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov dword ptr [r15 + 128], 161
-    and r9, 4032
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     mov r8, r11
-    mov dword ptr [r15 + r9 + 3392], 44
-    movzx edx, r9b
-    mov qword ptr [r15 + 768], rdx
-    and r8, 16320
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    mov r8d, 219
-    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 384], r8
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movzx r8d, sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    mov r8, r8
-    imul r8, qword ptr [r15 + 448]
-    mov ebp, 123
-    movsxd rbp, dword ptr [r15 + r9 + 3456]
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    movzx r9d, dl
+    mov esi, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmm7
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
+    mov r8, r11
+    movzx esi, r8b
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 448], sil
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm3
+    movzx ebp, byte ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 64]
+    mov r8d, 231
+    mov dword ptr [r15 + 512], 135
+    movzx r8d, byte ptr [r15 + 320]
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    lea rcx, [rip + .Lc1_d11868_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11868_s_t
-.Lc1_d11868_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11868_s:
-    ret
-    .popsection
+    mov rbp, rbp
+    mov rbp, r8
     jmp 1f
 1:
-    or qword ptr [r15 + 128], 98
-    movzx edx, cl
-    mov rcx, rdx
-    or qword ptr [r15 + 64], 70
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov rdx, rcx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm2, xmm2, 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov edx, 188
-    mov edx, 13
+    vpshufd xmm3, xmm3, 96
+    mov r8, rsi
+    mov r8, qword ptr [r15 + 64]
+    mov esi, 166
+    mov qword ptr [r15 + 128], rsi
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 640]
+    and ebp, dword ptr [r15 + 256]
+    mov r9d, ebp
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 245
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    mov esi, dword ptr [r15 + 192]
+    mov rbp, r11
+    vpmovmskb edi, xmm3
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], bpl
-    add rdx, qword ptr [r15 + rbp + 896]
-    mov ebp, edx
-    mov ebp, dword ptr [r15 + 512]
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 1344], esi
+    mov ebp, r9d
+    mov r9, rbp
     jmp 1f
 1:
-    mov r8, r11
-    and ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    movsxd r8, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 146
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    movzx edi, sil
+    lea rbp, [r11 + r11*1]
+    mov edi, 69
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rdi, rbp
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov r9d, 33
-    mov r9, r9
-    mov dword ptr [r15 + 384], 222
+    vpshufd xmm6, xmm7, 234
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7552]
+    add rsi, qword ptr [r15 + rbp + 7488]
+    vmovq xmm7, rdi
+    mov dword ptr [r15 + 320], edi
     add r11, 64
     inc rbx
     dec r13
@@ -15000,363 +15065,331 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11923_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11923_s_t
-.Lc1_d11923_j:
+    lea rcx, [rip + .Lc1_d11970_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11970_s_t
+.Lc1_d11970_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11923_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11970_s:
     ret
     .popsection
-    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 0], 94
-    vpaddd xmm12, xmm12, xmm13
-    mov dword ptr [r15 + 0], ecx
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    and esi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     movzx ecx, cl
+    mov dword ptr [r15 + 0], 130
+    jmp 1f
+1:
+    mov r8, r11
+    mov rcx, r8
+    vmovdqu xmm6, xmmword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 256]
+    and r8, 1984
     mov r9, r11
-    mov rbp, r11
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r8 + 1344], 30
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 64], rcx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 320], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 384]
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, 242
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    mov dword ptr [r15 + 64], 31
-    mov r9d, dword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 192]
-    mov rsi, rbp
-    movsxd rbp, dword ptr [r15 + 768]
-    vpmovmskb r8d, xmm12
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
+    mov ecx, 170
+    vpmovmskb ecx, xmm6
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
+    mov rcx, r9
+    vmovdqu ymmword ptr [r15 + 512], ymm6
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 704], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    lea rcx, [rip + .Lc1_d11989_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11989_s_t
-.Lc1_d11989_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d12023_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12023_s_t
+.Lc1_d12023_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11989_s:
+.Lc1_d12023_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 576], r8b
-    mov r8d, 107
-    mov r8d, 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 155
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 64], eax
+    add r9, qword ptr [r15 + 256]
+    vpshufd xmm4, xmm3, 29
+    mov eax, 123
     jmp 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r9, rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 121
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 64], 241
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
     mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 640], r8d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rcx
     and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + 128], rdx
-    movzx edx, cl
-    movzx ecx, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov r8d, 75
-    movsxd r8, dword ptr [r15 + 320]
-    inc dword ptr [r15 + 192]
-    mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
+    mov r9d, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 128], 217
+    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov ecx, 201
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov ecx, 129
+    mov dword ptr [r15 + 0], 114
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 185
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, 49
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 56
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 127
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ebp, 114
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, 49
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 247
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 128], ebp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 20
-    mov ebp, dword ptr [r15 + 704]
-    test ebx, 933888
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edx, ebp
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9, r11
-    movzx eax, r9b
-    jmp 1f
-1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    add rax, qword ptr [r15 + r8 + 1344]
+    add rcx, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edx, dl
     mov r8, r11
-    mov r9, qword ptr [r15 + 64]
+    mov edx, 7
+    add qword ptr [r15 + 192], rdx
+    movzx edx, cl
     and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8d, 228
-    add r8, qword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov edx, 240
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r8d, 166
-    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx r8d, sil
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov esi, 165
+    mov edi, 99
+    mov edi, 166
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 41
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d12094_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12094_s_t
-.Lc1_d12094_j:
+    lea rcx, [rip + .Lc1_d12121_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12121_s_t
+.Lc1_d12121_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12094_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12121_s:
     ret
     .popsection
+    movzx ecx, dil
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 256], al
+    vpaddd xmm6, xmm6, xmm4
+    mov rdi, rax
+    mov edi, 183
+    mov rdi, rdi
+    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 0], dil
+    or qword ptr [r15 + 0], 29
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx ecx, cl
-    jmp 1f
-1:
+    inc dword ptr [r15 + 0]
+    mov eax, 186
+    mov rax, rcx
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 448]
+    mov r9, r11
+    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 64], xmm6
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], al
-    vpaddd xmm12, xmm12, xmm2
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 768]
-    vmovdqu xmm12, xmmword ptr [r15 + 256]
     mov rbp, r11
-    mov ecx, 58
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    and ecx, dword ptr [r15 + 320]
-    mov rbp, rcx
-    mov ebp, dword ptr [r15 + 192]
-    mov r8, r11
-    test ebx, 1994752
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8, rcx
-    mov byte ptr [r15 + 512], r8b
-    mov rax, rbp
-    movzx eax, al
-    mov rax, rax
-    mov eax, 61
-    vmovq xmm7, rax
-    movzx eax, bpl
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    jmp 1f
+1:
+    mov rax, r9
+    mov byte ptr [r15 + 384], al
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 102
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rsi, r9
+    movzx r9d, sil
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d12148_s]
+    lea rcx, [rip + .Lc1_d12175_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12148_s_t
-.Lc1_d12148_j:
+    call .Lc1_d12175_s_t
+.Lc1_d12175_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12148_s:
+.Lc1_d12175_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    lea r9, [r11 + r11*1]
+    mov rsi, r9
+    mov byte ptr [r15 + 512], dl
     jmp 1f
 1:
-    mov ecx, ecx
-    mov rcx, rcx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov edx, ecx
+    movzx edx, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 90
+    mov rbp, rsi
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], bpl
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    mov eax, 220
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 640], ymm8
+    mov dword ptr [r15 + 0], 239
+    jmp 1f
+1:
+    mov esi, 250
+    jmp 1f
+1:
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 30
+    mov rbp, r11
+    mov byte ptr [r15 + 0], bpl
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 320], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 192], ebp
     mov rbp, r11
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 256]
     and rbp, 1984
     movsxd rsi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 576]
-    mov eax, 58
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -15365,59 +15398,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12206_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12206_s_t
-.Lc1_d12206_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d12236_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12236_s_t
+.Lc1_d12236_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12206_s:
+.Lc1_d12236_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, 255
-    mov eax, eax
-    vpshufd xmm0, xmm12, 55
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    mov qword ptr [r15 + 0], rcx
-    vmovq qword ptr [r15 + 320], xmm0
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    mov eax, r9d
-    mov r9, r11
-    movzx eax, r9b
-    mov rax, rax
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov dword ptr [r15 + 0], 255
+    mov qword ptr [r15 + 0], rax
     mov r8, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 238
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, ecx
+    and r8, 1984
+    add rbp, qword ptr [r15 + r8 + 1344]
+    mov r8d, ebp
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 48
-    mov dword ptr [r15 + 704], ecx
+    mov r8d, eax
+    mov r8d, 225
+    vmovdqu ymmword ptr [r15 + 704], ymm6
+    vpshufd xmm6, xmm6, 114
+    mov r8, r11
+    mov rax, r8
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 95
+    jmp 1f
+1:
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 42
+    mov r9d, r8d
+    add r9, qword ptr [r15 + 640]
+    mov eax, r9d
     jmp 1f
 1:
     add r11, 64
@@ -15425,356 +15460,359 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov ecx, 41
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 162
+    vpor xmm6, xmm6, xmm6
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r8d, 41
-    movzx r8d, byte ptr [r15 + 576]
-    mov ecx, 145
+    movzx ebp, al
+    mov ebp, 171
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 86
     mov byte ptr [r15 + 0], al
-    movzx eax, bpl
-    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 448], xmm6
     mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 512], dil
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rdi, rbp
-    jmp 1f
-1:
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 512], eax
+    mov ebp, 20
+    mov byte ptr [r15 + 768], bpl
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 256]
+    mov ebp, 187
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, dword ptr [r15 + 128]
     mov r8, r11
-    movzx edi, byte ptr [r15 + 768]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 448]
     mov r9, r11
-    mov eax, r9d
-    movzx eax, al
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], edi
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    mov edi, dword ptr [r15 + 64]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
-    vpor xmm12, xmm12, xmm12
-    mov edi, 221
-    mov r9, r11
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], edi
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9d, 61
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    lea rcx, [rip + .Lc1_d12305_s]
+    lea rcx, [rip + .Lc1_d12335_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12305_s_t
-.Lc1_d12305_j:
+    call .Lc1_d12335_s_t
+.Lc1_d12335_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12305_s:
+.Lc1_d12335_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    and r8, 1984
+    xchg qword ptr [r15 + r8 + 1344], rsi
+    mov qword ptr [r15 + 576], rsi
+    movsxd rsi, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    lock or dword ptr [r15 + 0], 30
     mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], r9
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], edx
-    mov qword ptr [r15 + 704], r9
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + r8 + 1408], ecx
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov rsi, qword ptr [r15 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 27
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    mov qword ptr [r15 + 128], rsi
     and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7552], xmm0
-    mov dword ptr [r15 + 128], 109
-    mov rcx, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], rdi
-    mov edi, r9d
-    movsxd rdi, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + r9 + 7488], ebp
-    mov r9d, 189
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov qword ptr [r15 + 384], r8
+    mov r8d, 205
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 192]
+    mov esi, 243
+    movzx esi, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov ebp, edi
-    mov ebp, dword ptr [r15 + 512]
-    mov r9d, 191
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d12357_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12357_s_t
-.Lc1_d12357_j:
+    lea rcx, [rip + .Lc1_d12383_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12383_s_t
+.Lc1_d12383_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12357_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12383_s:
     ret
     .popsection
-    mov r8, r11
-    mov dword ptr [r15 + 768], 182
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r8b
-    mov dword ptr [r15 + 448], ecx
-    mov rcx, qword ptr [r15 + 512]
+    movzx r8d, sil
+    mov qword ptr [r15 + 704], r8
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 192]
+    mov esi, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r8d
-    mov r8, qword ptr [r15 + 64]
-    movzx eax, r8b
-    mov qword ptr [r15 + 512], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + 128], xmm12
-    movsxd rax, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     mov r9, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx esi, cl
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, dword ptr [r15 + r8 + 1408]
-    mov r9d, ecx
+    mov dword ptr [r15 + 256], 132
+    mov ecx, dword ptr [r15 + 512]
+    mov edx, 219
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, r8
-    mov r9d, 40
-    movzx r9d, r9b
-    movzx r9d, r9b
+    movzx edi, dl
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 128]
+    add rax, qword ptr [r15 + 128]
+    mov rbp, rax
+    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + r8 + 896], edx
+    mov r8, r11
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12435_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12435_s_t
+.Lc1_d12435_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12435_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    add r9, qword ptr [r15 + 0]
-    mov rcx, r9
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 576], cl
-    mov r9, r11
+    mov r8, r11
+    movzx edx, al
+    and r8, 4032
+    xor dword ptr [r15 + r8 + 3392], r8d
+    movzx r8d, al
+    movzx eax, byte ptr [r15 + 384]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    lea r9, [r11 + r11*1]
-    vpor xmm12, xmm12, xmm0
-    movzx edx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rax
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    lea r8, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], r8d
+    mov rsi, rax
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 31
-    mov qword ptr [r15 + r9 + 3456], rcx
-    mov r9, qword ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx ecx, cl
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    mov dword ptr [r15 + 320], ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, r9d
-    movzx r9d, cl
+    mov byte ptr [r15 + 192], al
+    mov byte ptr [r15 + 576], dl
+    mov rdx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 248
+    mov eax, dword ptr [r15 + r8 + 1344]
+    vpor xmm6, xmm6, xmm6
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    lea rcx, [rip + .Lc1_d12455_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12455_s_t
-.Lc1_d12455_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12455_s:
-    ret
-    .popsection
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 256], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     .byte 0x0f, 0x1f, 0x00
-    movsxd r9, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r11
-    movzx ecx, r8b
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 44
-    vmovq qword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, al
+    mov eax, ebp
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r8
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movsxd r8, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
     jmp 1f
 1:
-    mov r9d, ecx
+    mov r8d, eax
+    movzx r8d, byte ptr [r15 + 704]
     mov r9, r11
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movzx eax, byte ptr [r15 + 448]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov r9d, r8d
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r9
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    add r8, qword ptr [r15 + 192]
+    mov r9d, ebp
+    vmovq qword ptr [r15 + 128], xmm14
+    movsxd r9, dword ptr [r15 + 640]
+    mov rcx, r9
+    mov dword ptr [r15 + 384], 167
+    add r8, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movzx edi, cl
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 704]
+    movzx esi, dil
+    mov rdi, qword ptr [r15 + rbp + 896]
+    movzx ebp, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
-    lea rcx, [rip + .Lc1_d12507_s]
+    lea rcx, [rip + .Lc1_d12539_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12507_s_t
-.Lc1_d12507_j:
+    call .Lc1_d12539_s_t
+.Lc1_d12539_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12507_s:
+.Lc1_d12539_s:
     ret
     .popsection
-    movzx ecx, r8b
+    mov r8d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 0], 220
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 512]
-    vpxor xmm7, xmm7, xmm12
-    mov rsi, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], sil
+    mov rsi, rcx
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov byte ptr [r15 + 256], bpl
+    and rbp, 1984
+    mov r9, r11
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rcx
-    mov rbp, r11
+    mov rbp, qword ptr [r15 + 448]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + 384], xmm6
+    mov r9, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r8, r11
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
+    xor dword ptr [r15 + 64], r8d
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    and r8, 1984
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], edx
-    mov dword ptr [r15 + 128], 249
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -15784,307 +15822,339 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
+    test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d12559_s]
+    lea rcx, [rip + .Lc1_d12592_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d12559_s_t
-.Lc1_d12559_j:
+    call .Lc1_d12592_s_t
+.Lc1_d12592_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12559_s:
+.Lc1_d12592_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rcx, r9
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov eax, eax
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], eax
-    vmovq xmm13, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9d, 203
-    mov r9, r11
-    mov eax, r9d
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 448], eax
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    movzx eax, al
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    mov eax, 104
+    vmovq qword ptr [r15 + 320], xmm6
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, ecx
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 512]
+    mov edi, eax
+    mov qword ptr [r15 + 64], rcx
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 180
-    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
+    mov ecx, edi
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 82
     jmp 1f
 1:
-    mov r9d, ecx
-    vmovdqu xmm13, xmmword ptr [r15 + 192]
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 448], xmm6
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 704], r9d
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    mov dword ptr [r15 + 0], 70
-    movzx r9d, cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, qword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 190
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    and ecx, dword ptr [r15 + 0]
-    mov r9, rcx
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 64]
     movsxd rax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rax
-    test ebx, 1536
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 512]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 896], r9b
-    mov qword ptr [r15 + 256], rdi
+    mov dword ptr [r15 + 448], 9
+    movzx r9d, byte ptr [r15 + 64]
+    inc dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdi, rcx
-    movzx edi, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], eax
-    jmp 1f
-1:
-    mov eax, 247
-    add rax, qword ptr [r15 + 384]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    and rbp, 1984
     mov r8, r11
-    mov esi, dword ptr [r15 + rbp + 1344]
+    movzx esi, r8b
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8, rsi
+    mov dword ptr [r15 + 64], r9d
+    mov r9, r11
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 39
     and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    movzx r8d, bpl
-    mov dword ptr [r15 + 384], r8d
-    mov byte ptr [r15 + r9 + 832], dil
+    mov byte ptr [r15 + r8 + 3392], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d12658_s]
+    lea rcx, [rip + .Lc1_d12687_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12658_s_t
-.Lc1_d12658_j:
+    call .Lc1_d12687_s_t
+.Lc1_d12687_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12658_s:
+.Lc1_d12687_s:
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 256], r9d
-    movzx edi, byte ptr [r15 + 192]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 576], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov ecx, 208
     mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ebp
+    mov r9, rcx
+    mov r8d, 191
+    movzx r8d, byte ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, cl
-    mov rbp, r11
-    mov r8, r11
+    movzx r9d, r9b
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 187
-    mov byte ptr [r15 + 640], cl
+    mov r9, r11
+    mov dword ptr [r15 + 64], 187
+    movsxd rdi, dword ptr [r15 + 448]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 46
     test ebx, 5632
     jz 1f
 1:
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 64], xmm13
-    mov ecx, 184
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, rcx
-    mov ecx, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 320]
-    mov r8d, 236
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov rax, r8
+    mov byte ptr [r15 + 384], dil
+    mov edi, 19
+    movzx edi, dil
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r9, r11
+    mov rbp, r9
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 512]
+    mov edx, 118
+    mov edx, edx
+    mov edx, dword ptr [r15 + 192]
+    mov rax, rdx
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 256]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 128]
     nop
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 576]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    lea rcx, [rip + .Lc1_d12712_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12712_s_t
-.Lc1_d12712_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12744_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12744_s_t
+.Lc1_d12744_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12712_s:
+.Lc1_d12744_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + 448]
+    mov eax, r8d
+    movzx eax, al
+    xor dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 61
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, 16
+    mov r8, r8
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    mov r9, r11
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 704]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3456]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    lea r9, [r11 + r11*1]
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm15
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], 21
+    movzx edx, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
-    mov ebp, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 46
-    mov dword ptr [r15 + 320], ebp
-    mov qword ptr [r15 + 256], r8
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 128]
-    test ebx, 782336
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + 128]
-    mov edx, eax
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov ebp, eax
-    mov rax, qword ptr [r15 + r8 + 3392]
-    movzx r8d, al
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov r8d, 84
-    mov dword ptr [r15 + 512], r8d
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov dword ptr [r15 + 192], 161
-    mov dword ptr [r15 + 448], ebp
-    jmp 1f
-1:
-    mov r8d, 95
+    mov qword ptr [r15 + 64], rcx
+    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm5
+    mov eax, 216
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d12808_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12808_s_t
+.Lc1_d12808_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12808_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov qword ptr [r15 + 576], rax
+    mov rax, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx ebp, sil
+    mov esi, eax
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
-    add rbp, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r8d, 135
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov esi, 143
-    mov dword ptr [r15 + 192], esi
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 0], 166
     mov r8, r11
-    mov rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    lock add qword ptr [r15 + r8 + 7488], rbp
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov r8d, esi
+    jmp 1f
+1:
+    mov esi, 143
+    mov esi, 85
+    mov rsi, qword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    mov rdx, r8
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
-    mov r8d, 146
-    movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 177
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov edx, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], ebp
+    mov rbp, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 192], ebp
+    and esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -16093,90 +16163,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d12816_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12816_s_t
-.Lc1_d12816_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12816_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    add qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    add qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 64], al
-    movzx eax, bpl
-    vpcmpeqb xmm13, xmm13, xmm4
-    vmovdqu xmmword ptr [r15 + 320], xmm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 4608
-    jnz 1f
-1:
     mov r9, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    mov dword ptr [r15 + 0], 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm13
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], 179
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], r8d
-    mov r8, qword ptr [r15 + rbp + 1344]
-    jmp 1f
+    add r8, qword ptr [r15 + r9 + 3392]
+    add r8, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 192], r9b
-    mov dword ptr [r15 + 448], r8d
-    and r9d, dword ptr [r15 + 640]
-    mov r8d, 70
+    add rax, qword ptr [r15 + 192]
+    movzx esi, al
+    or qword ptr [r15 + 128], 90
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, r11
+    mov eax, 197
+    mov dword ptr [r15 + 64], eax
+    and r8, 1984
+    mov rbp, r11
+    mov rax, qword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], 1
+    mov byte ptr [r15 + 640], r9b
+    mov dword ptr [r15 + 64], eax
+    vpxor xmm6, xmm6, xmm2
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    vpcmpeqb xmm6, xmm6, xmm11
+    vmovdqu ymmword ptr [r15 + 448], ymm6
     add r11, 64
     inc rbx
     dec r13
@@ -16185,125 +16221,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d12881_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12881_s_t
-.Lc1_d12881_j:
+    lea rcx, [rip + .Lc1_d12913_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12913_s_t
+.Lc1_d12913_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12881_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12913_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov r8, r11
+    add r9, qword ptr [r15 + 512]
+    mov rbp, r11
+    vmovq qword ptr [r15 + 128], xmm6
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 384]
     and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    movzx ecx, al
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm3
-    movzx ebp, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 74
+    mov dword ptr [r15 + 0], 181
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 181
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r9, r11
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 704]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    vpaddd xmm6, xmm6, xmm6
+    and ecx, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 384], 81
-    add qword ptr [r15 + 64], rdx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9d, edx
-    movsxd r9, dword ptr [r15 + 448]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 39
+    movsxd rdi, dword ptr [r15 + 768]
     .byte 0x0f, 0x1f, 0x00
-    mov rdi, qword ptr [r15 + 256]
-    and edi, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rbp
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c250:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12933_s]
+    lea rcx, [rip + .Lc1_d12961_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12933_s_t
-.Lc1_d12933_j:
+    call .Lc1_d12961_s_t
+.Lc1_d12961_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12933_s:
+.Lc1_d12961_s:
     ret
     .popsection
-    mov ebp, 142
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 640]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx r8d, byte ptr [r15 + 640]
+    inc dword ptr [r15 + 320]
+    vpxor xmm1, xmm1, xmm3
+    vmovq xmm1, rcx
+    movzx ecx, cl
+    mov dword ptr [r15 + 128], 153
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    movzx ebp, bpl
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    mov eax, 68
-    vmovq xmm12, rax
-    and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    mov r9d, dword ptr [r15 + 512]
+    test ebx, 2560
+    jnz 1f
 1:
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    vpxor xmm12, xmm12, xmm13
-    and rbp, 8128
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 256]
     mov r9, r9
+    movzx r9d, r9b
+    mov r9d, 128
+    movzx r9d, byte ptr [r15 + 256]
+    mov eax, 174
+    mov byte ptr [r15 + 64], al
+    movzx eax, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], al
-    movzx eax, al
-    mov rax, qword ptr [r15 + 576]
-    add qword ptr [r15 + 448], rax
-    movzx eax, r9b
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, dword ptr [r15 + 64]
-    movzx eax, r9b
+    vpxor xmm1, xmm1, xmm3
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    mov r9, r11
+    vmovq qword ptr [r15 + 384], xmm1
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 64], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -16312,168 +16348,186 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    jmp 1f
-1:
+    movzx edi, dil
+    mov rdi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 212
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 128]
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 212
-    mov qword ptr [r15 + 704], rax
-    mov dword ptr [r15 + 320], eax
+    vpshufd xmm1, xmm1, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
+    mov qword ptr [r15 + 320], rax
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    movzx eax, byte ptr [r15 + 384]
-    mov r9, r11
-    mov dword ptr [r15 + 448], 61
-    mov esi, eax
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, esi
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, 102
+    mov rbp, r11
     mov r8, r11
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 512]
-    inc dword ptr [r15 + 64]
     jmp 1f
 1:
+    and r8, 4032
+    add rsi, qword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov dword ptr [r15 + 64], edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 217
+    movzx edx, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d13027_s]
+    lea rcx, [rip + .Lc1_d13064_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13027_s_t
-.Lc1_d13027_j:
+    call .Lc1_d13064_s_t
+.Lc1_d13064_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13027_s:
+.Lc1_d13064_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], cl
-    mov rdx, rcx
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
     mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
+    mov ebp, r8d
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov rdx, rdx
+    and edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 320], edx
+    mov edx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 64], 93
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    and r8d, dword ptr [r15 + rbp + 7552]
-    mov ebp, 147
-    mov ebp, dword ptr [r15 + 448]
-    movzx edi, cl
-    mov dword ptr [r15 + 192], edi
-    and ecx, dword ptr [r15 + 512]
-    mov edi, ecx
-    mov dword ptr [r15 + 320], edi
+    movzx edx, byte ptr [r15 + 768]
+    mov ecx, ebp
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 768], r8
-    movsxd r8, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 384]
-    mov rdx, rdi
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 256]
+    mov r9d, 106
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 218
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], edx
+    and r8d, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d13076_s]
+    lea rcx, [rip + .Lc1_d13115_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13076_s_t
-.Lc1_d13076_j:
+    call .Lc1_d13115_s_t
+.Lc1_d13115_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13076_s:
+.Lc1_d13115_s:
     ret
     .popsection
+    mov dword ptr [r15 + 192], 243
+    mov rbp, qword ptr [r15 + 320]
+    mov ecx, 238
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 238
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 37
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    movzx ecx, sil
-    mov rbp, r11
-    mov ecx, 147
     mov rcx, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 132
-    mov rbp, r9
-    mov r9, r11
-    mov dword ptr [r15 + 704], r9d
-    mov r8, qword ptr [r15 + 640]
-    and r8d, dword ptr [r15 + 128]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    movzx ebp, cl
+    and ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 192], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 128]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 448], 182
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 152
+    mov rdx, rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -16485,55 +16539,55 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d13125_s]
+    lea rcx, [rip + .Lc1_d13168_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13125_s_t
-.Lc1_d13125_j:
+    call .Lc1_d13168_s_t
+.Lc1_d13168_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13125_s:
+.Lc1_d13168_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 256], eax
-    and r9d, dword ptr [r15 + 64]
     mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1344], 97
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 4032
     and eax, dword ptr [r15 + rbp + 3392]
-    add rax, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 0], ecx
+    add rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 768]
-    test ebx, 10752
-    jz 1f
+    mov qword ptr [r15 + 0], rbp
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 512]
+    test ebx, 368640
+    jnz 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov r8, qword ptr [r15 + 128]
-    mov eax, eax
-    mov rax, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 384]
-    movzx edi, cl
-    mov ecx, r8d
-    mov r8, r11
-    vpmovmskb edi, xmm7
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 448]
-    mov edx, ecx
-    mov qword ptr [r15 + 128], rdx
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    mov r9d, dword ptr [r15 + rbp + 3456]
+    mov ebp, eax
+    mov rax, qword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 576]
+    movzx edi, bpl
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    vmovq qword ptr [r15 + 192], xmm1
+    movsxd rsi, dword ptr [r15 + 128]
+    mov edx, esi
+    mov esi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -16542,119 +16596,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 64], 78
-    vmovq qword ptr [r15 + 0], xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 18
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 241
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + rbp + 896]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov esi, 113
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, byte ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 448]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
+    mov dword ptr [r15 + 256], eax
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 175
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+    mov eax, 113
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 448]
-    mov esi, ecx
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, dil
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    movzx edi, r8b
-    mov rdi, r8
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + 320], xmm1
+    mov dword ptr [r15 + 192], 60
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov r9, rax
+    mov rax, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + rbp + 896]
+    movzx ebp, cl
+    movzx ebp, byte ptr [r15 + r8 + 7552]
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 19 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 19]
+    lea rcx, [rbx + 32]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 19
+    mov r13d, 32
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 0]
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 52
+    mov r8d, 242
     test ebx, 1073741824
     jz 1f
-1:
-    mov dword ptr [r15 + 0], 242
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [rax + rax*2 + 106]
-    xor ecx, r9d
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 58
-    test ebx, 1073741824
-    jnz 1f
 1:
     movsxd rax, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 384]
+    mov rdx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r9, r10
-    movzx ecx, r8b
-    test ebx, 424
+    mov dword ptr [r15 + 0], 119
+    xor edx, eax
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm12
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    vmovdqu xmm12, xmmword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 0], xmm1
+    movsxd rax, dword ptr [r15 + 576]
+    test ebx, 1920
+    jnz 1f
+1:
+    lea rdx, [rax + rax*2 + 73]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    test ebx, 32568
+    mov dword ptr [r15 + 384], 148
+    vmovq xmm1, rax
+    test ebx, 24056
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 146
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    movzx r8d, dl
+    test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 320], 73
-    add r11, 64
-    add r10, r11
+    movzx eax, byte ptr [r15 + 320]
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -16670,60 +16721,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13319_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13319_s_t
+.Lc1_d13319_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13319_s:
+    ret
+    .popsection
     mov r8, r10
-    mov ecx, dword ptr [r15 + 192]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r8b
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov qword ptr [r15 + 256], rcx
-    mov r9, r10
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    test bl, 12
+    jz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r8d
+    mov r8, r10
+    mov dword ptr [r15 + 320], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 161
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
+    mov ebp, dword ptr [r15 + 640]
+    test ebx, 64736
+    jz 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 55168
+    mov r8d, 90
+    test bl, 84
     jz 1f
 1:
-    mov byte ptr [r15 + 640], r8b
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 512], r8
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    test bl, 20
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -16733,246 +16787,241 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d13330_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13330_s_t
-.Lc1_d13330_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13330_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov byte ptr [r15 + 448], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 214
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], al
+    mov eax, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 32448
+    mov r8d, 34
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 94
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov r8, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    test bl, 20
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov esi, 51
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, r8d
+    test ebx, 28608
+    jz 1f
 1:
     mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 48000
+    jz 1f
 1:
     and rbp, 8128
     mov rax, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rax
     mov rbp, r10
-    test bl, 36
-    jz 1f
-1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    jb 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+// block 4: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 16
+    mov r13d, 8
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13391_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13391_s_t
-.Lc1_d13391_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13391_s:
-    ret
-    .popsection
     mov rbp, r10
-    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], al
+    movsxd rax, dword ptr [r15 + 448]
     and rbp, 448
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 832]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     mov dword ptr [r15 + 448], 21
-    movzx eax, bpl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 320]
     mov r9, r10
-    mov dword ptr [r15 + 512], ebp
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], bpl
+    movzx ebp, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 128]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, bpl
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8, r10
+    test bl, 144
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 512], ecx
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, ebp
+    mov dword ptr [r15 + 704], ecx
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    movzx ecx, r9b
+    mov r9d, r8d
+    mov ecx, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], ecx
-    movzx ecx, byte ptr [r15 + 320]
-    vpshufd xmm8, xmm12, 100
-    mov rbp, rbp
+    lea rcx, [rip + .Lc1_d13468_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13468_s_t
+.Lc1_d13468_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13468_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 320], r8d
+    movzx r8d, byte ptr [r15 + 448]
+    vpshufd xmm1, xmm1, 100
+    mov r9, r8
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    mov r9, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 256]
+    test bl, 80
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, r8
     mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 576]
+    test bl, 48
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    test bl, 176
+    jz 1f
+1:
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov r8d, 168
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, rbp
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    mov rcx, qword ptr [r15 + 768]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    add rbp, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm12
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 128], eax
-    mov eax, 255
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx ecx, cl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov r9d, r9d
+    movzx ecx, dl
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rcx, [rip + .Lc1_d13480_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13522_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13480_s_t
-.Lc1_d13480_j:
+    call .Lc1_d13522_s_t
+.Lc1_d13522_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13480_s:
+.Lc1_d13522_s:
     ret
     .popsection
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 64], rcx
+    mov r8, r10
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    movzx r8d, byte ptr [r15 + r9 + 3456]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9984
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 97
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r9d, cl
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 40448
-    jz 1f
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov r8d, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    mov r9, r10
+    mov qword ptr [r15 + 256], rax
+    mov eax, dword ptr [r15 + 192]
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
-    mov dword ptr [r15 + 512], ebp
-    vmovq xmm7, rax
-    movsxd rax, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 7488], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 132
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rcx
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rcx
-    mov rcx, qword ptr [r15 + 576]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 6
-    rep stosb
+    mov r8, rcx
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16982,124 +17031,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13532_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13532_s_t
-.Lc1_d13532_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13532_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r9, r10
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 640], 70
-    test bl, 80
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 64]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    mov rbp, r11
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 49
+    mov dword ptr [r15 + 128], 105
+    movzx eax, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 192]
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 46
+    movzx r8d, cl
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 208
-    mov dword ptr [r15 + 128], 218
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 704], eax
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13608_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13608_s_t
+.Lc1_d13608_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13608_s:
+    ret
+    .popsection
+    mov r8, r11
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 768], r8d
+    mov qword ptr [r15 + 256], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rbp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r9d, al
-    mov eax, eax
-    movzx eax, r9b
-    movsxd rbp, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov ecx, r8d
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 64
-    mov rcx, qword ptr [r15 + 448]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 512]
-    test bl, 48
-    jz 1f
+    mov dword ptr [r15 + 0], eax
+    mov eax, 64
+    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 704]
-    vpcmpeqb xmm7, xmm7, xmm8
+    mov edx, ecx
+    mov ecx, 47
+    mov dword ptr [r15 + 128], 99
+    mov r8, r10
+    vpcmpeqb xmm1, xmm1, xmm3
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 251
-    mov r9d, r9d
-    mov r9, rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ecx
-    mov r8, r11
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 128
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    mov rax, qword ptr [r15 + 192]
+    mov ecx, eax
+    mov rcx, rax
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r10
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov r8d, 27
+    mov byte ptr [r15 + r8 + 7488], al
+    mov r8d, 34
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -17107,60 +17141,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d13634_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13664_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13634_s_t
-.Lc1_d13634_j:
+    call .Lc1_d13664_s_t
+.Lc1_d13664_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13634_s:
+.Lc1_d13664_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    mov r8, qword ptr [r15 + 320]
-    test bl, 112
+    mov byte ptr [r15 + 128], r8b
+    mov r8, r10
+    mov eax, eax
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm4
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 57
+    mov byte ptr [r15 + 640], cl
+    mov byte ptr [r15 + 320], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 119
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, al
+    mov byte ptr [r15 + 64], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test bl, 48
     jnz 1f
-1:
-    mov rbp, r10
-    and ecx, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    movzx ebp, r8b
-    mov dword ptr [r15 + 128], 233
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 576], bpl
-    mov ebp, ebp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
 1:
     mov r8, r10
-    mov byte ptr [r15 + 512], cl
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 237
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 768], rbp
+    mov r9, rax
+    mov qword ptr [r15 + 448], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -17170,60 +17216,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13685_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13685_s_t
-.Lc1_d13685_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13685_s:
-    ret
-    .popsection
-    mov rbp, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 384], cl
-    mov ecx, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    mov edx, 243
+    vpshufd xmm6, xmm1, 73
+    mov edx, 150
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], r9
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    movzx r9d, r9b
+    or qword ptr [r15 + 64], 37
+    test ebx, 400
+    jz 1f
+1:
+    mov edx, r8d
+    mov r8, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    movzx r8d, dl
+    mov dword ptr [r15 + 192], 170
+    mov byte ptr [r15 + 704], r8b
+    movzx r9d, r9b
     mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm7, rcx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    mov r9, rbp
-    mov dword ptr [r15 + 128], 150
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov eax, 45
-    movzx eax, r9b
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, 242
-    mov ebp, eax
-    mov rbp, r10
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 448], 170
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm7, xmm12, 247
-    mov r9d, r9d
-    and ebp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1344]
+    mov r9d, 247
+    mov edx, 248
+    mov edx, r9d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -17231,199 +17270,208 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r9b
-    mov r9d, 13
-    mov r8d, 71
-    mov r8, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, r11
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d13769_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13769_s_t
+.Lc1_d13769_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13769_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 768], rdx
+    mov edx, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 5888
     jz 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    mov dword ptr [r15 + 128], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 336
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov eax, 157
+    movzx eax, cl
+    movzx ecx, cl
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r9, r11
-    mov r8, rax
-    mov dword ptr [r15 + 192], ecx
     and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9, r10
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9, qword ptr [r15 + 384]
+    mov edx, edx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov eax, r8d
-    movzx r8d, r9b
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    movzx r9d, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 128]
+    movzx ecx, r9b
+    mov r9d, 107
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rax, rdx
+    vpxor xmm6, xmm6, xmm1
+    mov dword ptr [r15 + 64], eax
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm12
-    mov rbp, qword ptr [r15 + 256]
-    vpxor xmm12, xmm12, xmm8
-    mov r8d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b5_stubs_t
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
-    .p2align 3
-    jmp .Lc1_b5_c2
-    .p2align 3
-    jmp .Lc1_b5_c3
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13796_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13796_s_t
-.Lc1_d13796_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d13828_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13828_s_t
+.Lc1_d13828_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13796_s:
+.Lc1_d13828_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     mov r9, r10
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm7
-    mov r9, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    vmovdqu xmm1, xmmword ptr [r15 + 512]
     jmp 1f
 1:
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, r9d
+    and r8, 1984
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edi
+    test bl, 24
+    jnz 1f
+1:
+    mov ecx, 193
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov esi, 197
-    movzx esi, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm7, xmm7, xmm8
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 16320
-    vmovq qword ptr [r15 + r9 + 15680], xmm7
-    mov r9, r11
+    mov rax, qword ptr [r15 + 448]
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
+    jb 1f
 1:
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rcx
-    add rsi, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 192]
+    xor dword ptr [r15 + 768], r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov r9d, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13880_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13880_s_t
+.Lc1_d13880_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13880_s:
+    ret
+    .popsection
+    mov r9, r10
     jmp 1f
 1:
-    mov rcx, rsi
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    add rax, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rdi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], r9
+    test bl, 152
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov rdi, r9
     jmp 1f
 1:
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0xb504f33
+    jb 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 70
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
+    mov ebp, 190
+    mov r9, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    mov rcx, rbp
+    movzx ebp, dil
+    movzx edi, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, sil
-    mov rsi, rcx
-    movzx ecx, cl
-    and esi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
-    test ebx, 7296
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 116
-    mov eax, 221
-    mov r9, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 64], esi
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    mov r8, r11
-    mov esi, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], cl
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov r8d, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -17431,65 +17479,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13894_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13894_s_t
-.Lc1_d13894_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13894_s:
-    ret
-    .popsection
-    vpmovmskb esi, xmm12
-    mov esi, dword ptr [r15 + 640]
-    mov r9d, ecx
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r8, r11
-    mov rbp, r11
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    mov qword ptr [r15 + 704], r9
-    mov r9, rax
+    mov dword ptr [r15 + 128], r9d
     jmp 1f
 1:
+    mov rcx, rax
+    mov rax, qword ptr [r15 + 384]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    mov r8, qword ptr [r15 + 448]
-    mov esi, r9d
+    movzx edi, r9b
+    mov rdi, rcx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdi
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
+    vpshufd xmm1, xmm1, 213
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, r9
+    mov r9d, edi
+    mov edi, ecx
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 704]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
-    movsxd rbp, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 512]
     movsxd r9, dword ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 320]
+    movzx eax, r9b
+    vmovdqu ymmword ptr [r15 + 448], ymm6
     add r11, 64
     add r10, r11
     inc rbx
@@ -17499,58 +17538,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d13948_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13948_s_t
-.Lc1_d13948_j:
+    lea rcx, [rip + .Lc1_d13982_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13982_s_t
+.Lc1_d13982_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13948_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d13982_s:
     ret
     .popsection
+    mov r9d, dword ptr [r15 + 128]
     mov rbp, r10
+    and r9d, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 256]
     and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov ebp, 174
-    mov rax, qword ptr [r15 + 768]
-    vpxor xmm12, xmm12, xmm7
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ebp, ebp
+    mov byte ptr [r15 + 128], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 256], cl
+    mov ecx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov dword ptr [r15 + 448], 244
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and r9, 8128
-    mov rbp, r10
-    mov byte ptr [r15 + r9 + 7488], dil
-    mov dword ptr [r15 + 512], 35
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
+    mov rbp, r11
+    mov r9, r10
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    mov r9d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 138
+    mov ecx, 41
+    movzx ecx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 86
+    vmovdqu xmm6, xmmword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17565,53 +17601,64 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    movsxd r9, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d14033_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14033_s_t
+.Lc1_d14033_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14033_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r9, rax
+    movzx eax, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r9
     lea rbp, [r10 + r10*1]
-    mov eax, 251
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov dword ptr [r15 + 448], eax
-    mov edi, 255
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, 35
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov r9d, dword ptr [r15 + 128]
+    test bl, 112
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 64]
+    mov r9, r10
+    mov byte ptr [r15 + 192], dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    movsxd rax, dword ptr [r15 + 384]
-    vpaddd xmm7, xmm7, xmm7
-    imul rax, qword ptr [r15 + 192]
-    lea r9, [r10 + r10*1]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    movzx eax, dil
+    movsxd rdi, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], bpl
-    mov byte ptr [r15 + 320], al
-    vpaddd xmm7, xmm7, xmm7
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    test bl, 144
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 448]
+    vpaddd xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 64], 153
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov rax, rax
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], r9
-    mov r9d, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 226
-    movzx r9d, r8b
-    mov dword ptr [r15 + 128], eax
-    and r9d, dword ptr [r15 + rbp + 896]
+    mov byte ptr [r15 + rbp + 1408], r9b
+    mov ebp, 177
     add r11, 64
     add r10, r11
     inc rbx
@@ -17622,30 +17669,14 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14049_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14085_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14049_s_t
-.Lc1_d14049_j:
+    call .Lc1_d14085_s_t
+.Lc1_d14085_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14049_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d14085_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -17662,49 +17693,47 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, qword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 384]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx eax, bpl
     test bl, 48
     jz 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 1
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 64]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 163
-    mov r8d, 212
+    mov byte ptr [r15 + r8 + 3392], sil
+    mov r8d, 32
+    mov qword ptr [r15 + 512], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 448], r8b
-    mov qword ptr [r15 + 512], rdx
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rbp
+    movzx edi, r9b
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, r8b
-    mov qword ptr [r15 + 320], r8
-    test ebx, 1073741824
+    mov rsi, r9
+    mov rsi, r8
+    mov r8d, r9d
+    test bl, 176
     jnz 1f
 1:
-    mov rdx, rcx
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 24
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 256], 85
+    movzx ebp, dil
+    xchg qword ptr [r15 + 128], rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -17712,111 +17741,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14114_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14114_s_t
-.Lc1_d14114_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14114_s:
-    ret
-    .popsection
-    movzx edx, al
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 448]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9, rdx
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], sil
+    mov qword ptr [r15 + 64], rax
+    mov edi, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 640], rdx
-    mov rbp, r11
+    mov r8, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    lea rbp, [r10 + r10*1]
+    add rax, qword ptr [r15 + 64]
+    test ebx, 400
+    jz 1f
+1:
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3456]
+    mov rdi, rbp
+    mov edi, dword ptr [r15 + 576]
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov dword ptr [r15 + 384], edi
+    movzx edi, byte ptr [r15 + 320]
     mov r9, r10
-    mov rax, rcx
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 256], al
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
-    movzx r9d, r9b
+    mov eax, r8d
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + rbp + 3392]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 512], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov ebp, edx
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    mov rbp, r9
+    mov r8, r10
+    mov byte ptr [r15 + 128], r9b
+    mov r9, r8
+    mov rdi, rdi
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, dil
+    mov esi, dword ptr [r15 + 192]
+    mov rax, rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov eax, 186
-    movzx eax, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d14193_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14193_s_t
+.Lc1_d14193_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14193_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov edi, 186
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov rdi, rdi
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edx
-    mov byte ptr [r15 + 0], dl
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov dword ptr [r15 + 320], 123
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov r9, r11
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 64]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 128]
-    test bl, 48
-    jnz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    mov r9d, 194
-    movzx r9d, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 256]
-    test ebx, 1073741824
+    mov eax, ecx
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, 242
+    test bl, 80
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 512]
-    mov esi, r9d
-    mov esi, eax
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov eax, 146
+    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, esi
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    movzx edi, al
+    mov qword ptr [r15 + 448], rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -17824,158 +17866,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14210_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14210_s_t
-.Lc1_d14210_j:
+    lea rcx, [rip + .Lc1_d14247_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14247_s_t
+.Lc1_d14247_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14210_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d14247_s:
     ret
     .popsection
-    mov r9, r11
-    mov esi, esi
-    mov rsi, rax
-    mov rbp, r10
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9d, ecx
+    mov rsi, rdi
+    mov rdi, qword ptr [r15 + 704]
+    mov esi, 212
+    mov esi, eax
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], rcx
-    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], edi
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    mov rcx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 128]
-    mov esi, 204
-    mov esi, dword ptr [r15 + 576]
+    mov ebp, edi
+    mov qword ptr [r15 + 256], rdi
     mov rbp, r10
+    mov eax, ecx
     test bl, 80
     jnz 1f
 1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov rbp, rsi
-    mov esi, 204
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rsi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov edx, esi
-    mov edx, eax
-    mov rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 52224
-    jnz 1f
+    mov edi, eax
+    add rdi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
+    test ebx, 52736
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    vmovdqu ymmword ptr [r15 + 768], ymm7
+    mov rbp, qword ptr [r15 + 768]
+    mov esi, edi
+    mov dword ptr [r15 + 64], 52
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 64], 97
-    mov rdx, rax
-    add rdx, qword ptr [r15 + 192]
+    mov r8, r10
+    mov rax, qword ptr [r15 + 384]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8, r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14282_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14282_s_t
-.Lc1_d14282_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14282_s:
-    ret
-    .popsection
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    test ebx, 1073741824
+    lea rbp, [r10 + r10*2]
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov esi, eax
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], edi
+    mov dword ptr [r15 + rbp + 960], 202
+    test bl, 144
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov r8, r10
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov byte ptr [r15 + 128], dil
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov rcx, rax
+    mov qword ptr [r15 + 512], rdi
+    mov dword ptr [r15 + 256], ecx
+    test bl, 144
     jnz 1f
 1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm7
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 640], edx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, r8
-    vpshufd xmm12, xmm7, 19
-    add rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx edx, al
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], eax
+    movsxd rax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 576]
+    inc dword ptr [r15 + 384]
+    movzx edi, r8b
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov ecx, dword ptr [r15 + 64]
+    mov rsi, rax
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    mov dword ptr [r15 + 192], eax
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + rbp + 896]
+    mov ebp, r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 448], rdx
-    mov edx, r9d
-    mov r9d, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 384]
+    mov eax, ecx
+    mov r8, r10
+    mov rax, rax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 89
+    mov qword ptr [r15 + 64], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -17985,51 +17979,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dl
-    movzx r8d, r9b
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d14344_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14344_s_t
+.Lc1_d14344_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14344_s:
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    add rsi, qword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, ecx
+    movzx edi, sil
+    mov rdi, rbp
+    mov rbp, qword ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], eax
-    mov eax, dword ptr [r15 + 768]
-    mov r8, r11
-    mov qword ptr [r15 + 64], rcx
-    test bl, 144
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 704]
-    mov r9, r11
+    movzx eax, byte ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    mov qword ptr [r15 + r8 + 1344], rdi
+    mov r8, qword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
-    add rsi, qword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 448]
-    mov ecx, eax
+    mov esi, r8d
+    and esi, dword ptr [r15 + 640]
+    mov edi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, al
-    mov byte ptr [r15 + 128], cl
-    mov ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -18040,57 +18042,55 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d14380_s]
+    lea rcx, [rip + .Lc1_d14393_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14380_s_t
-.Lc1_d14380_j:
+    call .Lc1_d14393_s_t
+.Lc1_d14393_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14380_s:
+.Lc1_d14393_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     mov r8, r10
-    movsxd rsi, dword ptr [r15 + 512]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    vmovdqu xmmword ptr [r15 + 256], xmm12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
-    movzx eax, al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    add rsi, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jae 1f
-1:
-    mov r8, rcx
-    mov r8, r10
-    mov dword ptr [r15 + 64], 7
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r9d, 112
-    mov r9, r10
-    mov rcx, rsi
-    test bl, 48
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    add rdi, qword ptr [r15 + 64]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    movzx r9d, cl
+    mov dword ptr [r15 + 640], edi
+    mov rdi, rax
+    movzx eax, cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vmovdqu xmmword ptr [r15 + 512], xmm9
+    mov dword ptr [r15 + 448], 193
+    mov r8, r10
+    movzx ecx, al
+    test bl, 176
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 128]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 576]
+    test ebx, 9984
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 125
+    mov rcx, r8
+    mov r8d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
-    add r8, qword ptr [r15 + 64]
+    movzx eax, al
+    mov eax, 98
     add r11, 64
     add r10, r11
     inc rbx
@@ -18111,63 +18111,62 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d14436_s]
+    lea rcx, [rip + .Lc1_d14448_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14436_s_t
-.Lc1_d14436_j:
+    call .Lc1_d14448_s_t
+.Lc1_d14448_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14436_s:
+.Lc1_d14448_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r10
-    mov dword ptr [r15 + 448], 89
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 64], r8d
-    test ebx, 63104
-    jnz 1f
-1:
+    mov qword ptr [r15 + 576], rcx
     mov rcx, rcx
-    add rcx, qword ptr [r15 + 128]
-    mov edi, 147
-    mov edi, dword ptr [r15 + 192]
-    mov r9d, 26
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 144
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx eax, dil
-    mov edi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    mov qword ptr [r15 + 512], rdi
-    mov rdi, qword ptr [r15 + 320]
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 768], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    mov dword ptr [r15 + 64], 121
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rdi
-    movsxd rdi, dword ptr [r15 + 512]
+    mov eax, ecx
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 256]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 4032
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + r9 + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8d, 2
+    mov r8d, 245
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ecx, al
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -18175,413 +18174,409 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14489_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14489_s_t
-.Lc1_d14489_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14489_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 640]
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx eax, byte ptr [r15 + 128]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    jmp 1f
+1:
+    mov ebp, 67
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov byte ptr [r15 + 320], al
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 832], xmm12
-    mov r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], cl
-    mov ecx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov edi, dword ptr [r15 + 448]
-    mov r8, r10
-    mov eax, 229
+    mov ecx, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 704]
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 64]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 384], ecx
+    mov r9, r11
+    movzx eax, bpl
+    mov byte ptr [r15 + 640], cl
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 199
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    lea rcx, [rip + .Lc1_d14532_s]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14545_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14532_s_t
-.Lc1_d14532_j:
+    call .Lc1_d14545_s_t
+.Lc1_d14545_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14532_s:
+.Lc1_d14545_s:
     ret
     .popsection
-    lea r9, [r10 + r10*1]
-    mov r8, r10
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], 209
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov byte ptr [r15 + 0], r9b
-    test bl, 48
-    jnz 1f
+    movsxd rsi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], al
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
 1:
+    mov r9, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    mov r8, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], r8d
-    xor dword ptr [r15 + 768], edi
-    movzx edi, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 52
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 384], 143
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    movsxd rdi, dword ptr [r15 + 768]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14592_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14592_s_t
+.Lc1_d14592_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14592_s:
+    ret
+    .popsection
+    mov r9d, edi
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 19968
+    jnz 1f
+1:
+    movzx ecx, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    test bl, 80
+    jnz 1f
+1:
+    mov r9, rdi
+    mov rdi, rcx
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r10
+    mov eax, 39
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm12
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
+    mov r8d, dword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
-.Lc1_b7_c3:
+.Lc1_b7_c4:
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdi
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm6, rax
+    mov dword ptr [r15 + 0], 168
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 512]
+    mov eax, 139
+    mov r8, r10
+    test ebx, 14592
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 24
+    movsxd rdx, dword ptr [r15 + 384]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    mov eax, esi
+    mov rsi, rdx
+    movsxd rdx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    movzx r8d, byte ptr [r15 + 320]
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], ebp
-    movzx r8d, r8b
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 384], xmm12
-    mov ecx, 200
-    movzx ecx, byte ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    and r9, 1984
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov ecx, eax
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 320]
+    mov r8, r8
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, r9
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 64], dl
+    mov r9, r11
+    mov r8d, eax
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rax
+    mov eax, 132
+    mov dword ptr [r15 + 64], 113
+    mov eax, 71
+    mov qword ptr [r15 + 704], rbp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c5:
+    lea rcx, [rip + .Lc1_d14695_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14695_s_t
+.Lc1_d14695_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14695_s:
+    ret
+    .popsection
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 128]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    vpxor xmm6, xmm6, xmm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 206
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    movzx ebp, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 768]
+    movzx esi, sil
+    movzx esi, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq xmm6, rsi
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov ecx, 36
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, 200
+    jmp 1f
+1:
     movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
-.Lc1_b7_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14633_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14633_s_t
-.Lc1_d14633_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14633_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ecx
-    mov r8d, 178
-    or qword ptr [r15 + 256], 113
-    mov r8, r11
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9, rcx
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edx, 72
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
-    mov r9d, r8d
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 128], 164
-    movzx eax, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d14683_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14683_s_t
-.Lc1_d14683_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14683_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r9d, 42
-    movzx r9d, cl
-    mov r9, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 704], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 64]
-    mov edx, 202
-    mov byte ptr [r15 + 0], cl
-    mov r9, r10
-    mov rdi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rdx
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 246
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
-    movzx ebp, sil
-    mov rbp, r11
-    movzx eax, cl
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    test bl, 80
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
 .Lc1_b7_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14747_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14747_s_t
+.Lc1_d14747_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14747_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 158
-    and rbp, 448
-    mov r8, r11
-    mov byte ptr [r15 + rbp + 832], dil
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov rax, qword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 187
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 23
-    mov qword ptr [r15 + 320], rdi
-    movzx edi, r9b
-    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 576], al
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 256]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    mov rbp, r10
+    mov r8, r10
     movzx eax, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 576]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm12
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 256]
+    and r8, 8128
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 58
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    lea rcx, [rip + .Lc1_d14779_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14779_s_t
-.Lc1_d14779_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14779_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], 175
-    vmovq qword ptr [r15 + 0], xmm12
-    mov r8d, eax
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 108
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], 175
+    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r15 + 64], 56
+    mov ecx, dword ptr [r15 + 64]
+    mov edx, eax
+    mov rdx, rax
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov dword ptr [r15 + 192], 75
-    mov rdi, rcx
-    mov qword ptr [r15 + 384], r8
-    mov qword ptr [r15 + 64], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm12
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    and r9, 4032
+    add rax, qword ptr [r15 + 0]
     mov r8, r11
-    mov rax, qword ptr [r15 + r9 + 3392]
-    test ebx, 400
+    mov dword ptr [r15 + 0], 15
+    mov dword ptr [r15 + 0], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    test ebx, 249792
     jz 1f
 1:
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 171
+    mov dword ptr [r15 + 384], 2
+    mov edx, eax
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov byte ptr [r15 + 192], r8b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 173
-    mov dword ptr [r15 + 448], 126
-    mov dword ptr [r15 + 320], 210
-    movzx eax, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov rdx, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -18595,60 +18590,66 @@ ditto_body_c1:
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    movzx edi, dil
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 246
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, dil
-    mov r9, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 768]
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14844_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14844_s_t
+.Lc1_d14844_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14844_s:
+    ret
+    .popsection
     mov rbp, r10
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 59
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    test bl, 72
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 320], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + r8 + 1408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rbp, r10
     mov r9, r10
-    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    vmovq qword ptr [r15 + r9 + 3392], xmm2
-    movzx r9d, cl
+    and r9, 1984
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 576]
-    mov r8d, ecx
+    mov esi, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, bpl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, r9d
+    test bl, 24
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -18658,224 +18659,255 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14884_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14884_s_t
-.Lc1_d14884_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14884_s:
-    ret
-    .popsection
-    mov r8, r10
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, edi
-    mov r9, r10
-    movzx eax, dil
+    mov dword ptr [r15 + 192], 64
+    mov edx, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, dl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov esi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rdx
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9d, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 640]
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 64], r8d
+    test bl, 24
+    jz 1f
 1:
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 320]
+    mov ebp, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], esi
-    mov dword ptr [r15 + 320], 213
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 384], rsi
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea rcx, [rip + .Lc1_d14928_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14928_s_t
-.Lc1_d14928_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14943_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14943_s_t
+.Lc1_d14943_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14928_s:
+.Lc1_d14943_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    .byte 0x66, 0x90
-    mov rax, rcx
-    test bl, 104
-    jz 1f
-1:
-    movzx r8d, cl
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx ebp, byte ptr [r15 + 192]
     mov byte ptr [r15 + 384], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 190
-    movsxd rcx, dword ptr [r15 + 64]
-    test bl, 72
-    jz 1f
+    mov esi, 27
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
+    mov byte ptr [r15 + 64], sil
     mov r8, r10
-    mov ebp, 147
-    mov dword ptr [r15 + 320], 178
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    .byte 0x66, 0x90
     test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm14
-    mov ebp, dword ptr [r15 + 256]
-    test bl, 56
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 95
-    movsxd rax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 147
+    mov r8, r10
     mov rbp, r10
-    mov r8, r10
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, eax
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    test ebx, 1440
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 178
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov rbp, r10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 448], dl
-    mov edx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 320]
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov esi, ecx
-    movzx esi, r9b
-    test bl, 40
-    jnz 1f
-1:
-    mov ebp, edx
-    mov edx, r9d
-    mov qword ptr [r15 + 576], r8
+    mov byte ptr [r15 + 768], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 245
-    movzx ecx, byte ptr [r15 + 320]
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 195
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov eax, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 640], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, cl
+    mov ebp, r8d
     mov r8, r10
-    mov byte ptr [r15 + 256], cl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 147
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 128], ecx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    mov r9d, dword ptr [r15 + 64]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 768]
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], al
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 9 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 9]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 9
+    mov r13d, 16
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15041_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15041_s_t
-.Lc1_d15041_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d15067_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15067_s_t
+.Lc1_d15067_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15041_s:
+.Lc1_d15067_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r10
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
+    mov rbp, r10
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 29680
+    test ebx, 1073741824
     jz 1f
 1:
     test ebx, 1073741824
@@ -18901,57 +18933,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15074_s]
+    lea rcx, [rip + .Lc1_d15100_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15074_s_t
-.Lc1_d15074_j:
+    call .Lc1_d15100_s_t
+.Lc1_d15100_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15074_s:
+.Lc1_d15100_s:
     ret
     .popsection
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 768], 216
-    mov rdi, rcx
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
+    movsxd rax, dword ptr [r15 + 64]
     and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 3392], 6
+    mov r9, rcx
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rdi
+    mov r8, r10
+    mov dword ptr [r15 + 448], eax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    movsxd r9, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 320]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], eax
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    mov rdi, r9
-    mov edi, 154
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9d, eax
+    mov r9d, 154
+    mov qword ptr [r15 + 192], r8
+    mov r8d, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -18961,109 +18991,111 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15123_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15123_s_t
-.Lc1_d15123_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15123_s:
-    ret
-    .popsection
-    mov r9d, 24
-    vpmovmskb r9d, xmm3
-    movzx r9d, byte ptr [r15 + 128]
-    mov eax, eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 384], 210
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 240
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9, r11
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
     .byte 0x0f, 0x1f, 0x00
-    vpcmpeqb xmm3, xmm3, xmm14
-    mov eax, ecx
-    mov r9, r10
+    mov byte ptr [r15 + 128], al
+    movzx eax, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 64]
+    vpmovmskb r8d, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 248
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 192]
+    mov r8d, r9d
+    vpcmpeqb xmm10, xmm10, xmm14
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    and eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 204
-    test ebx, 2432
-    jz 1f
+    movzx r9d, r9b
+    mov r9d, 100
+    mov dword ptr [r15 + 640], 239
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov byte ptr [r15 + 640], cl
-    mov qword ptr [r15 + 192], r8
+    mov edx, 205
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 448]
+    test ebx, 896
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, r9d
+    mov dword ptr [r15 + 704], 140
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c2:
-    mov r8, r11
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15195_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15195_s_t
+.Lc1_d15195_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15195_s:
+    ret
+    .popsection
+    mov r9, r10
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 203
+    mov r9, rax
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
     mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 1152
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
 1:
-    movzx r8d, cl
-    mov rcx, qword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 192]
-    mov eax, 171
-    test ebx, 640
-    jnz 1f
-1:
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 320]
-    lock xadd qword ptr [r15 + 448], rdx
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    mov r8d, esi
-    movzx r8d, byte ptr [r15 + 384]
-    mov rsi, rax
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov r9, r11
-    mov edx, 148
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov dword ptr [r15 + 512], 41
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
+    movzx r8d, byte ptr [r15 + 768]
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov ecx, 48
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov edi, 48
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm10
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19071,174 +19103,171 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d15217_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15217_s_t
-.Lc1_d15217_j:
+    lea rcx, [rip + .Lc1_d15243_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15243_s_t
+.Lc1_d15243_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15217_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d15243_s:
     ret
     .popsection
+    mov rbp, r10
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], ecx
     mov r9, r10
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 384], eax
-    mov qword ptr [r15 + 576], rcx
-    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 384], rcx
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    movzx eax, al
+    mov eax, 209
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 768]
-    movzx esi, cl
-    mov r9, r10
-    mov edx, 209
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    movzx r9d, al
-    movzx eax, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    movzx edx, byte ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 64]
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], r9d
-    test ebx, 1152
-    jz 1f
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov qword ptr [r15 + 640], r9
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 192], rax
-    mov rax, r9
-    movsxd r9, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 320]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15267_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15267_s_t
-.Lc1_d15267_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15267_s:
-    ret
-    .popsection
-    movzx r9d, byte ptr [r15 + 384]
-    add r9, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 320], r9d
-    mov r9, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov ecx, 139
-    and rbp, 1984
+    mov ebp, dword ptr [r15 + 384]
     mov r8, r11
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
+    mov dword ptr [r15 + 256], eax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov r9d, 164
-    mov byte ptr [r15 + 64], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov ebp, r8d
+    movzx r8d, r8b
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 34
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    lock xadd qword ptr [r15 + 512], rcx
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
+    add rbp, qword ptr [r15 + 0]
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    mov dword ptr [r15 + 128], 38
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    lock xadd qword ptr [r15 + 512], rax
+    mov byte ptr [r15 + 64], bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edx, 75
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov dword ptr [r15 + 0], 104
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, rcx
+    mov r8, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rdx
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    movzx ebp, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15335_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15335_s_t
+.Lc1_d15335_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15335_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r8, r8
-    mov byte ptr [r15 + 768], al
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + 128]
-    mov rbp, r11
-    test ebx, 176128
-    jnz 1f
-1:
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], r8b
-    mov dword ptr [r15 + 320], 146
-    movzx r8d, al
-    and r8d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, 25
-    mov rax, r8
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
+    mov rcx, rbp
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 576], cl
     mov r8, r10
-    mov dword ptr [r15 + 448], ebp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edi, eax
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], eax
-    mov qword ptr [r15 + 384], rax
-    movsxd rax, dword ptr [r15 + 704]
-    mov rbp, rbp
+    mov dword ptr [r15 + 768], ecx
+    mov qword ptr [r15 + 256], rcx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov r8, r11
+    movzx esi, cl
+    test ebx, 640
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 205
+    mov r8d, 233
+    mov r8, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, esi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 128], r9b
+    mov r9, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -19248,54 +19277,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15366_s]
+    lea rcx, [rip + .Lc1_d15390_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15366_s_t
-.Lc1_d15366_j:
+    call .Lc1_d15390_s_t
+.Lc1_d15390_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15366_s:
+.Lc1_d15390_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 30720
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, 64
-    test ebx, 1073741824
+    mov r9, r10
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 384], 28
+    movsxd rdi, dword ptr [r15 + 192]
+    test ebx, 896
     jz 1f
 1:
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], al
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 109
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ecx, 104
-    mov ecx, dword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], al
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, esi
-    mov esi, dword ptr [r15 + 576]
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov ecx, 104
+    mov ecx, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov r9d, edi
+    mov edi, dword ptr [r15 + 256]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 64], ymm2
     add r11, 64
     add r10, r11
     inc rbx
@@ -19305,170 +19334,172 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    nop
+    mov esi, esi
+    and r9, 1984
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 1344], eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 133
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], al
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    movzx r9d, bpl
+    and rbp, 4032
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], al
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 704], 68
+    mov eax, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c8:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 128
+    test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d15413_s]
+    lea rcx, [rip + .Lc1_d15481_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15413_s_t
-.Lc1_d15413_j:
+    call .Lc1_d15481_s_t
+.Lc1_d15481_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15413_s:
+.Lc1_d15481_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov r9, r11
-    mov edi, dword ptr [r15 + rbp + 1408]
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7488], xmm3
-    mov dword ptr [r15 + 448], 39
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 192], r9b
+    mov rbp, rax
+    mov rbp, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 38
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    cmp dword ptr [r15 + 67117723], 0xb504f33
     jb 1f
 1:
-    mov edx, ecx
+    mov rcx, qword ptr [r15 + 384]
     mov r9, r10
-    nop
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    test ebx, 2432
+    movzx eax, byte ptr [r15 + 128]
+    and eax, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edi
-    mov r9, qword ptr [r15 + 640]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, rax
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rax, rcx
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
-.Lc1_b10_c8:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 448]
-    mov ecx, 161
-    and ecx, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 256], rdx
-    mov rdx, rcx
-    mov byte ptr [r15 + 768], r9b
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7488], xmm3
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rdx
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 384]
-    mov r9, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
 .Lc1_b10_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15507_s]
+    lea rcx, [rip + .Lc1_d15527_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15507_s_t
-.Lc1_d15507_j:
+    call .Lc1_d15527_s_t
+.Lc1_d15527_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15507_s:
+.Lc1_d15527_s:
     ret
     .popsection
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 128]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov qword ptr [r15 + 448], rax
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov ebp, 241
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, 71
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 320], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 512]
-    mov esi, 114
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 192], rcx
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rax
-    mov r8, rax
-    mov rax, rax
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jae 1f
+    mov ecx, 90
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 320]
-    mov esi, eax
-    mov byte ptr [r15 + 384], bpl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 512]
+    mov r8, r10
+    mov esi, ecx
+    vmovdqu ymmword ptr [r15 + 640], ymm1
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8, rcx
+    mov rcx, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + 64], al
-    movzx eax, byte ptr [r15 + 64]
+    mov rsi, rsi
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19476,95 +19507,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15556_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15556_s_t
-.Lc1_d15556_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15556_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9d, 239
-    mov r9, rax
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx esi, al
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    vpxor xmm3, xmm3, xmm0
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
+    movzx eax, dil
+    add qword ptr [r15 + 128], r9
     mov r9, r11
-    mov eax, dword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 128]
+    add rsi, qword ptr [r15 + 704]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov r8, r11
-    mov byte ptr [r15 + r9 + 7488], cl
-    movzx ecx, r9b
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r10
-    mov qword ptr [r15 + 512], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
-    vpxor xmm11, xmm11, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rcx
+    mov r9, r11
+    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 512], cl
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    test ebx, 896
+    jz 1f
+1:
+    mov ecx, 63
+    movzx ecx, sil
+    mov byte ptr [r15 + 256], sil
+    mov dword ptr [r15 + 192], esi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx r9d, sil
+    mov r9, r11
+    mov byte ptr [r15 + 64], sil
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rsi
+    vmovdqu ymmword ptr [r15 + 384], ymm6
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19572,57 +19560,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 319488
+    lea rcx, [rip + .Lc1_d15629_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15629_s_t
+.Lc1_d15629_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15629_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 384], cl
+    mov ecx, eax
+    movzx eax, byte ptr [r15 + 512]
+    mov r9, r11
+    mov rsi, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rbp, r11
+    add rax, qword ptr [r15 + 576]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 384
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    movzx esi, r9b
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1152
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
+    mov rbp, rdx
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 640
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rax
-    movzx eax, byte ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 256]
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov esi, r9d
-    mov dword ptr [r15 + 256], edi
-    mov r9, r11
-    mov rdx, rdi
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 704], rdx
-    movzx edx, byte ptr [r15 + 384]
-    mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 768], r9b
-    vmovq xmm12, rdx
-    vpxor xmm12, xmm12, xmm3
+    mov ebp, 128
+    mov rbp, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -19631,54 +19617,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15675_s]
+    lea rcx, [rip + .Lc1_d15676_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15675_s_t
-.Lc1_d15675_j:
+    call .Lc1_d15676_s_t
+.Lc1_d15676_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15675_s:
+.Lc1_d15676_s:
     ret
     .popsection
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, r11
+    vpor xmm6, xmm6, xmm6
+    mov byte ptr [r15 + 640], cl
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    vpmovmskb eax, xmm6
+    movzx eax, byte ptr [r15 + 320]
     mov rbp, rcx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 384], bpl
     mov r8, r10
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r10
+    mov qword ptr [r15 + 512], rcx
     and r8, 1984
+    mov rbp, r10
     movzx eax, byte ptr [r15 + r8 + 1344]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 576]
-    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 256]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rax
-    mov rax, qword ptr [r15 + 384]
+    movzx eax, bpl
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    movzx r8d, cl
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jae 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19688,185 +19674,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15722_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15722_s_t
-.Lc1_d15722_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15722_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 320], 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    movzx eax, al
+    movzx eax, r8b
+    mov r8d, 55
+    mov dword ptr [r15 + 320], 13
     mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    movzx edi, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    movzx r8d, cl
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 58
-    mov rax, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    test ebx, 3200
-    jz 1f
-1:
-    mov dword ptr [r15 + 640], esi
-    jmp 1f
-1:
-    mov rcx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov eax, 238
-    mov rax, qword ptr [r15 + 704]
+    vmovq xmm10, rdi
+    mov qword ptr [r15 + 256], rcx
+    mov r9, r10
+    mov rdi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    movzx ecx, cl
-    mov byte ptr [r15 + 256], al
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    vmovdqu xmm14, xmmword ptr [r15 + 192]
+    mov dword ptr [r15 + 704], r9d
+    vmovq qword ptr [r15 + 128], xmm10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    movzx edi, r9b
+    mov r9d, 128
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx esi, dil
+    mov byte ptr [r15 + 384], dil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c14:
-    mov r8, r11
-    mov rsi, rax
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 832], xmm11
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 113
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov rax, rsi
-    mov esi, 48
-    and esi, dword ptr [r15 + 128]
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], 222
-    mov r9, r11
-    test ebx, 384
-    jnz 1f
-1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 448]
-    mov r8d, 84
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c15:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2
+    test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d15822_s]
+    lea rcx, [rip + .Lc1_d15769_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15822_s_t
-.Lc1_d15822_j:
+    call .Lc1_d15769_s_t
+.Lc1_d15769_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15822_s:
+.Lc1_d15769_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], eax
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov r9d, 92
+    movsxd r9, dword ptr [r15 + 320]
+    vpcmpeqb xmm6, xmm6, xmm9
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 512]
-    mov rcx, rax
+    mov r8, r10
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rax
-    movzx eax, r9b
+    mov qword ptr [r15 + 448], r8
+    mov r8d, 45
+    mov dword ptr [r15 + 64], 24
+    test ebx, 384
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 51
+    test ebx, 640
+    jz 1f
+1:
+    mov rax, r8
+    mov r8d, dword ptr [r15 + 512]
+    mov eax, r9d
+    mov r9, r10
+    test ebx, 2688
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c15:
+    lea rcx, [rip + .Lc1_d15816_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15816_s_t
+.Lc1_d15816_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15816_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 576]
-    mov rbp, r11
-    mov r9, r10
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    test ebx, 1152
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 175
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 119
+    mov r8, r11
+    mov qword ptr [r15 + 448], rbp
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r9
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r15 + 256], 95
-    mov r8, r11
-    test ebx, 1664
+    movzx ebp, r9b
+    mov r9d, dword ptr [r15 + 640]
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rbp
+    mov r8, rbp
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 16320
-    movsxd rbp, dword ptr [r15 + r8 + 15680]
+    vmovq qword ptr [r15 + 384], xmm14
+    movzx r9d, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 192], 124
     add r11, 64
     add r10, r11
     inc rbx
@@ -19876,57 +19853,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15875_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15875_s_t
-.Lc1_d15875_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15875_s:
-    ret
-    .popsection
-    movzx r8d, cl
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 448]
-    mov eax, 249
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
+    mov rax, rbp
+    mov rbp, r8
+    mov dword ptr [r15 + 64], 249
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov r9, r10
-    mov qword ptr [r15 + 192], rcx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 205
-    mov r9, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vmovq qword ptr [r15 + 512], xmm12
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    and ebp, dword ptr [r15 + 0]
+    mov rbp, r11
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 205
+    mov dword ptr [r15 + 320], 242
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r9
-    mov rax, r9
-    mov dword ptr [r15 + 256], 184
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 116
+    mov dword ptr [r15 + 192], eax
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    mov r8d, r9d
-    movzx r9d, byte ptr [r15 + 320]
-    vmovq qword ptr [r15 + 640], xmm12
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + 704]
+    mov eax, ebp
+    mov ebp, 178
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov rax, rbp
-    mov rbp, qword ptr [r15 + 384]
+    mov rdx, r8
+    mov rdx, rbp
+    mov byte ptr [r15 + 256], bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19934,47 +19905,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    and r9d, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    lea rcx, [rip + .Lc1_d15918_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15918_s_t
+.Lc1_d15918_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15918_s:
+    ret
+    .popsection
+    movsxd rdx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 128], 188
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    test ebx, 640
+    movsxd rax, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 240
-    mov eax, 84
-    mov eax, dword ptr [r15 + 384]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], dl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 192]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 768]
+    vmovq xmm14, rdx
+    mov r9, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r11
-    mov byte ptr [r15 + 512], dl
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, 142
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r11
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov ebp, 203
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19982,61 +19962,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15965_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15965_s_t
-.Lc1_d15965_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d15964_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15964_s_t
+.Lc1_d15964_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15965_s:
+.Lc1_d15964_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 256], dil
-    movzx edi, r8b
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov rax, r8
-    movzx eax, r8b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov dword ptr [r15 + 64], 232
-    mov qword ptr [r15 + 448], rax
-    mov eax, dword ptr [r15 + 128]
-    mov r8, r10
+    mov rbp, r10
+    mov byte ptr [r15 + 64], al
+    movzx eax, cl
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov r8d, 246
+    mov r9, rcx
+    movzx ecx, cl
+    mov dword ptr [r15 + 320], 232
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 128]
+    mov rax, rax
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov r9d, 246
+    mov r9, rsi
+    mov r9d, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    mov eax, r9d
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov eax, 228
+    mov qword ptr [r15 + 384], rsi
+    mov qword ptr [r15 + 512], rcx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov r8, r10
-    mov edi, 16
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    movzx ecx, r9b
-    mov dword ptr [r15 + 576], eax
+    mov rbp, r10
+    mov r9, qword ptr [r15 + 448]
+    movzx ecx, cl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -20046,60 +20027,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d16017_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16017_s_t
-.Lc1_d16017_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16017_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0xb504f33
     jb 1f
 1:
-    mov dword ptr [r15 + 192], 156
-    mov dword ptr [r15 + 640], 149
-    imul rax, qword ptr [r15 + 384]
-    test ebx, 221184
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 512]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov rbp, rax
+    mov dword ptr [r15 + 448], 86
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r9, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 86
-    mov r9, qword ptr [r15 + 256]
+    mov rcx, rdi
+    mov edi, edi
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 95
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    or qword ptr [r15 + 512], 115
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 256], 128
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 152
     add r11, 64
     add r10, r11
     inc rbx
@@ -20109,50 +20080,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d16063_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16063_s_t
+.Lc1_d16063_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16063_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov r8, r11
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm12, xmm12, xmm3
-    mov rcx, qword ptr [r15 + 64]
+    mov rbp, r10
+    vmovq qword ptr [r15 + 576], xmm14
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 320], al
-    mov r9, r11
-    mov qword ptr [r15 + 704], rcx
-    mov rbp, r11
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    test ebx, 2688
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 512], bpl
+    test ebx, 640
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 768]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov rax, r8
+    mov r8, qword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 384], 183
-    mov byte ptr [r15 + 512], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ebp
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9, rax
+    add rbp, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20160,184 +20142,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16111_s]
+    lea rcx, [rip + .Lc1_d16113_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16111_s_t
-.Lc1_d16111_j:
+    call .Lc1_d16113_s_t
+.Lc1_d16113_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16111_s:
+.Lc1_d16113_s:
     ret
     .popsection
-    mov dword ptr [r15 + 192], r9d
-    mov r9d, 131
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, 131
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 320], 112
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    mov dword ptr [r15 + 512], 225
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov ecx, 245
+    mov ecx, 7
     mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov r8, r10
-    mov eax, 161
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rsi, rax
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r8
-    mov eax, r8d
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r9, r11
-    movzx esi, byte ptr [r15 + 576]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    mov qword ptr [r15 + 512], r8
+    movsxd rcx, dword ptr [r15 + 640]
+    mov ebp, 108
+    test ebx, 1408
+    jz 1f
+1:
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, r10
+    mov byte ptr [r15 + 64], bpl
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov rbp, rcx
+    mov rbp, r10
+    mov eax, eax
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 320], r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    lea rcx, [rip + .Lc1_d16160_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16160_s_t
-.Lc1_d16160_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16160_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 320], 143
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    mov dword ptr [r15 + 256], 126
-    mov esi, r9d
-    movzx r9d, byte ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 201
-    mov rax, qword ptr [r15 + 384]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, r9d
-    mov r9, rax
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    add rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    add r9, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r9b
+    mov rbp, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 384], r9b
     mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9, 8128
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 64], 21
     jmp 1f
 1:
-    and r9, 1984
-    mov rbp, r11
-    mov eax, dword ptr [r15 + r9 + 1344]
+    mov ebp, r9d
+    mov qword ptr [r15 + 256], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    movzx eax, r9b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov r8d, dword ptr [r15 + 320]
+    mov rsi, rbp
+    mov dword ptr [r15 + 64], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], sil
+    mov dword ptr [r15 + 704], 163
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c23:
-    mov rcx, qword ptr [r15 + 384]
-    vpaddd xmm12, xmm12, xmm12
-    movzx r9d, bpl
-    mov ebp, eax
-    mov eax, 22
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16210_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16210_s_t
+.Lc1_d16210_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16210_s:
+    ret
+    .popsection
+    add r9, qword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 768]
+    mov esi, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov ebp, edx
-    movzx edx, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 49
-    test ebx, 384
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 64], 212
+    mov edx, esi
     mov r8, r11
-    mov dword ptr [r15 + 704], eax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 158
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    test ebx, 640
+    mov rdx, rsi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r9
-    mov r9d, dword ptr [r15 + 768]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov r8d, 252
+    mov dword ptr [r15 + 256], 56
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov esi, r8d
+    movzx esi, r8b
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 448], r8d
+    and r9, 1984
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 1344], esi
+    movsxd rsi, dword ptr [r15 + 512]
+    test ebx, 1152
+    jnz 1f
+1:
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
@@ -20346,71 +20320,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16264_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16264_s_t
-.Lc1_d16264_j:
+    lea rcx, [rip + .Lc1_d16260_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16260_s_t
+.Lc1_d16260_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16264_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16260_s:
     ret
     .popsection
-    mov edx, 91
-    mov dword ptr [r15 + 192], 45
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov esi, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    test ebx, 640
     jz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, 231
-    test ebx, 217088
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 576]
-    mov rcx, r8
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], dl
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
+    mov ecx, dword ptr [r15 + 64]
+    vpxor xmm14, xmm14, xmm6
+    test ebx, 1073741824
+    jz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 100
+    movsxd rsi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], 206
+    mov dword ptr [r15 + 192], r9d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, r9d
+    mov r9, r11
+    mov dword ptr [r15 + 512], 157
+    mov eax, 255
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov rcx, rax
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20418,64 +20380,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d16318_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16318_s_t
-.Lc1_d16318_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16318_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r9d, ecx
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 448]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    test ebx, 2688
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 384]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 210
-    mov rbp, rcx
     test ebx, 1073741824
     jz 1f
+1:
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov rcx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
     mov rdi, rcx
-    mov dword ptr [r15 + 64], 28
-    movzx edi, r8b
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], 45
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 256]
+    mov r9, rsi
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rdi
-    mov qword ptr [r15 + 640], rbp
-    movzx ebp, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r9d
+    mov ecx, dword ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 199
+    movzx r9d, al
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20483,51 +20436,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov ebp, 192
-    vmovdqu xmmword ptr [r15 + 512], xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d16357_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16357_s_t
+.Lc1_d16357_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16357_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r9
+    mov r9, r10
+    mov r8, rax
+    and r9, 448
+    mov r8, r10
+    and ecx, dword ptr [r15 + r9 + 832]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 125
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx eax, r8b
+    movzx eax, r9b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, r10
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    vpmovmskb ebp, xmm12
-    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 256]
+    mov r8d, 36
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx esi, r9b
-    mov rsi, rax
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], r9
-    mov rbp, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, r10
+    vpaddd xmm14, xmm14, xmm14
+    vpcmpeqb xmm14, xmm14, xmm2
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 256], 32
-    mov r9d, eax
-    mov eax, 186
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 320], xmm12
-    mov byte ptr [r15 + 384], al
-    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rbp
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -20537,131 +20500,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16417_s]
+    lea rcx, [rip + .Lc1_d16409_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16417_s_t
-.Lc1_d16417_j:
+    call .Lc1_d16409_s_t
+.Lc1_d16409_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16417_s:
+.Lc1_d16409_s:
     ret
     .popsection
-    mov ebp, eax
-    vmovq qword ptr [r15 + 768], xmm12
-    mov eax, eax
-    movzx eax, bpl
-    mov rbp, r11
-    test ebx, 1073741824
+    mov ebp, ecx
+    imul rbp, qword ptr [r15 + 128]
+    mov r8, r10
+    vpcmpeqb xmm10, xmm10, xmm13
+    test ebx, 2688
     jz 1f
 1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 192]
-    mov r9, rax
-    test ebx, 640
-    jnz 1f
-1:
-    mov rdx, rax
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, dword ptr [r15 + 512]
+    mov rax, rbp
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, r8b
+    mov r8d, r8d
+    test ebx, 3200
+    jz 1f
+1:
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 576], ymm3
+    mov rdi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov ecx, 19
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r9
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov r9, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov r8, qword ptr [r15 + 576]
+    mov edi, 2
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm9
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c28:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16471_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16471_s_t
-.Lc1_d16471_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16471_s:
-    ret
-    .popsection
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9d, eax
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx edi, al
-    vmovq xmm11, rcx
-    mov ecx, ecx
-    mov r8, r10
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 122
+    movzx ecx, byte ptr [r15 + 384]
+    mov eax, 41
+    test ebx, 208896
     jnz 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 192]
     mov r9, r10
-    jmp 1f
-1:
+    movzx ebp, dil
+    vmovdqu ymmword ptr [r15 + 448], ymm14
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
-    movsxd r9, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov qword ptr [r15 + 448], r9
-    movzx r9d, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov qword ptr [r15 + 704], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 256]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov ecx, edi
+    vmovq xmm1, r9
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r10
-    mov dword ptr [r15 + 192], r9d
-    mov r9d, r9d
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov eax, ebp
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], cl
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 43
+    movzx r9d, al
+    mov eax, 116
+    mov eax, ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -20671,56 +20628,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 192]
-    mov r8d, 8
-    mov dword ptr [r15 + 0], r9d
+    lea rcx, [rip + .Lc1_d16513_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16513_s_t
+.Lc1_d16513_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16513_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1664
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 512], r8b
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8d, 8
+    mov r8, rcx
     mov r8, r10
-    mov rax, r9
-    mov r9, r10
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov r8d, 15
+    movzx r8d, byte ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov r9d, 9
-    mov r9, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, al
-    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 512], r8b
+    mov r8d, 128
+    movzx r8d, cl
+    mov byte ptr [r15 + 384], cl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
-    mov esi, 4
-    mov r9, r10
-    mov esi, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 704]
+    mov rbp, r10
+    mov dword ptr [r15 + 128], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov dword ptr [r15 + 320], 239
-    movzx eax, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 448], 122
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20730,184 +20689,201 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16571_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16571_s_t
-.Lc1_d16571_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16562_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16562_s_t
+.Lc1_d16562_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16571_s:
+.Lc1_d16562_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rsi, qword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 768]
-    mov r9d, 28
-    movzx r9d, al
+    mov rbp, r10
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 512]
+    mov esi, 28
+    movzx esi, r8b
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, r9d
-    mov edx, eax
-    lock or dword ptr [r15 + 64], 100
+    mov eax, esi
+    mov eax, r8d
+    and r8, 1984
+    lock or dword ptr [r15 + r8 + 1344], 100
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov ecx, edx
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, esi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx r8d, cl
-    vmovdqu xmm0, xmmword ptr [r15 + 512]
-    mov r8d, 196
+    movzx eax, cl
+    vpxor xmm10, xmm10, xmm14
+    mov eax, 224
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, sil
-    mov r9, r10
-    mov rsi, rdx
-    mov byte ptr [r15 + 192], r8b
-    test ebx, 319488
-    jnz 1f
+    movzx r8d, al
+    mov r8, rcx
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 384
+    jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 150
+    movsxd rsi, dword ptr [r15 + 384]
+    mov rbp, r10
     jmp 1f
 1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movsxd rdi, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 320], 136
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 159
-    mov dword ptr [r15 + 128], esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 159
+    mov dword ptr [r15 + 128], 67
+    mov dword ptr [r15 + 256], ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d16622_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16622_s_t
-.Lc1_d16622_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16622_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx esi, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 144
-    mov rbp, r10
+    mov eax, 25
+    mov dword ptr [r15 + 0], 143
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], 155
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    test ebx, 1152
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 78
+    jmp 1f
 1:
-    and ecx, dword ptr [r15 + 448]
-    mov eax, esi
-    mov esi, 222
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 512]
-    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    and esi, dword ptr [r15 + 64]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov rbp, r11
+    mov edi, 135
+    and edi, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov rbp, rdi
+    movsxd rdi, dword ptr [r15 + 128]
     test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], r9
+    movzx r9d, al
+    test ebx, 896
     jz 1f
 1:
     jmp 1f
 1:
-    movzx eax, cl
-    test ebx, 384
-    jnz 1f
+    mov edi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 704]
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], 201
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c32:
-    mov eax, r8d
-    mov eax, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm11, xmm11, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d16672_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16672_s_t
+.Lc1_d16672_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16672_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov eax, dword ptr [r15 + 704]
-    vpor xmm11, xmm11, xmm11
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 640], r9d
-    mov r9, r11
-    mov edi, dword ptr [r15 + 64]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, eax
+    mov rax, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    xor dword ptr [r15 + 384], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov rdx, rax
-    mov edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 234
-    movzx edi, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 128]
     mov r9, r11
-    vmovq xmm11, rdi
-    mov edi, 148
+    mov eax, 183
     and r9, 448
     mov rax, qword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 448], eax
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 320]
+    mov esi, 44
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20915,62 +20891,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16722_s]
+    lea rcx, [rip + .Lc1_d16723_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16722_s_t
-.Lc1_d16722_j:
+    call .Lc1_d16723_s_t
+.Lc1_d16723_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16722_s:
+.Lc1_d16723_s:
     ret
     .popsection
-    mov r8, r11
-    vmovq xmm11, rcx
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov r8d, eax
-    mov rax, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], al
-    mov rax, rdi
-    movsxd rax, dword ptr [r15 + 64]
+    vmovq xmm1, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, dil
-    mov dword ptr [r15 + 448], r9d
+    mov rbp, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r8, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], r8b
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9, r10
     jmp 1f
 1:
-    mov r9, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    test ebx, 1664
+    mov dword ptr [r15 + 128], ebp
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    test ebx, 640
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov edi, 130
-    movzx edi, byte ptr [r15 + 768]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 162
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20978,160 +20958,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16772_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16772_s_t
-.Lc1_d16772_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16772_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rdi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 5
-    movzx r9d, al
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov rcx, rcx
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 320]
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
+    mov eax, esi
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + 256]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    movzx r8d, r9b
-    movzx r9d, r9b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov r8d, 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 640]
+    movzx ebp, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ebp, 90
+    movzx esi, byte ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 128]
+    mov rcx, rax
+    mov rcx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rcx
-    movzx ecx, r8b
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
+    movzx r8d, bpl
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 177
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    movzx eax, dil
+    vmovdqu ymmword ptr [r15 + 512], ymm1
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    mov rax, qword ptr [r15 + 640]
-    mov edi, 80
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16825_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16825_s_t
+.Lc1_d16825_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16825_s:
+    ret
+    .popsection
+    mov edi, 205
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx edi, cl
-    mov dword ptr [r15 + 64], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r11
-    mov eax, 147
-    mov rax, r8
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov dword ptr [r15 + 192], 224
     mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
-    jz 1f
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jb 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov rdi, qword ptr [r15 + 768]
+    movzx ebp, r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
-    mov r8d, dword ptr [r15 + 256]
+    mov r9, r10
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    movzx r8d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
+    mov r9d, 7
+    movzx r9d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r9d
+    movzx r9d, dil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21139,66 +21082,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16892_s]
+    lea rcx, [rip + .Lc1_d16877_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16892_s_t
-.Lc1_d16892_j:
+    call .Lc1_d16877_s_t
+.Lc1_d16877_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16892_s:
+.Lc1_d16877_s:
     ret
     .popsection
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9d, eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 384
-    jz 1f
-1:
+    mov rbp, r10
+    mov qword ptr [r15 + 128], r9
     and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, cl
-    movzx ecx, byte ptr [r15 + 704]
-    vpaddd xmm11, xmm11, xmm11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov eax, ebp
+    test ebx, 384
+    jnz 1f
+1:
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 512]
+    vpaddd xmm1, xmm1, xmm10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    movzx ebp, al
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 253
+    movsxd r9, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov ecx, edx
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + 768], 16
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 256]
+    jmp 1f
 1:
-    mov eax, r8d
-    movzx r8d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 384], edx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21206,113 +21146,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16945_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16945_s_t
-.Lc1_d16945_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16945_s:
-    ret
-    .popsection
+    mov eax, r9d
+    mov r9d, dword ptr [r15 + 320]
     mov rbp, r10
-    movzx edx, r8b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 42
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 180
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov eax, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0xb504f33
+    mov r8, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 180
+    movsxd rbp, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov edx, dword ptr [r15 + 256]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 512]
-    movzx ebp, r8b
-    mov ebp, eax
+    mov dword ptr [r15 + 64], 220
+    mov r9d, dword ptr [r15 + 192]
+    mov ebp, r8d
+    mov rbp, r10
+    mov byte ptr [r15 + 256], r9b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    test ebx, 640
-    jnz 1f
+    movzx ecx, r9b
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    movzx esi, al
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov esi, esi
-    mov byte ptr [r15 + 448], bpl
+    mov r8, rsi
+    mov r8d, esi
+    mov r8d, 97
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c38:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d16975_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16975_s_t
+.Lc1_d16975_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16975_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd r8, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx r9d, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 192]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 9
-    mov rbp, r11
-    test ebx, 896
+    mov dword ptr [r15 + 704], 164
+    jmp 1f
+1:
+    mov rbp, r10
+    test ebx, 1073741824
     jz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 9
+    mov ebp, 111
+    mov rbp, r10
+    test ebx, 1152
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 110
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, r10
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 384], dl
-    mov qword ptr [r15 + 64], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 213
-    mov qword ptr [r15 + 320], rdi
-    movzx edi, dil
-    mov edi, 148
-    mov dword ptr [r15 + 512], 220
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx edx, r8b
-    mov dword ptr [r15 + 640], 121
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + rbp + 7488], 20
+    vmovdqu ymmword ptr [r15 + 384], ymm1
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21320,66 +21264,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d17040_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17040_s_t
-.Lc1_d17040_j:
+    lea rcx, [rip + .Lc1_d17025_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17025_s_t
+.Lc1_d17025_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17040_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17025_s:
     ret
     .popsection
-    mov edx, 185
-    mov rdx, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r10
+    movzx r8d, cl
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r10
+    mov dword ptr [r15 + 128], 160
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 190
+    movzx r9d, byte ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov rbp, r10
+    movzx eax, r9b
+    jmp 1f
+1:
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 15680]
+    test ebx, 92160
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 704]
-    mov r9, r11
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 229
-    test ebx, 384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dil
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 512], dl
+    mov rbp, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r8
-    mov r8d, edx
+    mov r8d, 85
+    mov r8, rbp
+    mov byte ptr [r15 + 256], al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21387,56 +21326,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17092_s]
+    lea rcx, [rip + .Lc1_d17074_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17092_s_t
-.Lc1_d17092_j:
+    call .Lc1_d17074_s_t
+.Lc1_d17074_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17092_s:
+.Lc1_d17074_s:
     ret
     .popsection
-    mov r8, r10
-    mov r9, qword ptr [r15 + 192]
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
-    mov eax, 179
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, 160
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 179
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov r8, rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 160
+    mov r8, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, 160
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rax
+    mov dword ptr [r15 + 640], 160
     jmp 1f
 1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 448], 159
-    mov edx, eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8, r11
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
+    mov dword ptr [r15 + 64], 159
+    mov ecx, ebp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0x16a09e66
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov r8d, eax
+    mov eax, dword ptr [r15 + 320]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    mov r9d, ebp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    movzx edx, byte ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 320], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -21446,58 +21385,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 640], rdx
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     movzx ebp, al
-    test ebx, 1073741824
+    mov eax, 72
+    jmp 1f
+1:
+    test ebx, 2061824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, dl
-    mov r8d, 159
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 384]
     mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    and r8, 1984
-    and eax, dword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    mov edx, edx
+    mov r9d, eax
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, eax
-    mov rbp, r11
-    mov eax, 29
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 128]
-    mov rax, rax
-    mov dword ptr [r15 + 64], ebp
+    and ebp, dword ptr [r15 + r8 + 832]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov ecx, r9d
+    mov r9, r11
+    mov ecx, 122
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    jmp 1f
+1:
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 174
     movzx r8d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rax
-    mov qword ptr [r15 + 64], rax
+    mov rax, rbp
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    movzx eax, byte ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -21507,56 +21446,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17191_s]
+    lea rcx, [rip + .Lc1_d17173_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17191_s_t
-.Lc1_d17191_j:
+    call .Lc1_d17173_s_t
+.Lc1_d17173_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17191_s:
+.Lc1_d17173_s:
     ret
     .popsection
-    lea r8, [r10 + r10*1]
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 512]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    movzx edi, byte ptr [r15 + 384]
+    mov r9d, ecx
+    movzx r9d, al
+    mov r9, r10
+    mov dword ptr [r15 + 512], 180
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
     test ebx, 896
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 3456]
-    mov qword ptr [r15 + 448], rdi
-    mov edi, ebp
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov ebp, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 128]
-    mov r8d, 84
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 10
+    vmovq xmm14, r8
+    mov qword ptr [r15 + 448], rcx
+    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], r8b
-    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov eax, 206
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 145
+    movzx eax, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -21569,58 +21512,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d17239_s]
+    lea rcx, [rip + .Lc1_d17224_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17239_s_t
-.Lc1_d17239_j:
+    call .Lc1_d17224_s_t
+.Lc1_d17224_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17239_s:
+.Lc1_d17224_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 192]
-    and rbp, 448
     mov r8, r10
-    mov byte ptr [r15 + rbp + 832], cl
-    vmovq xmm12, rax
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rax
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    lock or dword ptr [r15 + 448], 50
-    mov dword ptr [r15 + 576], 157
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 256]
-    movzx r9d, r8b
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 448], 33
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 43
     test ebx, 1152
     jz 1f
 1:
+    mov edi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 512]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    movzx r8d, dil
     movzx edi, byte ptr [r15 + 128]
+    test ebx, 217088
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], ecx
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -21630,58 +21573,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17290_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17290_s_t
-.Lc1_d17290_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17290_s:
-    ret
-    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 31
-    mov edi, 180
-    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 64]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdi
-    mov rbp, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], dil
+    mov r9, r11
+    mov edi, 180
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 64]
-    mov rbp, r10
-    add rcx, qword ptr [r15 + 320]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    add qword ptr [r15 + 320], rdi
+    and edi, dword ptr [r15 + 192]
+    and edi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    add rcx, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 704], eax
-    mov rax, qword ptr [r15 + 256]
-    mov rbp, r10
+    mov r9, r11
+    mov r8, r8
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    movzx esi, byte ptr [r15 + 704]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rbp
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm12
+    mov dword ptr [r15 + 64], r8d
+    add qword ptr [r15 + 448], rdi
+    mov edi, 186
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21689,135 +21628,127 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, edi
-    mov qword ptr [r15 + 0], rdi
-    mov edi, ebp
-    mov dword ptr [r15 + 0], 132
-    test ebx, 368640
-    jz 1f
+    lea rcx, [rip + .Lc1_d17321_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17321_s_t
+.Lc1_d17321_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17321_s:
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 177
+    mov rsi, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov r8, qword ptr [r15 + 384]
+    lea r9, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 132
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 256]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 0], dil
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 1408]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 212
-    mov ebp, 85
-    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    mov r9, r11
+    mov esi, eax
+    mov rbp, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, rdi
-    mov r8, r10
-    movzx edi, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8d, ebp
+    mov qword ptr [r15 + 512], rax
+    mov eax, ebp
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c46:
-    lea rcx, [rip + .Lc1_d17388_s]
+    lea rcx, [rip + .Lc1_d17366_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17388_s_t
-.Lc1_d17388_j:
+    call .Lc1_d17366_s_t
+.Lc1_d17366_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17388_s:
+.Lc1_d17366_s:
     ret
     .popsection
-    movzx r8d, cl
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, eax
     test ebx, 2432
     jz 1f
 1:
-    mov rdi, r8
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, cl
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx esi, al
+    mov rsi, rcx
     jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, sil
+    movzx ebp, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    movzx eax, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    mov ecx, 43
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    movzx r8d, dil
-    mov qword ptr [r15 + 576], rdx
-    mov r8, r10
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 167
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdi, rdx
-    mov edx, 255
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, rdi
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, 235
+    mov ecx, ebp
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 70
+    mov qword ptr [r15 + 128], rax
+    mov eax, 196
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov esi, 111
+    movzx esi, byte ptr [r15 + 64]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov ebp, 63
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 640], rcx
     jmp 1f
 1:
     add r11, 64
@@ -21829,65 +21760,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d17450_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17450_s_t
-.Lc1_d17450_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17450_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov esi, eax
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9d, 130
-    mov r9d, 51
-    mov r9, r10
-    mov r8, r10
-    mov ecx, 101
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 29
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 96
-    movsxd r9, dword ptr [r15 + 448]
-    test ebx, 896
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    vmovq xmm10, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, ecx
-    mov rcx, r9
-    mov ecx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rcx
-    mov dword ptr [r15 + 640], ecx
     mov rbp, r10
-    mov dword ptr [r15 + 256], esi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov esi, 63
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov dword ptr [r15 + 192], 162
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], eax
+    mov rax, rbp
+    mov dword ptr [r15 + 0], 29
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 512]
+    mov rdx, rbp
+    test ebx, 1152
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    mov eax, r8d
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    mov ebp, 233
+    mov ebp, dword ptr [r15 + 64]
+    mov r9d, r8d
+    test ebx, 640
+    jnz 1f
+1:
+    mov r8, r11
+    mov edx, eax
+    movsxd rax, dword ptr [r15 + 256]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8d, 209
     add r11, 64
     add r10, r11
     inc rbx
@@ -21897,123 +21818,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 704], r8d
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d17476_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17476_s_t
+.Lc1_d17476_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17476_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 234
+    movzx ebp, byte ptr [r15 + 576]
+    mov rsi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 252
-    mov dword ptr [r15 + 0], 179
+    movzx r8d, dl
+    mov r8d, esi
+    test ebx, 3200
+    jz 1f
+1:
+    movzx ecx, dl
+    mov edx, dword ptr [r15 + 768]
+    vmovq qword ptr [r15 + 128], xmm14
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r10
-    movzx r9d, r8b
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    jmp 1f
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov eax, dword ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmm12
-    mov rcx, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov r8, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], eax
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    and eax, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 448]
-    mov ecx, ebp
-    mov ecx, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    lea rcx, [rip + .Lc1_d17553_s]
+    lea rcx, [rip + .Lc1_d17526_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17553_s_t
-.Lc1_d17553_j:
+    call .Lc1_d17526_s_t
+.Lc1_d17526_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17553_s:
+.Lc1_d17526_s:
     ret
     .popsection
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
+    mov r8d, dword ptr [r15 + 128]
+    mov rdx, rbp
+    mov rbp, rcx
     mov ecx, r8d
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov rbp, r9
     test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 128], bpl
-    test ebx, 384
     jnz 1f
 1:
     mov r9, r10
-    mov r8d, dword ptr [r15 + 512]
-    mov rdi, rbp
-    mov byte ptr [r15 + 256], r9b
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 206
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdi, rcx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 32
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdi
-    mov edi, dword ptr [r15 + 128]
+    mov r8, rdi
+    movsxd rdi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    test ebx, 384
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r10
+    mov edi, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edi
+    mov rdi, qword ptr [r15 + 640]
+    mov edx, 24
     add r11, 64
     add r10, r11
     inc rbx
@@ -22023,77 +21957,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17609_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17609_s_t
-.Lc1_d17609_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17609_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r9, r10
     mov r8, r10
-    and r9, 4032
-    mov rbp, r10
-    mov qword ptr [r15 + r9 + 3392], rcx
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rsi, qword ptr [r15 + 448]
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    test ebx, 1152
-    jz 1f
-1:
-    mov byte ptr [r15 + 640], r9b
-    mov dword ptr [r15 + 192], 87
-    movzx r9d, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 177
-    mov dword ptr [r15 + 64], r8d
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 640
-    jnz 1f
-1:
-    mov ecx, r9d
-    mov r9, r9
-    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + r8 + 832], rdx
+    mov r8, qword ptr [r15 + 64]
+    mov rdi, rsi
+    movsxd rdi, dword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov dword ptr [r15 + 0], 183
+    mov dword ptr [r15 + 0], 176
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 512], 162
-    mov r9, rcx
+    jmp 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], edi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    mov rsi, r8
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r10
+    mov eax, esi
+    test ebx, 640
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdi
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    mov edi, eax
+    mov eax, 90
+    jmp 1f
+1:
+    mov eax, 126
     add r11, 64
     add r10, r11
     inc rbx
@@ -22103,122 +22015,143 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 0], r9d
-    mov r9, rax
-    popcnt r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 20
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17636_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17636_s_t
+.Lc1_d17636_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17636_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov r9, rax
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rdi
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 192]
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
+    and rbp, 8128
+    imul rdi, qword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov r8d, ecx
+    and rbp, 16320
+    mov r8, qword ptr [r15 + rbp + 15680]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rax, rcx
+    mov rcx, r8
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rbp, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    mov esi, r9d
-    movzx esi, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    popcnt rdi, rbp
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
 1:
-    mov edx, dword ptr [r15 + 448]
-    mov r8, r11
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    mov eax, 23
     movsxd rax, dword ptr [r15 + 512]
-    and eax, dword ptr [r15 + 256]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r8, r10
+    mov dword ptr [r15 + 192], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c52:
-    lea rcx, [rip + .Lc1_d17713_s]
+    lea rcx, [rip + .Lc1_d17692_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17713_s_t
-.Lc1_d17713_j:
+    call .Lc1_d17692_s_t
+.Lc1_d17692_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17713_s:
+.Lc1_d17692_s:
     ret
     .popsection
-    mov dword ptr [r15 + 512], 82
-    movsxd rdx, dword ptr [r15 + 192]
-    .byte 0x66, 0x90
-    mov eax, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 100
-    movzx r8d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 0], 112
-    jmp 1f
-1:
+    mov eax, r8d
+    mov r8, rcx
+    mov ecx, 63
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 132
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    mov r8, r10
-    mov ecx, edx
-    mov ecx, edx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edx
+    movzx edi, al
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 384], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov eax, edx
-    mov rdx, rcx
+    mov r8, r11
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 448]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
-1:
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    mov edi, ecx
-    mov rcx, rax
-    mov r8, r10
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
 1:
     mov dword ptr [r15 + 64], eax
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 170
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    mov r9d, r8d
+    mov dword ptr [r15 + 640], 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    mov r8d, 157
+    mov r8d, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov rdi, r8
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     add r11, 64
     add r10, r11
     inc rbx
@@ -22228,334 +22161,297 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d17771_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17771_s_t
-.Lc1_d17771_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17771_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rbp, r10
-    mov r8d, dword ptr [r15 + 192]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 256], 73
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    mov r8, r11
+    mov dword ptr [r15 + 128], 150
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 2061824
+    jz 1f
 1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 320]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov byte ptr [r15 + 128], dil
+    movzx edi, byte ptr [r15 + 384]
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov dword ptr [r15 + 448], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ebp
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 448]
+    mov r8, r11
+    mov byte ptr [r15 + 512], dil
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 704]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
-    mov rbp, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 95
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17792_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17792_s_t
+.Lc1_d17792_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17792_s:
+    ret
+    .popsection
+    mov r9, r10
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 95
+    vmovdqu xmmword ptr [r15 + 192], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    movzx edx, r9b
+    movzx r8d, byte ptr [r15 + 256]
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 768]
+    mov rcx, r9
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jb 1f
+1:
+    movzx r9d, cl
+    mov dword ptr [r15 + 64], 102
+    mov r8, qword ptr [r15 + 384]
+    test ebx, 58368
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    movzx ecx, bpl
-    mov ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 55296
-    jnz 1f
 1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov r9, r10
     and rbp, 1984
-    mov r9, r11
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 1344], rax
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 69
-    mov qword ptr [r15 + 704], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    test ebx, 896
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    movzx edx, byte ptr [r15 + 448]
-    movzx esi, cl
-    mov rcx, rcx
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 384
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c55:
-    lea rcx, [rip + .Lc1_d17870_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17870_s_t
-.Lc1_d17870_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d17841_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17841_s_t
+.Lc1_d17841_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17870_s:
+.Lc1_d17841_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    mov r8, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
+    mov r8, r10
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 15
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    movzx ecx, byte ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 384]
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 448]
-    test ebx, 640
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, r10
+    test ebx, 1408
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 192], rcx
-    mov byte ptr [r15 + 768], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 87
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov esi, 221
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 128], 46
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17922_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17922_s_t
-.Lc1_d17922_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17922_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 640], 185
-    mov r9, r11
-    mov r8, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r9b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    vpmovmskb esi, xmm10
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rsi
+    mov r8d, 185
+    mov dword ptr [r15 + 0], 85
+    add qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 39
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], esi
+    vpcmpeqb xmm10, xmm10, xmm7
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 28
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 134
+    mov dword ptr [r15 + 0], 93
+    mov dword ptr [r15 + 192], eax
+    mov eax, dword ptr [r15 + 704]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], al
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], esi
+    mov r9, r10
+    mov edx, dword ptr [r15 + 128]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 120
     test ebx, 384
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 93
-    mov esi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    vmovq qword ptr [r15 + 64], xmm3
+    mov r8, r11
+    jmp 1f
 1:
-    and r8d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], sil
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d17936_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17936_s_t
+.Lc1_d17936_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17936_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r8, r8
-    inc dword ptr [r15 + 512]
-    movzx r8d, al
+    vpcmpeqb xmm14, xmm14, xmm2
+    movzx r9d, cl
+    test ebx, 39936
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 7
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 7
-    mov rax, r8
+    mov dword ptr [r15 + 0], 151
+    and r8d, dword ptr [r15 + 64]
+    mov r9d, 70
+    movsxd r9, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 576]
+    mov rbp, r10
     jmp 1f
 1:
-    movzx eax, r9b
-    and eax, dword ptr [r15 + 768]
-    mov r8, r11
-    mov r9, r11
-    mov edi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r9d
-    and r8d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 704], 49
+    movzx edx, cl
+    mov rdx, qword ptr [r15 + 256]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 133
-    mov byte ptr [r15 + 64], dil
-    movzx edi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 192], ebp
+    and r8d, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 223
+    mov rbp, r11
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 768], dl
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22563,128 +22459,147 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18032_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18032_s_t
-.Lc1_d18032_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17991_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17991_s_t
+.Lc1_d17991_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18032_s:
+.Lc1_d17991_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 128], ecx
+    vmovq xmm1, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 12
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    mov r8, r11
-    vmovq xmm0, rcx
-    mov ecx, 253
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
+    movsxd r9, dword ptr [r15 + 640]
     mov byte ptr [r15 + 448], cl
+    movzx ecx, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
     jmp 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 576], 195
+    mov r9, r10
+    mov edx, 85
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 171
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], 197
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, rdx
+    mov rdx, rbp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov ecx, 197
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm14
+    mov dword ptr [r15 + 128], 244
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c59:
-    lea rcx, [rip + .Lc1_d18079_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18079_s_t
-.Lc1_d18079_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d18079_s:
-    ret
-    .popsection
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, ebp
-    test ebx, 384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    movzx ecx, cl
-    mov ecx, 175
-    test ebx, 2688
-    jz 1f
-1:
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 128]
-    mov ebp, 218
-    mov ebp, 18
-    mov rbp, r11
-    test ebx, 368640
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 384]
-    and rbp, 1984
-    and esi, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 57
-    mov qword ptr [r15 + 512], rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], r9d
+    mov r9d, 40
     mov r9, r11
-    mov dword ptr [r15 + 256], r8d
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rsi
+    mov byte ptr [r15 + 704], al
+    movzx eax, al
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    and r9, 1984
+    and esi, dword ptr [r15 + r9 + 1344]
+    mov r9d, 175
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    mov r9d, 44
+    mov r9, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    jb 1f
 1:
     jmp 1f
 1:
-    mov rcx, rsi
-    movsxd rsi, dword ptr [r15 + 640]
-    mov rbp, r11
-    vpcmpeqb xmm11, xmm11, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r8, r11
+    and r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    vmovdqu xmmword ptr [r15 + 448], xmm11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov esi, 193
+    mov rsi, r9
+    movsxd r9, dword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22692,54 +22607,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rsi
-    mov dword ptr [r15 + 448], ebp
-    mov dword ptr [r15 + 704], ebp
-    mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rax
-    test ebx, 384
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 384]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov eax, 91
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rdx
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx ebp, dl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov edx, ebp
-    mov rdx, rbp
-    mov ebp, 164
-    movzx ebp, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r9d, ebp
+    lea rcx, [rip + .Lc1_d18104_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18104_s_t
+.Lc1_d18104_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18104_s:
+    ret
+    .popsection
+    movzx r8d, byte ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 768]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
+    mov rax, rsi
+    movsxd rax, dword ptr [r15 + 192]
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, eax
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov ebp, r9d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, 130
+    movzx eax, bpl
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov ebp, 234
+    mov rbp, rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22750,62 +22675,62 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d18183_s]
+    lea rcx, [rip + .Lc1_d18157_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d18183_s_t
-.Lc1_d18183_j:
+    call .Lc1_d18157_s_t
+.Lc1_d18157_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18183_s:
+.Lc1_d18157_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 320]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    popcnt r9, rax
-    test ebx, 1073741824
-    jz 1f
+    mov rbp, r11
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 256]
+    mov edi, 90
+    test ebx, 384
+    jnz 1f
 1:
-    vmovq xmm12, r9
-    mov r9d, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], sil
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 384000
+    jnz 1f
+1:
+    vmovq xmm1, rbp
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    mov r8, r10
-    mov eax, 4
-    mov eax, 98
+    mov byte ptr [r15 + 192], bpl
+    popcnt rbp, rbp
+    movzx ebp, al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 768], r9b
+    mov byte ptr [r15 + 576], bpl
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, ebp
+    movsxd rbp, dword ptr [r15 + 64]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 576], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 64], 185
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r8d
-    mov rbp, r9
+    mov esi, 57
+    mov rsi, qword ptr [r15 + 448]
+    mov rdi, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -22815,121 +22740,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18237_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18237_s_t
-.Lc1_d18237_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d18237_s:
-    ret
-    .popsection
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 218
+    movzx eax, r8b
     mov r8, r10
-    movzx eax, cl
-    movzx eax, cl
+    mov rbp, r10
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 194
+    mov ebp, 10
+    mov byte ptr [r15 + 64], r8b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9, r10
+    movzx r8d, al
+    movzx eax, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 512]
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 15680]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov r8d, 76
-    movzx r8d, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, esi
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov rdi, r8
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rbp, r10
-    mov rcx, r8
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, r8d
-    mov r8, r10
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8d, 46
-    mov byte ptr [r15 + 384], cl
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, 59
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], dil
+    mov edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], eax
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d18257_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18257_s_t
+.Lc1_d18257_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18257_s:
+    ret
+    .popsection
     mov rbp, r10
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 128]
     and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov ebp, 53
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 0], 96
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2688
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov ebp, eax
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 192]
-    mov r8, r11
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 193
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 256], 175
+    test ebx, 640
+    jz 1f
+1:
+    mov ecx, r8d
+    mov r8, r10
+    mov eax, dword ptr [r15 + 448]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    lock or dword ptr [r15 + 320], 61
-    mov r9d, ecx
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jae 1f
-1:
-    mov eax, ecx
-    mov ecx, r9d
-    movzx ecx, byte ptr [r15 + 704]
+    and r8, 8128
+    or qword ptr [r15 + r8 + 7488], 7
+    movzx r8d, dil
+    mov byte ptr [r15 + 320], al
+    movsxd rax, dword ptr [r15 + 768]
     mov rbp, r11
-    or qword ptr [r15 + 128], 6
+    test ebx, 3200
+    jz 1f
+1:
+    mov ecx, ecx
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov ebp, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    mov ebp, 83
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, dword ptr [r15 + 64]
+    mov eax, 83
     add r11, 64
     add r10, r11
     inc rbx
@@ -23003,499 +22928,509 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d15041_s_t:
+.Lc1_d15067_s_t:
     jmp rcx
-.Lc1_d13330_s_t:
+.Lc1_d13319_s_t:
     jmp rcx
-.Lc1_d14884_s_t:
+.Lc1_d14844_s_t:
     jmp rcx
-.Lc1_d14928_s_t:
+.Lc1_d14943_s_t:
     jmp rcx
-.Lc1_d13391_s_t:
+.Lc1_d14033_s_t:
     jmp rcx
-.Lc1_d13480_s_t:
+.Lc1_d14085_s_t:
     jmp rcx
-.Lc1_d13532_s_t:
+.Lc1_d14193_s_t:
     jmp rcx
-.Lc1_d13634_s_t:
+.Lc1_d14247_s_t:
     jmp rcx
-.Lc1_d13685_s_t:
+.Lc1_d14344_s_t:
     jmp rcx
-.Lc1_d14049_s_t:
+.Lc1_d14393_s_t:
     jmp rcx
-.Lc1_d14114_s_t:
-    jmp rcx
-.Lc1_d14210_s_t:
-    jmp rcx
-.Lc1_d14282_s_t:
-    jmp rcx
-.Lc1_d14380_s_t:
-    jmp rcx
-.Lc1_d35_s_t:
+.Lc1_d29_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_b5_stubs_t:
+.Lc1_d13468_s_t:
     jmp rcx
-.Lc1_d14436_s_t:
+.Lc1_d13522_s_t:
     jmp rcx
-.Lc1_d14489_s_t:
+.Lc1_d13608_s_t:
     jmp rcx
-.Lc1_d14532_s_t:
+.Lc1_d13664_s_t:
     jmp rcx
-.Lc1_d14633_s_t:
+.Lc1_d13769_s_t:
     jmp rcx
-.Lc1_d14683_s_t:
+.Lc1_d13828_s_t:
     jmp rcx
-.Lc1_d14779_s_t:
+.Lc1_d13880_s_t:
     jmp rcx
-.Lc1_d15074_s_t:
+.Lc1_d13982_s_t:
     jmp rcx
-.Lc1_d15123_s_t:
+.Lc1_d14448_s_t:
     jmp rcx
-.Lc1_d15217_s_t:
+.Lc1_d14545_s_t:
     jmp rcx
-.Lc1_d15267_s_t:
+.Lc1_d14592_s_t:
     jmp rcx
-.Lc1_d15366_s_t:
+.Lc1_d14695_s_t:
     jmp rcx
-.Lc1_d15413_s_t:
+.Lc1_d14747_s_t:
     jmp rcx
-.Lc1_d15507_s_t:
+.Lc1_d15100_s_t:
     jmp rcx
-.Lc1_d15556_s_t:
+.Lc1_d15195_s_t:
     jmp rcx
-.Lc1_d15675_s_t:
+.Lc1_d15243_s_t:
     jmp rcx
-.Lc1_d15722_s_t:
+.Lc1_d15335_s_t:
     jmp rcx
-.Lc1_d15822_s_t:
+.Lc1_d15390_s_t:
     jmp rcx
-.Lc1_d15875_s_t:
+.Lc1_d15481_s_t:
     jmp rcx
-.Lc1_d15965_s_t:
+.Lc1_d15527_s_t:
     jmp rcx
-.Lc1_d16017_s_t:
+.Lc1_d15629_s_t:
     jmp rcx
-.Lc1_d16111_s_t:
+.Lc1_d15676_s_t:
     jmp rcx
-.Lc1_d16160_s_t:
+.Lc1_d15769_s_t:
     jmp rcx
-.Lc1_d16264_s_t:
+.Lc1_d15816_s_t:
     jmp rcx
-.Lc1_d16318_s_t:
+.Lc1_d15918_s_t:
     jmp rcx
-.Lc1_d16417_s_t:
+.Lc1_d15964_s_t:
     jmp rcx
-.Lc1_d16471_s_t:
+.Lc1_d16063_s_t:
     jmp rcx
-.Lc1_d16571_s_t:
+.Lc1_d16113_s_t:
     jmp rcx
-.Lc1_d16622_s_t:
+.Lc1_d16210_s_t:
     jmp rcx
-.Lc1_d16722_s_t:
+.Lc1_d16260_s_t:
     jmp rcx
-.Lc1_d16772_s_t:
+.Lc1_d16357_s_t:
     jmp rcx
-.Lc1_d16892_s_t:
+.Lc1_d16409_s_t:
     jmp rcx
-.Lc1_d16945_s_t:
+.Lc1_d16513_s_t:
     jmp rcx
-.Lc1_d17040_s_t:
+.Lc1_d16562_s_t:
     jmp rcx
-.Lc1_d17092_s_t:
+.Lc1_d16672_s_t:
     jmp rcx
-.Lc1_d17191_s_t:
+.Lc1_d16723_s_t:
     jmp rcx
-.Lc1_d17239_s_t:
+.Lc1_d16825_s_t:
     jmp rcx
-.Lc1_d17290_s_t:
+.Lc1_d16877_s_t:
     jmp rcx
-.Lc1_d17388_s_t:
+.Lc1_d16975_s_t:
     jmp rcx
-.Lc1_d17450_s_t:
+.Lc1_d17025_s_t:
     jmp rcx
-.Lc1_d17553_s_t:
+.Lc1_d17074_s_t:
     jmp rcx
-.Lc1_d17609_s_t:
+.Lc1_d17173_s_t:
     jmp rcx
-.Lc1_d17713_s_t:
+.Lc1_d17224_s_t:
     jmp rcx
-.Lc1_d17771_s_t:
+.Lc1_d17321_s_t:
     jmp rcx
-.Lc1_d17870_s_t:
+.Lc1_d17366_s_t:
     jmp rcx
-.Lc1_d17922_s_t:
+.Lc1_d17476_s_t:
     jmp rcx
-.Lc1_d18032_s_t:
+.Lc1_d17526_s_t:
     jmp rcx
-.Lc1_d18079_s_t:
+.Lc1_d17636_s_t:
     jmp rcx
-.Lc1_d18183_s_t:
+.Lc1_d17692_s_t:
     jmp rcx
-.Lc1_d18237_s_t:
+.Lc1_d17792_s_t:
     jmp rcx
-.Lc1_d13796_s_t:
+.Lc1_d17841_s_t:
     jmp rcx
-.Lc1_d13894_s_t:
+.Lc1_d17936_s_t:
     jmp rcx
-.Lc1_d13948_s_t:
+.Lc1_d17991_s_t:
     jmp rcx
-.Lc1_d506_s_t:
+.Lc1_d18104_s_t:
     jmp rcx
-.Lc1_d614_s_t:
+.Lc1_d18157_s_t:
     jmp rcx
-.Lc1_d678_s_t:
+.Lc1_d18257_s_t:
     jmp rcx
-.Lc1_d783_s_t:
+.Lc1_d96_s_t:
     jmp rcx
-.Lc1_d835_s_t:
+.Lc1_d151_s_t:
     jmp rcx
-.Lc1_d901_s_t:
+.Lc1_d253_s_t:
     jmp rcx
-.Lc1_d1010_s_t:
+.Lc1_d310_s_t:
     jmp rcx
-.Lc1_d1062_s_t:
+.Lc1_d376_s_t:
     jmp rcx
-.Lc1_d1117_s_t:
+.Lc1_d477_s_t:
     jmp rcx
-.Lc1_d1221_s_t:
+.Lc1_d539_s_t:
     jmp rcx
-.Lc1_d1269_s_t:
+.Lc1_d641_s_t:
     jmp rcx
-.Lc1_d1385_s_t:
+.Lc1_d706_s_t:
     jmp rcx
-.Lc1_d1433_s_t:
+.Lc1_d771_s_t:
     jmp rcx
-.Lc1_d1481_s_t:
+.Lc1_d872_s_t:
     jmp rcx
-.Lc1_d1577_s_t:
+.Lc1_d924_s_t:
     jmp rcx
-.Lc1_d1635_s_t:
+.Lc1_d1037_s_t:
     jmp rcx
-.Lc1_d1741_s_t:
+.Lc1_d1089_s_t:
     jmp rcx
-.Lc1_d1810_s_t:
+.Lc1_d1143_s_t:
     jmp rcx
-.Lc1_d1854_s_t:
+.Lc1_d1246_s_t:
     jmp rcx
-.Lc1_d1953_s_t:
+.Lc1_d1293_s_t:
     jmp rcx
-.Lc1_d2000_s_t:
+.Lc1_d1350_s_t:
     jmp rcx
-.Lc1_d2053_s_t:
+.Lc1_d1446_s_t:
     jmp rcx
-.Lc1_d2151_s_t:
+.Lc1_d1495_s_t:
     jmp rcx
-.Lc1_d2201_s_t:
+.Lc1_d1594_s_t:
     jmp rcx
-.Lc1_d2309_s_t:
+.Lc1_d1658_s_t:
     jmp rcx
-.Lc1_d2364_s_t:
+.Lc1_d1714_s_t:
     jmp rcx
-.Lc1_d2413_s_t:
+.Lc1_d1816_s_t:
     jmp rcx
-.Lc1_d2501_s_t:
+.Lc1_d1864_s_t:
     jmp rcx
-.Lc1_d2553_s_t:
+.Lc1_d1963_s_t:
     jmp rcx
-.Lc1_d2646_s_t:
+.Lc1_d2011_s_t:
     jmp rcx
-.Lc1_d2696_s_t:
+.Lc1_d2077_s_t:
     jmp rcx
-.Lc1_d2741_s_t:
+.Lc1_d2172_s_t:
     jmp rcx
-.Lc1_d2844_s_t:
+.Lc1_d2223_s_t:
     jmp rcx
-.Lc1_d2890_s_t:
+.Lc1_d2277_s_t:
     jmp rcx
-.Lc1_d2934_s_t:
+.Lc1_d2375_s_t:
     jmp rcx
-.Lc1_d3037_s_t:
+.Lc1_d2423_s_t:
     jmp rcx
-.Lc1_d3087_s_t:
+.Lc1_d2516_s_t:
     jmp rcx
-.Lc1_d3185_s_t:
+.Lc1_d2560_s_t:
     jmp rcx
-.Lc1_d3236_s_t:
+.Lc1_d2605_s_t:
     jmp rcx
-.Lc1_d3299_s_t:
+.Lc1_d2709_s_t:
     jmp rcx
-.Lc1_d3398_s_t:
+.Lc1_d2757_s_t:
     jmp rcx
-.Lc1_d3446_s_t:
+.Lc1_d2857_s_t:
     jmp rcx
-.Lc1_d3549_s_t:
+.Lc1_d2908_s_t:
     jmp rcx
-.Lc1_d3605_s_t:
+.Lc1_d2966_s_t:
     jmp rcx
-.Lc1_d3656_s_t:
+.Lc1_d3072_s_t:
     jmp rcx
-.Lc1_d3756_s_t:
+.Lc1_d3121_s_t:
     jmp rcx
-.Lc1_d3815_s_t:
+.Lc1_d3177_s_t:
     jmp rcx
-.Lc1_d3870_s_t:
+.Lc1_d3274_s_t:
     jmp rcx
-.Lc1_d3972_s_t:
+.Lc1_d3327_s_t:
     jmp rcx
-.Lc1_d4020_s_t:
+.Lc1_d3422_s_t:
     jmp rcx
-.Lc1_d4119_s_t:
+.Lc1_d3472_s_t:
     jmp rcx
-.Lc1_d4174_s_t:
+.Lc1_d3524_s_t:
     jmp rcx
-.Lc1_d4221_s_t:
+.Lc1_d3629_s_t:
     jmp rcx
-.Lc1_d4319_s_t:
+.Lc1_d3680_s_t:
     jmp rcx
-.Lc1_d4368_s_t:
+.Lc1_d3781_s_t:
     jmp rcx
-.Lc1_d4478_s_t:
+.Lc1_d3835_s_t:
     jmp rcx
-.Lc1_d4525_s_t:
+.Lc1_d3890_s_t:
     jmp rcx
-.Lc1_d4581_s_t:
+.Lc1_d3988_s_t:
     jmp rcx
-.Lc1_d4683_s_t:
+.Lc1_d4049_s_t:
     jmp rcx
-.Lc1_d4733_s_t:
+.Lc1_d4101_s_t:
     jmp rcx
-.Lc1_d4779_s_t:
+.Lc1_d4199_s_t:
     jmp rcx
-.Lc1_d4880_s_t:
+.Lc1_d4249_s_t:
     jmp rcx
-.Lc1_d4935_s_t:
+.Lc1_d4349_s_t:
     jmp rcx
-.Lc1_d5036_s_t:
+.Lc1_d4397_s_t:
     jmp rcx
-.Lc1_d5087_s_t:
+.Lc1_d4453_s_t:
     jmp rcx
-.Lc1_d5144_s_t:
+.Lc1_d4550_s_t:
     jmp rcx
-.Lc1_d5246_s_t:
+.Lc1_d4607_s_t:
     jmp rcx
-.Lc1_d5296_s_t:
+.Lc1_d4710_s_t:
     jmp rcx
-.Lc1_d5400_s_t:
+.Lc1_d4760_s_t:
     jmp rcx
-.Lc1_d5451_s_t:
+.Lc1_d4807_s_t:
     jmp rcx
-.Lc1_d5505_s_t:
+.Lc1_d4909_s_t:
     jmp rcx
-.Lc1_d5600_s_t:
+.Lc1_d4960_s_t:
     jmp rcx
-.Lc1_d5655_s_t:
+.Lc1_d5012_s_t:
     jmp rcx
-.Lc1_d5714_s_t:
+.Lc1_d5116_s_t:
     jmp rcx
-.Lc1_d5809_s_t:
+.Lc1_d5182_s_t:
     jmp rcx
-.Lc1_d5863_s_t:
+.Lc1_d5287_s_t:
     jmp rcx
-.Lc1_d5958_s_t:
+.Lc1_d5334_s_t:
     jmp rcx
-.Lc1_d6003_s_t:
+.Lc1_d5382_s_t:
     jmp rcx
-.Lc1_d6053_s_t:
+.Lc1_d5491_s_t:
     jmp rcx
-.Lc1_d6157_s_t:
+.Lc1_d5543_s_t:
     jmp rcx
-.Lc1_d6207_s_t:
+.Lc1_d5640_s_t:
     jmp rcx
-.Lc1_d6306_s_t:
+.Lc1_d5695_s_t:
     jmp rcx
-.Lc1_d6354_s_t:
+.Lc1_d5741_s_t:
     jmp rcx
-.Lc1_d6402_s_t:
+.Lc1_d5839_s_t:
     jmp rcx
-.Lc1_d6501_s_t:
+.Lc1_d5895_s_t:
     jmp rcx
-.Lc1_d6553_s_t:
+.Lc1_d5944_s_t:
     jmp rcx
-.Lc1_d6618_s_t:
+.Lc1_d6044_s_t:
     jmp rcx
-.Lc1_d6716_s_t:
+.Lc1_d6093_s_t:
     jmp rcx
-.Lc1_d6763_s_t:
+.Lc1_d6191_s_t:
     jmp rcx
-.Lc1_d6862_s_t:
+.Lc1_d6247_s_t:
     jmp rcx
-.Lc1_d6911_s_t:
+.Lc1_d6300_s_t:
     jmp rcx
-.Lc1_d6962_s_t:
+.Lc1_d6406_s_t:
     jmp rcx
-.Lc1_d7065_s_t:
+.Lc1_d6455_s_t:
     jmp rcx
-.Lc1_d7117_s_t:
+.Lc1_d6554_s_t:
     jmp rcx
-.Lc1_d7219_s_t:
+.Lc1_d6603_s_t:
     jmp rcx
-.Lc1_d7270_s_t:
+.Lc1_d6652_s_t:
     jmp rcx
-.Lc1_d7322_s_t:
+.Lc1_d6751_s_t:
     jmp rcx
-.Lc1_d7420_s_t:
+.Lc1_d6805_s_t:
     jmp rcx
-.Lc1_d7470_s_t:
+.Lc1_d6855_s_t:
     jmp rcx
-.Lc1_d7524_s_t:
+.Lc1_d6955_s_t:
     jmp rcx
-.Lc1_d7635_s_t:
+.Lc1_d7012_s_t:
     jmp rcx
-.Lc1_d7684_s_t:
+.Lc1_d7110_s_t:
     jmp rcx
-.Lc1_d7779_s_t:
+.Lc1_d7164_s_t:
     jmp rcx
-.Lc1_d7832_s_t:
+.Lc1_d7213_s_t:
     jmp rcx
-.Lc1_d7878_s_t:
+.Lc1_d7319_s_t:
     jmp rcx
-.Lc1_d7985_s_t:
+.Lc1_d7384_s_t:
     jmp rcx
-.Lc1_d8037_s_t:
+.Lc1_d7488_s_t:
     jmp rcx
-.Lc1_d8136_s_t:
+.Lc1_d7536_s_t:
     jmp rcx
-.Lc1_d8184_s_t:
+.Lc1_d7590_s_t:
     jmp rcx
-.Lc1_d8238_s_t:
+.Lc1_d7685_s_t:
     jmp rcx
-.Lc1_d8340_s_t:
+.Lc1_d7740_s_t:
     jmp rcx
-.Lc1_d8389_s_t:
+.Lc1_d7785_s_t:
     jmp rcx
-.Lc1_d8443_s_t:
+.Lc1_d7886_s_t:
     jmp rcx
-.Lc1_d8544_s_t:
+.Lc1_d7933_s_t:
     jmp rcx
-.Lc1_d8594_s_t:
+.Lc1_d8033_s_t:
+    jmp rcx
+.Lc1_d8085_s_t:
+    jmp rcx
+.Lc1_d8129_s_t:
+    jmp rcx
+.Lc1_d8237_s_t:
+    jmp rcx
+.Lc1_d8287_s_t:
+    jmp rcx
+.Lc1_d8399_s_t:
+    jmp rcx
+.Lc1_d8448_s_t:
+    jmp rcx
+.Lc1_d8499_s_t:
+    jmp rcx
+.Lc1_d8598_s_t:
+    jmp rcx
+.Lc1_d8653_s_t:
     jmp rcx
 .Lc1_d8702_s_t:
     jmp rcx
-.Lc1_d8754_s_t:
+.Lc1_d8803_s_t:
     jmp rcx
-.Lc1_d8809_s_t:
+.Lc1_d8858_s_t:
     jmp rcx
-.Lc1_d8901_s_t:
+.Lc1_d8952_s_t:
     jmp rcx
-.Lc1_d8954_s_t:
+.Lc1_d9008_s_t:
     jmp rcx
-.Lc1_d9053_s_t:
+.Lc1_d9056_s_t:
     jmp rcx
-.Lc1_d9106_s_t:
+.Lc1_d9155_s_t:
     jmp rcx
-.Lc1_d9157_s_t:
+.Lc1_d9207_s_t:
     jmp rcx
-.Lc1_d9266_s_t:
+.Lc1_d9309_s_t:
     jmp rcx
-.Lc1_d9319_s_t:
+.Lc1_d9362_s_t:
     jmp rcx
-.Lc1_d9372_s_t:
+.Lc1_d9426_s_t:
     jmp rcx
-.Lc1_d9468_s_t:
+.Lc1_d9524_s_t:
     jmp rcx
-.Lc1_d9518_s_t:
+.Lc1_d9572_s_t:
     jmp rcx
-.Lc1_d9628_s_t:
+.Lc1_d9630_s_t:
     jmp rcx
-.Lc1_d9675_s_t:
+.Lc1_d9726_s_t:
     jmp rcx
-.Lc1_d9724_s_t:
+.Lc1_d9781_s_t:
     jmp rcx
-.Lc1_d9838_s_t:
+.Lc1_d9881_s_t:
     jmp rcx
-.Lc1_d9885_s_t:
+.Lc1_d9930_s_t:
     jmp rcx
-.Lc1_d9992_s_t:
+.Lc1_d9993_s_t:
     jmp rcx
-.Lc1_d10045_s_t:
+.Lc1_d10089_s_t:
     jmp rcx
-.Lc1_d10099_s_t:
+.Lc1_d10140_s_t:
     jmp rcx
-.Lc1_d10201_s_t:
+.Lc1_d10243_s_t:
     jmp rcx
-.Lc1_d10251_s_t:
+.Lc1_d10294_s_t:
     jmp rcx
-.Lc1_d10303_s_t:
+.Lc1_d10345_s_t:
     jmp rcx
-.Lc1_d10420_s_t:
+.Lc1_d10456_s_t:
     jmp rcx
-.Lc1_d10473_s_t:
+.Lc1_d10509_s_t:
     jmp rcx
-.Lc1_d10571_s_t:
+.Lc1_d10572_s_t:
     jmp rcx
-.Lc1_d10618_s_t:
+.Lc1_d10671_s_t:
     jmp rcx
-.Lc1_d10668_s_t:
+.Lc1_d10721_s_t:
     jmp rcx
-.Lc1_d10771_s_t:
+.Lc1_d10824_s_t:
     jmp rcx
-.Lc1_d10828_s_t:
+.Lc1_d10883_s_t:
     jmp rcx
-.Lc1_d10944_s_t:
+.Lc1_d10933_s_t:
     jmp rcx
-.Lc1_d10999_s_t:
+.Lc1_d11032_s_t:
     jmp rcx
-.Lc1_d11048_s_t:
+.Lc1_d11080_s_t:
     jmp rcx
-.Lc1_d11139_s_t:
+.Lc1_d11184_s_t:
     jmp rcx
-.Lc1_d11196_s_t:
+.Lc1_d11244_s_t:
     jmp rcx
-.Lc1_d11248_s_t:
+.Lc1_d11291_s_t:
     jmp rcx
-.Lc1_d11345_s_t:
+.Lc1_d11388_s_t:
     jmp rcx
-.Lc1_d11403_s_t:
+.Lc1_d11446_s_t:
     jmp rcx
-.Lc1_d11503_s_t:
+.Lc1_d11496_s_t:
     jmp rcx
-.Lc1_d11554_s_t:
+.Lc1_d11603_s_t:
     jmp rcx
-.Lc1_d11600_s_t:
+.Lc1_d11661_s_t:
     jmp rcx
-.Lc1_d11712_s_t:
+.Lc1_d11763_s_t:
     jmp rcx
-.Lc1_d11768_s_t:
+.Lc1_d11815_s_t:
     jmp rcx
-.Lc1_d11868_s_t:
+.Lc1_d11867_s_t:
     jmp rcx
-.Lc1_d11923_s_t:
+.Lc1_d11970_s_t:
     jmp rcx
-.Lc1_d11989_s_t:
+.Lc1_d12023_s_t:
     jmp rcx
-.Lc1_d12094_s_t:
+.Lc1_d12121_s_t:
     jmp rcx
-.Lc1_d12148_s_t:
+.Lc1_d12175_s_t:
     jmp rcx
-.Lc1_d12206_s_t:
+.Lc1_d12236_s_t:
     jmp rcx
-.Lc1_d12305_s_t:
+.Lc1_d12335_s_t:
     jmp rcx
-.Lc1_d12357_s_t:
+.Lc1_d12383_s_t:
     jmp rcx
-.Lc1_d12455_s_t:
+.Lc1_d12435_s_t:
     jmp rcx
-.Lc1_d12507_s_t:
+.Lc1_d12539_s_t:
     jmp rcx
-.Lc1_d12559_s_t:
+.Lc1_d12592_s_t:
     jmp rcx
-.Lc1_d12658_s_t:
+.Lc1_d12687_s_t:
     jmp rcx
-.Lc1_d12712_s_t:
+.Lc1_d12744_s_t:
     jmp rcx
-.Lc1_d12816_s_t:
+.Lc1_d12808_s_t:
     jmp rcx
-.Lc1_d12881_s_t:
+.Lc1_d12913_s_t:
     jmp rcx
-.Lc1_d12933_s_t:
+.Lc1_d12961_s_t:
     jmp rcx
-.Lc1_d13027_s_t:
+.Lc1_d13064_s_t:
     jmp rcx
-.Lc1_d13076_s_t:
+.Lc1_d13115_s_t:
     jmp rcx
-.Lc1_d13125_s_t:
+.Lc1_d13168_s_t:
     jmp rcx
     .text
 

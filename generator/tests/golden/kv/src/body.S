@@ -48,55 +48,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    sete al
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], eax
-    movsxd rsi, dword ptr [r15 + 576]
+    mov rbp, r10
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, 45
     test ebx, 288
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    sete dil
     test bl, 32
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
+    mov edi, edi
+    vcvtsi2sd xmm15, xmm15, edx
     movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r9d, eax
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
-    test ebx, 6064
+    mov r8, r10
+    bt rdi, rdi
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r10
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3008]
+    vpaddd ymm11, ymm15, ymmword ptr [r15 + 768]
+    test ebx, 2912
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, r10
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    test ebx, 7984
-    jz 1f
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ebp
+    mov qword ptr [r15 + 896], rbp
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 576], bpl
+    test ebx, 6000
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    and r9, 33554368
-    mov byte ptr [r14 + r9 + 33554432], al
-    or qword ptr [r15 + 768], 19
-    test ebx, 15984
-    jz 1f
-1:
-    mov ecx, 246
-    movzx edx, byte ptr [r15 + 704]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    vpaddd ymm8, ymm4, ymmword ptr [r15 + rbp + 2048]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rdx
+    movsxd rdx, dword ptr [r14 + 448]
+    movzx edi, byte ptr [r15 + 640]
+    lock xadd qword ptr [r15 + 704], rdx
+    mov rcx, qword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -106,55 +102,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d85_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d85_j_t
-.Lc1_d85_j:
-    sete r8b
-    mov dword ptr [r15 + 0], 104
-    mov edx, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r8d
-    test bl, 160
-    jz 1f
-1:
-    movzx esi, r8b
-    mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 512]
-    mov rcx, rax
-    test ebx, 800
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 704]
-    mov rbp, rcx
-    mov r9, r8
-    vmovdqu ymm1, ymmword ptr [r15 + 896]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536871040
+    setz al
+    lea rcx, [rip + .Lc1_d83_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d83_s_t
+    .p2align 3
+.Lc1_d83_s:
+    .p2align 3
+    jmp .Lc1_d83_j
+    .p2align 3
+    jmp .Lc1_d83_j
+.Lc1_d83_j:
+    movzx ebp, byte ptr [r15 + 704]
+    movzx ecx, cl
+    bt rbp, rbp
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 640], rax
-    movzx edi, byte ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 640]
+    xor dword ptr [r15 + 0], ecx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx esi, byte ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 704]
-    mov qword ptr [r14 + 448], rsi
-    mov esi, ecx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 15216
+    jz 1f
 1:
-    mov r8, qword ptr [r15 + 576]
-    mov rdi, qword ptr [r14 + 576]
-    mov r9, qword ptr [r15 + 128]
-    mov ebp, 53
-    test ebx, 11232
+    mov qword ptr [r15 + 512], rax
+    mov qword ptr [r15 + 576], rax
+    test ebx, 672
     jnz 1f
 1:
-    bt rbp, r9
-    mov dword ptr [r15 + 64], 78
-    mov rdi, rdi
+    mov dword ptr [r15 + 128], 70
+    mov ebp, edx
+    mov rcx, rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9, rbp
+    mov rax, qword ptr [r14 + 576]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r14 + 0], 167
+    mov esi, dword ptr [r15 + 320]
+    test ebx, 15824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    mov edx, 5
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -163,57 +162,54 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor dword ptr [r15 + 0], eax
-    mov r9, qword ptr [r15 + 0]
-    movzx ecx, al
+    mov r8, qword ptr [r15 + 0]
+    movzx edi, al
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 123
+    mov r8d, ecx
+    mov rbp, r10
     test ebx, 416
     jz 1f
 1:
     mov r9, r10
-    mov dword ptr [r15 + 0], 22
-    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 186
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 1472]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 220
-    mov rax, r9
-    mov rbp, r10
+    mov rcx, r9
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 985
+    mov ecx, 1102
     rep movsb
+    mov rdx, qword ptr [r15 + 704]
     test ebx, 64944
     jz 1f
 1:
-    and rbp, 448
-    mov rdx, qword ptr [r14 + rbp + 1472]
-    mov r9d, ebp
-    bswap rax
+    mov r8d, ecx
+    bswap rdi
+    movsxd rbp, dword ptr [r15 + 768]
     test ebx, 5872
     jnz 1f
 1:
-    mov r8, qword ptr [r14 + 0]
-    mov byte ptr [r15 + 512], al
+    mov eax, dword ptr [r15 + 512]
+    mov rdx, rbp
+    mov byte ptr [r15 + 448], al
     test ebx, 60400
     jz 1f
 1:
-    mov rdx, r8
-    mov r9, qword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
+    mov r9d, dword ptr [r14 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 983
+    mov ecx, 1102
     rep movsb
-    movsxd r8, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -223,56 +219,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d187_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d187_j_t
-.Lc1_d187_j:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, eax
-    mov r9d, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388610
+    setz al
+    lea rcx, [rip + .Lc1_d181_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d181_s_t
+    .p2align 3
+.Lc1_d181_s:
+    .p2align 3
+    jmp .Lc1_d181_j
+    .p2align 3
+    jmp .Lc1_d181_j
+.Lc1_d181_j:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 10
+    mov r8d, esi
+    test ebx, 12128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    not qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    not qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 14048
-    jz 1f
-1:
-    mov edx, 204
-    add qword ptr [r15 + 0], rcx
-    mov ebp, edx
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1472], r8b
-    movsxd rcx, dword ptr [r14 + 128]
+    mov edi, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    movsxd rdi, dword ptr [r14 + 0]
-    bt rax, rax
+    mov dword ptr [r15 + 512], 203
+    movzx edx, byte ptr [r15 + 704]
+    mov edi, edi
+    lea rbp, [r10 + r10*1]
+    test ebx, 12016
+    jz 1f
+1:
+    mov ecx, 161
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3072], cl
+    test bl, 224
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 3008], r9b
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov r8, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], 221
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1984], r9b
-    test bl, 32
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 832]
-    movzx esi, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 512], 75
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 1472]
+    movzx ebp, byte ptr [r14 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -282,127 +279,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d239_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d239_j_t
-.Lc1_d239_j:
-    movzx esi, byte ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx ebp, dil
-    test bl, 32
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 160
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r9d, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, al
     test ebx, 800
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 53
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 188
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rax, rdx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, 155
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx r9d, bpl
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 704]
-    test bl, 64
+    mov ecx, 201
+    movzx r9d, byte ptr [r14 + 0]
+    movsxd rax, dword ptr [r14 + 0]
+    xchg rsi, r8
+    test bl, 32
     jnz 1f
 1:
     movsxd rdx, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + 448]
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
     test bl, 32
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 960], eax
-    xchg r9, r9
-    test ebx, 3424
-    jz 1f
+    mov dword ptr [r15 + 448], 49
+    mov ecx, 236
+    mov r9, qword ptr [r15 + 576]
+    mov eax, 158
+    mov r8, r10
+    test ebx, 608
+    jnz 1f
 1:
-    mov rsi, r9
-    mov r8d, 158
-    add qword ptr [r15 + 768], rsi
+    mov rbp, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], ebp
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 1984]
+    add qword ptr [r15 + 576], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 4080
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx r9d, sil
-    mov rsi, rdx
-    test ebx, 1760
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, rax
-    test ebx, 352
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 352
-    jz 1f
-1:
-    mov r9d, 102
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, r9
-    mov rax, rsi
-    test ebx, 49008
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 384]
-    lea r8, [r10 + r10*1]
-    test ebx, 15984
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    and r8, 448
-    xor dword ptr [r14 + r8 + 960], r8d
-    mov dword ptr [r15 + 640], r8d
-    movzx esi, byte ptr [r15 + r8 + 1024]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d285_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d285_j_t
+.Lc1_d285_j:
     mov r9, r10
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7104]
+    mov r8d, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 95
+    mov rbp, r8
     test bl, 32
     jz 1f
 1:
-    mov rbp, r10
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3008], 109
-    mov r9d, 128
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 1984]
-    test ebx, 800
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rax, rdi
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 992
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 7888
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + 0]
-    mov qword ptr [r15 + 832], rbp
-    movsxd rdx, dword ptr [r15 + 896]
+    mov esi, 76
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r14 + 0]
+    mov r9, rax
+    test ebx, 7920
+    jnz 1f
+1:
+    mov qword ptr [r15 + 832], r9
+    mov r8, r10
+    mov edx, 210
+    and r8, 960
+    movsxd rax, dword ptr [r14 + r8 + 1984]
+    test bl, 32
+    jz 1f
+1:
+    xor dword ptr [r15 + 896], eax
+    movzx esi, al
+    movsxd r9, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -412,166 +405,164 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d352_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d352_j_t
-.Lc1_d352_j:
-    mov r8, r10
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    mov rbp, r10
-    mov eax, edx
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 608
-    jnz 1f
-1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3008]
-    movzx esi, bpl
-    mov r8d, 175
-    test ebx, 2528
-    jnz 1f
-1:
-    mov eax, r8d
-    movzx r9d, byte ptr [r15 + 640]
-    movsxd r8, dword ptr [r14 + 576]
-    test bl, 160
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rdi, rdi
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, al
+    movzx r8d, byte ptr [r15 + 0]
     movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 249
-    test ebx, 3424
-    jnz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    inc dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 832], rcx
-    mov edi, dword ptr [r15 + 896]
-    mov rcx, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 175
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 224
+    jnz 1f
+1:
+    mov edx, r8d
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    mov esi, dword ptr [r15 + 704]
+    test bl, 160
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 832]
+    mov byte ptr [r14 + 64], sil
+    mov esi, dword ptr [r14 + 64]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov edx, dword ptr [r15 + 768]
-    mov byte ptr [r14 + 64], cl
+    mov r8d, esi
+    mov r9d, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + rbp + 1536]
+    test ebx, 3424
+    jnz 1f
+1:
+    mov rdx, rcx
+    movsxd rax, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 128]
+    test bl, 32
+    jnz 1f
+1:
+    mov esi, 56
+    add qword ptr [r15 + 704], rax
+    movzx edx, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov r8, qword ptr [r14 + 896]
-    movzx ebp, byte ptr [r15 + 768]
-    mov esi, 9
-    mov rcx, rbp
-    test ebx, 3424
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d391_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d391_j_t
+.Lc1_d391_j:
+    mov dword ptr [r15 + 768], ecx
+    movzx edx, al
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 128]
+    and r8, 960
+    movsxd r9, dword ptr [r15 + r8 + 1984]
+    test ebx, 16272
     jz 1f
 1:
-    movzx edi, sil
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, rdi
-    movzx r9d, sil
-    test ebx, 64880
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, r9b
+    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 231
     test ebx, 800
     jz 1f
 1:
-    mov edi, 169
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rcx
+    mov eax, 179
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    movzx edx, al
+    movsxd r8, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     inc dword ptr [r15 + 0]
-    mov r8d, 1
-    test bl, 32
-    jz 1f
-1:
-    movzx esi, r8b
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov r9d, ecx
-    test bl, 32
+    test ebx, 3872
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r10
-    cmovne rbp, rbp
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], 153
-    test ebx, 7888
-    jnz 1f
-1:
-    movzx esi, byte ptr [r14 + 448]
-    movsxd rdi, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 576], ebp
-    mov dword ptr [r15 + 512], ebp
-    test bl, 96
+    movzx edx, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 704]
+    mov edi, edx
+    test ebx, 288
     jz 1f
 1:
-    mov r8, r10
-    cmovne rsi, rsi
-    mov r9, r10
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], r9
-    and r9, 960
-    movsxd rax, dword ptr [r15 + r9 + 1984]
+    mov dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + 640], r8d
+    mov rcx, rdx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    cmovne rdx, rcx
+    mov rax, rcx
+    mov r9d, 55
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 102 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 98 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 102]
+    lea rcx, [rbx + 98]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 102
+    mov r13d, 98
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     vpcmpeqb xmm4, xmm4, xmm12
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r14 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    mov edx, ecx
-    mov rdi, rcx
+    mov esi, ecx
+    mov r9, rcx
     test bl, 228
     jnz 1f
 1:
-    and edi, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], 83
-    crc32 rdx, rdx
-    neg rdx
+    crc32 rsi, rsi
+    neg rsi
     test bl, 4
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    add rdx, 5
+    movsxd rax, dword ptr [r15 + 0]
+    add rsi, 5
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 320], dl
+    mov byte ptr [r15 + 320], sil
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 192]
     test ebx, 3998
     jnz 1f
 1:
     vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 704]
-    mov eax, 125
-    test eax, eax
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 704]
+    mov r9d, 125
+    test r9d, r9d
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -587,13 +578,13 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d499_j]
+    lea rcx, [rip + .Lc1_d485_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d499_j_t
-.Lc1_d499_j:
-    movzx edx, byte ptr [r15 + 0]
+    jmp .Lc1_d485_j_t
+.Lc1_d485_j:
+    movzx r8d, byte ptr [r15 + 0]
     mov edi, 205
-    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], r8b
     test ebx, 364
     jz 1f
 1:
@@ -603,14 +594,14 @@ ditto_body_c1:
     test bl, 12
     jz 1f
 1:
-    mov r8d, 213
+    mov ecx, 213
     mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rcx, r8
+    popcnt rbp, rcx
     test bl, 84
     jnz 1f
 1:
     xchg qword ptr [r15 + 0], rax
-    cmovne rdx, rcx
+    cmovne rcx, rbp
     or eax, 1
     xor edx, edx
     div eax
@@ -627,20 +618,20 @@ ditto_body_c1:
     mov rcx, qword ptr [r15 + 832]
     and rbp, 448
     mov qword ptr [r15 + rbp + 1472], rcx
-    mov r8, rcx
+    mov rdx, rcx
     test bl, 76
     jnz 1f
 1:
-    mov rdi, rcx
-    movsxd rdx, dword ptr [r14 + 64]
+    mov r8, rcx
+    movsxd rax, dword ptr [r14 + 64]
     mov r9, r10
     movsxd rcx, dword ptr [r15 + 128]
     test bl, 12
     jz 1f
 1:
-    mov eax, edi
+    mov esi, r9d
     and r9, 960
-    movsxd r8, dword ptr [r15 + r9 + 1984]
+    movsxd rdx, dword ptr [r15 + r9 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -696,56 +687,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d564_j]
+    lea rcx, [rip + .Lc1_d550_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d564_j_t
-.Lc1_d564_j:
-    mov rsi, rcx
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    jmp .Lc1_d550_j_t
+.Lc1_d550_j:
+    movzx r9d, byte ptr [r15 + 576]
+    sete al
+    mov rdi, r9
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, dil
+    popcnt r9, rdi
+    mov esi, dword ptr [r15 + 448]
+    mov edi, 85
     test ebx, 4064
     jz 1f
 1:
-    mov ecx, 147
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 3520
+    mov r8, r10
+    mov byte ptr [r15 + 128], dil
+    and r8, 33554368
+    mov dword ptr [r14 + r8 + 33554432], 82
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 704
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
-    movzx eax, byte ptr [r15 + 832]
-    test bl, 64
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    bswap rcx
+    mov byte ptr [r15 + 64], r9b
+    movzx edi, cl
+    test ebx, 32064
     jnz 1f
 1:
-    sete r8b
-    mov edx, 245
-    test ebx, 28128
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 704], rdi
+    mov ebp, 248
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
     mov r9, r10
-    mov esi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 704], r9b
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], 129
-    mov rbp, r10
-    test ebx, 55232
-    jnz 1f
-1:
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1984], rsi
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
+    movsxd rax, dword ptr [r15 + 896]
+    mov ecx, dword ptr [r15 + 832]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1472], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -755,56 +743,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 576
+    movsxd rdx, dword ptr [r15 + 640]
+    mov edi, 221
+    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
     jnz 1f
 1:
-    popcnt rcx, rsi
-    mov dword ptr [r15 + 0], esi
-    movzx r9d, cl
-    test ebx, 32352
-    jz 1f
+    popcnt r9, rcx
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov eax, r9d
-    mov edi, r9d
-    mov byte ptr [r15 + 0], al
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, edi
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, ebp
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], cl
+    lea r8, [r10 + r10*1]
     test ebx, 15072
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], sil
-    mov rcx, qword ptr [r15 + 832]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r9, qword ptr [r14 + 896]
     mov eax, 3
-    mov byte ptr [r15 + rbp + 33554496], r9b
+    movsxd rsi, dword ptr [r14 + 512]
+    and r8, 4032
+    mov r9, r10
+    mov dword ptr [r14 + r8 + 3008], 199
+    and r9, 960
+    mov edi, dword ptr [r15 + r9 + 1984]
+    test ebx, 576
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + r8 + 3072]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov esi, 90
-    movsxd rbp, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 384]
-    test bl, 64
-    jnz 1f
-1:
-    mov r8, r10
-    mov r9, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 768]
-    mov rbp, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], 19
-    test bl, 192
-    jnz 1f
-1:
-    movzx edx, byte ptr [r14 + 0]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7104], rdx
+    mov qword ptr [r15 + rbp + 33554496], rsi
+    mov byte ptr [r15 + 768], dil
+    movzx r9d, cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -814,52 +800,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d667_j]
+    lea rcx, [rip + .Lc1_d649_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d667_j_t
-.Lc1_d667_j:
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    jmp .Lc1_d649_j_t
+.Lc1_d649_j:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3008
+    mov esi, 150
+    mov r9, r8
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 7136
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r14 + 384]
-    test ebx, 320
-    jz 1f
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 7360
+    jnz 1f
 1:
-    or qword ptr [r15 + 448], 38
-    mov eax, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 640]
-    mov r8, r10
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rbp, r10
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1472], bpl
-    movzx ecx, byte ptr [r15 + 576]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 960]
-    test ebx, 15328
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3008]
+    mov r8d, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r14 + 640]
+    test ebx, 130464
     jnz 1f
 1:
-    xor dword ptr [r15 + 768], ebp
-    mov dword ptr [r15 + 512], eax
-    movsxd rdi, dword ptr [r15 + 640]
+    vmulsd xmm4, xmm4, xmm4
+    mov ebp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], edx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd r8, dword ptr [r14 + 320]
-    mov rdx, rdi
+    movzx edi, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 64]
+    or qword ptr [r14 + 0], 64
     add r11, 64
     add r10, r11
     inc rbx
@@ -869,55 +860,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, rax
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 983
-    rep movsb
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
+    mov byte ptr [r15 + 448], al
+    vpaddd ymm12, ymm12, ymmword ptr [r15 + 576]
+    inc dword ptr [r15 + 0]
     test ebx, 1344
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    vmaxsd xmm4, xmm4, xmm4
-    mov dword ptr [r15 + 0], r9d
+    mov r9, qword ptr [r15 + 0]
+    bt rax, rax
+    mov edx, r9d
     test ebx, 576
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 704], r9d
+    mov qword ptr [r15 + 0], rdx
+    mov r9, r10
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], r9d
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 320], dil
-    mov rcx, r9
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3008]
+    mov dword ptr [r15 + 64], r9d
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1101
+    rep movsb
+    mov rbp, r10
     test bl, 64
     jz 1f
 1:
-    bt rcx, rcx
-    movzx esi, byte ptr [r15 + 128]
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 128]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rdi
+    movzx eax, bpl
+    mov rdx, rbp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    movzx esi, byte ptr [r15 + 64]
     mov r9, r10
-    mov r8, r10
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3008]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1984], rdi
-    and r8, 448
-    movzx ecx, byte ptr [r14 + r8 + 960]
+    mov ecx, 200
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 960]
     test ebx, 576
     jz 1f
 1:
     mov rdx, qword ptr [r15 + 896]
-    movzx eax, cl
+    bt rdi, rdi
+    movzx esi, byte ptr [r14 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -927,59 +917,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d766_j]
+    lea rcx, [rip + .Lc1_d751_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d766_j_t
-.Lc1_d766_j:
-    mov r9d, ecx
-    movsxd rdi, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], edi
+    jmp .Lc1_d751_j_t
+.Lc1_d751_j:
+    mov edi, ecx
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], r8d
     test ebx, 576
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, 139
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov edx, 139
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 704
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 38
-    mov ecx, r9d
-    mov byte ptr [r15 + 128], r9b
+    mov byte ptr [r15 + 64], r8b
+    mov ecx, r8d
+    movsxd rax, dword ptr [r15 + 640]
     test ebx, 448
     jz 1f
 1:
-    bt rcx, rcx
-    movsxd r9, dword ptr [r15 + 576]
-    mov rax, rcx
-    mov edi, dword ptr [r15 + 128]
+    bt rcx, rax
+    mov edi, dword ptr [r15 + 64]
+    mov rax, rax
+    mov byte ptr [r15 + 128], dil
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], dil
-    mov ebp, 164
-    mov r8d, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    mov edi, 164
     mov r9, r10
+    movsxd rcx, dword ptr [r15 + 704]
     test bl, 64
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r14 + 512]
     and r9, 960
-    movsxd rdi, dword ptr [r15 + r9 + 1984]
-    test bl, 128
+    movsxd r8, dword ptr [r15 + r9 + 1984]
+    mov dword ptr [r15 + 64], 76
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r14 + 128], 193
-    movzx eax, dil
-    mov r8d, esi
+    mov dword ptr [r14 + 0], 193
+    movzx ebp, al
+    mov edi, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -989,57 +979,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d820_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d820_j_t
-.Lc1_d820_j:
-    mov r9, r10
-    mov rdx, rcx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7104], 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 704
+    movsxd rcx, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 239
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 16096
     jz 1f
 1:
-    movzx eax, r9b
-    inc dword ptr [r15 + 0]
-    test ebx, 704
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    movzx r8d, sil
+    movzx r9d, cl
+    movzx eax, r8b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
-1:
+    mov ecx, r9d
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r14 + 0]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1984], r8
-    test bl, 64
-    jnz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov eax, ebp
-    mov r9, r10
-    mov edi, 91
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3008]
-    mov ecx, 48
-    movzx esi, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 0], rbp
+    inc dword ptr [r15 + 0]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], al
     test ebx, 832
+    jz 1f
+1:
+    mov rdx, rbp
+    movzx esi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 768], dl
+    movzx ecx, sil
+    test ebx, 7904
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 640]
+    movzx r8d, cl
+    mov r9d, 36
+    test ebx, 28128
     jnz 1f
 1:
-    xor dword ptr [r15 + 640], ecx
-    movsxd rbp, dword ptr [r15 + 640]
+    mov ebp, 51
+    lea r8, [r10 + r10*1]
+    mov r9, r10
+    vmaxsd xmm12, xmm12, xmm12
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 1024]
+    and r9, 960
+    mov rdx, qword ptr [r15 + r9 + 1984]
+    test bl, 192
+    jnz 1f
+1:
+    movzx ecx, dl
+    xor dword ptr [r15 + 576], edx
+    movzx eax, byte ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1049,52 +1043,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, ecx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
+    lea rcx, [rip + .Lc1_d861_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d861_j_t
+.Lc1_d861_j:
     movsxd rdi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 192
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 31200
+    jnz 1f
+1:
     mov rax, qword ptr [r15 + 0]
-    test ebx, 60352
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1024], cl
-    mov rdi, qword ptr [r15 + 704]
-    test ebx, 12224
+    and r8, 448
+    mov rcx, qword ptr [r14 + r8 + 1024]
+    movzx r9d, r8b
+    test ebx, 1216
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 512]
-    movzx esi, dl
-    test bl, 64
+    mov rdx, qword ptr [r15 + 512]
+    lea rbp, [r10 + r10*1]
+    mov ecx, edx
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 448]
+    test ebx, 24288
     jnz 1f
 1:
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 64]
-    or qword ptr [r15 + 448], 29
     and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3008]
+    movzx eax, byte ptr [r15 + rbp + 3072]
+    mov rcx, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 768], al
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov byte ptr [r14 + 0], dil
-    movzx edx, byte ptr [r14 + 576]
-    mov rsi, qword ptr [r15 + 768]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movzx edx, byte ptr [r15 + 576]
+    movzx ecx, byte ptr [r14 + 0]
+    mov qword ptr [r15 + 832], rdx
+    test ebx, 128736
+    jnz 1f
 1:
-    mov qword ptr [r15 + 704], r8
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], sil
-    movsxd rbp, dword ptr [r15 + r9 + 960]
+    movsxd rdx, dword ptr [r15 + 640]
+    inc dword ptr [r15 + rbp + 3008]
+    movsxd rax, dword ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1104,55 +1099,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d920_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d920_j_t
-.Lc1_d920_j:
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], bpl
     mov r8, r10
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rcx
-    movzx edi, byte ptr [r15 + 768]
-    mov rax, r8
-    test ebx, 1984
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movsxd rsi, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 55232
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov esi, ecx
-    mov r9, qword ptr [r14 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], 56
     test bl, 64
     jnz 1f
 1:
-    mov r8d, esi
-    mov rbp, r10
-    mov rdi, qword ptr [r14 + 0]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1472]
+    mov rdx, rbp
+    and r8, 960
+    mov rax, qword ptr [r15 + r8 + 1984]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 64480
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 14048
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 16224
-    jnz 1f
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov rbp, r10
+    test bl, 64
+    jz 1f
 1:
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 960]
-    mov eax, dword ptr [r15 + 832]
-    mov ecx, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 704]
+    inc dword ptr [r15 + 64]
+    test bl, 192
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 0]
+    mov rax, qword ptr [r14 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1162,50 +1157,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r14 + 512]
+    lea rcx, [rip + .Lc1_d960_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d960_j_t
+.Lc1_d960_j:
+    movzx r8d, byte ptr [r15 + 320]
     mov dword ptr [r15 + 0], 109
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], r9
-    mov r8, r10
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 62400
+    test ebx, 1344
     jnz 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    mov r8, r10
-    mov dword ptr [r15 + 512], 79
-    mov ebp, 117
-    test ebx, 448
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r14 + 0], rbp
+    test bl, 192
+    jnz 1f
 1:
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], bpl
-    sete al
-    mov r9d, r8d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    bt r9, r9
-    mov rdi, qword ptr [r15 + 768]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov rax, qword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 79
+    mov esi, 117
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov edi, 186
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], sil
+    sete sil
+    mov eax, ebp
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    bt rax, rax
+    mov r9, qword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 64]
+    and r8, 960
+    mov r9, qword ptr [r15 + r8 + 1984]
+    movzx ecx, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rbp, dword ptr [r15 + 896]
+    mov esi, 186
     add r11, 64
     add r10, r11
     inc rbx
@@ -1215,113 +1212,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1017_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1017_j_t
-.Lc1_d1017_j:
-    mov esi, ecx
-    mov ebp, ecx
-    mov r8d, dword ptr [r15 + 576]
-    mov dword ptr [r14 + 0], 4
+    mov r9d, eax
+    mov ebp, eax
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 4
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx r9d, byte ptr [r15 + 768]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, 131
-    mov r8d, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 7360
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1102
+    rep movsb
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 8096
     jz 1f
 1:
-    mov eax, 154
-    mov rsi, qword ptr [r15 + 0]
-    xchg qword ptr [r15 + 576], r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov r9d, 70
+    mov eax, 205
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 768]
+    test ebx, 130464
+    jnz 1f
 1:
-    mov dword ptr [r15 + 320], esi
-    movzx ecx, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 896]
-    test ebx, 704
+    mov r9d, 154
+    mov rdx, qword ptr [r15 + 512]
+    mov rbp, r10
+    mov dword ptr [r14 + 0], edx
+    lea r8, [r10 + r10*1]
+    test ebx, 1600
+    jnz 1f
+1:
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 960]
+    xor dword ptr [r15 + 128], ebp
+    movsxd rax, dword ptr [r14 + r8 + 1536]
+    test ebx, 3520
     jz 1f
 1:
-    xor dword ptr [r14 + 640], edi
-    mov r9, rbp
-    mov r8, qword ptr [r15 + 704]
-    mov rsi, r9
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov rdi, qword ptr [r15 + 640]
+    mov rsi, rax
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdx, rsi
+    test ebx, 320
+    jnz 1f
 1:
-    bswap rdi
-    mov eax, 45
-    movsxd rsi, dword ptr [r15 + 448]
+    bswap r8
+    mov r9d, 45
+    mov rbp, qword ptr [r15 + 704]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    movzx edx, byte ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 6
-    mov ebp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1061_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1061_j_t
+.Lc1_d1061_j:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 22496
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, r9d
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 704
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
+    mov ecx, 192
+    mov qword ptr [r15 + 0], rsi
+    mov eax, 83
+    lea r8, [r10 + r10*1]
+    test ebx, 6976
+    jz 1f
+1:
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 1024]
+    mov eax, r8d
+    movsxd rcx, dword ptr [r14 + r8 + 960]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9, r10
+    btc dword ptr [r15 + 64], 3
     and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 1088]
-    movsxd rcx, dword ptr [r15 + r9 + 960]
-    movzx ebp, byte ptr [r15 + 640]
-    test ebx, 130720
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 576]
-    mov eax, ebp
-    mov r8, qword ptr [r15 + r9 + 1024]
-    mov edx, eax
-    lea r9, [r10 + r10*1]
-    test ebx, 114592
-    jnz 1f
-1:
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554496], rax
-    mov edi, 193
-    mov ebp, 83
-    test bl, 64
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    cmovne r8, r9
+    test ebx, 7360
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 33554432], rdi
-    movzx ecx, bpl
-    mov qword ptr [r15 + 128], r9
-    mov r8d, 89
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    cmovne r9, r8
-    mov qword ptr [r15 + 640], rax
-    mov edi, r9d
+    mov ecx, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 640]
+    mov ebp, ecx
     test ebx, 28128
     jnz 1f
 1:
-    mov ebp, 128
-    mov rcx, qword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + 64]
-    mov edx, ecx
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 128]
+    mov r9d, 216
     test bl, 192
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rsi
-    movzx r9d, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1331,63 +1333,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1118_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1118_j_t
-.Lc1_d1118_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 77
-    test bl, 64
-    jnz 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 27
-    mov ecx, 71
+    mov edi, 235
+    lock xadd qword ptr [r15 + 0], rsi
+    mov edx, 218
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov eax, 133
-    mov byte ptr [r15 + 0], cl
-    mov esi, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 27
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    vmulsd xmm4, xmm4, xmm4
+    movzx esi, al
+    mov r8, r10
     test ebx, 30144
     jnz 1f
 1:
-    movzx r9d, sil
-    movzx r8d, sil
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rbp, r10
+    mov eax, esi
+    mov byte ptr [r15 + 0], r8b
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1472], al
     test ebx, 7360
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + 128], r8
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 1024]
     mov r8, r10
-    mov ecx, ebp
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
-    and r8, 960
-    movsxd rdx, dword ptr [r15 + r8 + 1984]
+    mov ecx, esi
+    test ebx, 1216
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 576]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7104]
+    mov ecx, 33
     test ebx, 576
     jz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 576]
-    mov rax, rdx
-    mov ecx, edi
-    test ebx, 7744
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 448]
+    mov edi, 208
+    movzx eax, sil
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov r8d, 181
-    mov esi, dword ptr [r15 + 768]
-    test ebx, 57152
-    jz 1f
-1:
-    mov edx, 183
-    mov r9, r10
-    add qword ptr [r15 + 64], rdx
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], dl
+    mov r8d, dword ptr [r15 + r9 + 960]
+    mov rdi, rax
+    mov r9d, 169
     add r11, 64
     add r10, r11
     inc rbx
@@ -1397,55 +1393,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, 241
-    movzx edi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    lea rcx, [rip + .Lc1_d1166_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1166_j_t
+.Lc1_d1166_j:
+    vsubsd xmm15, xmm15, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test bl, 64
+    jnz 1f
 1:
-    mov edx, edi
-    xor dword ptr [r15 + 0], edi
-    mov r9, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, rax
+    mov r9d, edi
+    mov rax, qword ptr [r15 + 704]
+    mov rsi, r9
     test ebx, 1344
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
+    mov ecx, dword ptr [r15 + 448]
+    mov ebp, esi
+    movsxd rdx, dword ptr [r14 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    mov rdx, qword ptr [r14 + 0]
-    mov eax, dword ptr [r15 + 640]
-    mov rbp, r10
+    mov edi, 38
+    mov eax, dword ptr [r14 + 0]
+    vucomisd xmm4, xmm4
+    mov r9, r10
     test ebx, 576
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 704]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 960], sil
-    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1984]
+    mov ecx, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov rbp, r10
     test ebx, 576
     jnz 1f
 1:
-    mov r8, r10
-    mov r9, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], r9d
-    mov edi, dword ptr [r15 + 128]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1472]
+    mov rdx, qword ptr [r15 + 512]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dl
+    mov byte ptr [r15 + 640], bpl
     test bl, 192
     jnz 1f
 1:
-    or qword ptr [r15 + 448], 93
-    popcnt rax, rsi
+    mov edi, dword ptr [r15 + 576]
+    movzx r9d, dl
+    popcnt rsi, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1455,115 +1455,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1226_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1226_j_t
-.Lc1_d1226_j:
-    movsxd rsi, dword ptr [r15 + 512]
-    inc dword ptr [r15 + 0]
-    movzx r8d, sil
-    mov ebp, 9
-    test ebx, 32544
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    test ebx, 5952
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov esi, 178
-    mov ecx, 119
+    movzx r8d, al
+    mov byte ptr [r15 + 128], al
+    mov edx, 9
+    movzx ebp, r8b
     test bl, 64
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov edx, 236
-    movsxd rdi, dword ptr [r15 + 64]
+    mov edi, 36
+    mov r9, qword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, dl
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 6112
+    jz 1f
+1:
+    mov ebp, 4
+    mov eax, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    mov dword ptr [r15 + 512], edi
-    movzx eax, bpl
-    movsxd rcx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 0], al
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, 229
+    movsxd rax, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rdx, dword ptr [r15 + 448]
+    lea r8, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], r9d
+    mov dword ptr [r14 + 0], r8d
     test ebx, 48064
     jnz 1f
 1:
-    mov ebp, 176
-    movzx esi, byte ptr [r15 + 768]
-    movzx r8d, bpl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r14 + 0]
-    mov byte ptr [r15 + 128], dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9, rdx
-    mov byte ptr [r15 + 576], dl
-    movzx ebp, byte ptr [r14 + 832]
+    mov rax, r9
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1101
+    rep movsb
+    mov dword ptr [r15 + r8 + 1024], 104
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov edi, ebp
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 31584
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 66
+    setz al
+    lea rcx, [rip + .Lc1_d1272_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1272_s_t
+    .p2align 3
+.Lc1_d1272_s:
+    .p2align 3
+    jmp .Lc1_d1272_j
+    .p2align 3
+    jmp .Lc1_d1272_j
+.Lc1_d1272_j:
+    mov r8d, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 704]
     movsxd rdi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 111
-    movzx eax, dl
-    movzx ebp, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, edi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, rax
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
-    test ebx, 5824
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 704], 130
+    test ebx, 24384
     jnz 1f
 1:
-    cmovne rbp, rsi
-    movsxd rdx, dword ptr [r14 + 576]
-    mov dword ptr [r15 + 576], 74
-    mov rcx, qword ptr [r15 + 640]
-    cmovne rdi, rbp
-    test ebx, 832
+    mov edi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 832]
+    movsxd rcx, dword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    mov r9, r10
+    movzx eax, byte ptr [r14 + 448]
+    test ebx, 13792
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r14 + 128], rdi
-    mov qword ptr [r15 + 448], rax
-    mov rsi, qword ptr [r15 + 896]
-    movzx edx, byte ptr [r15 + 640]
-    test ebx, 576
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8d, 120
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7104]
-    mov rax, rbp
-    mov r9, rdi
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7104], rax
+    mov rcx, qword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1573,58 +1573,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1329_j]
+    lea rcx, [rip + .Lc1_d1320_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1329_j_t
-.Lc1_d1329_j:
-    mov rbp, r10
-    mov rdi, rcx
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rdi
-    mov qword ptr [r15 + 128], rbp
+    jmp .Lc1_d1320_j_t
+.Lc1_d1320_j:
+    mov edx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edx
     test ebx, 1600
     jnz 1f
 1:
-    mov r9d, 32
-    mov dword ptr [r15 + 832], 176
-    movzx eax, r9b
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 133
+    mov r9, r9
+    lea rbp, [r10 + r10*1]
     test ebx, 704
     jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 156
-    cmovne rdi, r8
-    test ebx, 31648
+    mov dword ptr [r15 + 0], r9d
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554496], rax
+    mov r9, r10
+    movzx ecx, bpl
+    test ebx, 128928
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
-    mov ebp, 78
-    mov r9d, dword ptr [r15 + 768]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, r9d
-    mov r8d, 70
-    mov dword ptr [r15 + 0], eax
-    test ebx, 14048
-    jz 1f
-1:
-    mov rdi, r8
-    mov dword ptr [r15 + 0], r8d
-    test bl, 64
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov edx, 133
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], 168
+    movzx ecx, r9b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rbp, r10
-    mov edi, eax
-    and rbp, 448
-    add qword ptr [r15 + rbp + 960], rdi
+    mov eax, ecx
+    mov edx, ecx
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 5568
+    jz 1f
+1:
+    mov esi, 204
+    mov r9, rcx
+    mov qword ptr [r15 + 128], rsi
+    test ebx, 24384
+    jz 1f
+1:
+    cmovne rdx, r9
+    mov r8d, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 704]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 33554432], 190
+    add qword ptr [r14 + 64], rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1643,61 +1643,61 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 70
+    test dword ptr [r15 + 67117724], 268435526
     setz al
-    lea rcx, [rip + .Lc1_d1387_s]
+    lea rcx, [rip + .Lc1_d1378_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1387_s_t
+    jmp .Lc1_d1378_s_t
     .p2align 3
-.Lc1_d1387_s:
+.Lc1_d1378_s:
     .p2align 3
-    jmp .Lc1_d1387_j
+    jmp .Lc1_d1378_j
     .p2align 3
-    jmp .Lc1_d1387_j
-.Lc1_d1387_j:
-    movsxd rsi, dword ptr [r15 + 832]
+    jmp .Lc1_d1378_j
+.Lc1_d1378_j:
+    movsxd rdi, dword ptr [r14 + 0]
     movzx edx, cl
-    mov rdi, rsi
+    mov r8, rdi
     test bl, 32
     jnz 1f
 1:
-    mov rbp, rdi
-    mov rax, qword ptr [r15 + 0]
+    mov rcx, r8
+    movsxd rax, dword ptr [r14 + 0]
     test ebx, 7864
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 76
-    mov ecx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 896]
+    mov dword ptr [r15 + 0], 26
     test ebx, 4040
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, cl
+    mov edi, dword ptr [r15 + 0]
+    movzx ecx, al
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    vcvtsi2sd xmm4, xmm4, esi
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 16080
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 896]
-    mov r8, r10
-    mov r9, r10
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7104]
-    test ebx, 880
+    movsxd r8, dword ptr [r15 + 64]
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 128]
+    test bl, 176
+    jnz 1f
+1:
+    popcnt rdi, rbp
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3008]
+    test ebx, 1073741824
     jz 1f
 1:
-    popcnt rcx, r8
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3008]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, r9d
-    mov dword ptr [r15 + 64], esi
+    mov r8, r10
+    mov esi, ecx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1707,61 +1707,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1440_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1440_s_t
-    .p2align 3
-.Lc1_d1440_s:
-    .p2align 3
-    jmp .Lc1_d1440_j
-    .p2align 3
-    jmp .Lc1_d1440_j
-    .p2align 3
-    jmp .Lc1_d1440_j
-    .p2align 3
-    jmp .Lc1_d1440_j
-.Lc1_d1440_j:
-    mov rsi, qword ptr [r15 + 64]
-    movzx r8d, cl
-    movzx r9d, sil
-    test ebx, 8080
+    movzx r9d, al
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, cl
+    xor dword ptr [r15 + 0], ecx
+    movsxd r8, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx ebp, r8b
+    or qword ptr [r15 + 0], 68
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1936
     jz 1f
 1:
-    inc dword ptr [r15 + 512]
-    movzx eax, r9b
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 960]
-    movzx ecx, byte ptr [r15 + 64]
-    or qword ptr [r15 + 0], 114
+    mov esi, edi
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     test bl, 144
     jnz 1f
 1:
-    mov eax, ecx
-    movsxd r9, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, 44
+    mov r8d, edx
+    mov r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 112
+    bt rdx, rdx
+    inc dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rbp, r10
+    test bl, 48
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 640]
+    and rbp, 960
+    movzx esi, byte ptr [r15 + rbp + 1984]
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 576]
+    mov rcx, qword ptr [r14 + 128]
+    test bl, 16
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 640]
+    and r8, 448
+    xor dword ptr [r15 + r8 + 1472], ecx
+    movsxd rax, dword ptr [r15 + 832]
     mov ebp, dword ptr [r15 + 768]
-    test ebx, 24536
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1771,59 +1769,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1485_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1485_j_t
+.Lc1_d1485_j:
+    mov rdx, rcx
+    or qword ptr [r15 + 0], 30
     movzx r9d, byte ptr [r15 + 0]
-    mov ecx, eax
-    movsxd rdi, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 63
-    test bl, 80
+    mov r8d, edx
+    test bl, 16
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    vpaddd ymm4, ymm14, ymmword ptr [r15 + 0]
+    bswap rdx
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rax, rsi
-    movsxd r9, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
     test ebx, 8016
     jnz 1f
 1:
     inc dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + 0]
+    and r8, 448
     mov rbp, r10
-    mov ecx, 14
+    movsxd rcx, dword ptr [r15 + r8 + 1024]
     test bl, 16
     jz 1f
 1:
-    mov r8, r10
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], 95
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 960]
-    bswap rcx
-    movsxd rax, dword ptr [r15 + 576]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3008]
+    mov r9d, 155
+    movsxd rax, dword ptr [r15 + 512]
     test bl, 16
     jnz 1f
 1:
-    mov r9d, 95
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rbp, r9
-    mov r9, r10
+    movzx ecx, al
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + r8 + 960], 0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + 512]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3008]
-    test ebx, 3928
-    jz 1f
+    mov rbp, rax
+    mov r8d, 24
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 1872
+    jnz 1f
 1:
-    movzx ebp, cl
-    mov r8, rcx
-    mov eax, dword ptr [r14 + 704]
+    movzx edx, byte ptr [r14 + 0]
+    movsxd rdi, dword ptr [r15 + 896]
+    mov r9d, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1833,60 +1832,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d1545_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1540_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1545_s_t
+    jmp .Lc1_d1540_s_t
     .p2align 3
-.Lc1_d1545_s:
+.Lc1_d1540_s:
     .p2align 3
-    jmp .Lc1_d1545_j
+    jmp .Lc1_d1540_j
     .p2align 3
-    jmp .Lc1_d1545_j
-.Lc1_d1545_j:
+    jmp .Lc1_d1540_j
+    .p2align 3
+    jmp .Lc1_d1540_j
+    .p2align 3
+    jmp .Lc1_d1540_j
+.Lc1_d1540_j:
+    movzx esi, byte ptr [r15 + 0]
+    movzx r9d, cl
+    mov qword ptr [r15 + 0], rsi
+    mov r8, r10
+    test ebx, 5616
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7104]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6640
-    jz 1f
-1:
-    movzx edx, bpl
-    movzx eax, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, eax
-    movzx esi, dl
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554496], ebp
-    test ebx, 1528
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov rax, qword ptr [r15 + 64]
-    mov edx, dword ptr [r14 + 0]
+    and r8, 448
+    inc dword ptr [r15 + r8 + 960]
+    mov eax, 121
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    vmovdqu ymm4, ymmword ptr [r15 + 448]
-    vmovdqu ymm14, ymmword ptr [r15 + 64]
-    xor dword ptr [r15 + r9 + 7168], eax
-    test bl, 32
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7104]
+    mov esi, dword ptr [r15 + r9 + 7168]
+    xor dword ptr [r15 + 128], ecx
+    test ebx, 4016
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 33554432], dl
-    mov esi, 212
+    mov r8d, esi
+    mov dword ptr [r14 + 0], r9d
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymm15, ymmword ptr [r14 + 64]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], r8b
+    movzx eax, byte ptr [r15 + 448]
+    test bl, 176
+    jnz 1f
+1:
+    mov r9d, eax
+    vsubsd xmm15, xmm15, xmm15
     add r11, 64
     add r10, r11
     inc rbx
@@ -1904,61 +1901,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
+    mov r8d, eax
+    vmaxsd xmm15, xmm15, xmm15
+    movsxd rbp, dword ptr [r15 + 768]
+    mov edx, 255
     test ebx, 288
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov r8d, esi
+    mov edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ecx, 104
-    movzx r9d, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov edi, ecx
+    mov eax, dword ptr [r15 + 0]
     test ebx, 5104
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, r10
-    or qword ptr [r15 + 0], 6
-    test ebx, 13296
-    jnz 1f
+    mov r8d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 5104
+    jz 1f
 1:
-    and r8, 960
-    mov ecx, dword ptr [r14 + r8 + 1984]
-    mov esi, 14
-    mov eax, dword ptr [r15 + 512]
-    test ebx, 7856
-    jnz 1f
+    mov byte ptr [r15 + 0], bpl
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, 154
+    test bl, 160
+    jz 1f
 1:
-    movzx edx, sil
-    inc dword ptr [r15 + rbp + 1536]
-    mov r9d, dword ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov r9, rdi
+    and r8d, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 3824
+    jnz 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 985
+    mov ecx, 1102
     rep movsb
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 983
-    rep movsb
-    movsxd r8, dword ptr [r15 + 896]
-    test ebx, 1073741824
+    movzx ebp, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 640]
+    test bl, 64
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 768]
-    mov edx, edi
-    add r11, 64
-    add r10, r11
+    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 832], rax
+    mov rdx, qword ptr [r15 + 512]
+    test ebx, 24480
+    jnz 1f
+1:
+    movzx esi, dl
+    vmovdqu ymm12, ymmword ptr [r15 + 704]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1101
+    rep movsb
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -1966,56 +1966,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 139264
-    setz al
-    lea rcx, [rip + .Lc1_d1656_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1656_s_t
-    .p2align 3
-.Lc1_d1656_s:
-    .p2align 3
-    jmp .Lc1_d1656_j
-    .p2align 3
-    jmp .Lc1_d1656_j
-.Lc1_d1656_j:
-    mov dword ptr [r15 + 128], 227
-    mov edi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    mov r8d, 201
+    mov rbp, qword ptr [r15 + 896]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 608
+    movzx edx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, sil
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movzx edi, bpl
+    test ebx, 11744
     jnz 1f
 1:
-    mov rcx, rax
-    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov esi, 25
+    mov qword ptr [r15 + 0], rcx
+    mov rdi, rsi
     not qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx edx, dil
-    mov dword ptr [r15 + 448], 80
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r14 + 0], dl
-    movzx eax, cl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov qword ptr [r14 + 0], rax
-    mov r9, r10
-    mov rdi, qword ptr [r15 + 832]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 64], 85
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r10
+    mov dword ptr [r15 + 128], 166
+    mov rdx, qword ptr [r15 + 768]
+    test ebx, 3952
     jnz 1f
 1:
-    mov esi, 112
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3008], rsi
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    mov rcx, r8
+    mov rax, r9
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + 448]
+    mov qword ptr [r14 + 704], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2025,62 +2028,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rcx, rax
-    mov rdx, rax
-    movzx r9d, cl
-    mov edi, edx
-    test ebx, 352
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1310728
+    setz al
+    lea rcx, [rip + .Lc1_d1704_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1704_s_t
+    .p2align 3
+.Lc1_d1704_s:
+    .p2align 3
+    jmp .Lc1_d1704_j
+    .p2align 3
+    jmp .Lc1_d1704_j
+.Lc1_d1704_j:
+    popcnt rdi, rcx
+    movzx r8d, cl
+    movzx r9d, dil
     test ebx, 800
     jnz 1f
 1:
+    mov rbp, r8
+    mov qword ptr [r15 + 0], r9
+    mov esi, ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1472]
     mov r9d, r8d
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov eax, r9d
-    movzx ecx, byte ptr [r15 + 0]
+    test bl, 224
+    jz 1f
+1:
+    mov rdi, rbp
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, rdi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 64], r9d
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1984]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx esi, al
-    mov edx, 133
-    mov ebp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rdi, rsi
-    mov qword ptr [r15 + 0], rbp
-    mov r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3008]
-    mov dword ptr [r15 + 128], r9d
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rax, r9
-    mov byte ptr [r14 + 0], r9b
-    mov ebp, dword ptr [r15 + 512]
-    mov r8, r10
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
-    test bl, 32
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 1472]
-    popcnt rbp, r8
+    mov rdx, qword ptr [r15 + 128]
+    mov r8, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2090,61 +2096,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073809409
-    setz al
-    lea rcx, [rip + .Lc1_d1761_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1761_s_t
-    .p2align 3
-.Lc1_d1761_s:
-    .p2align 3
-    jmp .Lc1_d1761_j
-    .p2align 3
-    jmp .Lc1_d1761_j
-.Lc1_d1761_j:
-    movzx edi, cl
-    movzx r8d, byte ptr [r15 + 896]
-    mov r9d, 186
-    test ebx, 15968
+    mov edi, eax
+    mov r9d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 13808
     jz 1f
 1:
-    xchg rdi, rdi
-    mov esi, r9d
-    test bl, 32
-    jnz 1f
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rax, r8
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
 1:
     movzx edx, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 416
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 124
-    mov r9, r10
+    mov rdi, r9
+    mov rbp, r10
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 960]
     test ebx, 5872
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r10
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7104]
-    test ebx, 8112
+    and rbp, 960
+    movzx edx, byte ptr [r15 + rbp + 1984]
+    movzx r8d, byte ptr [r15 + 640]
+    movsxd rax, dword ptr [r14 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 960]
-    mov edx, dword ptr [r15 + 128]
+    mov edx, 89
+    mov r9d, 254
+    movzx ecx, byte ptr [r15 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov esi, edi
-    mov r9d, 194
+    mov edx, dword ptr [r15 + 128]
+    mov r8, r10
+    mov edi, 194
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3008]
+    test ebx, 7984
+    jz 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    movsxd rdx, dword ptr [r15 + 448]
+    mov eax, edi
     test bl, 32
     jnz 1f
 1:
-    mov eax, r9d
-    mov qword ptr [r14 + 576], r9
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edx, al
+    mov ecx, r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2154,63 +2156,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, qword ptr [r15 + 896]
-    mov ebp, eax
-    mov edx, edi
-    mov byte ptr [r15 + 0], bpl
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d1812_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1812_s_t
+    .p2align 3
+.Lc1_d1812_s:
+    .p2align 3
+    jmp .Lc1_d1812_j
+    .p2align 3
+    jmp .Lc1_d1812_j
+.Lc1_d1812_j:
+    mov esi, ecx
+    mov rdx, rax
+    mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edx
-    mov qword ptr [r15 + 0], rdx
-    vaddsd xmm14, xmm14, xmm14
-    movsxd rsi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], edi
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 160
-    jz 1f
-1:
-    mov rbp, rax
-    mov dword ptr [r15 + 0], 244
-    mov rdx, qword ptr [r15 + 832]
-    movsxd r9, dword ptr [r15 + 704]
-    test ebx, 64464
     jnz 1f
 1:
-    mov r8, r10
-    mov edi, 4
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3008]
-    mov ebp, r8d
-    sete r9b
-    test ebx, 3568
-    jz 1f
+    mov r9d, edx
+    movzx edi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    movzx eax, r8b
-    mov rdx, r9
-    movsxd rdi, dword ptr [r15 + 768]
-    mov qword ptr [r14 + 0], rdx
-    test ebx, 288
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 512], edx
-    sete al
-    mov r8d, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 1
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    inc dword ptr [r14 + 128]
-    mov r9, r8
-    mov edi, eax
-    mov esi, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
+    mov ecx, 176
+    mov qword ptr [r14 + 0], r8
+    mov eax, dword ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rdx, rax
+    mov esi, 244
+    mov r9d, edx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r8d, eax
+    mov rdi, qword ptr [r15 + 832]
+    xor dword ptr [r15 + 896], r8d
+    test ebx, 352
+    jz 1f
+1:
+    sete al
+    mov edx, r8d
+    mov rcx, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
+    mov r9, rcx
+    vaddsd xmm12, xmm12, xmm12
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -2218,60 +2221,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1869_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1869_j_t
-.Lc1_d1869_j:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, rcx
-    movzx r9d, r8b
-    mov edi, edx
-    test bl, 96
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 68
-    cmovne rdx, rdi
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
-    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    add qword ptr [r15 + 0], rdi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdi
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edx, dil
+    cmovne rax, rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, rax
+    mov dword ptr [r15 + 0], eax
+    mov r9d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 19
+    mov edi, ebp
     test ebx, 288
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    add qword ptr [r14 + 0], rdi
-    mov r8d, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 1073741824
+    mov eax, r9d
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1102
+    rep movsb
+    mov dword ptr [r15 + 704], eax
+    movsxd rdx, dword ptr [r14 + 128]
+    test ebx, 16368
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rcx, r9
-    mov edi, ebp
-    test ebx, 1073741824
+    mov r9, rdx
+    mov r8, r10
+    movsxd rbp, dword ptr [r14 + 0]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    test ebx, 800
+    jz 1f
+1:
+    mov esi, r8d
+    mov rax, qword ptr [r15 + 512]
+    xor dword ptr [r15 + 576], esi
+    test ebx, 800
     jnz 1f
 1:
-    mov r8, r10
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 64]
-    and r8, 448
-    mov r9, r10
-    mov esi, dword ptr [r15 + r8 + 960]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], esi
+    mov rcx, rsi
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 832]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2281,128 +2284,128 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1920_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1920_j_t
+.Lc1_d1920_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 800
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, cl
+    test ebx, 6896
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rax, r8
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movzx r9d, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    vmaxsd xmm14, xmm14, xmm14
-    mov ebp, ecx
-    mov r8, r10
-    mov edx, ebp
+    mov dword ptr [r15 + 0], esi
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    and r8, 8128
-    lea r9, [r10 + r10*1]
-    add qword ptr [r15 + r8 + 7104], r8
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 1024]
+    vpaddd ymm12, ymm12, ymmword ptr [r15 + 0]
+    mov rax, rbp
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test bl, 32
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, r10
+    mov eax, esi
+    mov ebp, r8d
     test ebx, 2912
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    cmovne r8, rcx
-    movzx ebp, dl
-    mov r8, r10
+    and r8, 8128
+    mov r9, r10
+    add qword ptr [r15 + r8 + 7104], r8
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1472]
+    mov esi, dword ptr [r15 + 896]
     test bl, 32
     jnz 1f
 1:
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 1472]
-    xor dword ptr [r14 + r9 + 960], r8d
+    mov rdx, qword ptr [r15 + 64]
+    cmovne rax, rsi
+    movzx ebp, dl
+    mov r8, r10
+    test ebx, 31456
+    jnz 1f
+1:
+    and r8, 960
+    mov rdi, qword ptr [r15 + r8 + 1984]
+    xor dword ptr [r14 + 640], r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 38801408
-    setz al
-    lea rcx, [rip + .Lc1_d1974_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1974_s_t
-    .p2align 3
-.Lc1_d1974_s:
-    .p2align 3
-    jmp .Lc1_d1974_j
-    .p2align 3
-    jmp .Lc1_d1974_j
-.Lc1_d1974_j:
-    movzx edx, al
-    mov r8, r10
-    vaddsd xmm4, xmm4, xmm4
-    movsxd r9, dword ptr [r14 + 0]
-    test ebx, 8016
+    lea r9, [r10 + r10*1]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 960]
+    mov rdx, r9
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, edx
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 15216
     jz 1f
 1:
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], r9d
-    mov rcx, r8
-    mov eax, dword ptr [r15 + 128]
-    test ebx, 7888
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    cmovne rcx, rax
-    test ebx, 7648
-    jnz 1f
-1:
-    mov r9, rcx
-    mov dword ptr [r15 + 64], 229
-    vucomisd xmm4, xmm4
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx esi, r9b
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 960]
-    test ebx, 352
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    vmulsd xmm14, xmm14, xmm14
-    mov ebp, dword ptr [r15 + 832]
+    mov r8, qword ptr [r15 + 0]
+    movzx edi, sil
+    movzx esi, r8b
+    mov rax, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx ecx, al
-    mov r9d, 51
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vaddsd xmm4, xmm4, xmm7
+    test bl, 160
+    jz 1f
+1:
+    movzx r8d, bpl
+    xchg rax, rdi
+    mov ecx, dword ptr [r14 + 64]
+    vpaddd ymm15, ymm4, ymmword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 11248
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8d, 139
+    mov dword ptr [r15 + 128], 82
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 832]
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 4032
+    vmovdqu ymm12, ymmword ptr [r14 + rbp + 3008]
+    mov dword ptr [r15 + 448], 199
+    mov r8, rbp
+    mov dword ptr [r15 + 512], eax
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + r9 + 1024], 235
+    cmovne rsi, r8
+    mov edi, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 26
+    mov r13d, 28
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2426,15 +2429,15 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d2039_j_t
 .Lc1_d2039_j:
-    lea rbp, [r10 + r10*2]
-    movzx r8d, cl
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 1088]
+    lea r9, [r10 + r10*2]
+    movzx edi, cl
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 1088]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r9d, dword ptr [r14 + rbp + 960]
-    mov esi, dword ptr [r14 + 128]
+    mov edx, dword ptr [r14 + r9 + 960]
+    mov ebp, dword ptr [r14 + 128]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
@@ -2442,23 +2445,23 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + rbp + 1024], sil
-    mov dword ptr [r15 + 896], esi
+    mov byte ptr [r15 + r9 + 1024], dl
+    mov dword ptr [r15 + 896], edx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov edx, eax
+    mov edi, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
+    mov rbp, r10
     mov ecx, dword ptr [r15 + 0]
-    and r9, 8128
-    xor dword ptr [r15 + r9 + 7104], ecx
+    and rbp, 8128
+    xor dword ptr [r15 + rbp + 7104], ecx
     test ebx, 3820
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 384], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -2468,55 +2471,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 832]
-    movzx esi, byte ptr [r15 + 320]
-    bt rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    bt rax, rax
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 16340
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, dil
-    mov rax, rsi
-    mov r9d, 88
+    mov edi, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov rbp, rdi
+    mov r8d, 88
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov eax, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rsi, rcx
+    movzx edx, byte ptr [r15 + 0]
     test bl, 220
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, eax
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ebp, edx
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 320]
     test bl, 8
     jz 1f
 1:
-    mov qword ptr [r14 + 384], rdi
+    mov rsi, qword ptr [r15 + 832]
+    mov qword ptr [r15 + 384], rax
     lea r8, [r10 + r10*1]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 1472]
-    mov byte ptr [r15 + 512], r9b
+    mov rcx, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r10
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3072], rsi
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + r8 + 3008]
+    mov qword ptr [r15 + r8 + 3072], rbp
+    mov eax, dword ptr [r15 + 128]
     and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 1024]
+    movzx edi, byte ptr [r14 + rbp + 1472]
+    lea r9, [r10 + r10*1]
     test ebx, 376
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + rbp + 960]
-    mov edx, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + r8 + 3008]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 1024]
+    movsxd rsi, dword ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2524,17 +2527,22 @@ ditto_body_c1:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117792]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    vmovdqu ymm14, ymmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], dl
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 640], sil
-    movsxd r8, dword ptr [r14 + 512]
+    lea rcx, [rip + .Lc1_d2131_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2131_j_t
+.Lc1_d2131_j:
+    movsxd rsi, dword ptr [r15 + 128]
+    test ebx, 412
+    jnz 1f
+1:
+    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
@@ -2587,56 +2595,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 960
-    mov edx, dword ptr [r15 + r8 + 1984]
-    mov esi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 512], rdx
-    movzx ecx, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov eax, dword ptr [r15 + 0]
     test ebx, 8128
     jnz 1f
 1:
-    mov eax, ecx
-    sete r8b
-    movzx esi, byte ptr [r15 + 0]
+    mov ecx, ecx
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
-    mov edx, r8d
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     test ebx, 448
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 960]
     test bl, 64
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 576], cl
-    mov rdi, qword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 64]
+    sete dil
+    movzx esi, byte ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r14 + 448]
+    movzx edx, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, edx
     test ebx, 1216
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 640]
-    mov r8d, dword ptr [r14 + 0]
+    mov qword ptr [r15 + rbp + 1024], rdi
+    mov rcx, qword ptr [r14 + 128]
+    movzx edi, byte ptr [r15 + 128]
+    mov rbp, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx ebp, dil
-    mov r9d, r8d
-    mov esi, dword ptr [r15 + 64]
+    movzx r8d, r8b
+    mov r9d, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2646,114 +2655,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2201_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2201_j_t
-.Lc1_d2201_j:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rsi, rcx
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, sil
+    mov r9d, 29
+    movzx edi, byte ptr [r14 + 128]
+    mov rdx, qword ptr [r15 + 0]
+    mov rbp, rdi
+    test ebx, 14048
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    xchg rax, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, edx
+    mov ebp, r8d
+    test ebx, 130720
+    jz 1f
+1:
+    popcnt rdx, rdx
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], edx
     test ebx, 576
     jz 1f
 1:
-    mov r8d, 148
-    mov dword ptr [r15 + 0], edi
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1344
+    mov eax, 139
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 6592
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    bswap r9
+    mov rbp, qword ptr [r15 + 576]
+    mov rdx, r9
+    lea r9, [r10 + r10*1]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r8, r10
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7104]
+    and r8, 4032
+    xor dword ptr [r15 + r8 + 3008], esi
+    movzx eax, r8b
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r14 + 0]
-    mov rcx, qword ptr [r14 + 0]
-    bswap rdi
-    test ebx, 28576
-    jnz 1f
-1:
-    mov r9, r10
-    mov ebp, dword ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + 576]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 960]
-    popcnt rcx, r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rax, rcx
+    mov edx, dword ptr [r15 + r9 + 7168]
     mov rbp, r10
-    movzx edi, byte ptr [r15 + 896]
+    movsxd r9, dword ptr [r15 + 64]
     and rbp, 960
-    xor dword ptr [r15 + rbp + 1984], edi
-    mov r8, r10
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], edi
-    mov eax, dword ptr [r15 + 512]
-    mov edi, r8d
+    mov edi, dword ptr [r15 + rbp + 1984]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 192
-    mov rdx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    vpaddd ymm14, ymm14, ymmword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2258_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2258_j_t
+.Lc1_d2258_j:
+    lea r8, [r10 + r10*2]
+    mov rbp, r10
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 1024]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7104], rsi
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 24288
+    jnz 1f
+1:
+    not qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], r8b
+    xchg qword ptr [r15 + 0], rsi
+    test ebx, 320
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r9, r9
+    test ebx, 7360
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 704]
+    movzx ecx, sil
+    xchg rsi, rsi
+    mov qword ptr [r15 + 576], rcx
+    test ebx, 1600
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 640]
+    mov r9d, dword ptr [r15 + r8 + 1088]
+    mov r8d, dword ptr [r14 + 896]
+    test bl, 64
+    jz 1f
+1:
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 127
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rcx
     test bl, 64
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    not qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    mov qword ptr [r15 + 448], rdi
-    movzx edx, byte ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rbp, r10
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1472], rbp
-    mov dword ptr [r15 + 640], r9d
-    and rbp, 960
-    mov eax, dword ptr [r15 + rbp + 1984]
-    mov edx, dword ptr [r15 + 832]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov edi, dword ptr [r14 + 64]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 960]
-    mov rsi, r8
-    test bl, 192
-    jnz 1f
-1:
-    xchg rbp, rdx
-    mov rdi, qword ptr [r15 + 768]
-    movzx esi, bpl
-    test ebx, 31936
-    jnz 1f
-1:
-    mov rax, rdi
-    mov r8d, dword ptr [r15 + r9 + 1536]
-    inc dword ptr [r15 + r9 + 1600]
+    mov rdi, r8
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2763,60 +2777,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2304_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2304_j_t
-.Lc1_d2304_j:
-    movzx r8d, byte ptr [r15 + 640]
-    mov dword ptr [r14 + 0], ecx
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 14272
-    jz 1f
+    mov r8, r10
+    movsxd rdx, dword ptr [r14 + 0]
+    and r8, 448
+    mov rsi, qword ptr [r14 + r8 + 1472]
+    mov ecx, 171
+    mov rbp, qword ptr [r15 + 576]
+    test bl, 64
+    jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    or qword ptr [r15 + 0], 68
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, 66
+    movzx edi, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 768]
+    movzx edx, dil
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1344
     jnz 1f
 1:
-    movzx ebp, sil
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    or qword ptr [r15 + 0], 35
+    mov dword ptr [r15 + 0], ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
     mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 448], rbp
-    test ebx, 320
-    jz 1f
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 189
-    test ebx, 63936
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 164
+    mov r9, rcx
+    mov dword ptr [r15 + 64], 0
     mov rcx, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 704]
-    mov r9, qword ptr [r14 + 576]
-    test ebx, 16288
+    test ebx, 16192
     jz 1f
 1:
-    mov rdi, r8
-    mov rbp, r10
-    mov rsi, rdi
+    mov edx, dword ptr [r15 + 640]
     movzx eax, byte ptr [r15 + 512]
-    test ebx, 576
-    jnz 1f
+    mov rbp, rdx
+    mov qword ptr [r15 + 128], rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 1472]
-    movzx ecx, bpl
+    mov qword ptr [r15 + 448], rcx
+    movsxd rsi, dword ptr [r15 + 832]
+    movzx ecx, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2826,60 +2832,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, al
-    mov r9, rax
-    lock or dword ptr [r15 + 0], 60
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    bt rdi, rdi
-    test bl, 192
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, r9d
-    test ebx, 448
+    lea rcx, [rip + .Lc1_d2361_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2361_j_t
+.Lc1_d2361_j:
+    mov r9, r10
+    mov edx, esi
+    movsxd rbp, dword ptr [r15 + 64]
+    and r9, 960
+    mov rsi, qword ptr [r15 + r9 + 1984]
+    test ebx, 704
     jnz 1f
 1:
-    mov edx, ecx
-    movzx ebp, cl
-    movzx eax, dl
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    mov eax, r9d
+    and rbp, 4032
+    mov rdx, qword ptr [r14 + rbp + 3072]
+    test ebx, 22496
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov esi, edi
-    mov r8, qword ptr [r15 + 320]
-    mov eax, 44
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov dword ptr [r15 + 0], esi
+    mov ecx, 94
+    test ebx, 832
+    jnz 1f
 1:
-    mov dword ptr [r14 + 0], 33
-    mov byte ptr [r14 + 0], al
-    mov rbp, r10
-    mov r9d, 27
+    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 7136
+    jnz 1f
+1:
+    movzx edi, cl
+    mov r9, qword ptr [r15 + 128]
+    mov ecx, 63
+    mov r8, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and rbp, 960
-    mov r8, qword ptr [r15 + rbp + 1984]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 512]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 960]
-    mov ecx, dword ptr [r15 + 896]
-    test bl, 192
+    mov byte ptr [r15 + rbp + 3008], al
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 960]
+    test ebx, 448
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    xor dword ptr [r15 + r9 + 1024], ecx
-    mov r8, qword ptr [r15 + 64]
+    mov r9, rax
+    mov rdx, qword ptr [r15 + 128]
+    test bl, 64
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1102
+    rep movsb
+    movsxd r8, dword ptr [r14 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2889,59 +2893,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777220
-    setz al
-    lea rcx, [rip + .Lc1_d2413_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2413_s_t
-    .p2align 3
-.Lc1_d2413_s:
-    .p2align 3
-    jmp .Lc1_d2413_j
-    .p2align 3
-    jmp .Lc1_d2413_j
-.Lc1_d2413_j:
-    mov byte ptr [r15 + 896], cl
-    mov r9d, eax
-    mov rbp, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edx, edi
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1024]
+    mov r9, qword ptr [r14 + 64]
+    mov byte ptr [r15 + 832], dil
+    test ebx, 128928
+    jz 1f
+1:
+    mov r8d, edx
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    test ebx, 1216
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    mov eax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 199
-    movzx esi, bpl
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ecx
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 63456
+    jnz 1f
+1:
+    mov ecx, r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 34
+    xchg r9, r9
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    mov r8, qword ptr [r15 + 576]
     test ebx, 6592
     jnz 1f
 1:
-    xchg rbp, rbp
-    mov esi, ecx
-    mov rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 64]
+    vmovdqu xmm15, xmmword ptr [r15 + 128]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r14 + 64]
-    test ebx, 320
-    jz 1f
-1:
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 960]
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 576]
-    mov r8, r10
-    test ebx, 28128
-    jz 1f
-1:
-    and r8, 8128
-    inc dword ptr [r14 + r8 + 7104]
-    movsxd rax, dword ptr [r15 + 832]
+    mov rcx, qword ptr [r15 + 448]
+    movzx eax, sil
+    add qword ptr [r15 + 448], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2951,120 +2955,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2468_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2468_j_t
+.Lc1_d2468_j:
+    mov r9, qword ptr [r14 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 640]
+    movzx esi, r9b
+    mov r8, r10
+    test ebx, 65088
+    jz 1f
+1:
+    mov eax, r9d
+    and r8, 448
+    movsxd rdi, dword ptr [r14 + r8 + 960]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1216
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, dil
+    mov dword ptr [r15 + 0], 131
+    test ebx, 12192
+    jz 1f
+1:
+    bt rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 60
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 320
     jz 1f
 1:
-    mov rdi, rdx
-    mov qword ptr [r15 + 0], rbp
-    mov r8d, 201
-    test ebx, 7744
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 987
-    rep movsb
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 150
-    test bl, 64
-    jnz 1f
-1:
-    vcvtsi2sd xmm14, xmm14, eax
-    movzx r8d, dl
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 28352
-    jnz 1f
-1:
-    mov ecx, ebp
-    movsxd rdi, dword ptr [r15 + 640]
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 704], sil
+    xchg qword ptr [r15 + 128], rsi
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 960]
-    mov edx, r9d
-    movzx ecx, r8b
-    mov rdi, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov byte ptr [r15 + 832], dil
-    movzx esi, dil
-    inc dword ptr [r14 + 0]
-    test ebx, 48832
+    movzx edi, byte ptr [r15 + 768]
+    mov rcx, r9
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 158
+    test ebx, 1600
     jnz 1f
 1:
+    mov eax, esi
+    movzx ebp, cl
+    mov esi, eax
+    test ebx, 704
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], r8
     mov edx, 40
-    mov ecx, 247
-    mov ebp, edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2518_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2518_j_t
-.Lc1_d2518_j:
-    movzx ebp, cl
-    mov r9d, 13
-    mov r8, r10
-    movzx edi, r9b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov qword ptr [r15 + 576], rdx
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, eax
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 7904
+    jnz 1f
 1:
-    mov qword ptr [r15 + 448], r8
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7104]
+    mov dword ptr [r15 + 0], r9d
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, r8b
+    sete r8b
+    test ebx, 320
+    jz 1f
+1:
+    mov rdx, rdx
+    mov eax, 107
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 5056
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    bswap rdi
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, bpl
-    mov r9d, 107
-    test ebx, 6848
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
+    mov r8, qword ptr [r15 + 0]
+    mov esi, 107
+    movzx r9d, r8b
     test bl, 64
     jz 1f
 1:
-    mov r8, r10
-    mov eax, esi
-    mov rdx, qword ptr [r15 + 896]
-    test ebx, 704
+    mov ecx, dword ptr [r15 + 0]
+    bswap rdx
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], dl
+    mov r9, r10
+    test ebx, 30144
     jnz 1f
 1:
-    and r8, 33554368
+    movzx r8d, byte ptr [r15 + 64]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], r8d
+    mov rax, qword ptr [r15 + 128]
+    movzx edi, dil
+    test bl, 192
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
     mov rbp, r10
-    mov dword ptr [r14 + r8 + 33554432], r8d
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r8, r10
     and rbp, 448
-    mov qword ptr [r15 + rbp + 960], r8
-    test ebx, 26560
-    jz 1f
+    mov qword ptr [r15 + rbp + 1472], r8
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7104]
+    test ebx, 15264
+    jnz 1f
 1:
-    mov byte ptr [r15 + 128], bpl
-    mov rdx, qword ptr [r15 + 64]
+    mov edi, ebp
+    mov r9, qword ptr [r14 + 896]
+    movzx edx, byte ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3074,121 +3079,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, eax
-    movzx ecx, al
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2576_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2576_j_t
+.Lc1_d2576_j:
+    mov esi, eax
+    mov r8d, 168
+    lea r9, [r10 + r10*1]
+    mov eax, 101
+    mov dword ptr [r14 + 640], r9d
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 184
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, 207
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    movsxd rcx, dword ptr [r15 + 64]
-    inc dword ptr [r15 + 704]
-    lea rbp, [r10 + r10*1]
-    mov edi, 2
-    test bl, 64
-    jnz 1f
-1:
-    xor dword ptr [r15 + 320], ebp
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7104]
-    mov qword ptr [r14 + 0], rbp
-    mov ecx, edx
-    mov r8, r10
-    test ebx, 16160
-    jnz 1f
-1:
-    mov edi, 119
-    sete dl
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 960]
-    mov esi, 88
-    test bl, 192
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7104]
+    mov esi, 207
+    mov edi, 80
+    test ebx, 576
     jz 1f
 1:
-    mov r9d, 178
-    mov ecx, 201
-    mov edi, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r14 + 640]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r14 + 576]
+    mov dword ptr [r15 + 0], 36
+    test ebx, 12224
+    jnz 1f
 1:
-    mov dword ptr [r15 + 576], edx
-    movsxd rax, dword ptr [r15 + rbp + 7168]
-    mov rsi, rdx
-    mov r9d, 164
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 41
+    mov rax, rsi
+    test ebx, 13280
+    jz 1f
+1:
+    mov ecx, ebp
+    mov qword ptr [r15 + 0], rsi
+    inc dword ptr [r15 + 0]
+    mov ebp, 229
+    test ebx, 30176
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 87
+    movzx edx, sil
+    inc dword ptr [r15 + 768]
+    test ebx, 5056
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov ebp, 126
+    mov edi, 72
+    test ebx, 3776
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 7168]
+    xor dword ptr [r15 + 64], esi
+    sete bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    lea rcx, [rip + .Lc1_d2620_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2620_j_t
-.Lc1_d2620_j:
-    mov esi, 218
-    mov r9d, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    test ebx, 576
-    jz 1f
-1:
-    mov r9d, 239
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 640], eax
+    mov rdi, qword ptr [r15 + 576]
+    mov rdx, rbp
     movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
+    test ebx, 15776
     jz 1f
 1:
-    mov rbp, r10
+    mov ebp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 768]
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rbp
     test ebx, 8032
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov esi, ecx
-    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r14 + 0], 250
+    mov r8, r10
+    movzx edi, byte ptr [r14 + 0]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], dil
     test ebx, 15072
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 832], dl
-    test bl, 128
+    mov r9, qword ptr [r15 + 128]
+    mov edx, r8d
+    mov ebp, r9d
+    mov rax, qword ptr [r15 + 128]
+    test bl, 64
     jz 1f
 1:
-    popcnt rsi, r8
-    mov r9d, 8
-    movsxd rdi, dword ptr [r15 + 512]
+    movzx esi, bpl
+    mov edi, 188
+    movsxd rbp, dword ptr [r15 + 704]
+    popcnt rdx, rdi
     test ebx, 576
     jnz 1f
 1:
-    mov ebp, edi
-    movzx edx, dil
-    vsubsd xmm14, xmm14, xmm14
-    test ebx, 14176
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 512]
+    mov rcx, rdi
+    movzx r9d, byte ptr [r15 + 64]
+    mov esi, 61
+    test ebx, 6976
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 0]
-    mov r9, r10
-    mov rcx, rsi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 960], 47
+    movsxd rdx, dword ptr [r15 + 896]
+    mov ebp, 139
+    inc dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3198,55 +3203,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lock xadd qword ptr [r15 + 128], rcx
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    bswap rax
-    mov dword ptr [r15 + 0], r8d
-    movzx r9d, al
-    test ebx, 3520
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, r9d
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2684_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2684_j_t
+.Lc1_d2684_j:
+    lea r8, [r10 + r10*2]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], 85
+    movzx edx, byte ptr [r14 + r8 + 1024]
+    movzx esi, r8b
     test ebx, 448
     jz 1f
 1:
-    movzx eax, dl
-    movzx r8d, byte ptr [r15 + 768]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + 576]
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx edx, r8b
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1102
+    rep movsb
+    test ebx, 448
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov eax, edx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3008]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 960]
-    mov r8d, ebp
-    movsxd rsi, dword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + 0], eax
+    mov r9, rdx
+    movsxd rdi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov dword ptr [r15 + 896], 41
-    xor dword ptr [r15 + 320], esi
-    xor dword ptr [r15 + 832], ecx
-    mov rax, rsi
-    test ebx, 48960
+    mov edx, dword ptr [r15 + 448]
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 768]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3008]
+    test ebx, 24384
     jnz 1f
 1:
-    mov r8d, eax
-    mov qword ptr [r14 + 384], rax
-    movzx edx, r8b
+    mov qword ptr [r15 + 512], rsi
+    xor dword ptr [r14 + r8 + 1088], ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -3256,118 +3261,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2730_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2730_j_t
-.Lc1_d2730_j:
-    mov byte ptr [r15 + 0], cl
-    movsxd rdi, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edi
-    test ebx, 1216
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 64
+    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1344
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rax, rsi
-    mov dword ptr [r15 + 0], r8d
-    mov edx, eax
-    test ebx, 13792
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 640]
-    test ebx, 7360
-    jnz 1f
-1:
-    mov r8d, dword ptr [r14 + 512]
-    mov rdx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 0], 81
+    mov qword ptr [r15 + 0], rcx
+    not qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov edi, edx
-    mov rcx, r8
-    mov qword ptr [r15 + 64], rdi
-    mov dword ptr [r14 + 0], 229
-    test bl, 192
+    mov ebp, ecx
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 576], r9b
+    test ebx, 13792
+    jnz 1f
+1:
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], edx
+    mov rsi, qword ptr [r15 + 448]
+    test ebx, 1600
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1102
+    rep movsb
+    mov r8d, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 832]
+    test ebx, 1600
     jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
-    mov eax, edi
-    mov r9, r10
-    vpaddd ymm14, ymm14, ymmword ptr [r15 + 896]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov qword ptr [r14 + 640], rdx
+    xor dword ptr [r15 + 384], edx
+    mov rbp, rsi
+    test bl, 192
+    jnz 1f
 1:
-    and r9, 448
-    xor dword ptr [r15 + r9 + 1472], eax
-    mov ecx, dword ptr [r15 + 128]
-    movzx ebp, r9b
+    mov rsi, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edi, sil
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov ebp, r8d
+    and r8, 448
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov ebp, 209
-    mov r8, r10
-    mov ecx, 250
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], ecx
-    mov dword ptr [r15 + 0], r8d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    popcnt r9, r8
-    mov byte ptr [r15 + 0], cl
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, r9b
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, 68
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 384]
-    mov r9, r10
-    mov eax, ebp
-    test ebx, 14272
-    jnz 1f
-1:
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1984]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r14 + 832]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 985
-    rep movsb
-    test bl, 192
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 128]
-    test bl, 64
+    lea rcx, [rip + .Lc1_d2783_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2783_j_t
+.Lc1_d2783_j:
+    mov dword ptr [r15 + 0], edi
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
     jz 1f
 1:
-    movzx r8d, r9b
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], esi
+    xchg rcx, rcx
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 114144
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 896]
+    mov r8d, 73
+    mov ebp, eax
+    movzx edi, byte ptr [r15 + 128]
+    test ebx, 1216
+    jnz 1f
+1:
+    mov esi, 222
+    movsxd rbp, dword ptr [r14 + 0]
+    mov ecx, 253
+    test bl, 192
+    jz 1f
+1:
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 128]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], edi
+    test ebx, 32320
+    jnz 1f
+1:
+    mov byte ptr [r14 + 128], bpl
+    mov r8, r10
+    popcnt rbp, rdi
+    mov r9, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 4
+    test ebx, 27616
+    jz 1f
+1:
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1984]
+    movzx esi, r9b
+    mov rax, qword ptr [r15 + 64]
+    movzx edi, sil
+    test ebx, 320
+    jz 1f
+1:
+    mov ecx, 47
+    movsxd r8, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3377,58 +3385,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2836_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2836_j_t
-.Lc1_d2836_j:
-    mov edi, 81
-    mov esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
+    mov edx, dword ptr [r15 + 896]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, 216
+    test ebx, 14176
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rdi
     mov r8, qword ptr [r15 + 0]
-    mov ebp, 168
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 114592
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 15296
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, 252
-    mov dword ptr [r15 + 0], r8d
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], eax
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    movsxd rdx, dword ptr [r14 + 704]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 640]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx r9d, byte ptr [r15 + 896]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1472]
-    mov r8, qword ptr [r14 + 0]
+    mov edx, 91
+    mov dword ptr [r15 + 0], r8d
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+    mov ecx, 168
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, rcx
+    test ebx, 320
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 512], edx
+    mov rbp, r10
+    test bl, 64
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7104]
+    mov edi, dword ptr [r14 + 640]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + 832]
+    mov r9, r10
+    test bl, 64
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 576]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3439,54 +3446,54 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1610612736
+    test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d2889_s]
+    lea rcx, [rip + .Lc1_d2895_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2889_s_t
+    jmp .Lc1_d2895_s_t
     .p2align 3
-.Lc1_d2889_s:
+.Lc1_d2895_s:
     .p2align 3
-    jmp .Lc1_d2889_j
+    jmp .Lc1_d2895_j
     .p2align 3
-    jmp .Lc1_d2889_j
-.Lc1_d2889_j:
+    jmp .Lc1_d2895_j
+.Lc1_d2895_j:
     mov rbp, r10
     lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
     and rbp, 8128
     mov rdx, qword ptr [r15 + rbp + 7104]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
     and r9, 448
-    mov byte ptr [r15 + r9 + 1024], dl
-    mov rdi, r9
-    test ebx, 12128
+    mov byte ptr [r15 + r9 + 1024], bpl
+    mov rcx, r9
+    test ebx, 3776
     jz 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    movzx esi, dil
+    xor dword ptr [r15 + 128], ecx
+    movzx eax, cl
     mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and r8, 4032
-    movsxd rcx, dword ptr [r14 + r8 + 3008]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3008]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + r9 + 960], ecx
+    test ebx, 3904
+    jz 1f
+1:
+    xor dword ptr [r14 + r9 + 960], r8d
+    mov ebp, dword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov esi, dword ptr [r14 + 768]
-    mov eax, ecx
-    test ebx, 576
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 448], r8
+    mov r9d, esi
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1101
+    rep movsb
     add r11, 64
     add r10, r11
     inc rbx
@@ -3496,55 +3503,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], al
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov edi, esi
-    test ebx, 129760
-    jnz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d2943_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2943_s_t
+    .p2align 3
+.Lc1_d2943_s:
+    .p2align 3
+    jmp .Lc1_d2943_j
+    .p2align 3
+    jmp .Lc1_d2943_j
+.Lc1_d2943_j:
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 140
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 186
-    movzx r8d, byte ptr [r15 + 0]
-    bt rcx, rcx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov r9d, 160
+    mov dword ptr [r15 + 0], 174
+    test bl, 64
+    jz 1f
 1:
-    mov rdi, r8
-    mov dword ptr [r15 + 0], 237
-    mov dword ptr [r15 + 0], 29
-    test ebx, 32064
-    jnz 1f
-1:
+    movzx ecx, dil
     movzx esi, dil
-    mov dword ptr [r15 + 0], 225
-    movsxd rax, dword ptr [r14 + 0]
-    movzx ecx, sil
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 3008
+    jnz 1f
+1:
+    bt rsi, rsi
+    mov dword ptr [r15 + 0], 29
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov eax, dword ptr [r15 + 832]
-    mov dword ptr [r15 + 128], 91
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
-    test ebx, 16032
-    jnz 1f
-1:
-    mov rbp, r10
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r14 + 0]
     mov r9, r10
+    test bl, 64
+    jz 1f
+1:
     mov rdx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1472]
     and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 960]
-    mov eax, dword ptr [r15 + 704]
-    test ebx, 1216
+    mov rsi, qword ptr [r15 + r9 + 1472]
+    mov eax, dword ptr [r15 + 832]
+    test ebx, 6592
     jnz 1f
 1:
-    mov rsi, rdi
-    sete dl
-    mov r8d, 71
+    mov rdi, rdx
+    mov ecx, dword ptr [r15 + 768]
+    test ebx, 15840
+    jz 1f
+1:
+    sete r9b
+    mov dword ptr [r15 + 448], 237
     add r11, 64
     add r10, r11
     inc rbx
@@ -3771,71 +3784,71 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d499_j_t:
+.Lc1_d485_j_t:
     jmp rcx
 .Lc1_d2030_s_t:
     jmp rcx
 .Lc1_d2039_j_t:
     jmp rcx
-.Lc1_d1387_s_t:
+.Lc1_d1378_s_t:
     jmp rcx
-.Lc1_d1440_s_t:
+.Lc1_d1485_j_t:
     jmp rcx
-.Lc1_d1545_s_t:
+.Lc1_d1540_s_t:
     jmp rcx
-.Lc1_d1656_s_t:
+.Lc1_d1704_s_t:
     jmp rcx
-.Lc1_d1761_s_t:
+.Lc1_d1812_s_t:
     jmp rcx
-.Lc1_d1869_j_t:
+.Lc1_d1920_j_t:
     jmp rcx
-.Lc1_d1974_s_t:
+.Lc1_d83_s_t:
     jmp rcx
-.Lc1_d85_j_t:
+.Lc1_d181_s_t:
     jmp rcx
-.Lc1_d187_j_t:
+.Lc1_d285_j_t:
     jmp rcx
-.Lc1_d239_j_t:
-    jmp rcx
-.Lc1_d352_j_t:
+.Lc1_d391_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
+.Lc1_d2131_j_t:
+    jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d564_j_t:
+.Lc1_d550_j_t:
     jmp rcx
-.Lc1_d667_j_t:
+.Lc1_d649_j_t:
     jmp rcx
-.Lc1_d766_j_t:
+.Lc1_d751_j_t:
     jmp rcx
-.Lc1_d820_j_t:
+.Lc1_d861_j_t:
     jmp rcx
-.Lc1_d920_j_t:
+.Lc1_d960_j_t:
     jmp rcx
-.Lc1_d1017_j_t:
+.Lc1_d1061_j_t:
     jmp rcx
-.Lc1_d1118_j_t:
+.Lc1_d1166_j_t:
     jmp rcx
-.Lc1_d1226_j_t:
+.Lc1_d1272_s_t:
     jmp rcx
-.Lc1_d1329_j_t:
+.Lc1_d1320_j_t:
     jmp rcx
-.Lc1_d2201_j_t:
+.Lc1_d2258_j_t:
     jmp rcx
-.Lc1_d2304_j_t:
+.Lc1_d2361_j_t:
     jmp rcx
-.Lc1_d2413_s_t:
+.Lc1_d2468_j_t:
     jmp rcx
-.Lc1_d2518_j_t:
+.Lc1_d2576_j_t:
     jmp rcx
-.Lc1_d2620_j_t:
+.Lc1_d2684_j_t:
     jmp rcx
-.Lc1_d2730_j_t:
+.Lc1_d2783_j_t:
     jmp rcx
-.Lc1_d2836_j_t:
+.Lc1_d2895_s_t:
     jmp rcx
-.Lc1_d2889_s_t:
+.Lc1_d2943_s_t:
     jmp rcx
     .text
 
