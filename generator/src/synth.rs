@@ -943,13 +943,13 @@ fn settle_windows(blocks: &mut [Block]) {
 
 /// Rounds each ring's wanted count to the nearer of its two aligned counts (up on a tie, so a swept
 /// block keeps its reach) and returns the instructions that removes per call (negative when it
-/// adds), which the absorber's loop takes. Only when the rings would add more than the absorber can
+/// adds), which the single-chunk loops take. Only when the rings would add more than the loops can
 /// give up (a balance below `floor`) are rings rounded down instead, the set that gives back enough
 /// with the fewest misplaced instructions (`cheapest_cover`; the balance stays below `floor` when
 /// even every ring at its lower count is not enough).
 ///
-/// Each ring's share is its own nearest: the absorber is a single-chunk loop, hot in every cache,
-/// so what it takes or gives moves no cache's misses, while a ring rounded the far way doubles or
+/// Each ring's share is its own nearest: a single-chunk loop is hot in every cache the tuner
+/// measures, so what it takes or gives moves no cache's misses, while a ring rounded the far way doubles or
 /// halves its share of the fetches at its reuse distance. The earlier rule rounded each ring
 /// whichever way kept the balance nearest zero, so a ring's count followed the others' rounding:
 /// nginx's 64 KiB ring (256 chunks), wanting 16.4 runs, ran 16 at one set of knobs and 32 at
