@@ -949,8 +949,8 @@ fn settle_windows(blocks: &mut [Block]) {
 /// even every ring at its lower count is not enough).
 ///
 /// Each ring's share is its own nearest: a single-chunk loop is hot in every cache the tuner
-/// measures, so what it takes or gives moves no cache's misses, while a ring rounded the far way doubles or
-/// halves its share of the fetches at its reuse distance. The earlier rule rounded each ring
+/// measures, so what it takes or gives moves no cache's misses, while a ring rounded the far way
+/// doubles or halves its share of the fetches at its reuse distance. The earlier rule rounded each ring
 /// whichever way kept the balance nearest zero, so a ring's count followed the others' rounding:
 /// nginx's 64 KiB ring (256 chunks), wanting 16.4 runs, ran 16 at one set of knobs and 32 at
 /// another with the same code size (8.8 % and 17.4 % of the instructions against a target of
@@ -976,15 +976,15 @@ fn balance_rings(rings: &[RingWant], floor: f64) -> (Vec<(usize, u64)>, f64) {
     if need > 0.0 {
         // Rings at their upper count that can go down, each with the misplaced instructions its
         // lower count adds and the instructions it gives back.
-        let flips: Vec<(usize, f64, f64)> = (0..rings.len())
+        let flips: Vec<Flip> = (0..rings.len())
             .filter(|&k| chosen[k] == candidates[k][1] && candidates[k][0] < candidates[k][1])
             .map(|k| {
                 let [lo, hi] = candidates[k];
-                (
-                    k,
-                    error(k, lo).abs() - error(k, hi).abs(),
-                    error(k, lo) - error(k, hi),
-                )
+                Flip {
+                    ring: k,
+                    cost: error(k, lo).abs() - error(k, hi).abs(),
+                    gain: error(k, lo) - error(k, hi),
+                }
             })
             .collect();
         for k in cheapest_cover(&flips, need) {
@@ -1002,47 +1002,59 @@ fn balance_rings(rings: &[RingWant], floor: f64) -> (Vec<(usize, u64)>, f64) {
     )
 }
 
-/// Of `flips` (ring, cost, gain), the set whose gains add up to `need` at the least cost: every set
-/// when there are at most 16 (a body has a handful of rings), else the cheapest per gain first.
-/// All of them when even all are not enough.
-fn cheapest_cover(flips: &[(usize, f64, f64)], need: f64) -> Vec<usize> {
+/// A ring that can go from its upper aligned count to its lower one: the misplaced instructions a
+/// call that adds (`cost`) and the instructions a call it gives back (`gain`).
+#[derive(Debug, Clone, Copy)]
+struct Flip {
+    ring: usize,
+    cost: f64,
+    gain: f64,
+}
+
+/// Of `flips`, the rings whose gains add up to `need` at the least cost: every subset when there
+/// are at most 16 (a body has a handful of rings), else the cheapest per gain first. All of them
+/// when even all are not enough.
+fn cheapest_cover(flips: &[Flip], need: f64) -> Vec<usize> {
     const EXACT: usize = 16;
-    let total: f64 = flips.iter().map(|f| f.2).sum();
+    let total: f64 = flips.iter().map(|f| f.gain).sum();
     if total < need {
-        return flips.iter().map(|f| f.0).collect();
+        return flips.iter().map(|f| f.ring).collect();
     }
     if flips.len() <= EXACT {
-        let mut best: Option<(f64, u32)> = None;
-        for set in 1u32..(1 << flips.len()) {
-            let (cost, gain) = flips
+        let members = |set: u32| {
+            flips
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| set & (1 << i) != 0)
-                .fold((0.0, 0.0), |(c, g), (_, f)| (c + f.1, g + f.2));
+                .filter(move |(i, _)| set & (1 << i) != 0)
+                .map(|(_, f)| f)
+        };
+        let mut best: Option<(f64, u32)> = None;
+        for set in 1u32..(1 << flips.len()) {
+            let (cost, gain) = members(set).fold((0.0, 0.0), |(c, g), f| (c + f.cost, g + f.gain));
             // Fewer rings moved on a tie in cost (the smaller set index is the earlier rings).
             if gain >= need && best.is_none_or(|(c, _)| cost < c - 1e-9) {
                 best = Some((cost, set));
             }
         }
-        let set = best.map_or(0, |(_, set)| set);
-        return flips
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| set & (1 << i) != 0)
-            .map(|(_, f)| f.0)
+        return members(best.map_or(0, |(_, set)| set))
+            .map(|f| f.ring)
             .collect();
     }
-    let mut order: Vec<&(usize, f64, f64)> = flips.iter().collect();
-    order.sort_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2)).then(a.0.cmp(&b.0)));
+    let mut order: Vec<&Flip> = flips.iter().collect();
+    order.sort_by(|a, b| {
+        (a.cost / a.gain)
+            .total_cmp(&(b.cost / b.gain))
+            .then(a.ring.cmp(&b.ring))
+    });
     let mut gained = 0.0;
     order
         .into_iter()
         .take_while(|f| {
             let more = gained < need;
-            gained += f.2;
+            gained += f.gain;
             more
         })
-        .map(|f| f.0)
+        .map(|f| f.ring)
         .collect()
 }
 
@@ -4166,8 +4178,12 @@ mod tests {
         assert_eq!(x, [10, 12, 8, 4, 2, 4, 64, 16]);
         assert!(owed >= -100.0, "{owed}");
         // Past 16 rings the cheapest per instruction given back go first, until there is enough.
-        let flips: Vec<(usize, f64, f64)> = (0..20)
-            .map(|k| (k, if k < 10 { 2.0 } else { 1.0 }, 1.0))
+        let flips: Vec<Flip> = (0..20)
+            .map(|k| Flip {
+                ring: k,
+                cost: if k < 10 { 2.0 } else { 1.0 },
+                gain: 1.0,
+            })
             .collect();
         assert_eq!(cheapest_cover(&flips, 3.5), [10, 11, 12, 13]);
         assert_eq!(cheapest_cover(&flips[..4], 2.0), [0, 1]);
