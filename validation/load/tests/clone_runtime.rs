@@ -678,8 +678,8 @@ fn strace_eventfd_writes_are_a_process_total_that_counts_the_accept_hand_overs()
 /// the window that spans the pause between the runs reads a rate below either: the second run's
 /// first 250-500 requests count low. Over 3,000 requests that lag alone put the second run at
 /// 0.44-0.46 (measured 0.441 in one CI run, 0.451-0.464 in six runs alone); over 6,000 it weighs
-/// half as much (0.470-0.481 in five runs). The config's per-connection calls (getpeername, getsockname, shutdown) come once
-/// per connection.
+/// half as much (0.470-0.481 in five runs). The config's per-connection calls (getpeername,
+/// getsockname, shutdown) come once per connection.
 #[test]
 fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
     require("strace", "strace");
