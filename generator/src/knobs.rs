@@ -36,6 +36,11 @@ pub struct InstructionKnobs {
 #[serde(default, deny_unknown_fields)]
 pub struct InstructionWorkingSetKnobs {
     pub size_scale: f64,
+    /// Multiplies the share of instruction fetches that miss a cache of `far_from_bytes`
+    /// (`plan::scale_misses_past`): the first level's misses follow it in proportion, and the one-line
+    /// loop takes (or gives) the difference, so the blocks below that size keep their shares.
+    pub far_share_scale: f64,
+    pub far_from_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,7 +121,11 @@ impl Default for InstructionKnobs {
 }
 impl Default for InstructionWorkingSetKnobs {
     fn default() -> Self {
-        InstructionWorkingSetKnobs { size_scale: 1.0 }
+        InstructionWorkingSetKnobs {
+            size_scale: 1.0,
+            far_share_scale: 1.0,
+            far_from_bytes: 1 << 15,
+        }
     }
 }
 impl Default for DataWorkingSetKnobs {
@@ -266,6 +275,10 @@ impl Knobs {
             ("limits.max_buffer_bytes", l.max_buffer_bytes),
             ("limits.max_code_bytes", l.max_code_bytes),
             (
+                "instruction_working_set.far_from_bytes",
+                self.instruction_working_set.far_from_bytes,
+            ),
+            (
                 "data_working_set.mid_from_bytes",
                 self.data_working_set.mid_from_bytes,
             ),
@@ -352,6 +365,25 @@ impl Knobs {
                 "Stretches the instruction hit curve along the size axis (H'(s) = H(s / scale)): \
                  > 1 makes the code footprint larger (more i-cache misses).",
             ),
+            scale(
+                "instruction_working_set",
+                "far_share_scale",
+                self.instruction_working_set.far_share_scale,
+                "Multiplies the share of instruction fetches that miss a cache of far_from_bytes \
+                 (after size_scale): the first level's i-cache misses follow it in proportion. The \
+                 one-line loop takes or gives the difference; the blocks below far_from_bytes keep \
+                 their shares.",
+            ),
+            Entry {
+                section: "instruction_working_set",
+                key: "far_from_bytes",
+                value: Value::U(self.instruction_working_set.far_from_bytes),
+                min: 128.0,
+                max: (1u64 << 30) as f64,
+                min_inclusive: true,
+                doc: "Where far_share_scale starts (power of two): the size of the first instruction \
+                      cache level, 32 KiB on the bundled platform.",
+            },
             scale(
                 "data_working_set",
                 "size_scale",

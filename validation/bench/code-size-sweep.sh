@@ -8,13 +8,25 @@
 # `ditto tune` close in on the original's rate; a cliff between neighbouring scales is what stops it.
 # --knobs FILE starts from FILE instead of the committed knobs (e.g. one iteration's `knobs` from a
 # tune-history.json, written as TOML), to reproduce what the tuner measured there.
-# Usage: validation/bench/code-size-sweep.sh [--knobs FILE] [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
+# --knob KEY sweeps another key of [instruction_working_set] instead of size_scale, e.g.
+# far_share_scale (the share of fetches past the L1i's size).
+# Usage: validation/bench/code-size-sweep.sh [--knobs FILE] [--knob KEY] [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
 set -euo pipefail
 knobs=
-if [ "${1:-}" = --knobs ]; then
-  knobs=$(realpath "${2:?--knobs needs a file}")
-  shift 2
-fi
+knob=size_scale
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --knobs)
+      knobs=$(realpath "${2:?--knobs needs a file}")
+      shift 2
+      ;;
+    --knob)
+      knob=${2:?--knob needs a key of [instruction_working_set]}
+      shift 2
+      ;;
+    *) break ;;
+  esac
+done
 cd "$(dirname "$0")/../.."
 target=${1:-memcached}
 shift || true
@@ -32,18 +44,23 @@ skeleton=()
 [ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
 specs=()
 for s in "${scales[@]}"; do
-  sed "/^\[instruction_working_set\]/,/^\[/ s/^size_scale = .*/size_scale = $s/" "$knobs" >"$work/knobs-$s.toml"
+  if sed -n "/^\[instruction_working_set\]/,/^\[/p" "$knobs" | grep -q "^$knob = "; then
+    sed "/^\[instruction_working_set\]/,/^\[/ s/^$knob = .*/$knob = $s/" "$knobs" >"$work/knobs-$s.toml"
+  else
+    # A knobs file written before the key existed: add it to its section.
+    sed "/^\[instruction_working_set\]/a $knob = $s" "$knobs" >"$work/knobs-$s.toml"
+  fi
   "$ditto" generate "profiles/$target.json" -o "$work/clone-$s" --seed 1 --knobs "$work/knobs-$s.toml" "${skeleton[@]}" >/dev/null 2>&1
   sed -i "s/^name = .*/name = \"x${s/./_}\"/" "$work/clone-$s/target.toml"
   specs+=(--target "$work/clone-$s/target.toml")
 done
-"$ditto" compare "${specs[@]}" --sim --sim-rate 2000 --sim-requests 15000 --json "$out/code-size-sweep-$target.json" >"$work/compare.txt"
-python3 - "$out/code-size-sweep-$target.json" "${scales[@]}" <<'PY'
+"$ditto" compare "${specs[@]}" --sim --sim-rate 2000 --sim-requests 15000 --json "$out/code-size-sweep-$target-$knob.json" >"$work/compare.txt"
+python3 - "$out/code-size-sweep-$target-$knob.json" "${scales[@]}" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
 scales = sys.argv[2:]
 keys = ["l1i_miss_rate", "l1d_miss_rate", "branch_mispredict_rate", "instructions_per_request"]
-print(f"{'code size':>10}" + "".join(f"{k:>26}" for k in keys))
+print(f"{'scale':>10}" + "".join(f"{k:>26}" for k in keys))
 for scale, t in zip(scales, report["targets"]):
     rates = (t.get("sim") or {}).get("rates") or {}
     cells = [rates.get(k) for k in keys]

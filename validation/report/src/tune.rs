@@ -143,6 +143,7 @@ pub enum Knob {
     InstructionScale,
     BackgroundInstructions,
     InstructionWorkingSet,
+    InstructionFarShare,
     DataWorkingSet,
     DataMid,
     DataTail,
@@ -164,6 +165,7 @@ impl Knob {
             Knob::InstructionScale => "instructions.per_request_scale",
             Knob::BackgroundInstructions => "instructions.background_scale",
             Knob::InstructionWorkingSet => "instruction_working_set.size_scale",
+            Knob::InstructionFarShare => "instruction_working_set.far_share_scale",
             Knob::DataWorkingSet => "data_working_set.size_scale",
             Knob::DataMid => "data_working_set.mid_scale",
             Knob::DataTail => "data_working_set.tail_scale",
@@ -185,6 +187,7 @@ impl Knob {
             Knob::InstructionScale => k.instructions.per_request_scale,
             Knob::BackgroundInstructions => k.instructions.background_scale,
             Knob::InstructionWorkingSet => k.instruction_working_set.size_scale,
+            Knob::InstructionFarShare => k.instruction_working_set.far_share_scale,
             Knob::DataWorkingSet => k.data_working_set.size_scale,
             Knob::DataMid => k.data_working_set.mid_scale,
             Knob::DataTail => k.data_working_set.tail_scale,
@@ -206,6 +209,7 @@ impl Knob {
             Knob::InstructionScale => &mut k.instructions.per_request_scale,
             Knob::BackgroundInstructions => &mut k.instructions.background_scale,
             Knob::InstructionWorkingSet => &mut k.instruction_working_set.size_scale,
+            Knob::InstructionFarShare => &mut k.instruction_working_set.far_share_scale,
             Knob::DataWorkingSet => &mut k.data_working_set.size_scale,
             Knob::DataMid => &mut k.data_working_set.mid_scale,
             Knob::DataTail => &mut k.data_working_set.tail_scale,
@@ -485,7 +489,11 @@ pub const GROUPS: &[Group] = &[
         followers: &[],
         held: &[],
         cliff: false,
-        coupled_to: &[Knob::DataWorkingSet, Knob::InstructionWorkingSet],
+        coupled_to: &[
+            Knob::DataWorkingSet,
+            Knob::InstructionWorkingSet,
+            Knob::InstructionFarShare,
+        ],
         unaffected_by: BRANCH_SHARE_AND_TAIL,
         unaffected_while_stretching: &[],
     },
@@ -526,7 +534,7 @@ pub const GROUPS: &[Group] = &[
         followers: &[TRANSITIONS_FOLLOW, REPEATS_FOLLOW],
         held: &[(Knob::TakenRate, HELD_RATES)],
         cliff: false,
-        coupled_to: &[Knob::InstructionWorkingSet],
+        coupled_to: CODE_LAYOUT,
         // Dispatches are placed by one length per body, which the data knobs do not change (nginx's
         // clone at data size ×0.9 and ×1.1: 0 of 869 chunks with another number of dispatches,
         // validation/bench/dispatch-placement.sh); what the data knobs still move, the windows'
@@ -554,7 +562,7 @@ pub const GROUPS: &[Group] = &[
         held: &[],
         cliff: false,
         // The code's layout decides which jumps alias in the buffer.
-        coupled_to: &[Knob::InstructionWorkingSet],
+        coupled_to: CODE_LAYOUT,
         unaffected_by: NOT_INDIRECT_BRANCHES,
         unaffected_while_stretching: &[],
     },
@@ -602,7 +610,15 @@ const WAITS_FOR_THE_COUNT: &[(Knob, &str)] = &[
     (Knob::DataDependent, "branch mispredictions move with it"),
     (Knob::IndirectChange, "branch mispredictions move with it"),
     (Knob::InstructionWorkingSet, "the static code with it"),
+    (Knob::InstructionFarShare, "the static code with it"),
 ];
+
+/// The knobs that move the code's layout, and with it which branches share predictor entries and
+/// which jumps alias in the indirect predictor's buffer: the code size, and the far share, which
+/// moves instructions between the blocks past the L1i and the one-line loop (Pix baseline's clone
+/// mispredicted 10.0–12.1 % of its branches at far shares ×0.7–1.1, `code-size-sweep.sh --knob
+/// far_share_scale`).
+const CODE_LAYOUT: &[Knob] = &[Knob::InstructionWorkingSet, Knob::InstructionFarShare];
 
 /// One knob change (or a decision not to change).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1056,7 +1072,13 @@ fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
 /// no evidence for another group, as with a group's lead. The mid led the second-level group until
 /// the tail share replaced it. The first-touch scale leads the last-level group only where the clone
 /// has a first-touch stream (`Levers::first_touch`), so it is listed here for every clone.
-const UNTUNED_KNOBS: &[Knob] = &[Knob::DataMid, Knob::DataFirstTouch];
+/// The instruction far share leads the instruction working set's group only where the profile's
+/// curves are flat around the L1i (`lead_of`), so it is listed here too.
+const UNTUNED_KNOBS: &[Knob] = &[
+    Knob::DataMid,
+    Knob::DataFirstTouch,
+    Knob::InstructionFarShare,
+];
 
 /// The knob value of the iteration whose `driver` came closest to `target` (in log distance), that
 /// distance and the iteration's number. `history` holds only the [`comparable`] iterations: a best
@@ -1238,6 +1260,17 @@ const BRANCH_SHARE_AND_TAIL_SHARE: &[Knob] = &[
     Knob::DataTailShare,
 ];
 
+/// Below this [`code_elasticity`] the instruction working set's group moves
+/// `instruction_working_set.far_share_scale` instead of the code size: the share of fetches past
+/// the L1i's size, which its misses follow in proportion (`plan::scale_misses_past`), where a curve
+/// this flat moves few fetches across the cache however far the code stretches. Pix baseline's
+/// request curve predicts 0.23; its clone's L1i read 0.0488, 0.0496, 0.0453, 0.0453, 0.0527 and
+/// 0.0531 at code size ×0.7, 0.8, 0.9, 1.0, 1.1, 1.25, never the original's 0.0409, and 0.0372,
+/// 0.0414, 0.0369, 0.0452 and 0.0535 at far share ×0.7, 0.8, 0.9, 1.0, 1.1 (the rings' aligned run
+/// counts make it a cliff in places, not a slope: `validation/bench/code-size-sweep.sh`). memcached's
+/// (5.6) keeps the code size.
+const FAR_SHARE_BELOW_ELASTICITY: f64 = 1.0;
+
 /// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
 /// at 0.1 (and at most [`MAX_STEP`]); a steep one no smaller than at 10.
 const CODE_ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
@@ -1332,6 +1365,13 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
         }
     }
     if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
+        if e < FAR_SHARE_BELOW_ELASTICITY {
+            return Some(Group {
+                knob: Knob::InstructionFarShare,
+                elasticity: 1.0,
+                ..*g
+            });
+        }
         return Some(Group {
             elasticity: e,
             ..*g
@@ -2693,8 +2733,11 @@ mod tests {
         assert!((e - (0.1f64 / 1e-6).ln() / 4f64.ln()).abs() < 1e-9, "{e}");
     }
 
+    /// Before a secant exists the code size steps by the profile's elasticity; where the profile's
+    /// curves are flat around the L1i (below `FAR_SHARE_BELOW_ELASTICITY`) the far share moves
+    /// instead, by the ratio, and the code size stays.
     #[test]
-    fn the_code_group_steps_by_the_profiles_elasticity_before_a_secant_exists() {
+    fn the_code_group_steps_by_the_profiles_elasticity_and_a_flat_curve_moves_the_far_share() {
         // Pix baseline's second iteration: L1i 0.0464 against 0.0374, no comparable earlier one.
         let original = CounterFigures {
             l1i_miss_rate: Some(0.0374),
@@ -2706,7 +2749,7 @@ mod tests {
             ("l1i_miss_rate", 0.0464),
         );
         let step = |code_elasticity| {
-            let (k, _) = adjust_with(
+            let (k, adj) = adjust_with(
                 std::slice::from_ref(&first),
                 &original,
                 &["l1i_miss_rate".to_string()],
@@ -2716,11 +2759,34 @@ mod tests {
                     ..Levers::default()
                 },
             );
-            k.instruction_working_set.size_scale
+            let moved = adj
+                .iter()
+                .find(|a| a.group == "instruction working set")
+                .map(|a| a.knob.clone())
+                .expect("the group's adjustment");
+            (
+                k.instruction_working_set.size_scale,
+                k.instruction_working_set.far_share_scale,
+                moved,
+            )
         };
         let ratio: f64 = 0.0374 / 0.0464;
-        assert!((step(None) - ratio.powf(1.0 / 3.0)).abs() < 1e-9);
-        assert!((step(Some(0.25)) - ratio.powf(4.0)).abs() < 1e-9);
+        let (size, far, knob) = step(None);
+        assert!((size - ratio.powf(1.0 / 3.0)).abs() < 1e-9);
+        assert_eq!(
+            (far, knob.as_str()),
+            (1.0, "instruction_working_set.size_scale")
+        );
+        let (size, far, knob) = step(Some(2.0));
+        assert!((size - ratio.sqrt()).abs() < 1e-9);
+        assert_eq!(
+            (far, knob.as_str()),
+            (1.0, "instruction_working_set.size_scale")
+        );
+        let (size, far, knob) = step(Some(0.25));
+        assert_eq!(size, 1.0);
+        assert!((far - ratio).abs() < 1e-9, "{far}");
+        assert_eq!(knob, "instruction_working_set.far_share_scale");
     }
 
     #[test]

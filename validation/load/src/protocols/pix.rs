@@ -36,6 +36,11 @@ mod pb {
 
 use pb::ledger_client::LedgerClient;
 
+/// Per-call timeout while creating the population (at least the run's request timeout): nothing is
+/// measured there, and a server under callgrind beside other work can take seconds for one call
+/// (Pix baseline's clone timed out a CreateAccount at the default 2 s while two test builds ran).
+const POPULATE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Most threads used to create the population.
 const POPULATION_THREADS: usize = 8;
 /// Bits of a key's sequence number; the connection generation takes the bits above.
@@ -102,7 +107,12 @@ impl PixProtocol {
                     std::thread::Builder::new()
                         .name(format!("pix-populate-{w}"))
                         .spawn_scoped(scope, move || {
-                            self.populate_share(cfg.addr, cfg.request_timeout, count, created)
+                            self.populate_share(
+                                cfg.addr,
+                                cfg.request_timeout.max(POPULATE_TIMEOUT),
+                                count,
+                                created,
+                            )
                         })
                         .map_err(LoadError::Thread)
                 })
