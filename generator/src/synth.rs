@@ -666,6 +666,43 @@ fn aligned_runs(x: u64, ring: u64) -> [u64; 2] {
     }
 }
 
+/// A ring's candidate counts: `aligned_runs`, or below the ring, with `fine` windows, `x` itself.
+/// A fine window of x = k·2^m chunk executions (k odd) starts at a multiple of 2^m, since every
+/// window before it was one too, so only the chunks just below those multiples ever end one, each at
+/// 1/k of its runs (`loop_exit_rate`): one loop-exit misprediction a call or so, for a share within
+/// one chunk of its target instead of within a factor of two.
+fn ring_runs(x: u64, ring: u64, fine: bool) -> [u64; 2] {
+    if fine && ring > 1 && x.max(1) < ring {
+        let x = x.max(1);
+        return [x, x];
+    }
+    aligned_runs(x, ring)
+}
+
+/// Whether a body's swept rings may take fine windows (`ring_runs`): when one more misprediction a
+/// call for each of them is at most `FINE_WINDOW_COST` of the mispredictions its branches'
+/// transition rates predict (`expected_mispredictions`). Pix's request bodies predict about a
+/// thousand a call; memcached's worker body about ten, where the aligned windows' saved
+/// mispredictions were 10.8 of its 18.8 a call (docs/generator.md, "Aligned windows").
+fn fine_windows(expected_mispredictions: f64, swept_rings: usize) -> bool {
+    swept_rings > 0 && swept_rings as f64 <= FINE_WINDOW_COST * expected_mispredictions
+}
+
+/// Mispredictions per call a two-bit counter would make on a body's conditional branches, about one
+/// per transition: instructions × branches per instruction × the transition histogram's mean rate
+/// (each bin at its representative rate, `bin_exponent`).
+fn expected_mispredictions(instructions: f64, cond_branch_ratio: f64, transitions: &[f64]) -> f64 {
+    let rate: f64 = transitions
+        .iter()
+        .enumerate()
+        .map(|(b, share)| share * 0.5f64.powi(bin_exponent(b) as i32))
+        .sum();
+    instructions * cond_branch_ratio * rate
+}
+
+/// The share of a body's expected mispredictions that its swept rings' fine windows may add.
+const FINE_WINDOW_COST: f64 = 0.01;
+
 /// How often chunk `j`'s loop branch exits, per execution of the chunk, for a block of `ring` chunks
 /// run `x` chunk executions per call (0: it keeps one direction). Unaligned windows (`aligned` false)
 /// end anywhere: each chunk exits about once per `x` executions.
@@ -674,7 +711,16 @@ fn loop_exit_rate(j: u64, x: u64, ring: u64, aligned: bool) -> f64 {
         return if x <= 1 { 0.0 } else { 1.0 / x as f64 };
     }
     // Aligned: only the last chunk of a multiple-of-the-ring window loops (x / ring laps); a
-    // power-of-two window below the ring always exits at its last chunk and never elsewhere.
+    // power-of-two window below the ring always exits at its last chunk and never elsewhere; a fine
+    // window of k·2^m (k odd, `ring_runs`) exits from the chunks below multiples of 2^m, at 1/k.
+    if x < ring {
+        let (g, k) = window_step(x);
+        return if (j + 1) % g == 0 && k > 1 {
+            1.0 / k as f64
+        } else {
+            0.0
+        };
+    }
     let laps = x / ring;
     if x >= ring && j == ring - 1 && laps > 1 {
         1.0 / laps as f64
@@ -683,14 +729,24 @@ fn loop_exit_rate(j: u64, x: u64, ring: u64, aligned: bool) -> f64 {
     }
 }
 
+/// A window of `x` chunk executions as 2^m · k with k odd: (2^m, k). Every window starts at a
+/// multiple of 2^m (the counter starts at a multiple of the ring).
+fn window_step(x: u64) -> (u64, u64) {
+    let x = x.max(1);
+    let g = 1u64 << x.trailing_zeros();
+    (g, x / g)
+}
+
 /// The share of chunk `j`'s loop-branch executions that are taken (`loop_exit_rate`'s block). The
 /// last chunk's branch (`jnz` back to the first chunk) is taken when the window goes on; the others'
 /// (`jz` to the block's end) when it ends there.
 fn loop_taken_share(j: u64, x: u64, ring: u64, aligned: bool) -> f64 {
     let exits = if aligned && ring > 1 && x < ring {
-        // A power-of-two window below the ring ends at every x-th chunk, always.
-        if x > 0 && (j + 1) % x == 0 {
-            1.0
+        // A window of k·2^m below the ring ends at every 2^m-th chunk, at 1/k of its runs (always,
+        // for a power of two).
+        let (g, k) = window_step(x);
+        if (j + 1) % g == 0 {
+            1.0 / k as f64
         } else {
             0.0
         }
@@ -863,7 +919,7 @@ struct RingWant {
 /// swept 256-chunk ring, wanting 82 runs, runs 64, and the 850 instructions a call it leaves were
 /// 75 % more than the largest loop's own, which then weighed so much in the body's branch
 /// histograms that a few of its branches set their bins.
-fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
+fn align_windows(blocks: &mut [Block], mean_len: f64, fine: bool) -> Option<usize> {
     let per_run = |b: &Block| (b.bytes / b.ring()) as f64 / mean_len;
     let absorber = blocks
         .iter()
@@ -890,7 +946,7 @@ fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
         .filter(|b| b.ring() == 1)
         .map(|b| b.planned_x as f64 * per_run(b))
         .sum();
-    let (chosen, owed) = balance_rings(&rings, -0.5 * own);
+    let (chosen, owed) = balance_rings(&rings, -0.5 * own, fine);
     if owed < -0.5 * own {
         return None;
     }
@@ -910,7 +966,7 @@ fn align_windows(blocks: &mut [Block], mean_len: f64) -> Option<usize> {
 /// 36 % too many), and the single-chunk blocks' loop counts take the balance, in proportion to
 /// their instructions (`align_windows`). The absorber's count is provisional: `synthesize` sets it
 /// again once the prologue is rendered and the call's fixed code is known.
-fn settle_windows(blocks: &mut [Block]) {
+fn settle_windows(blocks: &mut [Block], fine: bool) {
     let rings: Vec<RingWant> = (0..blocks.len())
         .filter(|&i| blocks[i].chunks.len() > 1)
         .map(|i| {
@@ -930,7 +986,7 @@ fn settle_windows(blocks: &mut [Block]) {
         .sum();
     // Rings go down before the loops give up more than half their instructions, as in
     // `align_windows`; past that each runs at least once.
-    let (chosen, owed) = balance_rings(&rings, -0.5 * own);
+    let (chosen, owed) = balance_rings(&rings, -0.5 * own, fine);
     for (i, x) in chosen {
         blocks[i].x = x.clamp(1, (1 << 31) - 1);
     }
@@ -955,10 +1011,10 @@ fn settle_windows(blocks: &mut [Block]) {
 /// nginx's 64 KiB ring (256 chunks), wanting 16.4 runs, ran 16 at one set of knobs and 32 at
 /// another with the same code size (8.8 % and 17.4 % of the instructions against a target of
 /// 9.0 %), and the clone's L1i error moved from 1.9 to 15.6 %.
-fn balance_rings(rings: &[RingWant], floor: f64) -> (Vec<(usize, u64)>, f64) {
+fn balance_rings(rings: &[RingWant], floor: f64, fine: bool) -> (Vec<(usize, u64)>, f64) {
     let candidates: Vec<[u64; 2]> = rings
         .iter()
-        .map(|r| aligned_runs(r.want.round().max(1.0) as u64, r.ring))
+        .map(|r| ring_runs(r.want.round().max(1.0) as u64, r.ring, fine))
         .collect();
     let error = |k: usize, x: u64| (rings[k].want - x as f64) * rings[k].per_run;
     let mut chosen: Vec<u64> = (0..rings.len())
@@ -3319,7 +3375,19 @@ fn synthesize_trimmed(
         static_cursor: vec![0; classes.len()],
         used_shared: false,
     };
-    let absorber = align_windows(&mut blocks, mean_len);
+    let swept = blocks
+        .iter()
+        .filter(|b| b.ring() > 1 && b.planned_x < b.ring())
+        .count();
+    let fine = fine_windows(
+        expected_mispredictions(
+            plan.instructions,
+            plan.cond_branch_ratio,
+            &plan.transition_bins,
+        ),
+        swept,
+    );
+    let absorber = align_windows(&mut blocks, mean_len, fine);
     let ring_entries = blocks
         .iter()
         .filter(|b| enters_mid_ring(b.ring(), b.planned_x))
@@ -3401,7 +3469,7 @@ fn synthesize_trimmed(
         }
     }
     if let Some(k) = absorber {
-        settle_windows(&mut blocks);
+        settle_windows(&mut blocks, fine);
         blocks[k].absorbs = true;
     }
     rng.shuffle(&mut blocks);
@@ -3998,6 +4066,52 @@ mod tests {
     }
 
     #[test]
+    fn a_fine_window_exits_from_the_chunks_below_its_power_of_two_steps_at_one_in_k() {
+        // 96 = 3 · 32 in a 256-chunk ring: windows start at multiples of 32, and each of the eight
+        // chunks just below one ends a third of the windows that reach it.
+        assert_eq!(window_step(96), (32, 3));
+        assert_eq!(window_step(64), (64, 1));
+        assert_eq!(window_step(87), (1, 87));
+        for j in [31, 63, 127, 223] {
+            assert!((loop_exit_rate(j, 96, 256, true) - 1.0 / 3.0).abs() < 1e-12);
+            assert!((loop_taken_share(j, 96, 256, true) - 1.0 / 3.0).abs() < 1e-12);
+        }
+        for j in [0, 30, 32, 100] {
+            assert_eq!(loop_exit_rate(j, 96, 256, true), 0.0);
+            assert_eq!(loop_taken_share(j, 96, 256, true), 0.0);
+        }
+        // The last chunk jumps back to the first unless it ends the window.
+        assert!((loop_taken_share(255, 96, 256, true) - 2.0 / 3.0).abs() < 1e-12);
+        // Power-of-two windows keep the aligned rule: every 64th chunk always exits.
+        assert_eq!(loop_exit_rate(63, 64, 256, true), 0.0);
+        assert_eq!(loop_taken_share(63, 64, 256, true), 1.0);
+        assert_eq!(loop_taken_share(62, 64, 256, true), 0.0);
+    }
+
+    #[test]
+    fn fine_windows_take_any_count_below_the_ring_and_only_where_mispredictions_are_many() {
+        assert_eq!(ring_runs(87, 128, true), [87, 87]);
+        assert_eq!(ring_runs(87, 128, false), [64, 128]);
+        // At or past the ring, whole laps either way.
+        assert_eq!(ring_runs(300, 128, true), [256, 384]);
+        // 60,000 instructions a call, 15 % branches, every transition bin at 2^-3 (bin 2): 1,125
+        // expected mispredictions a call, room for 11 fine rings at 1 % each.
+        let mut bins = vec![0.0; BINS];
+        bins[2] = 1.0;
+        let expected = expected_mispredictions(60_000.0, 0.15, &bins);
+        assert!((expected - 1125.0).abs() < 1e-9, "{expected}");
+        assert!(fine_windows(expected, 5));
+        assert!(fine_windows(expected, 11));
+        assert!(!fine_windows(expected, 12));
+        assert!(!fine_windows(expected, 0));
+        // A small body (2,000 instructions a call): one fine ring would cost more than 1 %.
+        assert!(!fine_windows(
+            expected_mispredictions(2_000.0, 0.15, &bins),
+            1
+        ));
+    }
+
+    #[test]
     fn an_aligned_ring_exits_only_from_its_last_chunk_and_only_when_it_laps() {
         // Unaligned or single-chunk: about once per x executions everywhere.
         assert_eq!(loop_exit_rate(0, 4, 1, true), 0.25);
@@ -4092,19 +4206,19 @@ mod tests {
         // Rings of 8 chunks (x 7 → 8) and 4 chunks (x 3, a tie, → 4), one single-chunk loop of 16
         // instructions a run that takes the 32 added. One chunk = 64 bytes here.
         let mut blocks = vec![block(64, 100), block(512, 7), block(256, 3)];
-        let k = align_windows(&mut blocks, 4.0);
+        let k = align_windows(&mut blocks, 4.0, false);
         assert_eq!(k, Some(0));
         assert_eq!(blocks[1].planned_x, 8);
         assert_eq!(blocks[2].planned_x, 4);
         assert_eq!(blocks[0].planned_x, 98);
         // Two loops share it by their instructions (1,600 and 800, 32 added).
         let mut blocks = vec![block(64, 100), block(64, 50), block(512, 7), block(256, 3)];
-        assert_eq!(align_windows(&mut blocks, 4.0), Some(0));
+        assert_eq!(align_windows(&mut blocks, 4.0, false), Some(0));
         assert_eq!((blocks[0].planned_x, blocks[1].planned_x), (99, 49));
         // A loop too small to give up the chunk that rounding 7 up to 8 adds: the ring goes down
         // to 4 and the loop runs the 3 runs' instructions it gave back.
         let mut blocks = vec![block(64, 1), block(512, 7)];
-        assert_eq!(align_windows(&mut blocks, 4.0), Some(0));
+        assert_eq!(align_windows(&mut blocks, 4.0, false), Some(0));
         assert_eq!(blocks[1].planned_x, 4);
         assert_eq!(blocks[0].planned_x, 4);
         // A ring that wants less than its smallest count adds more than the loop can give up:
@@ -4113,7 +4227,7 @@ mod tests {
         blocks[1].bytes = 64 * 1024;
         blocks[1].ring_chunks = 1024;
         let planned: Vec<u64> = blocks.iter().map(|b| b.planned_x).collect();
-        assert_eq!(align_windows(&mut blocks, 64.0), Some(0));
+        assert_eq!(align_windows(&mut blocks, 64.0, false), Some(0));
         assert_eq!(
             blocks.iter().map(|b| b.planned_x).collect::<Vec<_>>(),
             planned
@@ -4146,7 +4260,7 @@ mod tests {
     #[test]
     fn each_ring_keeps_its_nearest_aligned_count_whatever_the_others_owe() {
         let rings = nginx_rings();
-        let (chosen, owed) = balance_rings(&rings, f64::NEG_INFINITY);
+        let (chosen, owed) = balance_rings(&rings, f64::NEG_INFINITY, false);
         let x: Vec<u64> = chosen.iter().map(|c| c.1).collect();
         // 11 of 2 ties and goes up; the 256-chunk ring wanting 16.4 runs 16, not 32, though the
         // others have added 6 runs (the old rule rounded it to whichever evened the balance).
@@ -4162,7 +4276,7 @@ mod tests {
         // Any other ring's want leaves this one's count alone.
         let mut moved = rings.clone();
         moved[6].want = 40.0;
-        let (chosen, _) = balance_rings(&moved, f64::NEG_INFINITY);
+        let (chosen, _) = balance_rings(&moved, f64::NEG_INFINITY, false);
         assert_eq!(chosen[7].1, 16);
         assert_eq!(chosen[6].1, 32);
     }
@@ -4173,7 +4287,7 @@ mod tests {
         // Owed -380.8 against a floor of -100: the tie (12 → 10 of 2 chunks) gives back 136 at no
         // cost and 8 → 4 of 8 chunks 272 for 136 misplaced, together enough; 64 → 32 alone would
         // misplace 952.
-        let (chosen, owed) = balance_rings(&rings, -100.0);
+        let (chosen, owed) = balance_rings(&rings, -100.0, false);
         let x: Vec<u64> = chosen.iter().map(|c| c.1).collect();
         assert_eq!(x, [10, 12, 8, 4, 2, 4, 64, 16]);
         assert!(owed >= -100.0, "{owed}");
@@ -4188,7 +4302,7 @@ mod tests {
         assert_eq!(cheapest_cover(&flips, 3.5), [10, 11, 12, 13]);
         assert_eq!(cheapest_cover(&flips[..4], 2.0), [0, 1]);
         // A floor nothing reaches: every ring at its lower count, the balance still under it.
-        let (chosen, owed) = balance_rings(&rings, 1e9);
+        let (chosen, owed) = balance_rings(&rings, 1e9, false);
         assert!(owed < 1e9);
         for (c, r) in chosen.iter().zip(&rings) {
             let [lo, _] = aligned_runs(r.want.round() as u64, r.ring);
@@ -4218,7 +4332,7 @@ mod tests {
         // instructions are 38 runs, aligned to 40 (a tie between 36 and 40 goes up), and the loop
         // of 5-instruction runs gives up the 20 added.
         let mut blocks = vec![composed(20, 100.0, &[5]), composed(3776, 380.0, &[10; 4])];
-        settle_windows(&mut blocks);
+        settle_windows(&mut blocks, false);
         assert_eq!(blocks[1].x, 40);
         assert_eq!(blocks[0].x, 16);
         // Two loops share the balance by their instructions: 100 and 300 wanted, the ring adds 20.
@@ -4227,7 +4341,7 @@ mod tests {
             composed(20, 300.0, &[10]),
             composed(3776, 380.0, &[10; 4]),
         ];
-        settle_windows(&mut blocks);
+        settle_windows(&mut blocks, false);
         assert_eq!(blocks[2].x, 40);
         assert_eq!(blocks[0].x, 19);
         assert_eq!(blocks[1].x, 29);

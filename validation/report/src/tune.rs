@@ -1072,12 +1072,8 @@ fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
 /// no evidence for another group, as with a group's lead. The mid led the second-level group until
 /// the tail share replaced it. The first-touch scale leads the last-level group only where the clone
 /// has a first-touch stream (`Levers::first_touch`), so it is listed here for every clone.
-/// The instruction far share (`instruction_working_set.far_share_scale`) is a hand lever: led by it
-/// where the profile's curves are flat around the L1i (predicted elasticity below 1), the Pix
-/// clones' L1i errors came to 9.0 % (baseline, best iteration) and 9.6 % (optimized, against 0.7 %
-/// with the code size): at one set of knobs ×0.866 raised Pix baseline's L1i from 4.35 % to 4.73 %,
-/// since the shares it frees flipped a 32 KiB ring from 64 to 128 runs a call
-/// (docs/validation.md, "the instruction far share as the L1i's lever").
+/// The instruction far share leads the instruction working set's group only where the profile's
+/// curves are flat around the L1i (`lead_of`), so it is listed here too.
 const UNTUNED_KNOBS: &[Knob] = &[
     Knob::DataMid,
     Knob::DataFirstTouch,
@@ -1264,6 +1260,21 @@ const BRANCH_SHARE_AND_TAIL_SHARE: &[Knob] = &[
     Knob::DataTailShare,
 ];
 
+/// Below this [`code_elasticity`] the instruction working set's group moves
+/// `instruction_working_set.far_share_scale` instead of the code size: the share of fetches past
+/// the L1i's size (`plan::scale_misses_past`), where a curve this flat moves few fetches across the
+/// cache however far the code stretches. Pix's request curves predict 0.23. Pix baseline's clone read
+/// L1i 0.0460, 0.0467, 0.0468, 0.0495 and 0.0478 at code size ×0.8–1.2 (original 0.0409), and 0.0383,
+/// 0.0395, 0.0435, 0.0454 and 0.0468 at far share ×0.6–1.0 (`validation/bench/code-size-sweep.sh`,
+/// fine windows). With power-of-two windows the far share was no lever: the shares it moved flipped
+/// rings between counts (docs/validation.md, "the instruction far share as the L1i's lever").
+/// memcached (5.5) and nginx (1.6) keep the code size.
+const FAR_SHARE_BELOW_ELASTICITY: f64 = 1.0;
+
+/// The far share's assumed elasticity before a secant exists: Pix baseline's clone, ×0.6 → ×1.0,
+/// read d ln L1i / d ln share ≈ 0.39 (the skeleton's and the near blocks' misses do not follow it).
+const FAR_SHARE_ELASTICITY: f64 = 0.4;
+
 /// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
 /// at 0.1 (and at most [`MAX_STEP`]); a steep one no smaller than at 10.
 const CODE_ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
@@ -1358,6 +1369,13 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
         }
     }
     if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
+        if e < FAR_SHARE_BELOW_ELASTICITY {
+            return Some(Group {
+                knob: Knob::InstructionFarShare,
+                elasticity: FAR_SHARE_ELASTICITY,
+                ..*g
+            });
+        }
         return Some(Group {
             elasticity: e,
             ..*g
@@ -2720,7 +2738,7 @@ mod tests {
     }
 
     #[test]
-    fn the_code_group_steps_by_the_profiles_elasticity_before_a_secant_exists() {
+    fn the_code_group_steps_by_the_profiles_elasticity_and_a_flat_curve_moves_the_far_share() {
         // Pix baseline's second iteration: L1i 0.0464 against 0.0374, no comparable earlier one.
         let original = CounterFigures {
             l1i_miss_rate: Some(0.0374),
@@ -2751,10 +2769,16 @@ mod tests {
         let (size, far) = step(None);
         assert!((size - ratio.powf(1.0 / 3.0)).abs() < 1e-9);
         assert_eq!(far, 1.0);
-        let (size, far) = step(Some(0.25));
-        assert!((size - ratio.powf(4.0)).abs() < 1e-9);
-        // The far share is a hand lever: the tuner leaves it where the knobs file has it.
+        let (size, far) = step(Some(2.0));
+        assert!((size - ratio.sqrt()).abs() < 1e-9);
         assert_eq!(far, 1.0);
+        // A curve this flat (Pix: 0.23): the far share moves instead, the code size stays.
+        let (size, far) = step(Some(0.25));
+        assert_eq!(size, 1.0);
+        assert!(
+            (far - ratio.powf(1.0 / FAR_SHARE_ELASTICITY)).abs() < 1e-9,
+            "{far}"
+        );
     }
 
     #[test]
