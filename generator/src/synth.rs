@@ -8,7 +8,9 @@
 //!   chunk where the previous call left it, and runs X chunks (X from the block's share of the dynamic
 //!   instructions), so small blocks loop many times per call and large ones are swept across calls.
 //!   X is aligned to the ring (a multiple of C, or a power of two dividing it; `aligned_runs`), so every
-//!   call leaves the ring at fixed chunks and a branch predictor can learn where.
+//!   call leaves the ring at fixed chunks and a branch predictor can learn where; in a body whose
+//!   branches mispredict often anyway, a swept ring takes its exact count instead (`ring_runs`, fine
+//!   windows: about one more misprediction a call, for a share within a chunk of its target).
 //! * **Data accesses** (equation 1): each memory operand belongs to a working-set class, a region
 //!   [lo, lo + size) of the private or shared buffer. Classes of one line use a fixed offset; larger
 //!   ones a *window*: `t = (rP · a) & (size − 64)` computed once per chunk execution for the `a`
