@@ -302,6 +302,19 @@ pub fn stretch_above(grid: &[(u64, f64)], from: u64, scale: f64, cap: u64) -> Ve
 /// past the L1d whatever the scale, and its clone's L1d miss rate read 0.0318, 0.0332 and 0.0298 at
 /// size ×0.61, ×0.46 and ×0.33 (original 0.0239). The tuner does not move it (see its L1d group).
 pub fn scale_misses_from(grid: &[(u64, f64)], from: u64, scale: f64) -> Vec<(u64, f64)> {
+    scale_misses_with(grid, from, scale, |h, _, cap| h.min(cap))
+}
+
+/// The hit curve `grid` with H'(s) = 1 − scale·(1 − H(s)) (within [0, 1]) from the first point at or
+/// past `from` (the last point when none is), and `below(H(s), H(from), H'(from))` before it; the
+/// curve itself when `scale` is 1 or not a finite non-negative number. The two miss-share levers
+/// differ only in where the hits they add or take below `from` come from.
+fn scale_misses_with(
+    grid: &[(u64, f64)],
+    from: u64,
+    scale: f64,
+    below: impl Fn(f64, f64, f64) -> f64,
+) -> Vec<(u64, f64)> {
     if (scale - 1.0).abs() < 1e-12 || !(scale.is_finite() && scale >= 0.0) || grid.is_empty() {
         return grid.to_vec();
     }
@@ -310,10 +323,17 @@ pub fn scale_misses_from(grid: &[(u64, f64)], from: u64, scale: f64) -> Vec<(u64
         .position(|&(s, _)| s >= from)
         .unwrap_or(grid.len() - 1);
     let scaled = |h: f64| (1.0 - scale * (1.0 - h)).clamp(0.0, 1.0);
-    let cap = scaled(grid[start].1);
+    let (at, scaled_at) = (grid[start].1, scaled(grid[start].1));
     grid.iter()
         .enumerate()
-        .map(|(i, &(s, h))| (s, if i >= start { scaled(h) } else { h.min(cap) }))
+        .map(|(i, &(s, h))| {
+            let h2 = if i >= start {
+                scaled(h)
+            } else {
+                below(h, at, scaled_at)
+            };
+            (s, h2)
+        })
         .collect()
 }
 
@@ -331,26 +351,9 @@ pub fn scale_misses_from(grid: &[(u64, f64)], from: u64, scale: f64) -> Vec<(u64
 /// (`validation/bench/code-size-sweep.sh`). What the one-line loop gains or gives up hits in every
 /// cache.
 pub fn scale_misses_past(grid: &[(u64, f64)], from: u64, scale: f64) -> Vec<(u64, f64)> {
-    if (scale - 1.0).abs() < 1e-12 || !(scale.is_finite() && scale >= 0.0) || grid.is_empty() {
-        return grid.to_vec();
-    }
-    let start = grid
-        .iter()
-        .position(|&(s, _)| s >= from)
-        .unwrap_or(grid.len() - 1);
-    let scaled = |h: f64| (1.0 - scale * (1.0 - h)).clamp(0.0, 1.0);
-    let shift = scaled(grid[start].1) - grid[start].1;
-    grid.iter()
-        .enumerate()
-        .map(|(i, &(s, h))| {
-            let h2 = if i >= start {
-                scaled(h)
-            } else {
-                (h + shift).clamp(0.0, 1.0)
-            };
-            (s, h2)
-        })
-        .collect()
+    scale_misses_with(grid, from, scale, |h, at, scaled_at| {
+        (h + scaled_at - at).clamp(0.0, 1.0)
+    })
 }
 
 /// Equation 1: the share of data accesses per working-set class. A_d(64) = H(64),

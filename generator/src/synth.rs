@@ -674,8 +674,8 @@ fn aligned_runs(x: u64, ring: u64) -> [u64; 2] {
 /// 1/k of its runs (`loop_exit_rate`): one loop-exit misprediction a call or so, for a share within
 /// one chunk of its target instead of within a factor of two.
 fn ring_runs(x: u64, ring: u64, fine: bool) -> [u64; 2] {
-    if fine && ring > 1 && x.max(1) < ring {
-        let x = x.max(1);
+    let x = x.max(1);
+    if fine && ring > 1 && x < ring {
         return [x, x];
     }
     aligned_runs(x, ring)
