@@ -133,6 +133,15 @@ pub struct BodyPlan {
     /// not record it, and then each branch's direction is a coin toss.
     pub majority_taken_bins: Option<Vec<f64>>,
     pub transition_bins: Vec<f64>,
+    /// Instructions per call and transition-rate bins as the profile has them, before the tuner's
+    /// `instructions.per_request_scale` and `branches.transition_rate_scale`: what decides whether
+    /// the body's rings take fine windows (`synth::fine_windows`). Decided on the scaled figures,
+    /// the scheme flipped while the tuner moved those knobs, and with it a ring's share by a factor
+    /// of two: Pix optimized's worker predicted 565 mispredictions a call at one iteration's knobs
+    /// and 379 at the next (count ×0.53, transition rates ×0.63), below its five swept rings' 500,
+    /// and its L1i read 0.0417 where the same far share with the earlier branch knobs read 0.0467.
+    pub profiled_instructions: f64,
+    pub profiled_transition_bins: Vec<f64>,
     /// Indirect jumps and calls per dynamic instruction (the profile's `branches.indirect`); 0 when
     /// the profile does not record them.
     pub indirect_ratio: f64,
@@ -1167,6 +1176,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         };
     let mut instructions = (per_request * scale - input.skeleton_instructions) / calls;
     const MIN_BODY: f64 = 64.0;
+    let profiled_instructions = ((per_request - input.skeleton_instructions) / calls).max(MIN_BODY);
     if instructions < MIN_BODY {
         warnings.push(format!(
             "{cluster}: {instructions:.0} instructions per call after the skeleton is subtracted; \
@@ -1316,7 +1326,10 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
                 })
                 .collect()
         });
-    let transition = shift_bins(&transition, -b.transition_rate_scale.log2());
+    let (transition, profiled_transition_bins) = (
+        shift_bins(&transition, -b.transition_rate_scale.log2()),
+        transition,
+    );
     let ds = knobs.dependencies.distance_scale.log2();
     let (raw, war, waw) = (
         shift_bins(&raw, ds),
@@ -1442,6 +1455,8 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         taken_bins: taken,
         majority_taken_bins,
         transition_bins: transition,
+        profiled_instructions,
+        profiled_transition_bins,
         indirect_ratio,
         call_ratio,
         indirect_change_bins,

@@ -6,13 +6,15 @@
 # `compare`'s default 1,000 and 2,000 the L1i misses per request are a few and their run-to-run
 # difference can come out negative). A smooth response is what lets
 # `ditto tune` close in on the original's rate; a cliff between neighbouring scales is what stops it.
-# --knobs FILE starts from FILE instead of the committed knobs (e.g. one iteration's `knobs` from a
-# tune-history.json, written as TOML), to reproduce what the tuner measured there.
+# --knobs FILE starts from FILE instead of the committed knobs, to reproduce what the tuner measured
+# there: a knobs TOML, or a tune-history.json with --iteration N (that iteration's knobs).
 # --knob KEY sweeps another key of [instruction_working_set] instead of size_scale, e.g.
-# far_share_scale (the share of fetches past the L1i's size).
-# Usage: validation/bench/code-size-sweep.sh [--knobs FILE] [--knob KEY] [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
+# far_share_scale (the share of fetches past the L1i's size); --knob SECTION.KEY a key of another
+# section, e.g. branches.transition_rate_scale (how the L1i moves with a knob that is not the code's).
+# Usage: validation/bench/code-size-sweep.sh [--knobs FILE [--iteration N]] [--knob [SECTION.]KEY] [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
 set -euo pipefail
 knobs=
+iteration=
 knob=size_scale
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -20,8 +22,12 @@ while [ $# -gt 0 ]; do
       knobs=$(realpath "${2:?--knobs needs a file}")
       shift 2
       ;;
+    --iteration)
+      iteration=${2:?--iteration needs an iteration number of the --knobs history}
+      shift 2
+      ;;
     --knob)
-      knob=${2:?--knob needs a key of [instruction_working_set]}
+      knob=${2:?--knob needs a key of [instruction_working_set], or SECTION.KEY}
       shift 2
       ;;
     *) break ;;
@@ -34,21 +40,45 @@ scales=("$@")
 [ ${#scales[@]} -gt 0 ] || scales=(1 1.05 1.09 1.14 1.19 1.3)
 [ -f "profiles/$target.json" ] || { echo "code-size-sweep: no profiles/$target.json" >&2; exit 1; }
 [ -n "$knobs" ] || knobs="clones/$target/knobs.toml"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [[ $knobs == *.json ]]; then
+  [ -n "$iteration" ] || { echo "code-size-sweep: --knobs $knobs is a tune history: give --iteration N" >&2; exit 1; }
+  # The history's knobs have the knobs file's sections and keys; TOML is what `generate` reads.
+  python3 - "$knobs" "$iteration" >"$work/knobs-history.toml" <<'PY' || exit 1
+import json, sys
+path, n = sys.argv[1], int(sys.argv[2])
+its = [it for it in json.load(open(path)).get("iterations", []) if it.get("iteration") == n]
+if not its:
+    sys.exit(f"code-size-sweep: {path} has no iteration {n}")
+for section, keys in its[0]["knobs"].items():
+    print(f"[{section}]")
+    for key, value in keys.items():
+        print(f"{key} = {json.dumps(value)}")
+    print()
+PY
+  knobs="$work/knobs-history.toml"
+fi
+section=instruction_working_set
+key=$knob
+if [[ $knob == *.* ]]; then
+  section=${knob%%.*}
+  key=${knob#*.}
+fi
+grep -q "^\[$section\]" "$knobs" || { echo "code-size-sweep: no [$section] in $knobs" >&2; exit 1; }
 cargo build --quiet --release -p ditto-cli
 ditto=target/release/ditto
 out=out/bench
 mkdir -p "$out"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 skeleton=()
 [ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
 specs=()
 for s in "${scales[@]}"; do
-  if sed -n "/^\[instruction_working_set\]/,/^\[/p" "$knobs" | grep -q "^$knob = "; then
-    sed "/^\[instruction_working_set\]/,/^\[/ s/^$knob = .*/$knob = $s/" "$knobs" >"$work/knobs-$s.toml"
+  if sed -n "/^\[$section\]/,/^\[/p" "$knobs" | grep -q "^$key = "; then
+    sed "/^\[$section\]/,/^\[/ s/^$key = .*/$key = $s/" "$knobs" >"$work/knobs-$s.toml"
   else
     # A knobs file written before the key existed: add it to its section.
-    sed "/^\[instruction_working_set\]/a $knob = $s" "$knobs" >"$work/knobs-$s.toml"
+    sed "/^\[$section\]/a $key = $s" "$knobs" >"$work/knobs-$s.toml"
   fi
   "$ditto" generate "profiles/$target.json" -o "$work/clone-$s" --seed 1 --knobs "$work/knobs-$s.toml" "${skeleton[@]}" >/dev/null 2>&1
   sed -i "s/^name = .*/name = \"x${s/./_}\"/" "$work/clone-$s/target.toml"
