@@ -371,6 +371,19 @@ fn body_init_does_not_clear_the_buffer_again() {
     }
 }
 
+/// A block's chunk count and chunk executions per call, from its header in `body.S`
+/// (`// block 6: 65536 bytes, 256 chunk(s), 192 chunk executions per call`).
+fn ring_and_runs(what: &str, header: &str) -> (u64, u64) {
+    let nums: Vec<u64> = header
+        .split(|ch: char| !ch.is_ascii_digit())
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let [_, _, ring, x] = nums[..] else {
+        panic!("{what}: unexpected block header {header:?}");
+    };
+    (ring, x)
+}
+
 /// Every ring's window is aligned or fine: its chunk executions per call are a multiple of its chunk
 /// count (then it enters at chunk 0 with a direct jump) or, below it, a power of two that divides it
 /// (memcached's and nginx's bodies, whose mispredictions are few: each chunk's loop branch always or
@@ -390,13 +403,7 @@ fn ring_windows_are_aligned_or_fine_and_whole_laps_enter_directly() {
         let mut fine_rings = 0;
         for block in asm.split("// block ").skip(1) {
             let header = block.lines().next().unwrap_or_default();
-            let nums: Vec<u64> = header
-                .split(|ch: char| !ch.is_ascii_digit())
-                .filter_map(|t| t.parse().ok())
-                .collect();
-            let [_, _, ring, x] = nums[..] else {
-                panic!("{name}: unexpected block header {header:?}");
-            };
+            let (ring, x) = ring_and_runs(name, header);
             if ring == 1 {
                 continue;
             }
@@ -478,14 +485,7 @@ fn fine_windows_stay_while_the_tuner_moves_the_count_and_the_branch_knobs() {
     let worker = worker.split("ditto_body_init_c1").next().unwrap_or(worker);
     let (mut swept, mut fine) = (0, 0);
     for block in worker.split("// block ").skip(1) {
-        let header = block.lines().next().unwrap_or_default();
-        let nums: Vec<u64> = header
-            .split(|ch: char| !ch.is_ascii_digit())
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        let [_, _, ring, x] = nums[..] else {
-            panic!("c1: unexpected block header {header:?}");
-        };
+        let (ring, x) = ring_and_runs("c1", block.lines().next().unwrap_or_default());
         if ring > 1 && x < ring {
             swept += 1;
             fine += usize::from(!(x.is_power_of_two() && ring % x == 0));
