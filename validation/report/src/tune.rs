@@ -675,8 +675,8 @@ pub struct TuneHistory {
     pub tolerances: BTreeMap<String, f64>,
     pub iterations: Vec<Iteration>,
     pub converged: bool,
-    /// The iteration with the fewest tuned metrics outside the tolerance, then the smallest mean error
-    /// (`rank`); the clone is left generated with its knobs.
+    /// The iteration with the smallest mean error of the tuned metrics, then the fewest outside the
+    /// tolerance (`rank`); the clone is left generated with its knobs.
     pub best_iteration: Option<usize>,
     pub final_knobs: Option<Knobs>,
     pub stop_reason: String,
