@@ -684,9 +684,10 @@ fn ring_runs(x: u64, ring: u64, fine: bool) -> [u64; 2] {
 /// Whether a body's swept rings may take fine windows (`ring_runs`): when one more misprediction a
 /// call for each of them is at most `FINE_WINDOW_COST` of the mispredictions its branches'
 /// transition rates predict (`expected_mispredictions`, on the profile's count and rates: a scheme
-/// that flipped with the tuner's knobs would make them a cliff, `BodyPlan::profiled_instructions`). Pix's request bodies predict about a
-/// thousand a call; memcached's worker body about ten, where the aligned windows' saved
-/// mispredictions were 10.8 of its 18.8 a call (docs/generator.md, "Aligned windows").
+/// that flipped with the tuner's knobs would make them a cliff, `BodyPlan::profiled_instructions`).
+/// Pix's request bodies predict about a thousand a call; memcached's worker body about ten, where
+/// the aligned windows' saved mispredictions were 10.8 of its 18.8 a call (docs/generator.md,
+/// "Aligned windows").
 fn fine_windows(expected_mispredictions: f64, swept_rings: usize) -> bool {
     swept_rings > 0 && swept_rings as f64 <= FINE_WINDOW_COST * expected_mispredictions
 }

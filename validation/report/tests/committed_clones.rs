@@ -8,8 +8,8 @@
 //! once per readiness event) are checked against the original itself: the original is measured the
 //! same way in the same run, and the clone's count must lie within what the original did, when it
 //! was profiled or now, widened by that range's width (at least 5% of its top; 10% below one call a
-//! request, where the count follows the clone's own time per request). Measured: Pix baseline's recvfrom 1.05 per request when
-//! profiled and 1.11-1.12 on a later day, nginx's `epoll_wait` 0.62-0.87 between runs of its clone.
+//! request, where the count follows the clone's own time per request). Measured: Pix baseline's
+//! recvfrom 1.05 per request when profiled and 1.11-1.12 on a later day, nginx's `epoll_wait` 0.62-0.87 between runs of its clone.
 //! A timer thread's sleeps are set by its clock, not by requests: they are checked per second of the
 //! window, to 2% of the profile's: memcached's clone wakes on its profile's period, 1,014 times a
 //! second, and one CI run counted 0.1187 per request against the profile's 0.1017, a window with
