@@ -45,18 +45,7 @@ trap 'rm -rf "$work"' EXIT
 if [[ $knobs == *.json ]]; then
   [ -n "$iteration" ] || { echo "code-size-sweep: --knobs $knobs is a tune history: give --iteration N" >&2; exit 1; }
   # The history's knobs have the knobs file's sections and keys; TOML is what `generate` reads.
-  python3 - "$knobs" "$iteration" >"$work/knobs-history.toml" <<'PY' || exit 1
-import json, sys
-path, n = sys.argv[1], int(sys.argv[2])
-its = [it for it in json.load(open(path)).get("iterations", []) if it.get("iteration") == n]
-if not its:
-    sys.exit(f"code-size-sweep: {path} has no iteration {n}")
-for section, keys in its[0]["knobs"].items():
-    print(f"[{section}]")
-    for key, value in keys.items():
-        print(f"{key} = {json.dumps(value)}")
-    print()
-PY
+  python3 validation/bench/history_knobs.py "$knobs" "$iteration" >"$work/knobs-history.toml" || exit 1
   knobs="$work/knobs-history.toml"
 fi
 section=instruction_working_set
