@@ -11,7 +11,7 @@ import sys
 path, n = sys.argv[1], int(sys.argv[2])
 its = [it for it in json.load(open(path)).get("iterations", []) if it.get("iteration") == n]
 if not its:
-    sys.exit(f"{path} has no iteration {n}")
+    sys.exit(f"history_knobs: {path} has no iteration {n}")
 for section, keys in its[0]["knobs"].items():
     print(f"[{section}]")
     for key, value in keys.items():
