@@ -129,6 +129,18 @@ impl CloneDir {
             .unwrap_or(false)
     }
 
+    /// Where the second-level group's mid starts at an L1d of `l1d_bytes` with `knobs`' tail
+    /// (`tune::second_level_mid_from`); `None` without a readable profile or curves.
+    pub fn second_level_mid_from(&self, l1d_bytes: u64, knobs: &Knobs) -> Option<u64> {
+        let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
+        let body = profile.body.as_ref()?;
+        crate::tune::second_level_mid_from(
+            &body.clusters,
+            l1d_bytes,
+            knobs.data_working_set.tail_from_bytes,
+        )
+    }
+
     /// The L1i miss rate's elasticity in the code-size knob that the profile's bodies predict at an
     /// L1i of `l1i_bytes` (`tune::code_elasticity`); `None` without a readable profile or curves.
     pub fn code_elasticity(&self, l1i_bytes: u64) -> Option<f64> {

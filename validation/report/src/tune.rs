@@ -9,7 +9,7 @@
 //! | instruction count | `instructions.per_request_scale` (`instructions.background_scale` following at three times its log step where the clone has a background body, [`Levers`]) | instructions per request |
 //! | instruction working set | `instruction_working_set.size_scale` | L1i miss rate |
 //! | data working set | `data_working_set.size_scale` (pointer-chase and regular scales held) | L1d miss rate |
-//! | second-level data | `data_working_set.tail_share_scale` | L2 miss rate; with a first-touch stream, the L2's misses that hit the LLC |
+//! | second-level data | `data_working_set.tail_share_scale`; where the profile reuses almost nothing past the tail's start, `data_working_set.mid_scale` from twice the L1d ([`MID_LEADS_BELOW`]) | L2 miss rate; with a first-touch stream, the L2's misses that hit the LLC |
 //! | last-level data | `data_working_set.tail_scale`; with a first-touch stream, `data_working_set.first_touch_scale` | LLC miss rate; with a first-touch stream, its odds |
 //! | branches | `branches.data_dependent_scale`, `branches.transition_rate_scale` following it up to ×1 (taken scale held); under perf `branches.indirect_change_scale` follows too | conditional branch mispredictions (sim); all branch mispredictions (perf) |
 //! | indirect branches | `branches.indirect_change_scale` (sim only: perf's generic events count all branches together) | indirect branch mispredictions |
@@ -714,6 +714,11 @@ pub trait TuneBackend {
     fn has_first_touch_stream(&self, _knobs: &Knobs) -> bool {
         false
     }
+    /// Where the second-level group's mid starts ([`second_level_mid_from`]), `None` where the tail
+    /// share leads or the backend cannot tell.
+    fn second_level_mid_from(&self, _knobs: &Knobs) -> Option<u64> {
+        None
+    }
 }
 
 fn row(key: &str, original: &CounterFigures, clone: &CounterFigures) -> Option<MetricRow> {
@@ -1229,6 +1234,54 @@ pub struct Levers {
     /// last-level group moves `data_working_set.first_touch_scale` instead of the tail's stretch
     /// ([`FIRST_TOUCH_LEADS_THE_LAST_LEVEL`]).
     pub first_touch: bool,
+    /// Where the second level's reuses lie below the tail's start (`second_level_mid_from`): the
+    /// second-level group moves `data_working_set.mid_scale` from this size instead of the tail
+    /// share ([`MID_LEADS_BELOW`]).
+    pub second_level_mid_from: Option<u64>,
+}
+
+/// Below this share of the L1d's misses reused past the tail's start (`tail_from_bytes`), the
+/// second-level group moves the mid (`mid_scale` from twice the L1d's size) instead of the tail
+/// share. The tail share multiplies the accesses past the tail's start; where a profile has almost
+/// none, it moves nothing but the first-touch stream: Pix optimized's worker reuses 0.004 % of its
+/// accesses past 1 MiB (0.12 % of its misses past 32 KiB), and the tail share at ×0.855, ×0.274 and
+/// ×0.081 left its clone's L2 at 0.0066, 0.0054 (original 0.0032). Its L2's misses were its 64 KiB
+/// and 128 KiB regions' (18.0 of 18.8 a request, `validation/bench/miss-attribution.sh`), which the
+/// mid compresses: from 64 KiB, ×0.5 and ×0.3 read L2 0.0035 and 0.0020 with the L1d 0.0301 and
+/// 0.0348 (original 0.0342; `validation/bench/second-level-sweep.sh`, docs/validation.md). From
+/// the L1d's own size the mid moved the L1d as much as the L2 (×0.35: L1d 0.0208). Pix baseline
+/// (1.5 %) and memcached (16 %) keep the tail share; nginx's curve ends below 1 MiB.
+const MID_LEADS_BELOW: f64 = 0.005;
+
+/// The mid's assumed elasticity in the second level's driver: Pix optimized's clone from 64 KiB,
+/// L2 0.0089 → 0.0035 → 0.0020 at ×1 (from 32 KiB, the same curve) → ×0.5 → ×0.3 (d ln / d ln 1.35,
+/// then 1.1).
+const MID_ELASTICITY: f64 = 1.0;
+
+/// Where the second-level group's mid starts ([`Levers::second_level_mid_from`]): twice the L1d's
+/// size, when the bodies' data curves (weighted by their instructions per request) reuse under
+/// [`MID_LEADS_BELOW`] of their misses past the L1d's size beyond `tail_from_bytes`. `None` (the
+/// tail share leads) without points at both sizes, without misses past the L1d, or when twice the
+/// L1d is not below the tail's start.
+pub fn second_level_mid_from(
+    bodies: &[ditto_profile::ClusterBody],
+    l1d_bytes: u64,
+    tail_from_bytes: u64,
+) -> Option<u64> {
+    let from = l1d_bytes.checked_mul(2).filter(|f| *f < tail_from_bytes)?;
+    let (mut past_tail, mut past_l1d) = (0.0, 0.0);
+    for body in bodies {
+        let w = body.instructions_per_request;
+        if !(w.is_finite() && w > 0.0) {
+            continue;
+        }
+        let points = &body.data_working_set.points;
+        let hit_at = |size: u64| points.iter().find(|p| p.size == size).map(|p| p.hit_rate);
+        let last = points.iter().max_by_key(|p| p.size)?.hit_rate;
+        past_tail += w * (last - hit_at(tail_from_bytes)?).max(0.0);
+        past_l1d += w * (1.0 - hit_at(l1d_bytes)?).max(0.0);
+    }
+    (past_l1d > 0.0 && past_tail < MID_LEADS_BELOW * past_l1d).then_some(from)
 }
 
 /// The last-level group of a clone with a first-touch stream. The LLC misses of such a clone are
@@ -1343,16 +1396,28 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
             knob: FIRST_TOUCH_LEADS_THE_LAST_LEVEL,
             driver: LLC_MISS_ODDS,
             cliff: false,
-            coupled_to: &[Knob::DataWorkingSet],
+            // The mid, where it leads the second level, moves the L2's misses that hit the LLC and
+            // so the odds' denominator.
+            coupled_to: &[Knob::DataWorkingSet, Knob::DataMid],
             unaffected_by: BRANCH_SHARE_AND_TAIL_SHARE,
             ..*g
         });
     }
-    if g.knob == Knob::DataTailShare && levers.first_touch {
-        return Some(Group {
-            driver: L2_MISSES_HITTING_THE_LLC,
-            ..*g
-        });
+    if g.knob == Knob::DataTailShare {
+        let driver = if levers.first_touch {
+            L2_MISSES_HITTING_THE_LLC
+        } else {
+            g.driver
+        };
+        if levers.second_level_mid_from.is_some() {
+            return Some(Group {
+                knob: Knob::DataMid,
+                driver,
+                elasticity: MID_ELASTICITY,
+                ..*g
+            });
+        }
+        return Some(Group { driver, ..*g });
     }
     if !kinds_apart {
         match g.knob {
@@ -1789,8 +1854,21 @@ pub fn tune(
         background_body: backend.has_background_body(),
         code_elasticity: backend.code_elasticity(),
         first_touch: backend.has_first_touch_stream(&initial),
+        second_level_mid_from: backend.second_level_mid_from(&initial),
     };
     let mut knobs = initial;
+    // The mid starts where the second level's group needs it; at ×1 it stretches nothing, so the
+    // first iteration's clone is the one the knobs describe. A mid already stretched keeps its start.
+    if let Some(from) = levers.second_level_mid_from {
+        if knobs.data_working_set.mid_scale == 1.0 {
+            knobs.data_working_set.mid_from_bytes = from;
+            status(&format!(
+                "the profile reuses almost nothing past the tail's start: the second-level group \
+                 moves the mid from {} KiB",
+                from / 1024
+            ));
+        }
+    }
     history.stop_reason = format!("reached the iteration cap ({})", settings.max_iterations);
     for i in 1..=settings.max_iterations {
         let started = Instant::now();
@@ -2889,6 +2967,105 @@ mod tests {
         let (k, _) = adjust(std::slice::from_ref(&it), &original, &tuned, &tol);
         assert_eq!(k.data_working_set.first_touch_scale, 1.0);
         assert!((k.data_working_set.tail_scale - 0.421 / 0.267).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_mid_leads_the_second_level_only_where_the_profile_reuses_almost_nothing_past_the_tail() {
+        let mid_from = |name: &str| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../profiles")
+                .join(format!("{name}.json"));
+            let profile = ditto_profile::Profile::load(&path).expect("a committed profile");
+            let body = profile.body.expect("a body section");
+            second_level_mid_from(&body.clusters, 32 * 1024, 1 << 20)
+        };
+        // Pix optimized reuses 0.12 % of its misses past 32 KiB beyond 1 MiB, Pix baseline 1.5 %,
+        // memcached 16 %; nginx's curve ends at 512 KiB.
+        assert_eq!(mid_from("pix-optimized"), Some(64 * 1024));
+        for name in ["pix-baseline", "memcached", "nginx"] {
+            assert_eq!(mid_from(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn second_level_mid_from_needs_misses_past_the_l1d_and_room_below_the_tail() {
+        let body = |points: &[(u64, f64)]| {
+            vec![ditto_profile::ClusterBody {
+                instructions_per_request: 100.0,
+                data_working_set: ditto_profile::HitCurve {
+                    points: points
+                        .iter()
+                        .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
+                        .collect(),
+                    ..ditto_profile::HitCurve::default()
+                },
+                ..ditto_profile::ClusterBody::default()
+            }]
+        };
+        // 4 % misses past 32 KiB, 0.01 % of the accesses reused past 1 MiB (0.25 % of the misses).
+        let few = body(&[(32768, 0.96), (1 << 20, 0.9998), (1 << 21, 0.9999)]);
+        assert_eq!(second_level_mid_from(&few, 32768, 1 << 20), Some(65536));
+        // 1 % of the accesses past 1 MiB: a quarter of the misses.
+        let many = body(&[(32768, 0.96), (1 << 20, 0.98), (1 << 21, 0.99)]);
+        assert_eq!(second_level_mid_from(&many, 32768, 1 << 20), None);
+        // No misses past the L1d, no point at the tail's start, no room below the tail.
+        assert_eq!(
+            second_level_mid_from(&body(&[(32768, 1.0), (1 << 20, 1.0)]), 32768, 1 << 20),
+            None
+        );
+        assert_eq!(
+            second_level_mid_from(&body(&[(32768, 0.96), (1 << 21, 0.99)]), 32768, 1 << 20),
+            None
+        );
+        assert_eq!(second_level_mid_from(&few, 1 << 19, 1 << 20), None);
+    }
+
+    #[test]
+    fn where_the_mid_leads_the_second_level_it_moves_the_mid_and_not_the_tail_share() {
+        // Pix optimized's clone from 64 KiB at ×1: the L2's misses that hit the LLC over twice the
+        // original's.
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.0342),
+            l2_miss_rate: Some(0.0032),
+            llc_miss_rate: Some(0.435),
+            ..CounterFigures::default()
+        };
+        let mut it = iteration_with(1, (Knob::DataMid, 1.0), ("l2_miss_rate", 0.0089));
+        it.knobs.data_working_set.mid_from_bytes = 65536;
+        it.figures.l1d_miss_rate = Some(0.0342);
+        it.figures.llc_miss_rate = Some(0.30);
+        let tuned = default_tuned_metrics(false, true);
+        let tol = Tolerances::uniform(0.05);
+        let levers = Levers {
+            first_touch: true,
+            second_level_mid_from: Some(65536),
+            ..Levers::default()
+        };
+        let (k, adj) = adjust_with(std::slice::from_ref(&it), &original, &tuned, &tol, levers);
+        assert_eq!(k.data_working_set.tail_share_scale, 1.0);
+        let mid = k.data_working_set.mid_scale;
+        let want = (0.0032 * (1.0 - 0.435)) / (0.0089 * (1.0 - 0.30));
+        assert!((mid - want).abs() < 1e-9, "{mid} against {want}");
+        assert_eq!(k.data_working_set.mid_from_bytes, 65536);
+        let a = adj
+            .iter()
+            .find(|a| a.group == "second-level data")
+            .expect("the second-level group reports");
+        assert_eq!(a.knob, "data_working_set.mid_scale");
+        assert_eq!(a.driver, L2_MISSES_HITTING_THE_LLC);
+        // The last-level group saw the mid move ×0.29 in the same adjustment: half its step.
+        let llc = adj
+            .iter()
+            .find(|a| a.group == "last-level data")
+            .expect("the last-level group reports");
+        let odds: f64 = (0.435 / 0.565) / (0.30 / 0.70);
+        let stream = k.data_working_set.first_touch_scale;
+        assert!(
+            (stream - odds.sqrt()).abs() < 1e-9,
+            "{stream}: {}",
+            llc.reason
+        );
+        assert!(llc.reason.contains("mid_scale moved too"), "{}", llc.reason);
     }
 
     #[test]

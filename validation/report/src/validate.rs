@@ -415,6 +415,14 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         self.clone.has_first_touch_stream(knobs)
     }
 
+    fn second_level_mid_from(&self, knobs: &ditto_generator::Knobs) -> Option<u64> {
+        // The perf backend tunes no L2 miss rate.
+        let CounterBackend::Sim(platform) = &self.backend else {
+            return None;
+        };
+        self.clone.second_level_mid_from(platform.l1d.size, knobs)
+    }
+
     fn code_elasticity(&self) -> Option<f64> {
         // The perf backend does not say the L1i's size.
         let CounterBackend::Sim(platform) = &self.backend else {
