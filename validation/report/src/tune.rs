@@ -2762,13 +2762,28 @@ mod tests {
         (k, a)
     }
 
-    fn committed_profile_code_elasticity(name: &str) -> Option<f64> {
+    /// The bodies of the committed profile `name` (profiles/NAME.json).
+    fn committed_bodies(name: &str) -> Vec<ditto_profile::ClusterBody> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../profiles")
             .join(format!("{name}.json"));
         let profile = ditto_profile::Profile::load(&path).expect("a committed profile");
-        let body = profile.body.expect("a body section");
-        code_elasticity(&body.clusters, 32 * 1024)
+        profile.body.expect("a body section").clusters
+    }
+
+    fn committed_profile_code_elasticity(name: &str) -> Option<f64> {
+        code_elasticity(&committed_bodies(name), 32 * 1024)
+    }
+
+    /// A hit curve through these (size, hit rate) points.
+    fn hit_curve(points: &[(u64, f64)]) -> ditto_profile::HitCurve {
+        ditto_profile::HitCurve {
+            points: points
+                .iter()
+                .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
+                .collect(),
+            ..ditto_profile::HitCurve::default()
+        }
     }
 
     #[test]
@@ -2790,13 +2805,7 @@ mod tests {
         let body = |instructions: f64, points: &[(u64, f64)]| {
             vec![ditto_profile::ClusterBody {
                 instructions_per_request: instructions,
-                instruction_working_set: ditto_profile::HitCurve {
-                    points: points
-                        .iter()
-                        .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
-                        .collect(),
-                    ..ditto_profile::HitCurve::default()
-                },
+                instruction_working_set: hit_curve(points),
                 ..ditto_profile::ClusterBody::default()
             }]
         };
@@ -2971,14 +2980,8 @@ mod tests {
 
     #[test]
     fn the_mid_leads_the_second_level_only_where_the_profile_reuses_almost_nothing_past_the_tail() {
-        let mid_from = |name: &str| {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../profiles")
-                .join(format!("{name}.json"));
-            let profile = ditto_profile::Profile::load(&path).expect("a committed profile");
-            let body = profile.body.expect("a body section");
-            second_level_mid_from(&body.clusters, 32 * 1024, 1 << 20)
-        };
+        let mid_from =
+            |name: &str| second_level_mid_from(&committed_bodies(name), 32 * 1024, 1 << 20);
         // Pix optimized reuses 0.12 % of its misses past 32 KiB beyond 1 MiB, Pix baseline 1.5 %,
         // memcached 16 %; nginx's curve ends at 512 KiB.
         assert_eq!(mid_from("pix-optimized"), Some(64 * 1024));
@@ -2992,13 +2995,7 @@ mod tests {
         let body = |points: &[(u64, f64)]| {
             vec![ditto_profile::ClusterBody {
                 instructions_per_request: 100.0,
-                data_working_set: ditto_profile::HitCurve {
-                    points: points
-                        .iter()
-                        .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
-                        .collect(),
-                    ..ditto_profile::HitCurve::default()
-                },
+                data_working_set: hit_curve(points),
                 ..ditto_profile::ClusterBody::default()
             }]
         };
