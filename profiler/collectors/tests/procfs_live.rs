@@ -452,14 +452,9 @@ fn delta_lists_threads_that_exited_between_snapshots_as_disappeared() {
     assert_eq!(py.line(), "joined");
     // Python's join returns when the thread's last lock is released, before the kernel task has
     // finished exiting: wait for /proc to drop it (the collector reads /proc as it is).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) > 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the joined thread is still in /proc/{pid}/task after 10 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_until("the joined thread to leave /proc", || {
+        std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) <= 1
+    });
     let after = procfs::snapshot_with(&[pid], &thread_only()).expect("after");
     let d = before.delta(&after);
     let pd = &d.processes[&pid];

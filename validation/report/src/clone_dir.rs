@@ -102,10 +102,8 @@ impl CloneDir {
     /// Instructions per request of the original, over all of its profiled threads (`profile.json`'s
     /// body), or `None` without a body. Sizes the simulated runs (`SimSettings`).
     pub fn profiled_instructions_per_request(&self) -> Option<f64> {
-        let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
-        let total: f64 = profile
-            .body?
-            .clusters
+        let total: f64 = self
+            .profiled_bodies()?
             .iter()
             .map(|c| c.instructions_per_request)
             .filter(|v| v.is_finite() && *v > 0.0)
@@ -132,10 +130,8 @@ impl CloneDir {
     /// Where the second-level group's mid starts at an L1d of `l1d_bytes` with `knobs`' tail
     /// (`tune::second_level_mid_from`); `None` without a readable profile or curves.
     pub fn second_level_mid_from(&self, l1d_bytes: u64, knobs: &Knobs) -> Option<u64> {
-        let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
-        let body = profile.body.as_ref()?;
         crate::tune::second_level_mid_from(
-            &body.clusters,
+            &self.profiled_bodies()?,
             l1d_bytes,
             knobs.data_working_set.tail_from_bytes,
         )
@@ -144,9 +140,13 @@ impl CloneDir {
     /// The L1i miss rate's elasticity in the code-size knob that the profile's bodies predict at an
     /// L1i of `l1i_bytes` (`tune::code_elasticity`); `None` without a readable profile or curves.
     pub fn code_elasticity(&self, l1i_bytes: u64) -> Option<f64> {
+        crate::tune::code_elasticity(&self.profiled_bodies()?, l1i_bytes)
+    }
+
+    /// The profile's per-cluster bodies; `None` without a readable profile or a body section.
+    fn profiled_bodies(&self) -> Option<Vec<ClusterBody>> {
         let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
-        let body = profile.body.as_ref()?;
-        crate::tune::code_elasticity(&body.clusters, l1i_bytes)
+        Some(profile.body?.clusters)
     }
 
     /// Regenerates the clone in place with `knobs` (same profile and seed) and builds it. The
