@@ -55,10 +55,14 @@ pub struct DataWorkingSetKnobs {
     /// accesses that miss a cache of that size, and so what the caches past it see.
     pub tail_scale: f64,
     pub tail_from_bytes: u64,
-    /// Multiplies the share of accesses that miss a cache of `mid_from_bytes`, after the stretches
+    /// Multiplies the share of accesses that miss a cache of `far_from_bytes`, after the stretches
     /// (`plan::scale_misses_from`): the first level's miss rate follows it in proportion, and the
     /// levels past it keep their misses per first-level miss.
     pub far_share_scale: f64,
+    /// Where `far_share_scale` starts (power of two): the first data cache level's size. Apart
+    /// from `mid_from_bytes`, which the tuner moves to twice that size where the mid leads the
+    /// second level.
+    pub far_from_bytes: u64,
     /// Multiplies the share of accesses that miss a cache of `tail_from_bytes`, after
     /// `far_share_scale` (`plan::scale_misses_from`): the second level's misses follow it in
     /// proportion, taken from (or given to) the reuses just below that size, while the first level's
@@ -137,6 +141,7 @@ impl Default for DataWorkingSetKnobs {
             tail_scale: 1.0,
             tail_from_bytes: 1 << 20,
             far_share_scale: 1.0,
+            far_from_bytes: 1 << 15,
             tail_share_scale: 1.0,
             first_touch_scale: 1.0,
             shared_fraction_scale: 1.0,
@@ -286,6 +291,10 @@ impl Knobs {
                 "data_working_set.tail_from_bytes",
                 self.data_working_set.tail_from_bytes,
             ),
+            (
+                "data_working_set.far_from_bytes",
+                self.data_working_set.far_from_bytes,
+            ),
         ] {
             if !v.is_power_of_two() {
                 return Err((key.to_string(), format!("must be a power of two, got {v}")));
@@ -431,11 +440,21 @@ impl Knobs {
                 "data_working_set",
                 "far_share_scale",
                 self.data_working_set.far_share_scale,
-                "Multiplies the share of data accesses that miss a cache of mid_from_bytes (after \
+                "Multiplies the share of data accesses that miss a cache of far_from_bytes (after \
                  the stretches): the first level's misses follow it in proportion, the larger \
                  levels keep their misses per first-level miss. < 1 moves the difference to reuses \
-                 within a line, > 1 takes it from the reuses just below mid_from_bytes.",
+                 within a line, > 1 takes it from the reuses just below far_from_bytes.",
             ),
+            Entry {
+                section: "data_working_set",
+                key: "far_from_bytes",
+                value: Value::U(self.data_working_set.far_from_bytes),
+                min: 1024.0,
+                max: (1u64 << 30) as f64,
+                min_inclusive: true,
+                doc: "Where far_share_scale starts (power of two): the size of the first data cache \
+                      level, 32 KiB on the bundled platform.",
+            },
             scale(
                 "data_working_set",
                 "tail_share_scale",

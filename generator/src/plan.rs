@@ -1397,7 +1397,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
                 dw.tail_scale,
                 cap,
             ),
-            dw.mid_from_bytes,
+            dw.far_from_bytes,
             dw.far_share_scale,
         ),
         dw.tail_from_bytes,

@@ -319,3 +319,52 @@ fn the_pix_and_nginx_bodies_have_a_first_touch_stream_and_memcached_none() {
     assert!(has("pix-baseline") && has("pix-optimized") && has("nginx"));
     assert!(!has("memcached"));
 }
+
+/// `data_working_set.far_share_scale` multiplies the accesses that miss a cache of
+/// `far_from_bytes` (the L1d's size), not of `mid_from_bytes`, which the tuner moves to twice that
+/// size where the mid leads the second level: Pix optimized's request body, with the mid from
+/// 64 KiB, gets the factor on its classes past 32 KiB, and those past 1 MiB keep their share of
+/// them (so the L2's misses per L1d miss stay).
+#[test]
+fn the_far_share_multiplies_the_accesses_past_its_own_size_whatever_the_mids_start() {
+    let past = |st: &Stats, from: u64| -> f64 {
+        st.data_classes
+            .iter()
+            .filter(|c| c.0 > from)
+            .map(|c| c.1)
+            .sum()
+    };
+    let stats = |far_share: f64| {
+        let mut knobs = Knobs::default();
+        knobs.data_working_set.mid_from_bytes = 65536;
+        knobs.data_working_set.far_share_scale = far_share;
+        let clone = common::render(
+            &common::example_path("pix-optimized"),
+            "pix-optimized",
+            1,
+            &knobs,
+        );
+        clone
+            .bodies
+            .into_iter()
+            .find(|b| b.body_symbol == "ditto_body_c1")
+            .expect("Pix optimized's request body")
+            .stats
+    };
+    let base = stats(1.0);
+    let (l1d, l2) = (past(&base, 32768), past(&base, 1 << 20));
+    assert!(l1d > 0.01, "Pix optimized's body misses 32 KiB on {l1d}");
+    for factor in [0.7, 1.3] {
+        let st = stats(factor);
+        assert!(
+            (past(&st, 32768) - factor * l1d).abs() < 1e-9,
+            "×{factor}: {:.6} of the accesses past 32 KiB, expected {:.6}",
+            past(&st, 32768),
+            factor * l1d
+        );
+        assert!(
+            (past(&st, 1 << 20) / past(&st, 32768) - l2 / l1d).abs() < 1e-9,
+            "×{factor}: the accesses past 1 MiB changed their share of those past 32 KiB"
+        );
+    }
+}

@@ -32,6 +32,11 @@ fn impossible_knobs_name_their_field() {
         s.contains("field `data_working_set.tail_from_bytes`") && s.contains("power of two"),
         "{s}"
     );
+    let s = err("[data_working_set]\nfar_from_bytes = 40000\n");
+    assert!(
+        s.contains("field `data_working_set.far_from_bytes`") && s.contains("power of two"),
+        "{s}"
+    );
     let s = err("[data_working_set]\nmid_from_bytes = 1048576\n");
     assert!(
         s.contains("field `data_working_set.mid_from_bytes`") && s.contains("below"),
@@ -68,6 +73,7 @@ fn defaults_are_valid_and_documented() {
         "mid_from_bytes",
         "tail_scale",
         "tail_from_bytes",
+        "far_from_bytes",
         "shared_fraction_scale",
         "taken_rate_scale",
         "transition_rate_scale",

@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# How a clone's simulated L1d, L2 and LLC miss rates respond to the data mid stretch
-# (data_working_set.mid_scale, from data_working_set.mid_from_bytes): regenerates the clone of a
-# tune history's iteration at each scale and measures each one as the tuner does (`ditto tune
-# --max-iterations 1 --original-runs 1` against the clone's own spec: the "original" figures are
-# the clone's), then prints the four rates per scale.
+# How a clone's simulated L1d, L2 and LLC miss rates respond to a data knob (default
+# data_working_set.mid_scale, the mid stretch from data_working_set.mid_from_bytes): regenerates the
+# clone of a tune history's iteration at each value and measures each one as the tuner does (`ditto
+# tune --max-iterations 1 --original-runs 1` against the clone's own spec: the "original" figures are
+# the clone's), then prints the four rates per value.
 # Why: the L2 misses of Pix optimized's tuned clone are its 64 KiB and 128 KiB regions' (18 of 18.8
 # a request, validation/bench/miss-attribution.sh), which the tail share (past 1 MiB) does not
-# reach; docs/validation.md, "the second level's misses are below its size".
-# Usage: validation/bench/second-level-sweep.sh HISTORY ITERATION MID_FROM_BYTES SCALE...
-#   e.g. validation/bench/second-level-sweep.sh out/bench/s55/pix-optimized/tune-history.json 5 65536 1 0.5 0.3
+# reach; docs/validation.md, "the second level's misses are below its size". --knob far_share_scale
+# (with --set far_from_bytes=32768) measures the share of accesses past the L1d, which the tuner moves
+# for the L1d where the mid leads the second level.
+# Usage: validation/bench/second-level-sweep.sh [--knob KEY] [--set KEY=VALUE]... HISTORY ITERATION VALUE...
+#   KEY: a key of [data_working_set]; --set fixes another one at every value.
+#   e.g. validation/bench/second-level-sweep.sh --set mid_from_bytes=65536 out/bench/s55/pix-optimized/tune-history.json 5 1 0.5 0.3
 #   env: PORT=23200 (the clones' ports count up from it). Writes out/bench/second-level-sweep/.
 set -euo pipefail
-history=$(realpath "${1:?usage: second-level-sweep.sh HISTORY ITERATION MID_FROM_BYTES SCALE...}")
+knob=mid_scale
+sets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --knob)
+      knob=${2:?--knob needs a key of [data_working_set]}
+      shift 2
+      ;;
+    --set)
+      sets+=("${2:?--set needs KEY=VALUE}")
+      shift 2
+      ;;
+    *) break ;;
+  esac
+done
+history=$(realpath "${1:?usage: second-level-sweep.sh [--knob KEY] [--set KEY=VALUE]... HISTORY ITERATION VALUE...}")
 iteration=${2:?iteration}
-mid_from=${3:?mid_from_bytes}
-shift 3
-[ $# -gt 0 ] || { echo "second-level-sweep: give at least one scale" >&2; exit 1; }
+shift 2
+[ $# -gt 0 ] || { echo "second-level-sweep: give at least one value" >&2; exit 1; }
 cd "$(dirname "$0")/../.."
 clone_dir=$(dirname "$history")
 [ -f "$clone_dir/profile.json" ] && [ -f "$clone_dir/target.toml" ] \
@@ -32,9 +49,16 @@ port=${PORT:-23200}
 for s in "$@"; do
   dir=$out/clone-$s
   rm -rf "$dir"
-  sed -e "/^\[data_working_set\]/,/^\[/ s/^mid_scale = .*/mid_scale = $s/" \
-    -e "/^\[data_working_set\]/,/^\[/ s/^mid_from_bytes = .*/mid_from_bytes = $mid_from/" \
-    "$out/knobs.toml" >"$out/knobs-$s.toml"
+  cp "$out/knobs.toml" "$out/knobs-$s.toml"
+  for kv in "${sets[@]}" "$knob=$s"; do
+    key=${kv%%=*}
+    if sed -n '/^\[data_working_set\]/,/^\[/p' "$out/knobs-$s.toml" | grep -q "^$key = "; then
+      sed -i "/^\[data_working_set\]/,/^\[/ s/^$key = .*/$key = ${kv#*=}/" "$out/knobs-$s.toml"
+    else
+      # A history written before the key existed: add it to its section.
+      sed -i "/^\[data_working_set\]/a $key = ${kv#*=}" "$out/knobs-$s.toml"
+    fi
+  done
   "$ditto" generate "$clone_dir/profile.json" -o "$dir" --seed 1 --knobs "$out/knobs-$s.toml" "${skeleton[@]}" >/dev/null
   sed "s/^port = .*/port = $port/" "$clone_dir/target.toml" >"$dir/target.toml"
   port=$((port + 1))
@@ -45,7 +69,7 @@ python3 - "$out" "$@" <<'PY'
 import json, sys
 out, scales = sys.argv[1], sys.argv[2:]
 keys = ["l1d_miss_rate", "l2_miss_rate", "llc_miss_rate", "l1i_miss_rate"]
-print(f"{'mid scale':>10}" + "".join(f"{k:>16}" for k in keys))
+print(f"{'value':>10}" + "".join(f"{k:>16}" for k in keys))
 for s in scales:
     f = json.load(open(f"{out}/clone-{s}/tune-history.json"))["iterations"][0]["figures"]
     print(f"{'x' + s:>10}" + "".join(f"{'-' if f.get(k) is None else format(f[k], '.5f'):>16}" for k in keys))
