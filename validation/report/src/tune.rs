@@ -145,7 +145,6 @@ pub enum Knob {
     InstructionWorkingSet,
     InstructionFarShare,
     DataWorkingSet,
-    DataFarShare,
     DataMid,
     DataTail,
     DataTailShare,
@@ -168,7 +167,6 @@ impl Knob {
             Knob::InstructionWorkingSet => "instruction_working_set.size_scale",
             Knob::InstructionFarShare => "instruction_working_set.far_share_scale",
             Knob::DataWorkingSet => "data_working_set.size_scale",
-            Knob::DataFarShare => "data_working_set.far_share_scale",
             Knob::DataMid => "data_working_set.mid_scale",
             Knob::DataTail => "data_working_set.tail_scale",
             Knob::DataTailShare => "data_working_set.tail_share_scale",
@@ -191,7 +189,6 @@ impl Knob {
             Knob::InstructionWorkingSet => k.instruction_working_set.size_scale,
             Knob::InstructionFarShare => k.instruction_working_set.far_share_scale,
             Knob::DataWorkingSet => k.data_working_set.size_scale,
-            Knob::DataFarShare => k.data_working_set.far_share_scale,
             Knob::DataMid => k.data_working_set.mid_scale,
             Knob::DataTail => k.data_working_set.tail_scale,
             Knob::DataTailShare => k.data_working_set.tail_share_scale,
@@ -214,7 +211,6 @@ impl Knob {
             Knob::InstructionWorkingSet => &mut k.instruction_working_set.size_scale,
             Knob::InstructionFarShare => &mut k.instruction_working_set.far_share_scale,
             Knob::DataWorkingSet => &mut k.data_working_set.size_scale,
-            Knob::DataFarShare => &mut k.data_working_set.far_share_scale,
             Knob::DataMid => &mut k.data_working_set.mid_scale,
             Knob::DataTail => &mut k.data_working_set.tail_scale,
             Knob::DataTailShare => &mut k.data_working_set.tail_share_scale,
@@ -285,7 +281,6 @@ pub struct Group {
 /// share moved (original 0.00089).
 const DATA_KNOBS: &[Knob] = &[
     Knob::DataWorkingSet,
-    Knob::DataFarShare,
     Knob::DataMid,
     Knob::DataTail,
     Knob::DataTailShare,
@@ -311,7 +306,6 @@ const BRANCH_SHARE: &[Knob] = &[Knob::DataDependent, Knob::IndirectChange];
 /// ×2 to ×1.6, ×1.25 and ×1.02 (L1i 200 % over, then 94 % under).
 const NOT_INSTRUCTION_FETCHES: &[Knob] = &[
     Knob::DataWorkingSet,
-    Knob::DataFarShare,
     Knob::DataMid,
     Knob::DataTail,
     Knob::DataTailShare,
@@ -358,7 +352,6 @@ const STRETCHES_ONLY_ABOVE_ONE: &[Knob] = &[Knob::DataMid];
 /// conditional branches with a table of counters and indirect jumps with a buffer of last targets.
 const NOT_CONDITIONAL_BRANCHES: &[Knob] = &[
     Knob::DataWorkingSet,
-    Knob::DataFarShare,
     Knob::DataMid,
     Knob::DataTail,
     Knob::DataTailShare,
@@ -370,7 +363,6 @@ const NOT_CONDITIONAL_BRANCHES: &[Knob] = &[
 /// The knobs that do not move the indirect jumps' mispredictions: the data knobs and the share.
 const NOT_INDIRECT_BRANCHES: &[Knob] = &[
     Knob::DataWorkingSet,
-    Knob::DataFarShare,
     Knob::DataMid,
     Knob::DataTail,
     Knob::DataTailShare,
@@ -1086,13 +1078,11 @@ fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
 /// the tail share replaced it. The first-touch scale leads the last-level group only where the clone
 /// has a first-touch stream (`Levers::first_touch`), so it is listed here for every clone.
 /// The instruction far share leads the instruction working set's group only where the profile's
-/// curves are flat around the L1i (`lead_of`), and the data far share the data working set's only
-/// where the mid leads the second level, so they are listed here too.
+/// curves are flat around the L1i (`lead_of`), so it is listed here too.
 const UNTUNED_KNOBS: &[Knob] = &[
     Knob::DataMid,
     Knob::DataFirstTouch,
     Knob::InstructionFarShare,
-    Knob::DataFarShare,
 ];
 
 /// The knob value of the iteration whose `driver` came closest to `target` (in log distance), that
@@ -1246,8 +1236,7 @@ pub struct Levers {
     pub first_touch: bool,
     /// Where the second level's reuses lie below the tail's start (`second_level_mid_from`): the
     /// second-level group moves `data_working_set.mid_scale` from this size instead of the tail
-    /// share ([`MID_LEADS_BELOW`]), and the data working set's group moves
-    /// `data_working_set.far_share_scale` from half of it (the L1d's size) instead of the data size.
+    /// share ([`MID_LEADS_BELOW`]).
     pub second_level_mid_from: Option<u64>,
 }
 
@@ -1268,26 +1257,6 @@ const MID_LEADS_BELOW: f64 = 0.005;
 /// L2 0.0089 → 0.0035 → 0.0020 at ×1 (from 32 KiB, the same curve) → ×0.5 → ×0.3 (d ln / d ln 1.35,
 /// then 1.1).
 const MID_ELASTICITY: f64 = 1.0;
-
-/// The data far share's assumed elasticity in the L1d's miss rate, where it leads the data working
-/// set's group (the mid leads the second level's). The share multiplies the profile curve's misses
-/// past the L1d's size; at the data size ×1, where this lever leaves it, Pix optimized's clone went
-/// from L1d 0.0227 to 0.0492 at far share ×2.745 (d ln / d ln 0.77, with the instruction count
-/// ×0.535 in the same step). Stretched, the clone answers half as steeply: at data size ×2.08
-/// (mid ×0.395 from 64 KiB) it read 0.0306, 0.0320 and 0.0340 at far share ×1, ×1.15 and ×1.3
-/// (0.31, 0.41; `validation/bench/second-level-sweep.sh --knob far_share_scale`). Assumed 0.4, the
-/// first step overshot to 45 % over.
-const DATA_FAR_SHARE_ELASTICITY: f64 = 0.8;
-
-/// The second level's group where the mid leads it: the far share moves its driver too. It
-/// multiplies every access past the L1d alike, which would keep the L2's misses per L1 miss, but
-/// the same sweep read the L2 0.00302, 0.00347 and 0.00345 (a jump at the first step, not a slope).
-const MID_COUPLED_TO: &[Knob] = &[
-    Knob::DataWorkingSet,
-    Knob::DataFarShare,
-    Knob::InstructionWorkingSet,
-    Knob::InstructionFarShare,
-];
 
 /// Where the second-level group's mid starts ([`Levers::second_level_mid_from`]): twice the L1d's
 /// size, when the bodies' data curves (weighted by their instructions per request) reuse under
@@ -1445,7 +1414,6 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
                 knob: Knob::DataMid,
                 driver,
                 elasticity: MID_ELASTICITY,
-                coupled_to: MID_COUPLED_TO,
                 ..*g
             });
         }
@@ -1464,19 +1432,6 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
             }
             _ => {}
         }
-    }
-    // Where the mid leads the second level, the L1d's lever is the far share and not the data size:
-    // the size stretches the whole curve, so it moves the regions past the L2 with the L1d's and
-    // the L2 answers it several times as steeply (Pix optimized: d ln L2 / d ln size ≈ 7 against the
-    // L1d's 0.8), and the two groups' steps undid each other (docs/validation.md, "the far share
-    // leads the L1d where the mid leads the L2").
-    if g.knob == Knob::DataWorkingSet && levers.second_level_mid_from.is_some() {
-        return Some(Group {
-            knob: Knob::DataFarShare,
-            elasticity: DATA_FAR_SHARE_ELASTICITY,
-            cliff: false,
-            ..*g
-        });
     }
     if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
         if e < FAR_SHARE_BELOW_ELASTICITY {
@@ -1904,8 +1859,6 @@ pub fn tune(
     let mut knobs = initial;
     // The mid starts where the second level's group needs it; at ×1 it stretches nothing, so the
     // first iteration's clone is the one the knobs describe. A mid already stretched keeps its start.
-    // The same for the far share, which the L1d's group then moves from the L1d's size (half the
-    // mid's start).
     if let Some(from) = levers.second_level_mid_from {
         if knobs.data_working_set.mid_scale == 1.0 {
             knobs.data_working_set.mid_from_bytes = from;
@@ -1913,13 +1866,6 @@ pub fn tune(
                 "the profile reuses almost nothing past the tail's start: the second-level group \
                  moves the mid from {} KiB",
                 from / 1024
-            ));
-        }
-        if knobs.data_working_set.far_share_scale == 1.0 {
-            knobs.data_working_set.far_from_bytes = from / 2;
-            status(&format!(
-                "the data working set's group moves the share of accesses past {} KiB",
-                from / 2048
             ));
         }
     }
@@ -2055,8 +2001,6 @@ mod tests {
         original_runs: usize,
         /// The original's second and later runs have no LLC accesses (its LLC rate is undefined).
         llc_undefined_after_the_first_run: bool,
-        /// What the backend says of the profile's second level ([`Levers::second_level_mid_from`]).
-        second_level_mid_from: Option<u64>,
     }
 
     impl Model {
@@ -2069,7 +2013,6 @@ mod tests {
                 measured_without_history: 0,
                 original_runs: 0,
                 llc_undefined_after_the_first_run: false,
-                second_level_mid_from: None,
             }
         }
     }
@@ -2080,10 +2023,7 @@ mod tests {
             source: "model".into(),
             instructions_per_request: Some(1500.0 + 4000.0 * k.instructions.per_request_scale),
             l1i_miss_rate: Some(0.01 * iws.powf(0.8)),
-            l1d_miss_rate: Some(
-                0.05 * k.data_working_set.size_scale.powf(0.6)
-                    * k.data_working_set.far_share_scale.powf(0.9),
-            ),
+            l1d_miss_rate: Some(0.05 * k.data_working_set.size_scale.powf(0.6)),
             branch_mispredict_rate: Some(
                 0.02 * k.branches.data_dependent_scale.powf(0.3) * (1.0 + 0.2 * iws.ln()),
             ),
@@ -2135,9 +2075,6 @@ mod tests {
             self.history_on_disk = false;
             Ok(())
         }
-        fn second_level_mid_from(&self, _: &Knobs) -> Option<u64> {
-            self.second_level_mid_from
-        }
         fn save(&mut self, h: &TuneHistory) -> Result<(), ValidateError> {
             // Every saved history serialises and reads back.
             let text = serde_json::to_string(h).expect("serialises");
@@ -2170,39 +2107,6 @@ mod tests {
             stop_reason: String::new(),
             complete: false,
         }
-    }
-
-    #[test]
-    fn where_the_mid_leads_tuning_starts_the_mid_and_the_far_share_at_their_levels_and_converges() {
-        let mut m = Model::new();
-        m.second_level_mid_from = Some(65536);
-        let settings = TuneSettings {
-            tolerance: 0.05,
-            max_iterations: 10,
-            tuned_metrics: default_tuned_metrics(false, false),
-            original_runs: 1,
-        };
-        let mut said = Vec::new();
-        let h = tune(
-            &settings,
-            Knobs::default(),
-            empty_history(),
-            &mut m,
-            &mut |s| said.push(s.to_string()),
-        )
-        .expect("tunes");
-        let first = &h.iterations[0].knobs.data_working_set;
-        assert_eq!((first.mid_from_bytes, first.far_from_bytes), (65536, 32768));
-        assert!(said.iter().any(|s| s.contains("past 32 KiB")), "{said:?}");
-        assert!(h.converged, "stopped: {}", h.stop_reason);
-        let last = &h.iterations.last().expect("iterations").knobs;
-        // The model's L1d wants ×0.6^(1/0.6) of the data size; the far share moved instead.
-        assert_eq!(last.data_working_set.size_scale, 1.0);
-        assert!(
-            (last.data_working_set.far_share_scale.powf(0.9) - 0.6).abs() < 0.05,
-            "{:?}",
-            last.data_working_set
-        );
     }
 
     #[test]
@@ -3159,78 +3063,6 @@ mod tests {
             llc.reason
         );
         assert!(llc.reason.contains("mid_scale moved too"), "{}", llc.reason);
-    }
-
-    #[test]
-    fn where_the_mid_leads_the_second_level_the_far_share_leads_the_l1d_and_the_data_size_stays() {
-        // Pix optimized's first iteration (out/bench/s56): the L1d 33 % under, the L2's misses that
-        // hit the LLC 40 % over.
-        let original = CounterFigures {
-            l1d_miss_rate: Some(0.0337),
-            l2_miss_rate: Some(0.00328),
-            llc_miss_rate: Some(0.445),
-            ..CounterFigures::default()
-        };
-        let mut first = iteration_with(1, (Knob::DataMid, 1.0), ("l1d_miss_rate", 0.0226));
-        first.knobs.data_working_set.mid_from_bytes = 65536;
-        first.figures.l2_miss_rate = Some(0.00434);
-        first.figures.llc_miss_rate = Some(0.428);
-        let tuned = default_tuned_metrics(false, true);
-        let tol = Tolerances::uniform(0.05);
-        let levers = Levers {
-            first_touch: true,
-            second_level_mid_from: Some(65536),
-            ..Levers::default()
-        };
-        let (k, adj) = adjust_with(
-            std::slice::from_ref(&first),
-            &original,
-            &tuned,
-            &tol,
-            levers,
-        );
-        assert_eq!(k.data_working_set.size_scale, 1.0);
-        let far = k.data_working_set.far_share_scale;
-        let want = (0.0337f64 / 0.0226).powf(1.0 / DATA_FAR_SHARE_ELASTICITY);
-        assert!((far - want).abs() < 1e-9, "{far} against {want}");
-        let l1d = adj
-            .iter()
-            .find(|a| a.group == "data working set")
-            .expect("the data working set's group reports");
-        assert_eq!(l1d.knob, "data_working_set.far_share_scale");
-        // The far share moved the L2 in the same adjustment: the mid takes half its step.
-        let mid = k.data_working_set.mid_scale;
-        let hits: f64 = (0.00328 * (1.0 - 0.445)) / (0.00434 * (1.0 - 0.428));
-        assert!((mid - hits.sqrt()).abs() < 1e-9, "{mid} against {hits}");
-        let second_level = adj
-            .iter()
-            .find(|a| a.group == "second-level data")
-            .expect("the second-level group reports");
-        assert!(
-            second_level.reason.contains("far_share_scale moved too"),
-            "{}",
-            second_level.reason
-        );
-
-        // After a far share's step within the coupling, the mid's secant is formed across it.
-        first.knobs.data_working_set.far_share_scale = 2.0;
-        let mut second = first.clone();
-        second.iteration = 2;
-        second.knobs.data_working_set.far_share_scale = 2.2;
-        second.knobs.data_working_set.mid_scale = mid;
-        second.figures.l1d_miss_rate = Some(0.0331);
-        second.figures.l2_miss_rate = Some(0.00380);
-        second.figures.llc_miss_rate = Some(0.44);
-        let (_, adj) = adjust_with(&[first, second], &original, &tuned, &tol, levers);
-        let second_level = adj
-            .iter()
-            .find(|a| a.group == "second-level data")
-            .expect("the second-level group reports");
-        assert!(
-            second_level.reason.contains("secant"),
-            "{}",
-            second_level.reason
-        );
     }
 
     #[test]
