@@ -29,7 +29,9 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-history=$(realpath "${1:?usage: second-level-sweep.sh [--knob KEY] [--set KEY=VALUE]... HISTORY ITERATION VALUE...}")
+[ -f "${1:?usage: second-level-sweep.sh [--knob KEY] [--set KEY=VALUE]... HISTORY ITERATION VALUE...}" ] \
+  || { echo "second-level-sweep: no tune history at $1 (a tune-history.json)" >&2; exit 1; }
+history=$(realpath "$1")
 iteration=${2:?iteration}
 shift 2
 [ $# -gt 0 ] || { echo "second-level-sweep: give at least one value" >&2; exit 1; }
