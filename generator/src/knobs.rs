@@ -333,6 +333,16 @@ impl Knobs {
             min_inclusive: false,
             doc,
         };
+        // Where a level's lever starts: a cache size in bytes, from `min` to 1 GiB.
+        let cache_size = |section, key, v: u64, min: f64, doc| Entry {
+            section,
+            key,
+            value: Value::U(v),
+            min,
+            max: (1u64 << 30) as f64,
+            min_inclusive: true,
+            doc,
+        };
         vec![
             scale(
                 "instructions",
@@ -383,16 +393,14 @@ impl Knobs {
                  one-line loop takes or gives the difference; the blocks below far_from_bytes keep \
                  their shares.",
             ),
-            Entry {
-                section: "instruction_working_set",
-                key: "far_from_bytes",
-                value: Value::U(self.instruction_working_set.far_from_bytes),
-                min: 128.0,
-                max: (1u64 << 30) as f64,
-                min_inclusive: true,
-                doc: "Where far_share_scale starts (power of two): the size of the first instruction \
-                      cache level, 32 KiB on the bundled platform.",
-            },
+            cache_size(
+                "instruction_working_set",
+                "far_from_bytes",
+                self.instruction_working_set.far_from_bytes,
+                128.0,
+                "Where far_share_scale starts (power of two): the size of the first instruction \
+                 cache level, 32 KiB on the bundled platform.",
+            ),
             scale(
                 "data_working_set",
                 "size_scale",
@@ -408,16 +416,14 @@ impl Knobs {
                  tail_scale): > 1 moves the accesses that miss the first cache level further out \
                  (more second-level misses), < 1 brings them in.",
             ),
-            Entry {
-                section: "data_working_set",
-                key: "mid_from_bytes",
-                value: Value::U(self.data_working_set.mid_from_bytes),
-                min: 1024.0,
-                max: (1u64 << 30) as f64,
-                min_inclusive: true,
-                doc: "Where mid_scale starts (power of two, below tail_from_bytes): the size of the \
-                      first data cache level, 32 KiB on the bundled platform.",
-            },
+            cache_size(
+                "data_working_set",
+                "mid_from_bytes",
+                self.data_working_set.mid_from_bytes,
+                1024.0,
+                "Where mid_scale starts (power of two, below tail_from_bytes): the size of the \
+                 first data cache level, 32 KiB on the bundled platform.",
+            ),
             scale(
                 "data_working_set",
                 "tail_scale",
@@ -426,16 +432,14 @@ impl Knobs {
                  moves the accesses that miss a cache of that size further out (more last-level \
                  misses), < 1 brings them in.",
             ),
-            Entry {
-                section: "data_working_set",
-                key: "tail_from_bytes",
-                value: Value::U(self.data_working_set.tail_from_bytes),
-                min: 4096.0,
-                max: (1u64 << 30) as f64,
-                min_inclusive: true,
-                doc: "Where tail_scale starts (power of two): the size of the cache level before \
-                      the last, 1 MiB on the bundled platform (validation/platforms/epyc-host.toml).",
-            },
+            cache_size(
+                "data_working_set",
+                "tail_from_bytes",
+                self.data_working_set.tail_from_bytes,
+                4096.0,
+                "Where tail_scale starts (power of two): the size of the cache level before \
+                 the last, 1 MiB on the bundled platform (validation/platforms/epyc-host.toml).",
+            ),
             scale(
                 "data_working_set",
                 "far_share_scale",
@@ -445,16 +449,14 @@ impl Knobs {
                  levels keep their misses per first-level miss. < 1 moves the difference to reuses \
                  within a line, > 1 takes it from the reuses just below far_from_bytes.",
             ),
-            Entry {
-                section: "data_working_set",
-                key: "far_from_bytes",
-                value: Value::U(self.data_working_set.far_from_bytes),
-                min: 1024.0,
-                max: (1u64 << 30) as f64,
-                min_inclusive: true,
-                doc: "Where far_share_scale starts (power of two): the size of the first data cache \
-                      level, 32 KiB on the bundled platform.",
-            },
+            cache_size(
+                "data_working_set",
+                "far_from_bytes",
+                self.data_working_set.far_from_bytes,
+                1024.0,
+                "Where far_share_scale starts (power of two): the size of the first data cache \
+                 level, 32 KiB on the bundled platform.",
+            ),
             scale(
                 "data_working_set",
                 "tail_share_scale",
