@@ -34,6 +34,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 cd "$(dirname "$0")/../.."
+. validation/bench/knobs-lib.sh
 target=${1:-memcached}
 shift || true
 scales=("$@")
@@ -63,12 +64,8 @@ skeleton=()
 [ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
 specs=()
 for s in "${scales[@]}"; do
-  if sed -n "/^\[$section\]/,/^\[/p" "$knobs" | grep -q "^$key = "; then
-    sed "/^\[$section\]/,/^\[/ s/^$key = .*/$key = $s/" "$knobs" >"$work/knobs-$s.toml"
-  else
-    # A knobs file written before the key existed: add it to its section.
-    sed "/^\[$section\]/a $key = $s" "$knobs" >"$work/knobs-$s.toml"
-  fi
+  cp "$knobs" "$work/knobs-$s.toml"
+  set_knob "$work/knobs-$s.toml" "$section" "$key" "$s"
   "$ditto" generate "profiles/$target.json" -o "$work/clone-$s" --seed 1 --knobs "$work/knobs-$s.toml" "${skeleton[@]}" >/dev/null 2>&1
   sed -i "s/^name = .*/name = \"x${s/./_}\"/" "$work/clone-$s/target.toml"
   specs+=(--target "$work/clone-$s/target.toml")

@@ -7,8 +7,8 @@
 # Why: the L2 misses of Pix optimized's tuned clone are its 64 KiB and 128 KiB regions' (18 of 18.8
 # a request, validation/bench/miss-attribution.sh), which the tail share (past 1 MiB) does not
 # reach; docs/validation.md, "the second level's misses are below its size". --knob far_share_scale
-# (with --set far_from_bytes=32768) measures the share of accesses past the L1d, which the tuner moves
-# for the L1d where the mid leads the second level.
+# (with --set far_from_bytes=32768) measures the share of accesses past the L1d instead
+# (docs/validation.md, "the far share as the L1d's lever where the mid leads").
 # Usage: validation/bench/second-level-sweep.sh [--knob KEY] [--set KEY=VALUE]... HISTORY ITERATION VALUE...
 #   KEY: a key of [data_working_set]; --set fixes another one at every value.
 #   e.g. validation/bench/second-level-sweep.sh --set mid_from_bytes=65536 out/bench/s55/pix-optimized/tune-history.json 5 1 0.5 0.3
@@ -36,6 +36,7 @@ iteration=${2:?iteration}
 shift 2
 [ $# -gt 0 ] || { echo "second-level-sweep: give at least one value" >&2; exit 1; }
 cd "$(dirname "$0")/../.."
+. validation/bench/knobs-lib.sh
 clone_dir=$(dirname "$history")
 [ -f "$clone_dir/profile.json" ] && [ -f "$clone_dir/target.toml" ] \
   || { echo "second-level-sweep: $clone_dir has no profile.json and target.toml (a tuned clone's directory)" >&2; exit 1; }
@@ -53,13 +54,7 @@ for s in "$@"; do
   rm -rf "$dir"
   cp "$out/knobs.toml" "$out/knobs-$s.toml"
   for kv in "${sets[@]}" "$knob=$s"; do
-    key=${kv%%=*}
-    if sed -n '/^\[data_working_set\]/,/^\[/p' "$out/knobs-$s.toml" | grep -q "^$key = "; then
-      sed -i "/^\[data_working_set\]/,/^\[/ s/^$key = .*/$key = ${kv#*=}/" "$out/knobs-$s.toml"
-    else
-      # A history written before the key existed: add it to its section.
-      sed -i "/^\[data_working_set\]/a $key = ${kv#*=}" "$out/knobs-$s.toml"
-    fi
+    set_knob "$out/knobs-$s.toml" data_working_set "${kv%%=*}" "${kv#*=}"
   done
   "$ditto" generate "$clone_dir/profile.json" -o "$dir" --seed 1 --knobs "$out/knobs-$s.toml" "${skeleton[@]}" >/dev/null
   sed "s/^port = .*/port = $port/" "$clone_dir/target.toml" >"$dir/target.toml"
