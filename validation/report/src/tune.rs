@@ -298,12 +298,20 @@ const DATA_KNOBS: &[Knob] = &[
 const BRANCH_SHARE: &[Knob] = &[Knob::DataDependent, Knob::IndirectChange];
 
 /// What the L1i's misses do not follow: the data knobs (they change no instruction's target) and the
-/// branch knobs. The generator cuts every block to its working set's bytes whatever its branches
+/// branch share. The generator cuts every block to its working set's bytes whatever its branches
 /// test, so the code footprint stays; memcached's clone read 0.00132, 0.00140 and 0.00129 at code
 /// size ×1.228 with the branch share at ×0.138, ×0.057 and ×0.023. Counted as couplings, the share's
 /// steps (×0.6, ×0.43, ×0.46, ×2.8 in one memcached tuning) cut the code size off from every
 /// earlier measurement, so it never bracketed its cliff and stepped at the assumed elasticity from
 /// ×2 to ×1.6, ×1.25 and ×1.02 (L1i 200 % over, then 94 % under).
+///
+/// Not the indirect change rate: a dispatch whose target changes fetches another target's code.
+/// memcached's clone at far share ×1.9 read L1i 0.00083, 0.00092, 0.00106, 0.00109 and 0.00168 at
+/// `indirect_change_scale` ×1, 1.4, 1.685, 2 and 2.7 (d ln L1i / d ln scale ≈ 0.7; nginx's 0.0453 to
+/// 0.0513 over the same range, ≈ 0.13; `validation/bench/code-size-sweep.sh --knob
+/// branches.indirect_change_scale`). Counted as unaffected, memcached's far share took a bracket of
+/// 0.0009 at ×1.90 (change rate ×1.44) and 0.0015 at ×1.97 (×2.70) for its own response and
+/// crept ×0.968, ×0.996 and ×1.00 while the L1i followed the change rate.
 const NOT_INSTRUCTION_FETCHES: &[Knob] = &[
     Knob::DataWorkingSet,
     Knob::DataMid,
@@ -313,7 +321,6 @@ const NOT_INSTRUCTION_FETCHES: &[Knob] = &[
     Knob::PointerChase,
     Knob::RegularFraction,
     Knob::DataDependent,
-    Knob::IndirectChange,
 ];
 
 /// The second level's driver and the tail: the tail stretches the hit curve above the L2's size
@@ -1078,7 +1085,7 @@ fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
 /// the tail share replaced it. The first-touch scale leads the last-level group only where the clone
 /// has a first-touch stream (`Levers::first_touch`), so it is listed here for every clone.
 /// The instruction far share leads the instruction working set's group only where the profile's
-/// curves are flat around the L1i (`lead_of`), so it is listed here too.
+/// curves are flat or steep around the L1i (`lead_of`), so it is listed here too.
 const UNTUNED_KNOBS: &[Knob] = &[
     Knob::DataMid,
     Knob::DataFirstTouch,
@@ -1321,12 +1328,26 @@ const BRANCH_SHARE_AND_TAIL_SHARE: &[Knob] = &[
 /// 0.0395, 0.0435, 0.0454 and 0.0468 at far share ×0.6–1.0 (`validation/bench/code-size-sweep.sh`,
 /// fine windows). With power-of-two windows the far share was no lever: the shares it moved flipped
 /// rings between counts (docs/validation.md, "the instruction far share as the L1i's lever").
-/// memcached (5.5) and nginx (1.6) keep the code size.
+/// nginx (1.6) keeps the code size.
 const FAR_SHARE_BELOW_ELASTICITY: f64 = 1.0;
 
 /// The far share's assumed elasticity before a secant exists: Pix baseline's clone, ×0.6 → ×1.0,
 /// read d ln L1i / d ln share ≈ 0.39 (the skeleton's and the near blocks' misses do not follow it).
 const FAR_SHARE_ELASTICITY: f64 = 0.4;
+
+/// Above this [`code_elasticity`] the group moves the far share too: a curve this steep at the L1i's
+/// size is a cliff in the code size, where a regeneration's layout moves the rate more than a step.
+/// memcached's profile predicts 5.5; its clone read L1i 0.00030, 0.00097 and 0.0013 at code size ×1,
+/// ×1.023 and ×1.036 (original 0.00095), 212 % over at ×1.234, and five tunings ended 13–38 % off
+/// ("Measured: memcached and nginx on the current generator"). Its far share is smooth:
+/// 0.00030, 0.00068, 0.00106, 0.00161, 0.00176 at ×1, 1.5, 2, 3, 4
+/// (`validation/bench/code-size-sweep.sh --knob far_share_scale memcached 1 1.5 2 3 4`).
+const FAR_SHARE_ABOVE_ELASTICITY: f64 = 3.0;
+
+/// The far share's assumed elasticity where the curve is steep: memcached's clone, ×1 → ×2, read
+/// d ln L1i / d ln share ≈ 1.8 (its one far block runs one swept chunk a call at ×1, and a chunk
+/// more a call adds its lines' misses and those it evicts), 1.1 from ×2 to ×3.
+const FAR_SHARE_STEEP_ELASTICITY: f64 = 1.8;
 
 /// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
 /// at 0.1 (and at most [`MAX_STEP`]); a steep one no smaller than at 10.
@@ -1434,10 +1455,17 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
         }
     }
     if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
-        if e < FAR_SHARE_BELOW_ELASTICITY {
+        let far_share_elasticity = if e < FAR_SHARE_BELOW_ELASTICITY {
+            Some(FAR_SHARE_ELASTICITY)
+        } else if e > FAR_SHARE_ABOVE_ELASTICITY {
+            Some(FAR_SHARE_STEEP_ELASTICITY)
+        } else {
+            None
+        };
+        if let Some(elasticity) = far_share_elasticity {
             return Some(Group {
                 knob: Knob::InstructionFarShare,
-                elasticity: FAR_SHARE_ELASTICITY,
+                elasticity,
                 ..*g
             });
         }
@@ -2825,7 +2853,8 @@ mod tests {
     }
 
     #[test]
-    fn the_code_group_steps_by_the_profiles_elasticity_and_a_flat_curve_moves_the_far_share() {
+    fn the_code_group_steps_by_the_profiles_elasticity_and_a_flat_or_steep_curve_moves_the_far_share(
+    ) {
         // Pix baseline's second iteration: L1i 0.0464 against 0.0374, no comparable earlier one.
         let original = CounterFigures {
             l1i_miss_rate: Some(0.0374),
@@ -2859,6 +2888,13 @@ mod tests {
         let (size, far) = step(Some(2.0));
         assert!((size - ratio.sqrt()).abs() < 1e-9);
         assert_eq!(far, 1.0);
+        // A curve this steep (memcached: 5.5) is a cliff in the code size: the far share moves.
+        let (size, far) = step(Some(5.5));
+        assert_eq!(size, 1.0);
+        assert!(
+            (far - ratio.powf(1.0 / FAR_SHARE_STEEP_ELASTICITY)).abs() < 1e-9,
+            "{far}"
+        );
         // A curve this flat (Pix: 0.23): the far share moves instead, the code size stays.
         let (size, far) = step(Some(0.25));
         assert_eq!(size, 1.0);
@@ -3432,6 +3468,39 @@ mod tests {
         let (size, reason) = group_step(&h, Knob::InstructionWorkingSet, "l1i_miss_rate", 0.000_95);
         assert!((size - 1.597f64.sqrt()).abs() < 1e-9, "{size}: {reason}");
         assert!(reason.contains("interpolated"), "{reason}");
+    }
+
+    #[test]
+    fn indirect_change_steps_cut_the_code_groups_earlier_measurements_off() {
+        // memcached's clone: the L1i follows the dispatches' change rate (0.00083 at ×1, 0.00168 at
+        // ×2.7, far share fixed). A measurement at a change rate ×2 away brackets nothing.
+        let mk = |n: usize, size: f64, indirect: f64, l1i: f64| {
+            let mut it = iteration_with(
+                n,
+                (Knob::InstructionWorkingSet, size),
+                ("l1i_miss_rate", l1i),
+            );
+            it.knobs.branches.indirect_change_scale = indirect;
+            it
+        };
+        let far = [mk(1, 1.0, 1.0, 0.0003), mk(2, 1.1, 2.0, 0.0012)];
+        let (size, reason) =
+            group_step(&far, Knob::InstructionWorkingSet, "l1i_miss_rate", 0.000_95);
+        assert!(reason.contains("assumed"), "{reason}");
+        assert!(
+            (size - 1.1 * (0.95f64 / 1.2).powf(1.0 / 3.0)).abs() < 1e-9,
+            "{size}"
+        );
+        // Within the coupling (×1.1) the two bracket the original.
+        let near = [mk(1, 1.0, 1.0, 0.0003), mk(2, 1.1, 1.1, 0.0012)];
+        let (size, reason) = group_step(
+            &near,
+            Knob::InstructionWorkingSet,
+            "l1i_miss_rate",
+            0.000_95,
+        );
+        assert!(size > 1.0 && size < 1.1, "{size}: {reason}");
+        assert!(!reason.contains("assumed"), "{reason}");
     }
 
     #[test]
