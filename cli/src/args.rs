@@ -229,6 +229,10 @@ pub struct CompareArgs {
     /// --sim-requests after 1 s of warm-up load, less an idle window as long.
     #[arg(long)]
     pub sim: bool,
+    /// With --sim, a second window with the platform's L2 as the simulator's last level: L2 and LLC
+    /// miss rates as `ditto tune` and `ditto validate` measure them (twice the simulated time).
+    #[arg(long, requires = "sim")]
+    pub l2: bool,
     /// Cache geometry for --sim: a bundled platform name (validation/platforms) or a platform file.
     #[arg(long, default_value = "epyc-host")]
     pub platform: String,

@@ -75,6 +75,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
                     rate: args.sim_rate,
                     requests: args.sim_requests,
                     connections: level.connections,
+                    with_l2: args.l2,
                 };
                 let mut status = |m: &str| eprintln!("ditto: {m}");
                 let r = ditto_measure::run_sim(spec, &sim_opts, &opts, &mut status, &mut |p| {
@@ -133,6 +134,11 @@ fn table(c: &Comparison) -> String {
         let _ = write!(s, "{:>18}", t.name);
     }
     s.push('\n');
+    // The L2 and LLC rows only where --l2 measured them (the LL data row is the one-geometry figure).
+    let with_l2 = c
+        .targets
+        .iter()
+        .any(|t| t.sim.as_ref().is_some_and(|m| m.figures.is_some()));
     let mut row = |label: &str, f: &dyn Fn(&TargetResult) -> Option<String>| {
         let _ = write!(s, "{label:<34}");
         for t in &c.targets {
@@ -175,6 +181,16 @@ fn table(c: &Comparison) -> String {
             .as_ref()
             .map(|m| format!("{:.3}%", 100.0 * m.rates.ll_data_miss_rate))
     });
+    if with_l2 {
+        row("L2 miss rate (callgrind)", &|t| {
+            let figures = t.sim.as_ref()?.figures.as_ref()?;
+            figures.l2_miss_rate.map(|r| format!("{:.3}%", 100.0 * r))
+        });
+        row("LLC miss rate (callgrind)", &|t| {
+            let figures = t.sim.as_ref()?.figures.as_ref()?;
+            figures.llc_miss_rate.map(|r| format!("{:.3}%", 100.0 * r))
+        });
+    }
     row("branch mispredict (callgrind)", &|t| {
         t.sim
             .as_ref()

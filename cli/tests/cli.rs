@@ -423,6 +423,8 @@ fn compare_sim_measures_one_callgrind_window_per_target() {
         stdout.contains("instructions/request (callgrind)"),
         "{stdout}"
     );
+    // Without --l2 there is no second geometry: no L2 row, no figures.
+    assert!(!stdout.contains("L2 miss rate"), "{stdout}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
             .expect("parses");
@@ -446,7 +448,74 @@ fn compare_sim_measures_one_callgrind_window_per_target() {
         // memcached's request path is thousands of instructions, not the millions a per-second
         // leak gave the old N-vs-2N differential at low rates.
         assert!((1_000.0..20_000.0).contains(&ipr), "{ipr}");
+        assert!(sim.get("figures").is_none(), "{sim}");
     }
+}
+
+#[test]
+fn compare_sim_l2_adds_the_l2_geometrys_window_and_its_l2_and_llc_miss_rates() {
+    require_tool("/usr/bin/memcached");
+    require_tool("/usr/bin/valgrind");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("compare.json");
+    let o = ditto()
+        .args(["compare", "--target"])
+        .arg(spec("memcached"))
+        .arg("--target")
+        .arg(spec("memcached"))
+        .args(["--level", "low", "--duration", "2", "--warmup", "0.5"])
+        .args([
+            "--sim",
+            "--l2",
+            "--sim-rate",
+            "400",
+            "--sim-requests",
+            "2000",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run ditto");
+    assert!(
+        o.status.success(),
+        "ditto compare failed: {}",
+        stderr_of(&o)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("L2 miss rate (callgrind)"), "{stdout}");
+    assert!(stdout.contains("LLC miss rate (callgrind)"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+            .expect("parses");
+    for t in report["targets"].as_array().expect("targets") {
+        let sim = &t["sim"];
+        let figures = &sim["figures"];
+        let rate = |k: &str| figures[k].as_f64().unwrap_or_else(|| panic!("{k}: {sim}"));
+        // The L2's accesses are the L1's misses: some of them miss the L2 and not all.
+        let l2 = rate("l2_miss_rate");
+        assert!(l2 > 0.0 && l2 < 1.0, "{l2}");
+        let llc = rate("llc_miss_rate");
+        assert!((0.0..=1.0).contains(&llc), "{llc}");
+        // The rates stay the LLC geometry's window's, as without --l2.
+        let ipr = sim["rates"]["instructions_per_request"]
+            .as_f64()
+            .expect("instructions per request");
+        assert!((1_000.0..20_000.0).contains(&ipr), "{ipr}");
+    }
+}
+
+#[test]
+fn compare_l2_without_sim_is_refused_before_anything_runs() {
+    let o = ditto()
+        .args([
+            "compare", "--target", "a.toml", "--target", "b.toml", "--l2",
+        ])
+        .output()
+        .expect("run ditto");
+    assert!(!o.status.success());
+    let err = stderr_of(&o);
+    assert!(err.contains("--sim"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 /// `data_hit@SIZE` of a cluster body of a profile.

@@ -259,6 +259,9 @@ pub struct SimOptions {
     /// Requests the measured window offers (it lasts `requests / rate` seconds).
     pub requests: u64,
     pub connections: usize,
+    /// Also run a window with the platform's L2 as cachegrind's LL, for the L2 and LLC miss rates
+    /// ([`SimMeasurement::figures`]) as `ditto tune` and `ditto validate` measure them.
+    pub with_l2: bool,
 }
 
 /// What a simulated measurement found, with the raw totals of both windows.
@@ -272,6 +275,10 @@ pub struct SimMeasurement {
     pub loaded_window: SimRun,
     /// A window as long as the loaded one with no load: the work the server does per second.
     pub idle_window: SimRun,
+    /// With [`SimOptions::with_l2`]: the figures of both geometries' windows, L2 and LLC miss rates
+    /// included, derived as `ditto tune` derives them (`counters::sim_figures`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub figures: Option<counters::CounterFigures>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -301,13 +308,26 @@ pub fn run_sim(
         rate: sim.rate,
         duration_s: sim.requests as f64 / sim.rate,
         connections: sim.connections,
-        with_l2: false,
+        with_l2: sim.with_l2,
     };
     status(&format!(
         "loading {} under callgrind ({}): {} requests at {} req/s",
         spec.name, sim.platform.name, sim.requests, sim.rate
     ));
-    let [idle, loaded] = counters::measure_window(spec, &plan, opts, status, progress)?;
+    let (idle, loaded, figures) = if sim.with_l2 {
+        // One window per geometry; the rates below are the LLC-as-LL window's, as without the L2.
+        let measured = counters::measure_sim(spec, &plan, opts, status, progress)?;
+        let mut llc = measured.runs.iter().filter(|r| r.ll_as == "llc");
+        let (Some(idle), Some(loaded)) = (llc.next().cloned(), llc.next().cloned()) else {
+            return Err(MeasureError::Differential(
+                "the simulated windows lack the LLC geometry's idle and loaded runs".into(),
+            ));
+        };
+        (idle, loaded, Some(measured.figures))
+    } else {
+        let [idle, loaded] = counters::measure_window(spec, &plan, opts, status, progress)?;
+        (idle, loaded, None)
+    };
     let rates = SimRates::from_totals(
         &loaded.totals.minus(&idle.totals),
         loaded.requests_completed as f64,
@@ -323,5 +343,6 @@ pub fn run_sim(
         rates,
         loaded_window: window(loaded),
         idle_window: window(idle),
+        figures,
     })
 }
