@@ -383,33 +383,29 @@ fn results_written_to_a_closed_pipe_end_quietly() {
     assert!(!err.contains("panicked"), "stderr: {err}");
 }
 
-#[test]
-fn compare_sim_measures_one_callgrind_window_per_target() {
-    // memcached twice under the same load: each gets a loaded and an idle window, and its
-    // per-request figures come from loaded − idle. The two are not held to agree: at 4,000
-    // requests they read 4,015 and 4,000 instructions a request in one run and 3,634 and 4,035 in
-    // another (memcached's maintenance threads wake on their own clock, and one wake-up more or less
-    // in a window weighs on few requests); the noise of the window at validation's 20,000 requests
-    // is below 1 % (docs/validation.md).
+/// `ditto compare --sim` of memcached against itself at low load (400 req/s under callgrind) with
+/// `extra` flags: its table and its JSON report. Fails without memcached or Valgrind.
+fn compare_memcached_twice_under_sim(extra: &[&str]) -> (String, serde_json::Value) {
     require_tool("/usr/bin/memcached");
     require_tool("/usr/bin/valgrind");
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("compare.json");
+    // A port of its own: the tests run in parallel, and `compare` takes the spec's.
+    let memcached = dir.path().join("memcached.toml");
+    let text = std::fs::read_to_string(spec("memcached"))
+        .expect("bundled spec")
+        .replace("port = 21211", &format!("port = {}", free_port()));
+    std::fs::write(&memcached, text).expect("write spec");
     // No TMPDIR of the test's: Valgrind writes its temporary files there as memcached's own user.
     let o = ditto()
         .args(["compare", "--target"])
-        .arg(spec("memcached"))
+        .arg(&memcached)
         .arg("--target")
-        .arg(spec("memcached"))
+        .arg(&memcached)
         .args(["--level", "low", "--duration", "2", "--warmup", "0.5"])
-        .args([
-            "--sim",
-            "--sim-rate",
-            "400",
-            "--sim-requests",
-            "4000",
-            "--json",
-        ])
+        .args(["--sim", "--sim-rate", "400"])
+        .args(extra)
+        .arg("--json")
         .arg(&json)
         .output()
         .expect("run ditto");
@@ -418,16 +414,26 @@ fn compare_sim_measures_one_callgrind_window_per_target() {
         "ditto compare failed: {}",
         stderr_of(&o)
     );
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+        .expect("parses");
+    (String::from_utf8_lossy(&o.stdout).into_owned(), report)
+}
+
+#[test]
+fn compare_sim_measures_one_callgrind_window_per_target() {
+    // memcached twice under the same load: each gets a loaded and an idle window, and its
+    // per-request figures come from loaded − idle. The two are not held to agree: at 4,000
+    // requests they read 4,015 and 4,000 instructions a request in one run and 3,634 and 4,035 in
+    // another (memcached's maintenance threads wake on their own clock, and one wake-up more or less
+    // in a window weighs on few requests); the noise of the window at validation's 20,000 requests
+    // is below 1 % (docs/validation.md).
+    let (stdout, report) = compare_memcached_twice_under_sim(&["--sim-requests", "4000"]);
     assert!(
         stdout.contains("instructions/request (callgrind)"),
         "{stdout}"
     );
     // Without --l2 there is no second geometry: no L2 row, no figures.
     assert!(!stdout.contains("L2 miss rate"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
-            .expect("parses");
     let targets = report["targets"].as_array().expect("targets");
     assert_eq!(targets.len(), 2, "{report}");
     for t in targets {
@@ -454,39 +460,9 @@ fn compare_sim_measures_one_callgrind_window_per_target() {
 
 #[test]
 fn compare_sim_l2_adds_the_l2_geometrys_window_and_its_l2_and_llc_miss_rates() {
-    require_tool("/usr/bin/memcached");
-    require_tool("/usr/bin/valgrind");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("compare.json");
-    let o = ditto()
-        .args(["compare", "--target"])
-        .arg(spec("memcached"))
-        .arg("--target")
-        .arg(spec("memcached"))
-        .args(["--level", "low", "--duration", "2", "--warmup", "0.5"])
-        .args([
-            "--sim",
-            "--l2",
-            "--sim-rate",
-            "400",
-            "--sim-requests",
-            "2000",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .expect("run ditto");
-    assert!(
-        o.status.success(),
-        "ditto compare failed: {}",
-        stderr_of(&o)
-    );
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let (stdout, report) = compare_memcached_twice_under_sim(&["--l2", "--sim-requests", "2000"]);
     assert!(stdout.contains("L2 miss rate (callgrind)"), "{stdout}");
     assert!(stdout.contains("LLC miss rate (callgrind)"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
-            .expect("parses");
     for t in report["targets"].as_array().expect("targets") {
         let sim = &t["sim"];
         let figures = &sim["figures"];
