@@ -72,11 +72,15 @@ report = json.load(open(sys.argv[1]))
 names = sys.argv[2:]
 keys = ["instructions_per_request", "branch_mispredict_rate", "l1i_miss_rate", "l1d_miss_rate",
         "l2_miss_rate", "llc_miss_rate"]
-# The L2 and LLC miss rates are in the --l2 figures; the rest in the one-geometry window's rates.
-rates = [dict(((t.get("sim") or {}).get("rates") or {}),
-              **{k: v for k, v in ((t.get("sim") or {}).get("figures") or {}).items()
-                 if k in ("l2_miss_rate", "llc_miss_rate")})
-         for t in report["targets"]]
+def measured(target):
+    # The L2 and LLC miss rates are in the --l2 figures; the rest in the one-geometry window's rates.
+    sim = target.get("sim") or {}
+    r = dict(sim.get("rates") or {})
+    figures = sim.get("figures") or {}
+    for k in ("l2_miss_rate", "llc_miss_rate"):
+        r[k] = figures.get(k)
+    return r
+rates = [measured(t) for t in report["targets"]]
 print(f"{'variant':>10}" + "".join(f"{k:>26}" for k in keys))
 for name, r in zip(names, rates):
     print(f"{name:>10}" + "".join(f"{'-' if r.get(k) is None else format(r[k], '.6g'):>26}" for k in keys))

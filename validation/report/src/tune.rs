@@ -1344,9 +1344,8 @@ const FAR_SHARE_ELASTICITY: f64 = 0.4;
 /// (`validation/bench/code-size-sweep.sh --knob far_share_scale memcached 1 1.5 2 3 4`).
 const FAR_SHARE_ABOVE_ELASTICITY: f64 = 3.0;
 
-/// The far share's assumed elasticity where the curve is steep: memcached's clone, ×1 → ×2, read
-/// d ln L1i / d ln share ≈ 1.8 (its one far block runs one swept chunk a call at ×1, and a chunk
-/// more a call adds its lines' misses and those it evicts), 1.1 from ×2 to ×3.
+/// The far share's assumed elasticity where the curve is steep: memcached's clone read
+/// d ln L1i / d ln share ≈ 1.8 from ×1 to ×2 and 1.1 from ×2 to ×3 (the sweep above).
 const FAR_SHARE_STEEP_ELASTICITY: f64 = 1.8;
 
 /// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
