@@ -792,14 +792,25 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780968]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10780968], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    inc r9d
-    lock add qword ptr [r15 + 896], r9
-    and r9d, dword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 704], 235
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -849,1044 +860,1042 @@ ditto_body_c1:
     jmp .Lc1_b1_c15
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d48_s]
+    lea rcx, [rip + .Lc1_d53_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d48_s_t
-.Lc1_d48_j:
+    call .Lc1_d53_s_t
+.Lc1_d53_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d48_s:
+.Lc1_d53_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r14 + 128]
-    movzx edx, cl
-    add qword ptr [r14 + 1344], rdx
-    movsxd rcx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 1024]
-    test edx, edx
-    movzx eax, byte ptr [r15 + 64]
+    shr ecx, 17
+    shl rax, 3
+    test eax, eax
+    lea rcx, [rcx + rcx*2 + 107]
+    mov eax, eax
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rax
+    lea rbp, [rcx + rcx*2 + 16]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul ecx, eax, 108
+    shl rcx, 18
+    add rbp, rcx
+    cmp rbp, rbp
+    add rax, 29
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, ebp
+    and eax, dword ptr [r15 + 832]
+    test eax, eax
+    imul ecx, ebp, 22
+    movzx ebp, cl
+    sub rcx, rbp
+    mov dword ptr [r14 + 1088], ecx
+    lock add qword ptr [r15 + 448], rax
+    mov qword ptr [r15 + 128], rax
+    movzx ecx, byte ptr [r14 + 256]
+    mov dword ptr [r15 + 768], ecx
+    movsxd rax, dword ptr [r14 + 640]
+    mov dword ptr [r15 + 192], 182
+    or ebp, ecx
     mov r8, r10
-    test ebx, 320
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    and r8, 2097088
-    mov rcx, qword ptr [r14 + r8 + 286336]
-    mov qword ptr [r15 + 320], rcx
-    mov ecx, dword ptr [r14 + 1152]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rcx, [rax + rax*2 + 75]
-    or eax, ecx
-    or edx, eax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    lock add qword ptr [r15 + 128], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, rdx
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, r8d
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r8d, dword ptr [r14 + 704]
+    lea rbp, [r8 + r8*2 + 19]
+    mov r9d, dword ptr [r15 + 64]
+    and r8, 4032
+    mov ecx, dword ptr [r14 + r8 + 3520]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d99_s]
+    lea rcx, [rip + .Lc1_d108_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d99_s_t
-.Lc1_d99_j:
+    call .Lc1_d108_s_t
+.Lc1_d108_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d99_s:
+.Lc1_d108_s:
     ret
     .popsection
-    mov rcx, rax
+    and rbp, rax
+    vmovdqu ymm15, ymmword ptr [r14 + 0]
+    add r8, qword ptr [r14 + 0]
+    and r9d, dword ptr [r15 + 896]
+    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 25
+    vpaddd ymm8, ymm15, ymmword ptr [r15 + 0]
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r9b
+    mov rbp, r9
+    mov r9, rbp
+    mov eax, 16
+    mov qword ptr [r15 + 0], rax
+    mov r9d, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 198
+    movzx ecx, byte ptr [r14 + 128]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    lock xadd qword ptr [r15 + 128], r8
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 262080
-    xor dword ptr [r15 + rbp + 24192], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 495616
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 171
-    and r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ebp, 150
+    mov eax, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r14 + 192]
+    mov dword ptr [r14 + 256], ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8d, ebp
+    imul r8, qword ptr [r15 + 512]
+    or r8d, r8d
     mov rbp, r8
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1696
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    mov byte ptr [r14 + 64], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rbp, qword ptr [r14 + 512]
-    jmp 1f
-1:
-    or r8d, ebp
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    add rbp, qword ptr [r14 + 576]
-    movsxd rdi, dword ptr [r14 + 640]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov edi, 237
-    and rdi, rdi
-    mov edi, edi
+    and rbp, rbp
+    movzx r8d, bpl
+    xor dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 576], r8
+    mov rbp, qword ptr [r14 + 64]
+    mov r8, r10
+    imul rax, qword ptr [r15 + 448]
+    lock xadd qword ptr [r15 + 192], rax
+    and r8, 8388544
+    movsxd rdi, dword ptr [r15 + r8 + 2383488]
+    lea r8, [rdi + rdi*2 + 90]
+    mov r8d, r8d
+    mov rdi, r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d157_s]
+    lea rcx, [rip + .Lc1_d163_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d157_s_t
-.Lc1_d157_j:
+    call .Lc1_d163_s_t
+.Lc1_d163_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d157_s:
+.Lc1_d163_s:
     ret
     .popsection
-    mov r9, r10
-    jmp 1f
-1:
-    mov rdi, rcx
+    mov r8, r10
+    xchg qword ptr [r15 + 128], rdi
     xor edi, ecx
-    and r9, 960
-    add qword ptr [r14 + r9 + 2496], r9
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 832], edi
-    shl rcx, 17
-    and r9, 960
-    movsxd rdi, dword ptr [r15 + r9 + 1472]
-    test ebx, 20224
-    jz 1f
-1:
-    movzx r9d, byte ptr [r14 + 640]
-    mov dword ptr [r14 + 896], r9d
-    mov byte ptr [r15 + 768], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    and edi, dword ptr [r15 + 384]
-    movzx ecx, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8, 8128
+    add rdi, qword ptr [r14 + r8 + 7616]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul ecx, ebp, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    movzx ecx, r8b
+    vmovdqu ymm6, ymmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    inc edi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 128], rcx
-    mov rdi, qword ptr [r15 + 448]
-    xor edi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rcx
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, qword ptr [r15 + 1088]
+    cmp rcx, r8
+    and edi, dword ptr [r14 + 1216]
+    shl rdi, 16
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 15808], r8b
+    or ecx, edi
+    mov r8, rcx
+    xor r8d, edi
+    add r8, qword ptr [r14 + 64]
+    mov dword ptr [r14 + 768], 181
+    mov edi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 640], dil
+    mov rcx, qword ptr [r14 + 1152]
+    lock or dword ptr [r15 + 256], 75
+    add rdi, qword ptr [r15 + 192]
+    mov rsi, rdi
+    and esi, dword ptr [r15 + 960]
+    test esi, esi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d214_s]
+    lea rcx, [rip + .Lc1_d213_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d214_s_t
-.Lc1_d214_j:
+    call .Lc1_d213_s_t
+.Lc1_d213_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d214_s:
+.Lc1_d213_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d219_s]
+    lea rcx, [rip + .Lc1_d218_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d219_s_t
-.Lc1_d219_j:
+    call .Lc1_d218_s_t
+.Lc1_d218_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d219_s:
+.Lc1_d218_s:
     ret
     .popsection
-    mov r9, r10
-    mov eax, 244
-    movzx edx, al
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3520], 22
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rcx, qword ptr [r15 + 640]
-    mov qword ptr [r14 + 128], rcx
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov qword ptr [r14 + 64], r9
-    mov r9d, ecx
-    movzx r9d, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov qword ptr [r14 + 576], rcx
+    mov rcx, r8
+    mov r8, rcx
+    movzx r8d, r8b
+    lea rcx, [r8 + r8*2 + 109]
+    xor ecx, esi
+    or qword ptr [r15 + 320], 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov byte ptr [r14 + 256], r8b
+    mov dword ptr [r14 + 704], 221
+    mov r8, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [r9 + r9*2 + 95]
-    mov rcx, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 704], 221
-    test ebx, 510976
-    jz 1f
-1:
-    mov r9, rcx
-    mov edx, 18
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rcx
-    or edx, edx
-    movzx ecx, dl
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    add qword ptr [r15 + 1408], rdx
-    mov r9d, edx
+    mov ecx, 18
+    mov r8, r10
+    mov qword ptr [r14 + 128], r8
+    mov dword ptr [r15 + 64], 101
+    mov rcx, qword ptr [r15 + 192]
+    and r8, 960
+    mov edx, dword ptr [r15 + r8 + 1472]
+    mov r8d, 77
+    mov qword ptr [r14 + 256], r8
+    mov r8, r10
+    movzx eax, r8b
+    movsxd rax, dword ptr [r15 + 512]
+    and r8, 2097088
+    add rcx, qword ptr [r15 + r8 + 286336]
+    or ecx, ecx
+    mov byte ptr [r15 + 640], cl
+    mov dword ptr [r15 + 1088], 165
+    mov qword ptr [r14 + 576], rax
+    shr edx, 30
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d265_s]
+    lea rcx, [rip + .Lc1_d264_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d265_s_t
-.Lc1_d265_j:
+    call .Lc1_d264_s_t
+.Lc1_d264_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d265_s:
+.Lc1_d264_s:
     ret
     .popsection
-    mov r9, r10
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1472], 164
-    lea r9, [rcx + rcx*2 + 60]
-    mov r9d, 242
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov edx, 227
-    mov dword ptr [r14 + 64], edx
-    mov rdx, qword ptr [r15 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 448], rcx
-    jmp 1f
-1:
-    mov r9d, edx
+    add rdx, qword ptr [r15 + 0]
+    neg rdx
+    mov ecx, 217
+    movzx r9d, cl
     mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 44
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, r8d
-    mov r9, rdx
-    add r9, 17
-    test ebx, 192512
-    jz 1f
-1:
-    mov ecx, r9d
-    mov r9d, 6
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, 227
+    or ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, r9
+    xor dword ptr [r15 + 64], edx
+    and ecx, dword ptr [r15 + 768]
+    vpaddd ymm5, ymm12, ymmword ptr [r15 + 576]
+    mov r9d, r9d
     or r9d, r9d
-    test bl, 192
-    jnz 1f
-1:
-    movzx r8d, cl
-    mov dword ptr [r15 + 384], r8d
-    mov r8, qword ptr [r14 + 128]
-    mov rcx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    shl r8, 31
-    cmp r8, r8
-    or qword ptr [r14 + 1152], 62
+    mov edx, 188
+    and rdx, rdx
+    test edx, edx
+    mov r9, qword ptr [r14 + 192]
+    mov rbp, r10
+    vmovdqu ymm12, ymmword ptr [r15 + 384]
+    and rbp, 960
+    and ecx, dword ptr [r14 + rbp + 2496]
+    mov ebp, 177
+    mov rbp, qword ptr [r14 + 0]
+    movzx edx, bpl
+    mov qword ptr [r14 + 0], rdx
+    mov rbp, qword ptr [r15 + 192]
+    shl rbp, 27
+    mov edx, 52
+    lea rdx, [rdx + rdx*2 + 44]
+    cmp rdx, rdx
+    mov qword ptr [r14 + 448], rbp
+    neg r9
+    add r9, 56
+    movzx edx, r9b
+    mov ebp, edx
+    imul rcx, qword ptr [r14 + 1024]
+    mov dword ptr [r15 + 256], 136
+    test r9d, r9d
+    mov rdx, qword ptr [r15 + 128]
+    movzx r9d, dl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d327_s]
+    lea rcx, [rip + .Lc1_d320_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d327_s_t
-.Lc1_d327_j:
+    call .Lc1_d320_s_t
+.Lc1_d320_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d327_s:
+.Lc1_d320_s:
     ret
     .popsection
-    shr r8d, 22
-    mov r8d, r8d
-    mov r8d, r8d
-    mov byte ptr [r15 + 576], r8b
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
+    .byte 0x0f, 0x1f, 0x00
+    add r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    neg rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, 36
+    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov rsi, r9
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 1280], rdi
+    and edi, dword ptr [r14 + 64]
+    inc dword ptr [r15 + 640]
+    sub rcx, rdx
+    add rcx, 50
+    xor ecx, esi
+    shr ecx, 25
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r14 + 192]
-    mov dword ptr [r14 + 256], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 1024]
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx eax, r8b
-    add rax, qword ptr [r15 + 64]
-    shr eax, 21
-    mov rdx, rax
-    test ebx, 192512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 130
-    inc r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, 17
-    mov qword ptr [r14 + 128], rax
-    add rdx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 1216]
-    mov qword ptr [r14 + 512], rsi
-    neg r8
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov eax, esi
-    movzx edx, al
-    jmp 1f
-1:
+    mov esi, edi
+    imul rsi, rsi
+    mov edi, dword ptr [r14 + 192]
+    movzx esi, dil
+    mov dword ptr [r15 + 256], 5
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx ecx, sil
+    mov qword ptr [r15 + 832], rcx
+    lea rsi, [rdi + rdi*2 + 122]
+    test esi, esi
+    sub rdx, rdi
+    inc edx
+    add rdx, rdx
+    mov dword ptr [r15 + 1152], edx
+    shr edi, 4
+    movzx edx, dil
+    add rdx, rdx
+    add rdx, rdx
+    add rcx, rdx
+    mov qword ptr [r14 + 128], rcx
+    mov rdx, rdi
+    xchg qword ptr [r15 + 128], rsi
+    inc dword ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d383_s]
+    lea rcx, [rip + .Lc1_d380_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d383_s_t
-.Lc1_d383_j:
+    call .Lc1_d380_s_t
+.Lc1_d380_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d383_s:
+.Lc1_d380_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov rdx, qword ptr [r14 + 704]
-    mov r8, rdx
-    mov byte ptr [r15 + 192], r8b
+    mov ecx, 92
+    movzx ecx, cl
+    movzx edx, byte ptr [r14 + 896]
+    mov dword ptr [r15 + 320], edx
+    movzx ecx, byte ptr [r15 + 192]
+    add rcx, rcx
+    mov rdx, rcx
+    mov rcx, qword ptr [r14 + 448]
+    mov byte ptr [r15 + 64], cl
+    mov r8, r10
+    or qword ptr [r14 + 0], 29
+    mov ecx, 176
+    mov byte ptr [r14 + 0], cl
+    and r8, 4032
+    mov rcx, qword ptr [r14 + r8 + 3520]
+    or edx, ecx
+    mov r8d, 158
+    neg r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm15, ymmword ptr [r15 + 0]
+    add rsi, 40
+    mov r8d, esi
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 928
-    jnz 1f
-1:
+    xor edx, esi
+    mov esi, edx
+    mov rdx, qword ptr [r15 + 0]
+    movzx esi, dl
+    cmp rsi, rsi
+    neg r8
     movzx edx, r8b
-    xor edx, r8d
+    shr edx, 17
     mov r12, qword ptr [r15 + r12 + 56]
-    shr edx, 7
-    test ebx, 576
-    jnz 1f
-1:
-    neg rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rdx, qword ptr [r15 + 1088]
-    mov ebp, edx
-    mov qword ptr [r15 + 512], rbp
-    movzx edx, bpl
-    test ebx, 30976
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov edi, r8d
-    mov edi, 88
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r8d
-    cmp rbp, rbp
-    movsxd rdx, dword ptr [r14 + 256]
-    mov ebp, 40
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, byte ptr [r14 + 640]
-    and ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 146
+    imul edx, r8d, 127
+    sub rdx, rsi
+    movzx esi, byte ptr [r15 + 192]
+    imul rsi, qword ptr [r14 + 704]
+    xor esi, edx
+    mov r8d, dword ptr [r15 + 128]
+    sub r8, rdx
+    and r8d, dword ptr [r15 + 576]
+    add r8, r8
+    mov edx, dword ptr [r15 + 512]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d439_s]
+    lea rcx, [rip + .Lc1_d437_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d439_s_t
-.Lc1_d439_j:
+    call .Lc1_d437_s_t
+.Lc1_d437_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d439_s:
+.Lc1_d437_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 768]
-    mov ebp, 233
-    movzx ebp, byte ptr [r14 + 192]
-    mov eax, ebp
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov dword ptr [r15 + 256], 236
-    mov edx, 141
-    lock xadd qword ptr [r15 + 384], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r8, rcx
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dl
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    or edx, eax
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    add rdx, qword ptr [r14 + 576]
-    mov dword ptr [r14 + 832], edx
-    inc dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r14 + 640]
-    mov eax, dword ptr [r15 + 64]
-    xor eax, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, rcx
+    vpxor ymm12, ymm15, ymm5
+    and r8, rcx
+    or r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor edx, r8d
     or edx, edx
-    xor dword ptr [r15 + 448], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    mov byte ptr [r14 + 192], dl
+    inc dword ptr [r15 + 0]
+    add rsi, rcx
+    mov rdx, rsi
+    add r8, qword ptr [r15 + 640]
+    mov ecx, 201
+    movsxd rsi, dword ptr [r14 + 192]
+    sub rsi, r8
+    mov byte ptr [r14 + 128], sil
+    imul r8d, r8d, 31
+    movzx esi, r8b
+    add rsi, qword ptr [r15 + 576]
+    mov dword ptr [r14 + 1088], 174
+    movzx r8d, cl
+    mov dword ptr [r15 + 960], r8d
+    and ecx, dword ptr [r15 + 64]
+    neg rdx
+    mov r8, r10
+    mov edx, dword ptr [r15 + 448]
+    vpaddd ymm12, ymm12, ymmword ptr [r15 + 512]
+    and r8, 960
+    mov dword ptr [r14 + r8 + 1472], 176
+    or esi, ecx
+    shr esi, 14
+    shl rsi, 31
+    xor esi, edx
+    shl rcx, 23
+    lock xadd qword ptr [r15 + 256], rdx
+    mov ecx, 120
+    movzx r8d, cl
+    mov rcx, qword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d489_s]
+    lea rcx, [rip + .Lc1_d492_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d489_s_t
-.Lc1_d489_j:
+    call .Lc1_d492_s_t
+.Lc1_d492_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d489_s:
+.Lc1_d492_s:
     ret
     .popsection
+    lea rcx, [rip + .Lc1_d497_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d497_s_t
+.Lc1_d497_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d497_s:
+    ret
+    .popsection
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r8 + rsi*2 + 92]
+    jmp 1f
+1:
+    shr r8d, 30
+    lea rsi, [r8 + r8*2 + 118]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov rdi, rcx
+    mov r8d, edi
+    xor dword ptr [r15 + 1344], r8d
+    lea rdi, [r15 + 10772736]
+    mov ecx, 126
+    rep stosb
+    sub rcx, rdi
+    mov eax, dword ptr [r14 + 64]
+    shl rax, 11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 448]
+    mov dword ptr [r14 + 256], eax
+    movsxd rdi, dword ptr [r15 + 192]
+    add rdi, 63
+    inc edi
+    imul eax, edi, 107
     mov ecx, eax
-    movzx edi, cl
-    mov dword ptr [r15 + 896], 193
-    movsxd rcx, dword ptr [r14 + 704]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov dword ptr [r15 + 640], 163
+    mov qword ptr [r15 + 1152], rax
+    mov rdi, qword ptr [r14 + 1024]
+    jmp 1f
+1:
+    lea rax, [rcx + rcx*2 + 52]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r14 + 64]
-    jmp 1f
-1:
-    mov eax, 247
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rdi, 28
-    sub rdi, rdx
-    mov r9, r10
-    jmp 1f
-1:
-    mov edx, 36
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    and r9, 2097088
-    movzx eax, byte ptr [r15 + r9 + 286336]
-    mov dword ptr [r15 + 256], eax
-    neg rdi
-    mov eax, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 512]
-    lock xadd qword ptr [r15 + 128], rdx
-    lea rcx, [rdx + rdx*2 + 12]
-    mov edx, 227
-    test ebx, 511744
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov eax, 198
-    movzx eax, byte ptr [r15 + 1280]
-    imul rax, qword ptr [r15 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rdi
-    lea rdi, [rdi + rdi*2 + 32]
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r14 + 192]
-    add r11, 64
-    add r10, r11
+    mov ecx, 145
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rcx, dword ptr [r14 + 256]
+    inc ecx
+    neg rcx
+    mov r9d, 25
+    movsxd rax, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d544_s]
+    lea rcx, [rip + .Lc1_d551_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d544_s_t
-.Lc1_d544_j:
+    call .Lc1_d551_s_t
+.Lc1_d551_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d544_s:
+.Lc1_d551_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r14 + 320]
-    mov r9d, 134
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rax, 11
-    cmp rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 384]
-    mov rdi, rax
-    mov r9d, 250
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r9, r10
+    mov r9, qword ptr [r15 + 192]
+    and r9, r9
+    bswap rax
+    mov eax, dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    add rcx, 119
+    inc ecx
+    shl rcx, 4
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 960
-    and eax, dword ptr [r15 + r9 + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rax
-    mov dword ptr [r14 + 448], 122
+    neg r9
+    mov rbp, r9
+    mov r9, rbp
+    movzx r9d, r9b
+    add rax, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc r9d
-    test ebx, 928
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 192]
+    test r9d, r9d
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r9d
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 4
-    rep movsb
-    add r11, 64
-    add r10, r11
+    movzx r9d, bpl
+    shl r9, 19
+    mov dword ptr [r15 + 0], 195
+    mov r9d, dword ptr [r15 + 64]
+    imul r9, qword ptr [r15 + 384]
+    mov dword ptr [r14 + 64], 61
+    or ebp, r9d
+    jmp 1f
+1:
+    shr ecx, 30
+    inc ecx
+    add rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    xor dword ptr [r14 + 576], r9d
+    mov qword ptr [r15 + 832], rbp
+    sub r9, rbp
+    neg r9
+    and r9d, dword ptr [r15 + 512]
+    add r9, qword ptr [r15 + 768]
+    mov ebp, 162
+    add rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    and rcx, r9
+    lock or dword ptr [r15 + 128], 32
+    test ebp, r9d
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d600_s]
+    lea rcx, [rip + .Lc1_d612_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d600_s_t
-.Lc1_d600_j:
+    call .Lc1_d612_s_t
+.Lc1_d612_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d600_s:
+.Lc1_d612_s:
     ret
     .popsection
-    and rsi, rax
-    lea rsi, [rsi + rsi*2 + 111]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub rcx, rsi
-    mov qword ptr [r15 + 128], rcx
-    mov rbp, r10
-    .byte 0x66, 0x90
-    movzx esi, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8388544
-    mov qword ptr [r14 + rbp + 2383488], rbp
-    add rcx, rsi
-    movsxd rbp, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov esi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    or esi, ecx
-    movzx ecx, byte ptr [r15 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ecx, ecx
-    mov ecx, dword ptr [r14 + 768]
+    or qword ptr [r15 + 192], 43
+    and rbp, rcx
+    mov byte ptr [r14 + 0], bpl
+    mov byte ptr [r14 + 0], cl
+    add rcx, rbp
+    vmovdqu ymm5, ymmword ptr [r14 + 0]
+    neg r9
+    mov ecx, r9d
     neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, r9b
+    imul r9d, ebp, 34
+    neg r9
+    lea rbp, [r9 + r9*2 + 63]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor ecx, r9d
+    neg rcx
+    test ecx, ecx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, 198
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [rcx + rcx*2 + 119]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 640], 53
-    imul rbp, qword ptr [r15 + 1088]
-    or ebp, ebp
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
+    shl rbp, 16
+    jmp 1f
 1:
-    shl rcx, 20
-    movzx ecx, cl
-    movzx ecx, cl
-    add r11, 64
-    add r10, r11
+    movzx r9d, byte ptr [r15 + 0]
+    or r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, rbp
+    mov qword ptr [r15 + 1088], rcx
+    mov rbp, qword ptr [r15 + 512]
+    xchg qword ptr [r15 + 64], rbp
+    sub rbp, r9
+    inc ebp
+    movzx r9d, byte ptr [r15 + 896]
+    jmp 1f
+1:
+    and r9d, dword ptr [r14 + 256]
+    cmp r9, r9
+    mov dword ptr [r15 + 640], 164
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ebp, r9b
+    xor ebp, r9d
+    movzx r9d, bpl
+    mov rbp, r9
+    jmp 1f
+1:
+    add rbp, 76
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d657_s]
+    lea rcx, [rip + .Lc1_d680_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d657_s_t
-.Lc1_d657_j:
+    call .Lc1_d680_s_t
+.Lc1_d680_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d657_s:
+.Lc1_d680_s:
     ret
     .popsection
-    inc dword ptr [r15 + 192]
-    inc eax
-    popcnt rax, rax
+    and ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, ecx
+    mov r9d, ecx
+    mov qword ptr [r15 + 256], r9
+    mov rcx, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 0]
+    and r9, r9
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
+    jmp 1f
 1:
-    and rcx, rax
-    cmp rcx, rcx
-    shr ecx, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 37
+    neg rcx
+    mov r9d, ecx
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov dword ptr [r15 + 192], 191
+    jmp 1f
+1:
+    movzx ebp, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 64]
-    mov rcx, rbp
-    mov ebp, dword ptr [r15 + 384]
-    mov r8d, ebp
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    neg rbp
-    add rbp, qword ptr [r15 + 576]
-    mov dword ptr [r14 + 1024], 52
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov ecx, r8d
-    mov rcx, rcx
-    and r8, 960
-    mov byte ptr [r14 + r8 + 2496], r8b
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
-    mov eax, ebp
+    shr r9d, 6
+    movsxd r9, dword ptr [r14 + 704]
+    add r9, r9
+    inc r9d
+    shr r9d, 3
     jmp 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    mov rbp, r10
+    mov rdi, rbp
+    jmp 1f
 1:
-    movsxd rax, dword ptr [r14 + 448]
-    xor dword ptr [r15 + 256], eax
-    movzx ecx, bpl
+    mov edi, dword ptr [r14 + 1408]
+    and rbp, 2097088
+    mov byte ptr [r15 + rbp + 286336], bpl
+    or qword ptr [r14 + 0], 126
+    neg r9
+    movzx ebp, byte ptr [r14 + 0]
+    imul rbp, qword ptr [r14 + 256]
+    mov edx, ebp
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 155
+    and rbp, 960
+    add r9, qword ptr [r14 + rbp + 1472]
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d713_s]
+    lea rcx, [rip + .Lc1_d741_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d713_s_t
-.Lc1_d713_j:
+    call .Lc1_d741_s_t
+.Lc1_d741_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d713_s:
+.Lc1_d741_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d718_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d718_s_t
-.Lc1_d718_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d718_s:
-    ret
-    .popsection
-    cmp rcx, rcx
-    shr eax, 31
-    movzx eax, al
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
+    cmp rdx, rdi
+    mov ecx, 250
+    mov edi, ecx
     jmp 1f
 1:
-    mov dword ptr [r14 + 128], 5
-    test bl, 160
-    jnz 1f
+    mov dword ptr [r15 + 0], 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov r9, r10
-    mov dword ptr [r14 + 1152], r9d
-    test ebx, 126976
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rdi + rdi*2 + 12]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    and r9, 4032
-    lock or dword ptr [r15 + r9 + 3520], 9
-    mov ebp, ecx
+    movzx edi, byte ptr [r15 + 1152]
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 960], rcx
+    jmp 1f
+1:
+    add rbp, r9
+    movsxd rcx, dword ptr [r14 + 512]
+    add rcx, 98
+    mov dword ptr [r15 + 576], ecx
+    jmp 1f
+1:
+    and edi, dword ptr [r14 + 256]
+    mov ecx, edi
+    mov rbp, r10
+    movzx edi, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r14 + 64]
-    mov rbp, qword ptr [r15 + 448]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
+    movzx esi, cl
+    and rbp, 8388544
+    add rsi, qword ptr [r15 + rbp + 2383488]
+    movzx ecx, byte ptr [r14 + 768]
+    add rcx, rcx
+    mov rbp, rcx
+    test ebp, ebp
+    jmp 1f
 1:
-    mov r9, qword ptr [r14 + 192]
-    or r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
+    neg rdi
+    neg rdi
+    xor dword ptr [r14 + 640], edi
+    jmp 1f
 1:
-    mov ecx, 122
-    mov ecx, 129
-    and rcx, rcx
-    test ebx, 380928
-    jz 1f
+    jmp 1f
 1:
-    neg rbp
-    movsxd rbp, dword ptr [r14 + 1344]
+    lea rcx, [rbp + rbp*2 + 127]
+    sub rcx, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, cl
+    movsxd rbp, dword ptr [r15 + 128]
+    or ebp, ebp
+    and rbp, rbp
+    mov rcx, rbp
+    jmp 1f
+1:
+    or esi, edi
+    and esi, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d768_s]
+    lea rcx, [rip + .Lc1_d805_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d768_s_t
-.Lc1_d768_j:
+    call .Lc1_d805_s_t
+.Lc1_d805_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d768_s:
+.Lc1_d805_s:
     ret
     .popsection
-    mov ecx, 81
-    mov ecx, dword ptr [r15 + 192]
-    or ecx, ecx
-    movsxd rax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 168
-    mov dword ptr [r15 + 128], edx
-    movsxd rdx, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1632
-    jnz 1f
-1:
-    xor ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r14 + 768]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    mov eax, 99
+    lea rcx, [rip + .Lc1_d810_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d810_s_t
+.Lc1_d810_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d810_s:
+    ret
+    .popsection
+    mov ecx, ecx
+    xor dword ptr [r15 + 512], ecx
     mov r8, r10
-    mov dword ptr [r15 + 320], r8d
-    mov eax, 152
+    imul rdi, r8
+    and r8, 960
+    movzx edi, byte ptr [r14 + r8 + 2496]
+    mov r8d, 168
+    mov r8d, 91
+    and r8, r8
+    neg r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r14 + 192]
+    add rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    shl r8, 19
+    lea r8, [r8 + r8*2 + 83]
+    imul r8, r8
+    imul r8, qword ptr [r14 + 0]
+    inc ecx
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 960
-    mov rcx, qword ptr [r14 + r8 + 1472]
-    mov dword ptr [r14 + 256], ecx
-    mov dword ptr [r15 + 576], 14
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 640], ecx
+    and rax, r8
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 832]
-    mov rsi, rdx
+    vpaddd ymm15, ymm5, ymmword ptr [r15 + 256]
+    shr edi, 24
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, 38
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    mov edi, eax
+    mov rax, rdi
+    mov qword ptr [r14 + 64], rax
+    mov edi, ecx
+    shl rdi, 4
+    lea rcx, [rdi + rdi*2 + 109]
+    sub rcx, rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 1024], rax
+    mov byte ptr [r15 + 128], dil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d817_s]
+    lea rcx, [rip + .Lc1_d866_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d817_s_t
-.Lc1_d817_j:
+    call .Lc1_d866_s_t
+.Lc1_d866_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d817_s:
+.Lc1_d866_s:
     ret
     .popsection
+    movzx ecx, cl
+    xor ecx, edi
+    mov edi, ecx
+    and edi, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r14 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor esi, ecx
-    mov esi, 140
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, esi
+    sub rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 1088]
-    inc dword ptr [r14 + 896]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    jmp 1f
 1:
-    add rax, rsi
-    xchg qword ptr [r15 + 448], rax
-    add rax, 55
-    test eax, eax
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movzx ecx, al
+    or ecx, eax
     add rcx, rcx
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r14 + 704], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rax, 10
-    mov eax, eax
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rdi + rdi*2 + 24]
+    add rax, qword ptr [r14 + 1216]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 1088], rdi
+    jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movsxd rdi, dword ptr [r14 + 640]
-    imul rdi, qword ptr [r15 + 192]
+    mov ecx, 158
+    test ecx, ecx
+    mov edi, dword ptr [r15 + 64]
+    inc edi
+    add rdi, qword ptr [r14 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor eax, ecx
+    add rax, qword ptr [r15 + 576]
+    mov ecx, 75
+    movzx ecx, cl
+    mov dword ptr [r14 + 192], ecx
+    xor edi, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    or qword ptr [r15 + 768], 70
     mov rcx, rdi
-    test ebx, 320
-    jnz 1f
+    or ecx, ecx
+    and r9, 4032
+    vpaddd ymm12, ymm15, ymmword ptr [r14 + r9 + 3520]
+    mov edi, r9d
+    test edi, edi
+    jmp 1f
 1:
-    mov rsi, qword ptr [r14 + 192]
-    mov rax, rsi
-    imul rax, qword ptr [r15 + 576]
+    and rax, r9
+    jmp 1f
+1:
+    mov edi, 86
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1894,71 +1903,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d871_s]
+    lea rcx, [rip + .Lc1_d933_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d871_s_t
-.Lc1_d871_j:
+    call .Lc1_d933_s_t
+.Lc1_d933_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d871_s:
+.Lc1_d933_s:
     ret
     .popsection
-    mov ecx, eax
-    lea rcx, [rcx + rcx*2 + 87]
-    mov byte ptr [r14 + 1408], cl
-    lock or dword ptr [r15 + 0], 77
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    inc eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r14 + 512]
-    or edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
-    add rsi, qword ptr [r15 + 320]
-    neg rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r14 + 192]
-    mov eax, dword ptr [r15 + 256]
-    movzx edi, al
-    mov eax, 231
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add rdi, rax
+    shr edi, 19
+    add rdi, 87
+    movzx eax, dil
+    vpaddd ymm12, ymm12, ymmword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov ecx, edi
+    and ecx, dword ptr [r15 + 0]
     inc ecx
-    movsxd rcx, dword ptr [r14 + 128]
-    movzx esi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 960]
-    sub rdi, rcx
-    mov eax, edi
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    shr ecx, 6
-    shr ecx, 24
-    mov rcx, rcx
-    test ebx, 1824
-    jnz 1f
+    shr ecx, 2
+    imul edi, ecx, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    lea rdi, [r15 + 10772736]
-    mov ecx, 189
-    rep stosb
-    test ecx, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc eax
+    mov rax, rax
+    xor ecx, eax
+    or ecx, ecx
+    add rdi, rcx
+    neg rdi
+    mov qword ptr [r14 + 128], rdi
+    movzx ecx, al
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    shl rax, 20
+    mov dword ptr [r14 + 192], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shl rdi, 28
+    mov eax, dword ptr [r14 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 896]
+    jmp 1f
+1:
+    movzx ecx, al
+    add rcx, 127
+    mov dword ptr [r14 + 256], ecx
+    mov eax, 106
+    mov ecx, dword ptr [r15 + 512]
+    mov eax, ecx
+    jmp 1f
+1:
+    lea rcx, [rax + rax*2 + 119]
+    mov rbp, r10
+    mov rcx, rbp
+    and rbp, 960
+    lock or dword ptr [r15 + rbp + 1472], 38
+    movzx ebp, byte ptr [r15 + 64]
+    mov ecx, 123
+    imul rcx, qword ptr [r14 + 256]
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -1974,71 +1992,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d934_s]
+    lea rcx, [rip + .Lc1_d1003_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d934_s_t
-.Lc1_d934_j:
+    call .Lc1_d1003_s_t
+.Lc1_d1003_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d934_s:
+.Lc1_d1003_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d939_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d939_s_t
-.Lc1_d939_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d939_s:
-    ret
-    .popsection
-    add rax, qword ptr [r14 + 1216]
-    mov dword ptr [r14 + 0], 141
-    mov r9d, 52
-    mov r9, r9
-    test ebx, 27392
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ecx, 120
-    test bl, 106
-    jnz 1f
-1:
-    shl rax, 8
-    mov eax, 112
-    movzx eax, al
+    movsxd rcx, dword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub r9, rcx
-    and r9d, dword ptr [r14 + 0]
-    lock add qword ptr [r15 + 0], r9
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 24528
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 73
-    test bl, 36
-    jnz 1f
-1:
-    neg rcx
-    mov rcx, rcx
-    .byte 0x0f, 0x1f, 0x00
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
     jb 1f
 1:
-    inc r9d
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov dword ptr [r14 + 704], 212
-    mov qword ptr [r15 + 832], r9
-    imul r9, qword ptr [r14 + 1088]
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -2051,79 +2062,6 @@ ditto_body_c1:
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d994_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d994_s_t
-.Lc1_d994_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d994_s:
-    ret
-    .popsection
-    mov r9, r10
-    mov rsi, qword ptr [r15 + 448]
-    movzx eax, sil
-    mov rbp, r10
-    and r9, 960
-    mov dword ptr [r15 + r9 + 2496], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 211
-    and rbp, 960
-    mov rsi, qword ptr [r14 + rbp + 1472]
-    mov qword ptr [r15 + 704], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufb ymm5, ymm12, ymm4
-    jmp 1f
-1:
-    mov eax, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    cmp rcx, rcx
-    test ebx, 6016
-    jz 1f
-1:
-    jmp 1f
-1:
-    xor esi, ecx
-    mov qword ptr [r14 + 768], rsi
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    shr eax, 11
-    sub rax, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    imul rsi, qword ptr [r14 + 640]
-    mov rax, rsi
-    shl rax, 7
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
     lea rcx, [rip + .Lc1_d1049_s]
     add rcx, qword ptr [r15 + 10780960]
     call .Lc1_d1049_s_t
@@ -2133,264 +2071,262 @@ ditto_body_c1:
 .Lc1_d1049_s:
     ret
     .popsection
-    mov rcx, rax
-    lea rcx, [rcx + rcx*2 + 125]
-    jmp 1f
-1:
-    mov ecx, ecx
     mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 1472]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3520]
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov rdx, qword ptr [r14 + 64]
-    mov esi, dword ptr [r14 + 1216]
-    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, qword ptr [r15 + 192]
+    mov edx, 193
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    add rdx, rsi
-    mov rdx, qword ptr [r15 + 704]
-    test ebx, 432
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r14 + 512]
-    mov r9, r10
-    add rdx, r9
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov qword ptr [r14 + 576], rcx
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3520], 62
-    movzx r9d, byte ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r9
+    lock add qword ptr [r15 + 320], rcx
+    mov edx, 119
+    mov dword ptr [r14 + 1088], ecx
+    mov byte ptr [r14 + 448], r8b
+    inc dword ptr [r15 + 1152]
+    mov qword ptr [r14 + 1088], rdx
+    mov byte ptr [r14 + 384], dl
+    add rcx, qword ptr [r14 + 1024]
+    imul r8, qword ptr [r15 + 512]
+    vpaddd ymm5, ymm9, ymmword ptr [r14 + 640]
+    mov rdx, rcx
+    imul rdx, qword ptr [r15 + 256]
+    mov rcx, rdx
+    mov dword ptr [r14 + 256], ecx
+    mov edx, dword ptr [r15 + 576]
+    mov ecx, 237
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c1:
+    lea rcx, [rip + .Lc1_d1096_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1096_s_t
+.Lc1_d1096_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1096_s:
+    ret
+    .popsection
+    mov ecx, 104
+    mov ecx, ecx
+    mov dword ptr [r15 + 192], 0
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm5, ymmword ptr [r15 + 0]
+    or qword ptr [r15 + 512], 100
+    mov rcx, qword ptr [r14 + 704]
+    movzx esi, cl
+    mov rsi, rsi
+    mov rcx, qword ptr [r14 + 448]
+    movzx ebp, cl
+    mov byte ptr [r15 + 320], bpl
+    mov qword ptr [r15 + 832], rcx
+    lock or dword ptr [r15 + 256], 84
+    mov byte ptr [r15 + 640], cl
     nop
-    mov r9d, 253
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], edx
-    mov qword ptr [r15 + 128], rdx
-    mov rsi, r9
+    mov qword ptr [r15 + 768], rbp
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 576]
+    mov qword ptr [r14 + 640], rcx
+    and r9, 960
+    mov ebp, dword ptr [r14 + r9 + 2496]
+    mov rcx, rbp
+    imul ecx, ecx, 28
+    mov r9, rcx
+    mov rbp, r9
+    mov rbp, r10
+    mov rcx, rbp
+    and rbp, 8388544
+    mov rdi, qword ptr [r14 + rbp + 2383488]
+    imul rdi, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1105_s]
+    lea rcx, [rip + .Lc1_d1145_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1105_s_t
-.Lc1_d1105_j:
+    call .Lc1_d1145_s_t
+.Lc1_d1145_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1105_s:
+.Lc1_d1145_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1110_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1110_s_t
-.Lc1_d1110_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1110_s:
-    ret
-    .popsection
-    mov ecx, 157
+    mov ecx, ecx
+    movzx ebp, cl
+    mov edi, ebp
+    mov ecx, edi
+    mov rcx, rcx
+    movzx ebp, cl
+    mov rdi, qword ptr [r15 + 192]
+    and ecx, dword ptr [r15 + 256]
+    mov ebp, ecx
+    imul rbp, qword ptr [r14 + 896]
+    mov rcx, qword ptr [r15 + 448]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rcx
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rax, qword ptr [r14 + 64]
-    mov esi, eax
-    xor dword ptr [r15 + 448], esi
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 2097088
-    mov qword ptr [r14 + r9 + 286336], r9
-    mov rcx, qword ptr [r15 + 512]
-    movzx r9d, cl
-    test ebx, 432
-    jnz 1f
-1:
-    neg rax
-    mov rax, qword ptr [r15 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rsi, 10
-    mov esi, 239
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, esi
-    mov r9d, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r9d
-    neg rsi
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r9, rsi
-    mov r9, r9
-    mov r9, qword ptr [r15 + 1152]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    vpaddd ymm15, ymm9, ymmword ptr [r14 + 384]
+    mov rdi, qword ptr [r14 + 320]
+    mov edx, eax
+    mov qword ptr [r15 + 576], rax
+    mov qword ptr [r14 + 1216], rcx
+    lock xadd qword ptr [r15 + 192], rax
+    movsxd rcx, dword ptr [r15 + 192]
+    mov byte ptr [r14 + 1152], dil
+    mov edx, 170
+    mov edi, 126
+    mov qword ptr [r15 + 256], rax
+    xor dword ptr [r15 + 512], eax
+    and edi, dword ptr [r15 + 960]
+    xor dword ptr [r14 + 768], eax
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1163_s]
+    lea rcx, [rip + .Lc1_d1193_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1163_s_t
-.Lc1_d1163_j:
+    call .Lc1_d1193_s_t
+.Lc1_d1193_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1163_s:
+.Lc1_d1193_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 960]
-    add rcx, 87
-    movsxd r9, dword ptr [r15 + 640]
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3520]
-    mov rbp, r10
-    mov edi, r9d
-    and rbp, 2097088
-    mov byte ptr [r14 + rbp + 286336], bpl
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov ecx, dword ptr [r14 + 576]
-    inc dword ptr [r14 + 640]
-    mov dword ptr [r15 + 320], 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 896], rbp
+    lea rcx, [rip + .Lc1_d1198_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1198_s_t
+.Lc1_d1198_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1198_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r14 + 384]
+    imul rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 241
+    movsxd rcx, dword ptr [r14 + 256]
+    imul edi, edi, 5
+    movzx edx, dil
+    mov r8, r10
+    mov rdi, r8
+    and r8, 4032
+    movzx edi, byte ptr [r14 + r8 + 3520]
+    mov dword ptr [r15 + 256], 41
+    or qword ptr [r14 + 384], 14
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 1024], rbp
-    add rcx, 14
-    movzx ecx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, edi
-    jmp 1f
-1:
-    mov edi, 41
-    test bl, 96
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 1280]
-    lea rcx, [rax + rax*2 + 55]
-    and rcx, rbp
+    mov edx, dword ptr [r15 + 192]
+    mov r8d, edi
+    add rcx, qword ptr [r15 + 1280]
+    movzx edi, dil
+    mov r8, r10
+    vpaddd ymm12, ymm3, ymmword ptr [r15 + 1024]
+    mov byte ptr [r15 + 512], dl
+    and r8, 960
+    mov byte ptr [r14 + r8 + 1472], r8b
+    mov dword ptr [r14 + 1088], 110
+    add qword ptr [r15 + 192], rcx
+    movzx edx, dil
+    mov ecx, edx
+    movzx edi, byte ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 704]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rcx, [rip + .Lc1_d1210_s]
+    lea rcx, [rip + .Lc1_d1243_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1210_s_t
-.Lc1_d1210_j:
+    call .Lc1_d1243_s_t
+.Lc1_d1243_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1210_s:
+.Lc1_d1243_s:
     ret
     .popsection
-    mov qword ptr [r14 + 704], rcx
+    mov edx, dword ptr [r15 + 512]
+    mov qword ptr [r14 + 448], rdx
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx edx, cl
+    mov edx, 208
+    movzx edx, dl
+    mov edx, 53
+    vpaddd ymm12, ymm12, ymmword ptr [r15 + 192]
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    test ebx, 912
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 1152], al
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 1088]
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 960
-    and eax, dword ptr [r15 + rbp + 2496]
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 188
-    mov r9d, 19
-    movsxd r9, dword ptr [r14 + 576]
-    mov ecx, 105
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 138
-    mov ebp, 89
-    mov rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, 49
-    mov dword ptr [r14 + 128], 181
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    test ebp, ebp
-    xor ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 105
+    movzx edx, byte ptr [r15 + 256]
+    and r9, 262080
+    mov rcx, qword ptr [r15 + r9 + 24192]
+    mov esi, 89
+    mov r9d, 250
+    mov dword ptr [r14 + 320], edx
+    mov r9, r10
+    mov edx, dword ptr [r15 + 832]
+    mov dword ptr [r14 + 640], ecx
+    mov rcx, rsi
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 1472]
+    lock add qword ptr [r15 + 1152], rcx
+    mov esi, 208
+    add qword ptr [r14 + 576], rsi
+    or qword ptr [r14 + 768], 15
     add r11, 64
     add r10, r11
     inc rbx
@@ -2400,190 +2336,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1267_s]
+    lea rcx, [rip + .Lc1_d1292_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1267_s_t
-.Lc1_d1267_j:
+    call .Lc1_d1292_s_t
+.Lc1_d1292_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1267_s:
+.Lc1_d1292_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 576]
+    mov edi, dword ptr [r14 + 256]
+    mov dword ptr [r15 + 512], edi
+    movzx ebp, byte ptr [r15 + 896]
+    movzx edi, cl
+    mov rdi, rax
+    movsxd rdi, dword ptr [r14 + 0]
+    mov r8d, 76
+    mov r8, r10
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov ecx, 126
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    or ecx, ecx
-    add rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rcx, rcx
-    mov ecx, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 102
-    mov dword ptr [r15 + 64], 202
-    movzx edx, byte ptr [r14 + 896]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov ecx, dword ptr [r14 + 448]
-    mov eax, dword ptr [r15 + 640]
-    mov rdi, rdx
-    test bl, 48
-    jnz 1f
-1:
-    xor dword ptr [r15 + 768], edx
-    mov edx, 40
-    mov dword ptr [r15 + 704], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 127
-    movzx eax, dl
-    mov dword ptr [r14 + 832], 57
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1314_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1314_s_t
-.Lc1_d1314_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1314_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, 38
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    neg r8
-    mov ecx, dword ptr [r14 + 128]
-    mov dword ptr [r15 + 448], 187
+    and r8, 960
+    xor dword ptr [r14 + r8 + 2496], eax
+    mov dword ptr [r15 + 1344], ecx
+    movzx eax, byte ptr [r14 + 704]
+    imul r8d, edi, 98
+    add qword ptr [r14 + 192], r8
+    mov rdi, rdi
+    mov ebp, 40
+    movzx r8d, byte ptr [r15 + 1088]
+    movsxd rdi, dword ptr [r14 + 192]
+    mov ecx, 219
+    mov dword ptr [r15 + 448], 57
+    mov ebp, 173
+    mov ecx, ebp
     mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 38
-    mov rax, rcx
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], ebp
-    mov rcx, qword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r14 + 128], 249
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rax
-    mov eax, 67
-    mov eax, dword ptr [r15 + 320]
-    test eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, al
-    and r8, r8
-    mov r8d, 214
+    mov ecx, dword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 256]
+    and rbp, 2097088
+    mov qword ptr [r15 + rbp + 286336], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
-.Lc1_b3_c7:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1372_s]
+.Lc1_b3_c6:
+    lea rcx, [rip + .Lc1_d1341_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1372_s_t
-.Lc1_d1372_j:
+    call .Lc1_d1341_s_t
+.Lc1_d1341_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1372_s:
+.Lc1_d1341_s:
     ret
     .popsection
-    movzx ecx, al
-    movzx ecx, al
-    mov dword ptr [r15 + 576], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rax, qword ptr [r15 + 1088]
-    mov dword ptr [r14 + 448], 214
-    mov r9, rcx
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx ecx, al
-    and rcx, rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r9d
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
+    mov qword ptr [r14 + 0], rax
+    imul rax, qword ptr [r14 + 0]
+    test ecx, ecx
+    mov ebp, 19
+    mov ecx, ebp
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8388544
-    lock add qword ptr [r15 + r9 + 2383488], rax
-    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 187
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 960]
+    mov edi, esi
+    mov dword ptr [r14 + 448], edi
+    movzx esi, byte ptr [r15 + 128]
+    add qword ptr [r15 + 256], r9
+    mov edi, edx
+    movzx edi, byte ptr [r14 + 64]
+    mov byte ptr [r15 + 128], dil
+    add rbp, qword ptr [r14 + 320]
+    mov r9d, 115
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 192], edi
+    movzx r9d, r9b
+    mov rdi, qword ptr [r14 + 768]
+    mov dword ptr [r14 + 64], 67
+    imul r9d, ebp, 73
+    add rdx, 3
+    mov rbp, qword ptr [r15 + 576]
+    add rsi, qword ptr [r15 + 192]
+    mov r8, rsi
+    mov dword ptr [r15 + 512], 22
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c7:
+    lea rcx, [rip + .Lc1_d1390_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1390_s_t
+.Lc1_d1390_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1390_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1395_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1395_s_t
+.Lc1_d1395_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1395_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 640], 234
+    movsxd rcx, dword ptr [r14 + 128]
+    add qword ptr [r15 + 0], rcx
+    or qword ptr [r15 + 0], 5
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    movzx ecx, cl
+    movzx r9d, cl
+    add r9, qword ptr [r15 + 0]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    movzx ecx, cl
+    mov ecx, 169
+    and rcx, rcx
+    mov ecx, 207
+    mov dword ptr [r15 + 192], r9d
+    mov rcx, r9
+    lock add qword ptr [r15 + 1152], rcx
+    mov r9d, 39
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    add rax, qword ptr [r15 + 640]
-    mov qword ptr [r14 + 960], rax
-    mov eax, 13
+    popcnt rcx, rcx
+    movsxd r9, dword ptr [r14 + 192]
+    add r9, qword ptr [r15 + 64]
+    xor r9d, ecx
+    mov rcx, qword ptr [r15 + 1024]
+    movsxd rax, dword ptr [r14 + 448]
+    xor dword ptr [r14 + 0], eax
+    mov eax, 40
+    movzx eax, r9b
+    mov dword ptr [r15 + 256], eax
+    shl r9, 10
+    mov rax, qword ptr [r15 + 576]
+    lock add qword ptr [r15 + 1408], rax
+    and rcx, rcx
+    cmp rcx, rcx
+    mov qword ptr [r14 + 704], r9
     mov r9, r10
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    and r9, 8128
-    xor dword ptr [r14 + r9 + 7616], eax
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 15808]
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 512]
+    and r9, 960
+    add rcx, qword ptr [r14 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2601,521 +2523,388 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1427_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1427_s_t
-.Lc1_d1427_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1427_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 320], 109
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ecx
-    shr ecx, 21
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    and rax, rcx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    cmp rcx, rcx
-    mov dword ptr [r14 + 960], 59
-    or qword ptr [r14 + 704], 38
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    mov rbp, r10
-    and r8, 4032
-    imul rax, qword ptr [r14 + r8 + 3520]
-    and rbp, 960
-    mov qword ptr [r14 + rbp + 1472], rbp
+    movzx ecx, al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
-    lock or dword ptr [r15 + 768], 118
-    mov eax, eax
-    add r11, 64
-    add r10, r11
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 832]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, qword ptr [r14 + 384]
+    test ebx, 1488
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 512 bytes, 2 chunk(s), 1 chunk executions per call
+// block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 10781008]
-    lea rcx, [rbx + 1]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 10781008], rcx
-    mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b5_stubs_t
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+    mov r13d, 2
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1487_s]
+    lea rcx, [rip + .Lc1_d1501_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1487_s_t
-.Lc1_d1487_j:
+    call .Lc1_d1501_s_t
+.Lc1_d1501_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1487_s:
+.Lc1_d1501_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1492_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1492_s_t
-.Lc1_d1492_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1492_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r14 + 896]
-    mov eax, 251
-    imul rax, qword ptr [r14 + 128]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    or eax, ecx
-    mov eax, 43
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 1088]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rax, 11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 64]
-    mov edi, dword ptr [r15 + 1152]
-    mov rdx, rax
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8388544
-    mov rax, qword ptr [r14 + r9 + 2383488]
-    sub rax, rcx
-    mov dword ptr [r15 + 384], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1152], r9
-    shl rdx, 19
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, edx
-    test eax, eax
-    movzx edx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, eax
+    mov dword ptr [r15 + 640], ecx
+    mov ecx, 251
+    mov ecx, ecx
+    mov byte ptr [r14 + 0], cl
+    movsxd rdi, dword ptr [r14 + 768]
+    vmovdqu ymm5, ymmword ptr [r15 + 384]
+    vmovdqu ymm15, ymmword ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm12, ymmword ptr [r14 + 448]
+    mov rbp, r10
+    imul esi, ecx, 66
+    mov byte ptr [r15 + 256], dil
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 2496]
+    mov dword ptr [r15 + 896], esi
+    add qword ptr [r15 + 576], rsi
+    mov ebp, dword ptr [r15 + 320]
+    mov rsi, rsi
+    mov edi, 150
+    mov rdi, qword ptr [r14 + 512]
+    mov qword ptr [r15 + 448], rcx
+    inc dword ptr [r14 + 640]
+    mov ecx, esi
+    or qword ptr [r15 + 384], 24
+    movzx ecx, sil
+    mov dword ptr [r14 + 1152], 141
+    imul rsi, qword ptr [r15 + 1088]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1549_s]
+    lea rcx, [rip + .Lc1_d1543_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1549_s_t
-.Lc1_d1549_j:
+    call .Lc1_d1543_s_t
+.Lc1_d1543_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1549_s:
+.Lc1_d1543_s:
     ret
     .popsection
-    mov qword ptr [r15 + 768], rax
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 128], 139
-    mov rax, qword ptr [r14 + 704]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jb 1f
-1:
-    mov ecx, 130
-    lea rcx, [rcx + rcx*2 + 41]
-    add qword ptr [r15 + 960], rax
-    test ebx, 24544
-    jnz 1f
-1:
-    movzx esi, al
-    mov rbp, r10
-    mov rax, rbp
-    or qword ptr [r15 + 384], 89
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8388544
-    mov rcx, qword ptr [r15 + rbp + 2383488]
-    xor ecx, esi
-    mov ebp, dword ptr [r14 + 320]
-    movzx esi, bpl
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movsxd rax, dword ptr [r14 + 1088]
-    mov r8d, dword ptr [r15 + 768]
-    add r8, rbp
-    test bl, 40
-    jnz 1f
-1:
-    mov rcx, rsi
+    mov esi, 201
+    mov rcx, qword ptr [r14 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 320]
-    movzx r8d, cl
-    popcnt r8, r8
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 212
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 1088], 112
+    mov dword ptr [r15 + 320], 157
+    inc dword ptr [r14 + 704]
+    mov qword ptr [r15 + 1280], rcx
+    mov byte ptr [r14 + 384], cl
+    mov r8, r10
+    mov r9, r10
+    mov rcx, r9
+    mov rcx, rcx
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], r8d
+    and r9, 4032
+    add qword ptr [r15 + r9 + 3520], rsi
+    mov qword ptr [r15 + 640], r8
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 10781016]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 10781016], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b6_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b6_stubs_t
-    .p2align 3
-.Lc1_b6_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b6_c0
-    .p2align 3
-    jmp .Lc1_b6_c1
-    .p2align 3
-    jmp .Lc1_b6_c2
-    .p2align 3
-    jmp .Lc1_b6_c3
     .p2align 6
 .Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1609_s]
+    lea rcx, [rip + .Lc1_d1592_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1609_s_t
-.Lc1_d1609_j:
+    call .Lc1_d1592_s_t
+.Lc1_d1592_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1609_s:
+.Lc1_d1592_s:
     ret
     .popsection
-    mov ecx, eax
-    jmp 1f
-1:
-    or qword ptr [r14 + 384], 82
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r8, r10
-    mov rax, rcx
-    jmp 1f
-1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7616]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 10772736]
-    mov ecx, 190
-    rep stosb
-    mov edi, 131
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r14 + 512]
-    inc dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 5568
-    jz 1f
-1:
-    movzx edi, r8b
-    mov dword ptr [r14 + 320], edi
-    add qword ptr [r14 + 128], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 168
-    mov rcx, qword ptr [r14 + 1024]
-    test ebx, 7808
-    jz 1f
-1:
+    mov rbp, r10
+    and rbp, 8128
+    vpaddd ymm3, ymm1, ymmword ptr [r15 + rbp + 7616]
+    inc dword ptr [r15 + 960]
+    movsxd rbp, dword ptr [r15 + 256]
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
-    mov ecx, 4
+    mov ecx, 3
     rep movsb
-    add qword ptr [r15 + 1152], rsi
+    mov qword ptr [r14 + 320], rbp
+    mov esi, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 2
+    and rbp, 8388544
+    mov qword ptr [r14 + rbp + 2383488], rbp
+    mov qword ptr [r14 + 704], rdi
+    mov byte ptr [r15 + 192], dil
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], dil
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], 30
+    vmovdqu ymm9, ymmword ptr [r15 + 576]
+    mov rdi, qword ptr [r14 + 768]
+    mov rbp, rdi
+    nop
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1665_s]
+    lea rcx, [rip + .Lc1_d1638_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1665_s_t
-.Lc1_d1665_j:
+    call .Lc1_d1638_s_t
+.Lc1_d1638_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1665_s:
+.Lc1_d1638_s:
     ret
     .popsection
+    mov edi, dword ptr [r14 + 384]
+    movsxd rbp, dword ptr [r14 + 448]
+    mov byte ptr [r15 + 640], cl
+    mov rdx, rcx
+    mov byte ptr [r15 + 384], dl
+    mov ecx, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul edx, ebp, 88
+    mov edx, 232
+    imul edx, edx, 115
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r14 + 832]
+    lock or dword ptr [r15 + 1024], 2
+    mov eax, edx
+    movzx edx, byte ptr [r14 + 512]
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 768]
+    imul r9d, ecx, 58
+    movzx r9d, cl
+    mov r9d, ecx
     mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 960
-    lock or dword ptr [r15 + r9 + 1472], 70
-    mov r9, qword ptr [r15 + 832]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov r9, r10
-    shl rax, 23
+    mov rsi, qword ptr [r14 + 576]
+    mov dword ptr [r15 + 320], ecx
     and r9, 2097088
-    movsxd rax, dword ptr [r15 + r9 + 286336]
-    mov ecx, dword ptr [r14 + 1088]
-    test bl, 40
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 384]
-    jmp 1f
-1:
-    add rcx, 116
-    test bl, 24
-    jnz 1f
-1:
-    or r9d, ecx
-    mov r9d, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    mov eax, 25
-    inc dword ptr [r14 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 90
-    imul rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + r9 + 286336], rax
+    add qword ptr [r14 + 192], rcx
+    mov rax, rcx
+    mov byte ptr [r15 + 640], al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d1714_s]
+    lea rcx, [rip + .Lc1_d1685_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1714_s_t
-.Lc1_d1714_j:
+    call .Lc1_d1685_s_t
+.Lc1_d1685_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1714_s:
+.Lc1_d1685_s:
     ret
     .popsection
-    neg rax
+    lea rcx, [rip + .Lc1_d1690_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1690_s_t
+.Lc1_d1690_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1690_s:
+    ret
+    .popsection
+    mov ecx, 132
+    mov dword ptr [r15 + 576], ecx
+    movzx esi, sil
+    mov ecx, dword ptr [r14 + 704]
+    imul rcx, qword ptr [r15 + 1152]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 496
-    jz 1f
-1:
-    mov rcx, rax
-    mov ecx, 150
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm4, xmmword ptr [r15 + 256]
+    movzx esi, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 768], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 1152]
-    add rcx, qword ptr [r14 + 128]
-    movsxd rax, dword ptr [r14 + 896]
-    add rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 512]
-    movzx edi, al
-    xor dword ptr [r15 + 384], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 200
-    mov dword ptr [r15 + 320], ecx
-    mov dword ptr [r15 + 64], 117
-    shr edx, 10
-    test ebx, 62464
-    jz 1f
-1:
-    mov byte ptr [r14 + 128], cl
-    mov ebp, dword ptr [r14 + 1344]
-    mov byte ptr [r15 + 448], bpl
-    movzx edi, dl
+    movzx esi, byte ptr [r15 + 384]
+    mov ecx, 152
+    mov rcx, rcx
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 256]
+    imul rbp, qword ptr [r15 + 320]
+    mov rdi, rsi
+    mov dword ptr [r15 + 192], esi
+    mov esi, dword ptr [r14 + 192]
+    mov r8, r10
+    mov dword ptr [r14 + 640], 127
+    movsxd rdi, dword ptr [r15 + 256]
+    mov eax, dword ptr [r14 + 896]
+    and r8, 960
+    xor dword ptr [r14 + r8 + 1472], ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1767_s]
+    lea rcx, [rip + .Lc1_d1732_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1767_s_t
-.Lc1_d1767_j:
+    call .Lc1_d1732_s_t
+.Lc1_d1732_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1767_s:
+.Lc1_d1732_s:
     ret
     .popsection
-    add rbp, qword ptr [r14 + 960]
-    mov edi, 190
-    imul rdi, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ebp
+    movzx r8d, al
+    movzx eax, cl
+    vmovdqu ymm4, ymmword ptr [r15 + 192]
+    mov rax, rcx
+    mov dword ptr [r15 + 512], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r14 + 1408]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, al
+    xor dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 25
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8d, r8d, 20
+    nop
+    mov r8d, eax
+    lea rdi, [r15 + 10772736]
+    mov ecx, 126
+    rep stosb
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    imul rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rax
+    add qword ptr [r14 + 1344], r8
+    imul r8, qword ptr [r14 + 960]
+    mov byte ptr [r14 + 384], r8b
+    mov eax, ecx
+    mov ecx, eax
+    mov dword ptr [r15 + 704], ecx
     mov edi, edi
+    mov dword ptr [r14 + 192], 40
+    lock or dword ptr [r15 + 448], 47
+    movzx edi, r8b
+    mov edi, 94
+    mov qword ptr [r14 + 576], rdi
+    mov r8d, r8d
+    lock or dword ptr [r15 + 1408], 93
+    imul edi, ecx, 25
     mov rdi, rdi
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    add qword ptr [r15 + 384], rax
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    mov qword ptr [r14 + rbp + 2496], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rbp
-    lock add qword ptr [r15 + 1088], rbp
-    test ebp, ebp
-    test bl, 144
-    jnz 1f
-1:
-    sub rbp, rdi
-    lock or dword ptr [r15 + 1024], 110
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx eax, byte ptr [r14 + 320]
-    mov rsi, rax
-    add r11, 64
-    add r10, r11
+    mov rcx, rdi
+    mov ecx, ecx
+    add rax, qword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -3138,113 +2927,113 @@ ditto_body_c1:
     jmp .Lc1_b7_c1
     .p2align 6
 .Lc1_b7_c0:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d1793_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1793_s_t
+.Lc1_d1793_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1793_s:
+    ret
+    .popsection
+    mov eax, dword ptr [r14 + 640]
+    mov rcx, qword ptr [r15 + 768]
+    mov rbp, r10
+    mov byte ptr [r15 + 576], bpl
+    and rbp, 2097088
+    xor dword ptr [r14 + rbp + 286336], eax
+    xor dword ptr [r15 + 384], eax
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rax, 25
-    and rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 161
-    mov rcx, qword ptr [r14 + 832]
-    add rcx, 75
-    imul rcx, qword ptr [r14 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    inc dword ptr [r15 + 768]
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c1:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 94
-    mov rbp, rax
-    test bl, 180
     jnz 1f
 1:
     mov rbp, r10
-    mov dword ptr [r14 + 64], ebp
-    shr eax, 11
+    mov eax, dword ptr [r15 + 896]
+    mov ecx, 90
     and rbp, 960
-    inc dword ptr [r14 + rbp + 1472]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    inc ebp
-    mov byte ptr [r15 + 1280], al
-    inc dword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + rbp + 1472]
+    mov qword ptr [r15 + 320], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c1:
+    lea rcx, [rip + .Lc1_d1818_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1818_s_t
+.Lc1_d1818_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1818_s:
+    ret
+    .popsection
+    mov ebp, 108
+    mov edx, dword ptr [r15 + 1088]
+    mov byte ptr [r15 + 320], cl
+    mov rbp, qword ptr [r15 + 1024]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, rcx
+    movsxd r9, dword ptr [r14 + 704]
+    mov rsi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], dl
+    movzx edx, dl
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 448]
+    mov eax, edx
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r8, qword ptr [r14 + 960]
+    movzx edi, byte ptr [r14 + 1152]
+    inc rbx
+    dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 8: 128 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 10781032]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 10781032], rcx
-    mov r13d, 16
+    mov r13d, 14
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    jmp 1f
-1:
-    inc ebp
-    mov rbp, qword ptr [r14 + 0]
-    shl rbp, 14
-    mov r8d, ecx
-    mov rcx, r8
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], r8b
-    jmp 1f
-1:
-    shr eax, 11
-    jmp 1f
-1:
-    neg rax
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, eax, 63
-    cmp rcx, rcx
+    mov r8, qword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    vpaddd ymm12, ymm0, ymmword ptr [r15 + 576]
-    mov ebp, 55
-    mov dword ptr [r15 + 64], 237
+    test bl, 20
+    jnz 1f
+1:
+    mov ecx, 81
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 78
+    jnz 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr r9d, 19
+    test ebx, 23808
+    jz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
@@ -3391,373 +3180,483 @@ ditto_body_c1:
     jmp .Lc1_b9_c63
     .p2align 6
 .Lc1_b9_c0:
-    and rcx, rax
+    lea rcx, [rip + .Lc1_d1888_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1888_s_t
+.Lc1_d1888_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1888_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1893_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1893_s_t
+.Lc1_d1893_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1893_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1898_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1898_s_t
+.Lc1_d1898_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1898_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1903_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1903_s_t
+.Lc1_d1903_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1903_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 191
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rbp, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], cl
-    xor dword ptr [r15 + 448], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    sub rcx, rsi
-    or ecx, r9d
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7616], rcx
-    inc r9d
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7616]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    shr r9d, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    mov ebp, 24
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 39
-    add rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], esi
-    and r9, 2097088
-    or qword ptr [r15 + r9 + 286336], 105
     jmp 1f
 1:
-    imul r9, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r9d, r9d
-    test r8d, ebp
-    imul r9, qword ptr [r15 + 576]
-    mov r8d, ebp
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 1280], dl
+    and ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 1152], bpl
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    or ebp, ebp
+    add rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, 113
-    mov edi, 247
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d1950_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1950_s_t
+.Lc1_d1950_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1950_s:
+    ret
+    .popsection
+    mov rbp, r10
+    sub rcx, rbp
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 7616]
+    mov dword ptr [r15 + 1152], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rdi, 9
-    mov edi, 242
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and rbp, 8128
-    mov r9, r10
-    or qword ptr [r15 + rbp + 7616], 85
-    mov qword ptr [r15 + 704], rdi
-    mov dword ptr [r15 + 448], 106
-    and r9, 2097088
-    xor dword ptr [r15 + r9 + 286336], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc ecx
+    mov ebp, 242
+    inc dword ptr [r15 + 1088]
+    mov ecx, 65
+    mov dword ptr [r15 + 64], ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    movzx edx, r9b
-    mov edx, 254
-    mov dword ptr [r15 + 704], eax
-    mov byte ptr [r15 + 768], dl
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d1981_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1981_s_t
+.Lc1_d1981_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1981_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 768], cl
+    mov rbp, rcx
+    mov dword ptr [r15 + 704], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test ecx, ecx
+    mov rbp, r10
+    jmp 1f
 1:
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 640], dil
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7616], cl
+    xor dword ptr [r15 + 1088], ebp
+    shr ecx, 3
+    jmp 1f
 1:
-    cmp rdi, rdi
-    and rdi, rdi
-    mov dword ptr [r15 + 256], 252
+    lea rbp, [rbp + rbp*2 + 26]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7616], 156
-    movzx r9d, r9b
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 1152]
-    mov r8d, 168
-    mov r8, r9
     jmp 1f
 1:
-    mov r9, r10
-    test ebx, 13184
-    jz 1f
+    jmp 1f
 1:
-    mov edi, r8d
-    and r9, 960
-    or qword ptr [r15 + r9 + 1472], 93
-    or r9d, r8d
-    mov qword ptr [r15 + 576], rdi
-    add r11, 64
-    add r10, r11
+    inc ebp
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    shl rbp, 30
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rbp, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ebp
+    mov dword ptr [r15 + 448], 51
+    mov qword ptr [r15 + 768], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shl rbp, 20
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2041_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2041_s_t
+.Lc1_d2041_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2041_s:
+    ret
+    .popsection
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rcx, rcx
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7616], 239
+    inc ecx
+    neg rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    cmp rax, rax
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r9d, 13
-    mov r9d, r9d
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    or r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], 160
-    shl r9, 3
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c6:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov qword ptr [r14 + 448], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    and rax, rax
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    inc eax
-    and r9, 8128
-    lock add qword ptr [r15 + r9 + 7616], rax
-    mov dword ptr [r15 + r9 + 7680], 109
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], 182
+    xor dword ptr [r15 + 704], ecx
+    mov rbp, rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c7:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    and rax, rax
-    nop
-    cmp rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_b9_c6:
+    xor dword ptr [r14 + 128], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rax
-    lea rax, [rax + rax*2 + 20]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
+    cmp rbp, rbp
+    add rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    shr r8d, 1
+    or qword ptr [r15 + 576], 52
+    mov dword ptr [r14 + 512], 67
+    mov qword ptr [r14 + 1344], rbp
+    xor dword ptr [r15 + 448], ebp
+    xor ebp, r8d
+    or ebp, r8d
+    add rbp, qword ptr [r15 + 512]
+    mov esi, r8d
+    or qword ptr [r15 + 448], 17
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c7:
+    lea rcx, [rip + .Lc1_d2097_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2097_s_t
+.Lc1_d2097_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2097_s:
+    ret
+    .popsection
+    jmp 1f
 1:
     jmp 1f
 1:
-    add rax, 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    or ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    sub rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    or qword ptr [r14 + 64], 14
     and r9, 8128
-    xor dword ptr [r15 + r9 + 7616], eax
-    mov r9d, eax
+    xor dword ptr [r14 + r9 + 7616], eax
+    xor dword ptr [r15 + 448], eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov dword ptr [r15 + 0], r9d
+    lea rcx, [rip + .Lc1_d2131_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2131_s_t
+.Lc1_d2131_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2131_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 1408]
     jmp 1f
 1:
-    add r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    sub rcx, r9
+    mov qword ptr [r15 + 704], r9
+    mov byte ptr [r14 + 512], cl
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7616], r9
-    mov rsi, r9
-    mov qword ptr [r14 + 704], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rsi, [r9 + r9*2 + 113]
-    mov byte ptr [r14 + 576], r9b
-    and rsi, r9
-    mov rsi, rsi
-    mov byte ptr [r14 + r9 + 7680], sil
+    mov dword ptr [r14 + r9 + 7616], ecx
+    xor ecx, r9d
+    and ecx, dword ptr [r15 + 128]
+    test r9d, r9d
+    add qword ptr [r14 + 768], r9
+    mov rdi, r9
+    mov byte ptr [r14 + 704], r9b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    mov edi, 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov edi, 205
-    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 1088], 241
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r8, rdi
-    mov dword ptr [r14 + 1152], 171
-    add qword ptr [r14 + 640], rdi
-    mov dword ptr [r15 + 576], r8d
-    mov rdi, r8
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 1216], 70
+    mov dword ptr [r15 + 448], 204
+    mov dword ptr [r15 + 768], r8d
+    shr r9d, 30
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 1152]
+    mov r9, r9
+    movzx r9d, byte ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2197_s]
+    lea rcx, [rip + .Lc1_d2182_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2197_s_t
-.Lc1_d2197_j:
+    call .Lc1_d2182_s_t
+.Lc1_d2182_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2197_s:
+.Lc1_d2182_s:
     ret
     .popsection
-    mov dword ptr [r14 + 640], 94
-    add rax, 119
-    test ebx, 1073741824
-    jnz 1f
+    and r9d, dword ptr [r14 + 64]
+    jmp 1f
 1:
-    xor eax, ecx
-    mov r8, r10
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    inc ecx
+    jmp 1f
 1:
-    and r8, 2097088
-    mov dword ptr [r14 + r8 + 286336], 104
-    test ebx, 1073741824
-    jnz 1f
+    movzx edx, cl
+    jmp 1f
 1:
-    mov r8d, 87
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    inc dword ptr [r14 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc ecx
+    mov dword ptr [r15 + 640], edx
+    or edx, edx
+    shr edx, 31
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 250
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov qword ptr [r15 + 128], rcx
+    add rcx, qword ptr [r15 + 64]
+    add qword ptr [r14 + 704], rdx
+    movzx edx, cl
+    inc dword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    mov rdi, r8
-    mov r9, r10
-    xor edi, r8d
-    mov rdi, r9
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1472], rdi
-    xor r9d, edi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r14 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 576], 251
-    mov qword ptr [r15 + 768], rsi
-    mov dword ptr [r15 + 128], 109
-    inc dword ptr [r14 + 64]
-    imul r9, qword ptr [r15 + 512]
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r14 + 128], 175
+    and rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 216
+    mov ecx, ecx
+    add rcx, qword ptr [r14 + 448]
+    and rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 64], 24
+    jmp 1f
+1:
+    xor ecx, edi
+    mov byte ptr [r15 + 1088], cl
+    and rsi, rcx
+    movzx edi, cl
+    mov qword ptr [r15 + 128], rsi
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3771,554 +3670,625 @@ ditto_body_c1:
 .Lc1_d2247_s:
     ret
     .popsection
-    mov dword ptr [r14 + 128], 203
-    mov qword ptr [r15 + 448], rcx
-    movzx edi, cl
-    test ebx, 1073741824
-    jnz 1f
+    add rdi, rcx
+    jmp 1f
 1:
-    inc dword ptr [r14 + 640]
-    add rdi, rdi
-    test ebx, 3968
-    jz 1f
-1:
-    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r14 + 192], dil
-    and r9, 960
-    add rdi, qword ptr [r15 + r9 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shr edi, 26
+    shl rdi, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov byte ptr [r14 + 704], dil
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rdi
+    mov byte ptr [r14 + 768], bpl
+    and rbp, 2097088
+    add qword ptr [r15 + rbp + 286336], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    mov qword ptr [r15 + 512], rdi
-    mov ebp, 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
+    lea rcx, [rip + .Lc1_d2276_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2276_s_t
+.Lc1_d2276_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2276_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    test ebx, 2046976
-    jnz 1f
+    and ecx, dword ptr [r14 + 576]
+    mov rbp, rcx
+    jmp 1f
+1:
+    xor ecx, ebp
+    mov ecx, 120
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rbp, rbp
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ebp, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    movzx edx, bpl
-    and rbp, 2097088
-    mov dword ptr [r15 + rbp + 286336], edx
-    xor ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    shl rbp, 16
-    jmp 1f
-1:
-    imul rbp, qword ptr [r15 + 576]
+    or qword ptr [r15 + 512], 64
+    and rbp, 8128
+    inc dword ptr [r14 + rbp + 7616]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d2304_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2304_s_t
-.Lc1_d2304_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2304_s:
-    ret
-    .popsection
-    cmp rcx, rcx
+    mov qword ptr [r15 + 448], rbp
+    inc dword ptr [r15 + 512]
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 151
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rbp, r9
     inc ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ebp, 86
-    mov dword ptr [r14 + 0], 44
+    cmp rbp, rbp
+    jmp 1f
+1:
+    mov r9d, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    inc r9d
+    jmp 1f
+1:
+    mov qword ptr [r14 + 704], r9
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7616], r9
+    jmp 1f
+1:
+    neg r9
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 1152], r9d
+    mov eax, ebp
+    mov byte ptr [r14 + 1280], r9b
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d2341_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2341_s_t
+.Lc1_d2341_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2341_s:
+    ret
+    .popsection
+    and eax, dword ptr [r15 + 1152]
+    movzx ecx, cl
+    jmp 1f
 1:
-    mov rbp, r10
-    movzx esi, sil
-    mov dword ptr [r14 + 704], 219
-    and rbp, 8128
-    mov dword ptr [r14 + rbp + 7616], esi
-    mov rsi, rbp
-    mov rsi, rbp
-    xor dword ptr [r14 + 64], ebp
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    inc esi
-    mov dword ptr [r15 + 768], ebp
-    mov dword ptr [r14 + 448], 101
-    shl rsi, 12
-    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    and r8, 2097088
+    movzx edi, byte ptr [r14 + r8 + 286336]
+    mov dword ptr [r15 + 1088], 16
+    mov rcx, rdi
+    inc dword ptr [r14 + 448]
+    mov r8d, r8d
+    neg r8
+    mov dword ptr [r14 + 512], edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2365_s]
+    lea rcx, [rip + .Lc1_d2369_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2365_s_t
-.Lc1_d2365_j:
+    call .Lc1_d2369_s_t
+.Lc1_d2369_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2365_s:
+.Lc1_d2369_s:
     ret
     .popsection
-    mov rcx, rax
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, qword ptr [r14 + 1344]
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and r9, 2097088
-    add qword ptr [r15 + r9 + 286336], r9
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    jmp 1f
 1:
-    movzx r9d, r9b
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 768]
+    movzx edx, sil
+    jmp 1f
+1:
+    add r8, qword ptr [r14 + 128]
+    mov esi, 206
+    mov byte ptr [r14 + 128], r8b
+    mov rsi, rdx
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    mov r8, r10
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 7616], 215
-    shr r8d, 23
-    shr r8d, 12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 51
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [rsi + rsi*2 + 18]
     jmp 1f
 1:
+    neg rdx
     cmp r8, r8
-    mov ecx, 245
-    test ebx, 1073741824
-    jnz 1f
+    neg rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    add rcx, rcx
-    mov dword ptr [r14 + 704], 66
-    mov dword ptr [r15 + 768], 240
-    imul rcx, qword ptr [r14 + 128]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 92
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 640], esi
+    shr esi, 12
+    and esi, dword ptr [r15 + 1088]
+    mov dword ptr [r15 + 704], esi
+    mov dword ptr [r15 + 64], 164
+    and rdx, rsi
+    mov edx, 159
+    add rdx, qword ptr [r14 + 512]
+    neg rdx
+    jmp 1f
+1:
+    inc esi
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2419_s]
+    lea rcx, [rip + .Lc1_d2430_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2419_s_t
-.Lc1_d2419_j:
+    call .Lc1_d2430_s_t
+.Lc1_d2430_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2419_s:
+.Lc1_d2430_s:
     ret
     .popsection
-    jmp 1f
-1:
-    movzx ecx, al
-    shl rcx, 19
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r14 + 640], rcx
+    inc dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     neg rcx
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
+    mov rdx, rcx
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
+    mov qword ptr [r15 + 448], rcx
     mov rcx, rcx
-    mov ecx, dword ptr [r14 + 256]
-    mov dword ptr [r15 + 576], 232
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rcx
-    add rdi, rcx
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c19:
-    mov dword ptr [r15 + 128], 79
-    add rdi, qword ptr [r15 + 704]
+    inc ecx
+    mov ecx, 232
+    mov rcx, rdx
+    mov ecx, edx
+    mov rbp, r10
     jmp 1f
 1:
-    mov dword ptr [r14 + 640], 5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 7
+    and rbp, 8128
+    movzx edx, byte ptr [r14 + rbp + 7616]
+    and edx, dword ptr [r15 + 1152]
+    add rdx, rcx
+    add rdx, qword ptr [r14 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdx, [rsi + rsi*2 + 23]
-    lea rdx, [rdx + rdx*2 + 42]
-    jmp 1f
-1:
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 262080
-    mov qword ptr [r14 + r8 + 24192], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c20:
-    lea rcx, [rip + .Lc1_d2471_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2471_s_t
-.Lc1_d2471_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2471_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    xor ecx, eax
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
+.Lc1_b9_c19:
+    movzx ecx, byte ptr [r14 + 768]
     jmp 1f
 1:
-    and r8, 960
-    mov dword ptr [r14 + r8 + 1472], ecx
+    mov ebp, ecx
+    lea rdx, [rcx + rcx*2 + 23]
+    jmp 1f
+1:
+    xor dword ptr [r14 + 192], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
+    add rdx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rdx, [rcx + rcx*2 + 115]
+    jmp 1f
+1:
+    shl rcx, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], edx
+    mov qword ptr [r15 + 512], rdx
+    jmp 1f
+1:
+    lea rcx, [rcx + rcx*2 + 54]
+    mov byte ptr [r15 + 448], cl
+    mov rdx, rcx
+    mov rdx, qword ptr [r14 + 512]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c20:
+    lea rcx, [rip + .Lc1_d2495_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2495_s_t
+.Lc1_d2495_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2495_s:
+    ret
+    .popsection
+    and rdx, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r14 + 640], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r14 + 256], r8b
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 1088]
+    xor ecx, esi
+    mov r8, r10
+    xor edx, ecx
+    mov dword ptr [r14 + 704], r8d
+    mov rsi, rdx
+    and r8, 2097088
+    mov byte ptr [r15 + r8 + 286336], cl
+    shl rdx, 27
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
+    lea rcx, [rip + .Lc1_d2525_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2525_s_t
+.Lc1_d2525_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2525_s:
+    ret
+    .popsection
+    xor dword ptr [r14 + 192], ecx
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r14 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov rbp, r10
-    mov rax, rsi
-    mov dword ptr [r15 + 128], 245
-    mov esi, eax
-    and rbp, 8128
-    mov dword ptr [r14 + rbp + 7616], esi
-    mov esi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rax
-    test ebp, ebp
-    mov eax, 75
-    shr eax, 30
-    imul rax, qword ptr [r14 + 256]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 320]
+    mov rdx, rcx
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 1152]
+    or edi, ecx
+    inc dword ptr [r14 + 128]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea rcx, [rip + .Lc1_d2526_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2526_s_t
-.Lc1_d2526_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2526_s:
-    ret
-    .popsection
     jmp 1f
 1:
-    or ecx, ecx
-    add rcx, qword ptr [r15 + 512]
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rcx, qword ptr [r14 + 64]
+    add rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rsi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], ecx
-    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, rdi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    xor dword ptr [r14 + 128], edi
+    inc edi
+    jmp 1f
 1:
-    mov rcx, rsi
-    mov dword ptr [r14 + 192], 113
-    mov byte ptr [r15 + 704], al
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 448]
+    and rdi, rdi
+    jmp 1f
+1:
+    mov eax, edi
+    jmp 1f
+1:
+    and edi, dword ptr [r14 + 256]
+    and edi, dword ptr [r15 + 1088]
+    cmp rax, rax
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r14 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2557_s]
+    lea rcx, [rip + .Lc1_d2583_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2557_s_t
-.Lc1_d2557_j:
+    call .Lc1_d2583_s_t
+.Lc1_d2583_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2557_s:
+.Lc1_d2583_s:
     ret
     .popsection
-    mov ecx, eax
-    or ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov rcx, rcx
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 384]
+    mov r9, rcx
+    jmp 1f
 1:
-    shl rsi, 2
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, dword ptr [r14 + 128]
+    mov ebp, 61
+    neg rbp
+    mov ebp, dword ptr [r14 + 64]
+    jmp 1f
 1:
-    neg rsi
-    or qword ptr [r14 + 448], 126
+    jmp 1f
+1:
+    or ecx, r9d
+    add rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], ebp
+    inc ebp
+    mov r9d, ecx
+    lea r9, [rbp + rbp*2 + 117]
+    mov dword ptr [r15 + 1408], ecx
+    mov r9d, ecx
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
+    mov rbp, r9
     jmp 1f
 1:
-    mov eax, 91
-    mov dword ptr [r15 + 768], 45
-    mov dword ptr [r15 + 768], esi
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
+    mov rcx, r9
+    add rcx, 81
+    or ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc esi
-    inc esi
-    xor dword ptr [r15 + 512], esi
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, 187
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shr esi, 23
-    mov esi, 231
-    xor dword ptr [r14 + 704], esi
-    xor esi, r8d
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rsi, rsi
-    test esi, esi
-    mov dword ptr [r14 + 576], 100
-    mov dword ptr [r15 + 128], esi
-    or esi, esi
+    and r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor ecx, r9d
+    or ecx, r9d
+    mov dword ptr [r14 + 640], r9d
+    mov ebp, 7
+    mov dword ptr [r15 + 448], r9d
+    mov rcx, r9
+    test ebp, ebp
+    inc r9d
+    or qword ptr [r15 + 768], 33
+    mov ebp, 232
+    lea rbp, [rcx + rcx*2 + 38]
+    and rbp, rcx
+    neg rbp
+    jmp 1f
+1:
+    add r9, qword ptr [r14 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2615_s]
+    lea rcx, [rip + .Lc1_d2651_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2615_s_t
-.Lc1_d2615_j:
+    call .Lc1_d2651_s_t
+.Lc1_d2651_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2615_s:
+.Lc1_d2651_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 704]
+    mov r9d, ecx
+    add qword ptr [r14 + 384], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    shr r9d, 1
+    xor r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, r9d
+    mov rax, r9
+    mov byte ptr [r15 + 1216], cl
+    mov rax, r9
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    mov qword ptr [r14 + 0], rcx
     neg rcx
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    movzx ecx, byte ptr [r14 + 448]
-    cmp rcx, rcx
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    and ecx, dword ptr [r14 + 64]
-    mov r8, rcx
+    mov r9d, dword ptr [r15 + 704]
+    or r9d, eax
+    neg r9
+    add r9, qword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    mov r8, r10
-    shl rcx, 31
-    and r8, 2097088
-    mov dword ptr [r15 + r8 + 286336], 192
-    xor r8d, ecx
-    mov r8, rcx
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d2681_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2681_s_t
+.Lc1_d2681_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2681_s:
+    ret
+    .popsection
+    add r9, qword ptr [r14 + 1280]
+    mov ecx, 192
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
 1:
-    mov r8, rcx
-    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    and ecx, dword ptr [r14 + 320]
+    inc ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r14 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 1152], 62
+    shl r9, 21
+    mov r8, rcx
+    mov r8d, r9d
+    xor r8d, ecx
     jmp 1f
 1:
-    lock or dword ptr [r15 + 768], 79
-    mov r9d, 36
-    test ebx, 1687552
-    jz 1f
-1:
-    mov r9d, r9d
+    mov r9d, 101
+    sub r9, rcx
+    shr r9d, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor r8d, r9d
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r9 + r9*2 + 58]
-    or r9d, r9d
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r14 + 1152]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea rcx, [rip + .Lc1_d2666_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2666_s_t
-.Lc1_d2666_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2666_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    mov rcx, rcx
-    mov ecx, dword ptr [r14 + 256]
-    mov dword ptr [r14 + 640], 185
-    mov qword ptr [r15 + 448], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, rcx
-    and rcx, rcx
+    add rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov rcx, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 640]
+    mov edx, ecx
+    jmp 1f
 1:
     jmp 1f
 1:
@@ -4326,1331 +4296,1509 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r9d, ecx
-    lock or dword ptr [r15 + 576], 112
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r14 + 576], 0
+    and r9, rcx
+    xor r9d, edx
+    mov rcx, qword ptr [r14 + 448]
+    mov edx, 224
+    jmp 1f
 1:
-    mov dword ptr [r15 + 512], r9d
-    mov r9, r9
-    mov r9d, 124
-    sub r9, rax
+    cmp rdx, rdx
+    xor dword ptr [r15 + 128], r9d
+    lea rdx, [rcx + rcx*2 + 12]
+    mov edx, r9d
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    xor ecx, edx
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d2748_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2748_s_t
+.Lc1_d2748_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2748_s:
+    ret
+    .popsection
+    mov edx, ecx
+    add rdx, qword ptr [r15 + 768]
+    movsxd r9, dword ptr [r14 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, eax
+    movsxd rcx, dword ptr [r14 + 448]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    shl rax, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rdi, 16
-    mov r12, qword ptr [r15 + r12 + 56]
+    shr r9d, 5
     jmp 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    jmp 1f
 1:
-    mov edx, edi
-    mov byte ptr [r15 + 576], dil
-    or qword ptr [r14 + 1088], 44
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 1088]
+    shl rsi, 3
+    jmp 1f
+1:
+    mov dword ptr [r14 + 576], 87
+    mov edi, ecx
+    jmp 1f
+1:
+    mov ecx, 249
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    lea rcx, [rip + .Lc1_d2730_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2730_s_t
-.Lc1_d2730_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2730_s:
-    ret
-    .popsection
+    and rdi, rcx
+    jmp 1f
+1:
+    mov esi, 152
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    movzx edi, dil
+    mov byte ptr [r15 + 1152], cl
+    mov dword ptr [r15 + 320], esi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 0], rdi
+    movzx esi, cl
+    inc esi
+    mov edi, 22
+    xor edi, esi
+    jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 192]
-    xor dword ptr [r15 + 128], edx
-    xchg qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 384], 48
+    jmp 1f
 1:
-    shl rcx, 10
-    inc dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov edi, 247
-    add qword ptr [r14 + 1152], rcx
-    xor dword ptr [r14 + 640], ecx
+    mov esi, 20
+    jmp 1f
+1:
+    mov edi, 29
+    jmp 1f
+1:
+    mov byte ptr [r14 + 192], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shl rdi, 10
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov edi, eax
-    movzx edi, al
+    lea rcx, [rip + .Lc1_d2814_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2814_s_t
+.Lc1_d2814_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2814_s:
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rdi
+    mov eax, dword ptr [r14 + 0]
     jmp 1f
 1:
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
+    xor dword ptr [r14 + 0], edi
+    mov ebp, ecx
+    mov ebp, dword ptr [r14 + 0]
+    movzx edi, cl
+    movzx edi, byte ptr [r14 + 320]
+    movzx r9d, byte ptr [r15 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edi, 6
+    jmp 1f
 1:
     jmp 1f
 1:
-    neg rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    test ebx, 1073741824
-    jnz 1f
+    or qword ptr [r15 + 512], 50
+    jmp 1f
 1:
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 210
-    mov eax, 170
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov edi, dword ptr [r14 + 576]
+    and r8d, dword ptr [r15 + 384]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d2784_s]
+    lea rcx, [rip + .Lc1_d2843_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2784_s_t
-.Lc1_d2784_j:
+    call .Lc1_d2843_s_t
+.Lc1_d2843_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2784_s:
+.Lc1_d2843_s:
     ret
     .popsection
-    mov dword ptr [r15 + 128], 125
-    mov eax, 144
-    inc eax
-    movzx eax, byte ptr [r14 + 64]
-    test ebx, 1425408
-    jz 1f
-1:
-    mov eax, eax
-    neg rax
-    or qword ptr [r15 + 512], 110
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 240
+    mov dword ptr [r15 + 64], 125
+    mov ecx, 144
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    inc dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    inc r8d
+    sub r8, rcx
+    neg r8
+    and r8, rcx
+    jmp 1f
 1:
-    movzx eax, al
-    mov eax, dword ptr [r14 + 128]
-    sub rax, r9
+    lea rcx, [rcx + rcx*2 + 104]
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + 0]
+    or r8d, ecx
+    shl r8, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, r8
+    cmp r8, r8
+    jmp 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
+    add r8, r8
+    mov rcx, qword ptr [r14 + 512]
+    jmp 1f
+1:
+    shr r8d, 12
+    movzx esi, byte ptr [r14 + 256]
+    or qword ptr [r15 + 128], 40
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    mov r9, r10
-    and r9, 960
-    mov ecx, dword ptr [r14 + r9 + 2496]
-    shl rcx, 24
-    xor ecx, eax
-    mov r9d, 226
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, r9d
-    mov qword ptr [r15 + 1024], r9
-    mov dword ptr [r14 + 512], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r14 + 64]
-    mov rsi, qword ptr [r15 + 640]
-    mov edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
-    mov byte ptr [r15 + 704], sil
+    add rcx, r8
+    shl rcx, 7
+    mov ecx, dword ptr [r15 + 64]
+    or ecx, esi
+    mov qword ptr [r15 + 448], rcx
+    test ecx, ecx
+    mov qword ptr [r15 + 576], rcx
+    lea rsi, [rcx + rcx*2 + 8]
+    test ecx, ecx
+    inc ecx
+    mov qword ptr [r14 + 1152], rsi
+    mov r8d, ecx
     jmp 1f
 1:
-    mov esi, 85
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    mov esi, dword ptr [r14 + 128]
+    add rsi, 94
+    xor esi, ecx
+    sub rsi, rcx
+    lea rcx, [r8 + r8*2 + 52]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r8d, 62
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 320]
+    mov r8, r8
+    mov r8d, 85
+    mov r8d, dword ptr [r15 + 1088]
+    mov rdx, rsi
+    sub rdx, rcx
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2844_s]
+    lea rcx, [rip + .Lc1_d2913_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2844_s_t
-.Lc1_d2844_j:
+    call .Lc1_d2913_s_t
+.Lc1_d2913_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2844_s:
+.Lc1_d2913_s:
     ret
     .popsection
-    mov ecx, 239
-    xor ecx, eax
+    jmp 1f
+1:
+    add rcx, rcx
+    mov r8d, dword ptr [r15 + 704]
+    mov qword ptr [r14 + 192], rcx
+    mov dword ptr [r14 + 384], 2
+    shr edx, 2
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movzx edx, r8b
+    cmp r8, r8
+    jmp 1f
+1:
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    test ebp, ebp
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
+    xor edx, ecx
+    inc dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov byte ptr [r15 + 1344], r8b
     jmp 1f
 1:
-    movzx ebp, bpl
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    mov ebp, ebp
-    mov rbp, qword ptr [r14 + 576]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    movzx eax, bpl
-    mov dword ptr [r15 + 1088], 233
-    movzx ebp, bpl
-    inc ebp
+    inc ecx
+    inc ecx
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 256]
+    mov r9, r10
+    mov rcx, qword ptr [r14 + 512]
+    mov rdx, qword ptr [r15 + 832]
+    and r9, 2097088
+    mov byte ptr [r15 + r9 + 286336], r8b
+    mov eax, dword ptr [r14 + 1024]
+    or eax, r8d
+    mov qword ptr [r15 + 64], r8
+    xor r9d, ecx
+    mov byte ptr [r15 + 128], dl
+    movzx r8d, dl
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov dword ptr [r14 + 256], ebp
-    mov eax, ebp
-    xor eax, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 62
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 192]
-    mov edi, 97
-    mov dword ptr [r14 + 256], 143
-    test ebx, 7296
-    jnz 1f
-1:
+    mov edx, 145
+    mov rdx, rcx
+    movzx r8d, cl
     jmp 1f
 1:
-    mov r8, rbp
-    mov r8, r9
-    movzx ebp, r9b
-    jmp 1f
-1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d2903_s]
+    lea rcx, [rip + .Lc1_d2973_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2903_s_t
-.Lc1_d2903_j:
+    call .Lc1_d2973_s_t
+.Lc1_d2973_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2903_s:
+.Lc1_d2973_s:
     ret
     .popsection
-    movzx ecx, al
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 60
-    mov dword ptr [r14 + 704], ecx
+    mov dword ptr [r15 + 320], 44
+    shl rcx, 10
     movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    inc dword ptr [r14 + 64]
+    movzx edi, cl
+    imul rdi, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     add rcx, 8
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    or ecx, edi
+    mov ecx, 7
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    jmp 1f
 1:
     cmp rcx, rcx
-    nop
-    mov qword ptr [r14 + 640], rcx
+    jmp 1f
+1:
+    sub rcx, rdi
+    add qword ptr [r14 + 384], rdi
+    add rdi, qword ptr [r14 + 128]
+    shr edi, 5
+    add rdi, 125
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d2929_s]
+    lea rcx, [rip + .Lc1_d3007_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2929_s_t
-.Lc1_d2929_j:
+    call .Lc1_d3007_s_t
+.Lc1_d3007_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2929_s:
+.Lc1_d3007_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 512]
-    add rcx, rcx
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edi, 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
 1:
-    and rbp, 960
-    movzx esi, byte ptr [r15 + rbp + 1472]
-    mov rbp, r10
-    mov edx, dword ptr [r14 + 768]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], edi
+    xor dword ptr [r15 + 0], edi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movzx edi, dil
+    jmp 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    and rbp, 2097088
-    movzx ecx, byte ptr [r15 + rbp + 286336]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add rcx, qword ptr [r14 + 128]
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    add rbp, qword ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    mov esi, ecx
+    mov dword ptr [r15 + 128], 171
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 896]
+    mov dword ptr [r15 + 768], 166
+    movzx r9d, byte ptr [r14 + 64]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rax, [rax + rax*2 + 90]
-    mov eax, eax
+    add rdi, 117
+    mov ebp, r9d
+    mov ecx, dword ptr [r15 + 192]
+    and ecx, dword ptr [r15 + 0]
+    and rcx, rbp
+    test edi, edi
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + 0]
+    lea rdi, [rbp + rdi*2 + 94]
+    inc edi
+    or edi, ecx
+    lea rbp, [rcx + rcx*2 + 72]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
+    mov edi, 44
+    mov ecx, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [rbp + rbp*2 + 92]
+    add rdi, 39
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, rcx
+    mov edi, edi
+    add rdi, rcx
+    movzx ebp, cl
+    mov byte ptr [r15 + 0], dil
+    sub rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r14 + 320]
+    mov ecx, dword ptr [r14 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 73
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, rax
-    mov eax, eax
-    mov rax, rax
-    mov qword ptr [r15 + 576], rax
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx eax, al
-    movzx eax, al
-    mov eax, dword ptr [r14 + 256]
+    cmp rbp, rbp
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea rcx, [rip + .Lc1_d2982_s]
+    lea rcx, [rip + .Lc1_d3071_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2982_s_t
-.Lc1_d2982_j:
+    call .Lc1_d3071_s_t
+.Lc1_d3071_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2982_s:
+.Lc1_d3071_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 1152]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    or qword ptr [r14 + 1088], 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test edi, edi
+    jmp 1f
 1:
-    mov r9, r10
-    shr ecx, 18
-    and r9, 960
-    or qword ptr [r14 + r9 + 1472], 108
-    mov dword ptr [r14 + 448], 164
-    test ebx, 3712
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, r9b
-    mov byte ptr [r14 + 192], cl
-    mov qword ptr [r15 + 640], rcx
-    test ebx, 1073741824
-    jnz 1f
+    movzx edi, byte ptr [r15 + 640]
+    lea rcx, [rdi + rdi*2 + 55]
+    mov ecx, 169
+    sub rcx, rdi
+    jmp 1f
 1:
-    inc r9d
-    mov r9d, 239
-    add r11, 64
-    add r10, r11
+    movzx eax, byte ptr [r15 + 576]
+    movzx ecx, dil
+    test edi, edi
+    xor edi, ecx
+    and edi, dword ptr [r14 + 128]
+    mov byte ptr [r14 + 448], al
+    mov ecx, eax
+    test eax, eax
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
     mov eax, 185
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 1088], 190
-    movzx eax, byte ptr [r15 + 512]
+    shl rax, 24
+    movzx edi, al
+    mov rcx, qword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r14 + 0], rcx
+    movzx edi, byte ptr [r15 + 1152]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc eax
+    shl rcx, 6
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, al
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 163
+    xor eax, edi
+    neg rax
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 13
+    mov qword ptr [r14 + 768], rax
+    and eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    or qword ptr [r15 + 192], 123
+    jmp 1f
 1:
-    mov byte ptr [r14 + 832], dl
-    shl rdx, 6
-    mov rdx, rdx
-    mov edx, edx
+    imul rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3044_s]
+    lea rcx, [rip + .Lc1_d3132_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3044_s_t
-.Lc1_d3044_j:
+    call .Lc1_d3132_s_t
+.Lc1_d3132_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3044_s:
+.Lc1_d3132_s:
     ret
     .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r14 + 0]
+    or qword ptr [r14 + 0], 45
+    mov rcx, qword ptr [r15 + 1152]
     mov r8, r10
-    xor eax, ecx
-    and r8, 2097088
-    movsxd rax, dword ptr [r14 + r8 + 286336]
-    test ebx, 1073741824
-    jnz 1f
+    mov edx, 142
+    mov qword ptr [r15 + 448], rdi
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7616]
+    shr edx, 7
+    or qword ptr [r14 + 1088], 80
+    jmp 1f
 1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 192], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r14 + 128]
-    mov edi, 160
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    inc r8d
-    mov r8d, edi
+    mov qword ptr [r15 + 1408], r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    shr eax, 16
+    lea rcx, [rip + .Lc1_d3159_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3159_s_t
+.Lc1_d3159_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3159_s:
+    ret
+    .popsection
+    add qword ptr [r15 + 0], rcx
+    mov rdx, rcx
+    inc edx
+    movzx edx, byte ptr [r15 + 448]
+    mov ecx, 72
+    lea rcx, [rdx + rdx*2 + 85]
+    inc dword ptr [r15 + 320]
+    sub rdx, rcx
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    mov esi, 122
+    movzx edx, cl
+    mov edx, ecx
+    mov dword ptr [r14 + 0], 174
+    mov dword ptr [r15 + 576], ecx
+    jmp 1f
 1:
-    lea rcx, [rcx + rax*2 + 40]
-    movzx ecx, al
-    mov qword ptr [r15 + 576], rax
-    mov byte ptr [r15 + 640], al
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 128], 47
+    jmp 1f
 1:
-    add qword ptr [r14 + 256], rcx
-    xor ecx, r9d
-    and rcx, rcx
-    mov r9, rcx
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    add qword ptr [r14 + 512], rdx
+    shr ecx, 16
+    add rcx, rdx
+    jmp 1f
 1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r14 + 704]
+    movzx esi, byte ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d3097_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3097_s_t
-.Lc1_d3097_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3097_s:
-    ret
-    .popsection
-    movzx ecx, byte ptr [r15 + 576]
+    inc edx
+    mov dword ptr [r15 + 576], ecx
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rdx + rsi*2 + 7]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 101
+    mov qword ptr [r14 + 0], rsi
+    mov edx, dword ptr [r14 + 0]
+    xor edx, ecx
+    add rdx, rcx
+    mov byte ptr [r15 + 1216], cl
+    movzx esi, cl
+    add rsi, rdx
+    mov rcx, rdx
+    mov byte ptr [r15 + 640], dl
+    imul rdx, qword ptr [r14 + 384]
     jmp 1f
 1:
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add rcx, rcx
-    and r9, 960
-    movzx ecx, byte ptr [r14 + r9 + 2496]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add r9, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 576], 30
-    test ebx, 1073741824
-    jnz 1f
+    or esi, esi
+    mov esi, dword ptr [r15 + 640]
+    test ecx, edx
+    jmp 1f
 1:
-    mov dword ptr [r14 + 128], ecx
-    mov dword ptr [r14 + 640], 79
-    add r11, 64
-    add r10, r11
+    mov ecx, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    movsxd rbp, dword ptr [r15 + 192]
-    test ebp, ebp
-    imul rbp, qword ptr [r14 + 256]
-    mov byte ptr [r15 + 192], bpl
+    lea rcx, [rip + .Lc1_d3220_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3220_s_t
+.Lc1_d3220_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3220_s:
+    ret
+    .popsection
+    lea rsi, [rcx + rcx*2 + 34]
     jmp 1f
 1:
-    xor ebp, edx
-    test ebx, 1073741824
-    jnz 1f
+    cmp rcx, rcx
+    jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    inc ebp
+    sub rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    inc esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r9, qword ptr [r14 + 896]
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + 512]
-    cmp r9, r9
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ebp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    sub rcx, rsi
+    sub rcx, rsi
+    or ecx, esi
+    jmp 1f
+1:
+    imul rsi, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r14 + 0], esi
+    mov r9d, dword ptr [r15 + 576]
+    xor r9d, ecx
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shr ecx, 30
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    mov dword ptr [r14 + 64], esi
+    mov qword ptr [r15 + 704], rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d3148_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3148_s_t
-.Lc1_d3148_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3148_s:
-    ret
-    .popsection
-    mov r8, r10
-    mov rax, qword ptr [r15 + 64]
-    add qword ptr [r14 + 448], rcx
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1472], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ecx, 156
+    mov r9d, 31
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, r9b
+    test r9d, r9d
+    jmp 1f
+1:
+    xor r9d, ecx
+    mov r9d, 36
+    jmp 1f
 1:
     jmp 1f
 1:
-    sub rax, rcx
-    .byte 0x66, 0x90
-    xor eax, ecx
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, ecx
+    jmp 1f
 1:
-    mov byte ptr [r15 + 704], al
-    mov ecx, 197
-    mov qword ptr [r14 + 768], rax
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    xor ecx, r9d
+    movzx r9d, byte ptr [r15 + 0]
+    add qword ptr [r15 + 512], rcx
+    cmp r9, r9
+    mov rcx, r9
+    add rcx, qword ptr [r15 + 960]
+    mov eax, 238
+    jmp 1f
+1:
+    mov r9d, 125
+    mov dword ptr [r14 + 448], 180
+    movsxd r9, dword ptr [r15 + 1024]
+    movzx ebp, cl
+    jmp 1f
+1:
+    inc eax
+    xor eax, ebp
+    xor eax, r9d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
+    lea rcx, [rip + .Lc1_d3294_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3294_s_t
+.Lc1_d3294_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3294_s:
+    ret
+    .popsection
+    and ebp, dword ptr [r14 + 640]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 138
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     inc ecx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    mov ebp, ecx
+    lock or dword ptr [r15 + 0], 120
+    movzx ebp, byte ptr [r14 + 448]
+    inc ebp
+    add rbp, rcx
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 192]
-    shl rcx, 8
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 384], bpl
+    and ecx, dword ptr [r14 + 0]
+    test ebp, ebp
+    jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, ecx
-    and ecx, dword ptr [r14 + 1152]
-    mov dword ptr [r14 + 640], 57
+    add rbp, 43
+    add qword ptr [r15 + 1280], rcx
+    imul rcx, qword ptr [r14 + 832]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d3205_s]
+    lea rcx, [rip + .Lc1_d3326_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3205_s_t
-.Lc1_d3205_j:
+    call .Lc1_d3326_s_t
+.Lc1_d3326_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3205_s:
+.Lc1_d3326_s:
     ret
     .popsection
-    mov ecx, ecx
+    mov rbp, qword ptr [r14 + 576]
+    or ebp, ecx
+    movzx edi, cl
+    mov dword ptr [r15 + 0], 230
+    movzx r8d, cl
+    inc r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 224
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], edi
+    add rbp, 4
+    jmp 1f
 1:
-    mov edx, ecx
-    mov edx, 230
-    mov rcx, rcx
-    test ebx, 178176
-    jz 1f
+    xor edi, ecx
+    jmp 1f
 1:
-    mov ecx, 20
-    mov byte ptr [r15 + 128], dl
-    movzx esi, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 167
-    mov byte ptr [r14 + 512], cl
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 448], edx
-    lea rsi, [rdx + rdx*2 + 51]
+    xor r8d, ecx
+    mov edi, ebp
+    add rdi, qword ptr [r15 + 1088]
+    mov ecx, ebp
+    mov ecx, dword ptr [r14 + 320]
+    shl rcx, 24
+    mov rbp, qword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 128]
+    movzx r8d, r8b
+    mov r8d, 63
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov edx, 63
-    mov eax, esi
-    inc eax
+    mov edi, 63
+    mov dword ptr [r15 + 768], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc ebp
+    inc ebp
+    mov r8, rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, edi
+    mov rbp, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or edi, r8d
+    inc edi
+    jmp 1f
+1:
+    mov r8d, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 896]
+    sub rbp, r8
+    movsxd rdi, dword ptr [r14 + 128]
+    test ebp, ebp
+    mov r8d, ecx
     jmp 1f
 1:
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    lock or dword ptr [r15 + 448], 50
-    add rcx, qword ptr [r15 + 1088]
-    mov edx, ecx
-    mov edx, 179
-    mov edx, 40
-    test ebx, 1073741824
-    jnz 1f
+    xor edi, ecx
+    jmp 1f
 1:
-    mov rdx, rcx
-    mov rdx, rcx
-    or edx, ecx
-    test edx, edx
-    imul rdx, qword ptr [r15 + 960]
+    mov dword ptr [r15 + 64], 159
+    add rcx, qword ptr [r14 + 384]
+    mov r8, r8
+    mov r8d, edi
+    test edi, edi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3268_s]
+    lea rcx, [rip + .Lc1_d3396_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3268_s_t
-.Lc1_d3268_j:
+    call .Lc1_d3396_s_t
+.Lc1_d3396_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3268_s:
+.Lc1_d3396_s:
     ret
     .popsection
-    or qword ptr [r14 + 1152], 117
-    mov ecx, dword ptr [r14 + 1024]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
+    neg r8
     mov ecx, ecx
-    or ecx, ebp
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 128], r8d
+    add r8, rcx
+    jmp 1f
 1:
+    mov rdi, r8
+    movzx ecx, byte ptr [r15 + 320]
+    movzx r8d, dil
+    or r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    xor edi, r8d
+    shr edi, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl r8, 16
+    mov qword ptr [r15 + 704], rcx
+    movzx edi, byte ptr [r15 + 64]
+    inc edi
+    add rdi, qword ptr [r14 + 0]
+    jmp 1f
 1:
-    movzx ecx, cl
-    movzx ecx, cl
+    add rcx, qword ptr [r15 + 384]
+    inc ecx
+    inc ecx
+    mov qword ptr [r14 + 640], rdi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d3291_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3291_s_t
-.Lc1_d3291_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3291_s:
-    ret
-    .popsection
-    mov ecx, dword ptr [r14 + 64]
-    .byte 0x0f, 0x1f, 0x00
-    xor ecx, esi
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov edi, dword ptr [r14 + 0]
+    mov r8, rcx
+    mov r8, rcx
+    mov r8d, ecx
+    jmp 1f
 1:
-    mov esi, ecx
-    mov rbp, qword ptr [r15 + 256]
-    add rbp, 23
-    test ebx, 1073741824
-    jnz 1f
+    mov rcx, qword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], dil
+    mov dword ptr [r15 + 0], 45
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    and r8, rsi
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r14 + 192]
-    xor ebp, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ebp
-    movsxd rbp, dword ptr [r14 + 192]
-    mov rdi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + 512]
+    xor ecx, r8d
+    and ecx, dword ptr [r15 + 1152]
+    mov esi, r8d
+    add rsi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 832]
+    inc edi
+    add rdi, 89
+    mov dword ptr [r15 + 768], 214
+    mov r8, qword ptr [r15 + 448]
+    mov edi, 49
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    jmp 1f
-1:
-    mov rdi, r8
-    jmp 1f
-1:
-    or edi, edi
-    cmp rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d3462_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3462_s_t
+.Lc1_d3462_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3462_s:
+    ret
+    .popsection
+    add rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    add rcx, rdi
     mov qword ptr [r15 + 0], rdi
-    test edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rdi, rdi
-    mov ebp, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rbp
-    mov ebp, 32
-    inc ebp
-    mov rbp, rbp
-    mov ebp, 234
-    test ebx, 186368
-    jz 1f
-1:
-    xor ebp, eax
-    add rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rbp, rax
-    mov qword ptr [r15 + 768], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    movzx ebp, bpl
     jmp 1f
 1:
-    lock add qword ptr [r15 + 896], rbp
+    cmp rdi, rsi
+    cmp rsi, rdi
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    jmp 1f
+1:
+    inc ecx
+    mov dword ptr [r15 + 0], 40
+    mov rsi, rdi
+    or esi, edi
+    mov esi, edi
+    mov esi, 126
+    test ecx, ecx
+    jmp 1f
+1:
+    add qword ptr [r14 + 0], rcx
+    jmp 1f
+1:
+    and edi, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    add rcx, rsi
+    mov dword ptr [r15 + 1088], 124
+    jmp 1f
+1:
+    mov esi, edi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3361_s]
+    lea rcx, [rip + .Lc1_d3501_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3361_s_t
-.Lc1_d3361_j:
+    call .Lc1_d3501_s_t
+.Lc1_d3501_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3361_s:
+.Lc1_d3501_s:
     ret
     .popsection
-    mov rcx, rax
-    add rcx, rax
-    xor dword ptr [r14 + 256], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 128]
+    neg rdi
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + 512], rdx
-    movsxd r8, dword ptr [r14 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rsi
+    jmp 1f
+1:
+    mov edx, esi
+    mov rcx, rsi
+    add rcx, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov rsi, rcx
+    shr esi, 11
+    mov esi, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 320], 2
+    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], 22
+    mov dword ptr [r14 + 320], 251
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    shr r8d, 3
-    and r8, r8
-    mov r8d, r8d
-    neg r8
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, r8d
-    mov rdi, r8
-    and r8, 2097088
-    movsxd rdi, dword ptr [r14 + r8 + 286336]
-    inc edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    mov byte ptr [r15 + 128], r8b
-    mov edx, edi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, edx
-    mov r9, rdx
+    mov ecx, edx
+    mov rsi, rdx
+    mov esi, 63
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr edx, 20
+    xor edx, esi
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 0]
+    add rcx, 112
+    and rbp, 262080
+    and edx, dword ptr [r15 + rbp + 24192]
+    mov dword ptr [r15 + 384], 220
+    and rsi, rsi
+    neg rsi
+    add rsi, qword ptr [r15 + 960]
     jmp 1f
 1:
-    mov dword ptr [r14 + 448], edi
+    lock xadd qword ptr [r15 + 512], rbp
+    mov eax, edx
+    and eax, dword ptr [r14 + 0]
+    shr eax, 4
+    mov edx, 144
+    mov edx, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    cmp rax, rax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d3422_s]
+    lea rcx, [rip + .Lc1_d3565_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3422_s_t
-.Lc1_d3422_j:
+    call .Lc1_d3565_s_t
+.Lc1_d3565_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3422_s:
+.Lc1_d3565_s:
     ret
     .popsection
+    movzx ebp, byte ptr [r15 + 832]
+    or ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rax + rax*2 + 3]
-    mov ecx, 76
-    mov rbp, r10
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    jmp 1f
 1:
-    mov esi, dword ptr [r14 + 768]
-    cmp rcx, rcx
-    and rbp, 8128
-    movsxd rcx, dword ptr [r14 + rbp + 7616]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    movsxd rbp, dword ptr [r14 + 640]
-    add rbp, 8
-    mov edx, 128
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rbp, rbp
+    mov dword ptr [r15 + 0], 75
+    and ecx, dword ptr [r14 + 320]
+    add rcx, 66
+    mov dword ptr [r14 + 1024], ecx
+    mov dword ptr [r15 + 704], 232
+    shl rbp, 2
+    mov dword ptr [r14 + 64], ecx
+    shl rcx, 7
+    movsxd rcx, dword ptr [r15 + 1152]
+    and rcx, rbp
+    movzx r9d, byte ptr [r15 + 384]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    movzx esi, dl
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 128]
+    test ecx, ecx
+    movzx r9d, cl
+    shr r9d, 31
+    mov ecx, dword ptr [r15 + 0]
+    inc ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 253
-    test ebx, 1073741824
-    jnz 1f
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 768], ecx
+    jmp 1f
 1:
-    sub rdx, rsi
-    inc edx
-    lea rsi, [rsi + rsi*2 + 51]
-    test ebx, 1073741824
-    jnz 1f
+    movzx r9d, cl
+    jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    xor edx, esi
-    movzx r8d, sil
-    mov r8, rsi
-    mov r8, r10
-    test ebx, 14720
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    mov ecx, edx
-    and r8, 960
-    mov qword ptr [r14 + r8 + 1472], rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, ebp
+    add rcx, rbp
+    lea r9, [rbp + rbp*2 + 70]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 236
+    movzx ebp, byte ptr [r15 + 896]
+    xor ebp, ecx
+    movzx r9d, r9b
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    sub rcx, r9
+    jmp 1f
+1:
+    neg rbp
+    movsxd rcx, dword ptr [r14 + 640]
+    movzx r9d, byte ptr [r14 + 1344]
+    add r9, qword ptr [r15 + 64]
+    mov r8, rbp
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
-    lea rcx, [rip + .Lc1_d3479_s]
+    lea rcx, [rip + .Lc1_d3625_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3479_s_t
-.Lc1_d3479_j:
+    call .Lc1_d3625_s_t
+.Lc1_d3625_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3479_s:
+.Lc1_d3625_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 15
+    mov dword ptr [r15 + 320], ecx
     jmp 1f
 1:
-    test ebx, 1963008
-    jnz 1f
-1:
-    cmp rcx, rcx
+    inc ebp
+    shr ebp, 9
+    and rbp, rcx
+    sub rbp, rax
+    test ebp, ebp
+    mov r8, r10
+    add rcx, 94
+    cmp r8, r8
+    shr ebp, 8
+    and r8, 2097088
+    lock add qword ptr [r15 + r8 + 286336], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 59
-    test ebx, 1073741824
-    jnz 1f
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    lock or dword ptr [r15 + 128], 8
-    mov r9d, dword ptr [r15 + 64]
-    sub r9, rax
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    xor r9d, edi
-    movzx r9d, byte ptr [r14 + 576]
-    and r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], ecx
+    mov dword ptr [r14 + 576], ecx
+    xor r8d, ebp
+    and r8d, dword ptr [r15 + 640]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
+    lea rcx, [rip + .Lc1_d3660_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3660_s_t
+.Lc1_d3660_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3660_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], r9d
-    mov r9d, 86
-    mov r9d, r9d
-    shl r9, 4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 128]
+    neg r8
     jmp 1f
 1:
-    neg r9
-    imul r9, qword ptr [r14 + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 134
-    mov byte ptr [r14 + 640], r9b
-    and r9, r9
-    mov byte ptr [r15 + 512], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or r9d, r9d
+    or ecx, ecx
     jmp 1f
 1:
-    test r9d, r9d
-    add qword ptr [r15 + 1152], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
+    shr r8d, 4
     jmp 1f
 1:
-    neg r9
-    or r9d, r9d
-    neg r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 4
+    mov r8d, dword ptr [r15 + 1408]
+    and r8d, dword ptr [r14 + 704]
+    mov dword ptr [r15 + 128], 38
+    or ecx, r8d
+    test r8d, r8d
+    jmp 1f
+1:
+    lea rcx, [r8 + r8*2 + 8]
+    jmp 1f
+1:
+    imul r8, qword ptr [r14 + 64]
+    mov ecx, dword ptr [r15 + 448]
+    neg rcx
+    and ecx, dword ptr [r14 + 128]
+    jmp 1f
+1:
+    imul r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rcx, r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    lea rcx, [rip + .Lc1_d3538_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3538_s_t
-.Lc1_d3538_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3538_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 384], r8b
+    xor r8d, ecx
+    sub r8, rcx
+    movzx r8d, cl
+    mov r8d, 195
+    lea r8, [r8 + r8*2 + 29]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
 1:
+    add r8, rcx
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    inc edi
-    mov qword ptr [r14 + 576], rcx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    add rcx, 23
+    add rcx, r8
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    inc dword ptr [r14 + 256]
-    inc dword ptr [r15 + 640]
-    mov rax, rdi
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 768], cl
+    mov dword ptr [r14 + 0], 223
+    add r8, rcx
+    or r8d, ecx
+    jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov edi, 151
-    test eax, eax
+    jmp 1f
+1:
+    movzx ecx, r8b
+    test r8d, r8d
+    add r8, qword ptr [r15 + 320]
+    mov rcx, rcx
+    cmp r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r8
+    cmp r8, r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    mov dword ptr [r14 + 192], 233
-    mov rsi, rdi
-    imul rsi, qword ptr [r15 + 768]
-    mov edi, 215
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d3729_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3729_s_t
+.Lc1_d3729_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3729_s:
+    ret
+    .popsection
+    jmp 1f
 1:
-    shl rdi, 31
-    mov edi, 247
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1425408
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
+    shr r8d, 16
+    xchg qword ptr [r15 + 0], r8
+    xor dword ptr [r15 + 0], ecx
+    mov rdx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov rax, rax
-    inc eax
-    mov byte ptr [r15 + 512], al
-    or qword ptr [r14 + 448], 85
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rdx + rdx*2 + 42]
+    lea rcx, [rcx + rcx*2 + 65]
+    mov rdx, qword ptr [r14 + 1088]
+    mov dword ptr [r15 + 960], 195
+    lea rcx, [rdx + rdx*2 + 98]
+    jmp 1f
+1:
+    and r8d, dword ptr [r14 + 64]
+    movsxd rdx, dword ptr [r15 + 384]
+    test r8d, r8d
+    and ecx, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d3593_s]
+    lea rcx, [rip + .Lc1_d3759_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3593_s_t
-.Lc1_d3593_j:
+    call .Lc1_d3759_s_t
+.Lc1_d3759_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3593_s:
+.Lc1_d3759_s:
     ret
     .popsection
+    movzx r8d, cl
+    mov qword ptr [r14 + 0], rcx
+    mov edx, 28
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], 41
+    add rcx, qword ptr [r14 + 0]
+    add rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], r8d
+    mov edi, 197
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    lea rdx, [rcx + rcx*2 + 9]
+    test ecx, ecx
+    test ecx, edi
+    mov eax, 32
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r14 + 384]
-    test ebx, 63488
-    jz 1f
-1:
-    shl rcx, 6
-    mov ecx, 22
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rcx, rcx
+    imul rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r14 + 1024], 196
+    xchg qword ptr [r15 + 576], rdi
+    mov rbp, rdx
+    lea rdx, [rax + rax*2 + 66]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    movzx edx, al
+    imul rdx, qword ptr [r14 + 1024]
+    jmp 1f
 1:
-    mov eax, 44
-    mov eax, 107
-    mov dword ptr [r15 + 960], 17
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    xor dword ptr [r15 + 320], eax
-    mov eax, eax
+    add rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov edx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 832], 232
+    cmp rax, rax
+    xor eax, edx
+    movzx eax, byte ptr [r15 + 512]
+    movzx r9d, dl
+    movzx r9d, byte ptr [r14 + 0]
+    mov rsi, rdx
+    mov esi, dword ptr [r14 + 0]
+    or esi, eax
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 57
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, 99
+    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, sil
-    add rbp, qword ptr [r15 + 64]
-    mov dword ptr [r14 + 128], esi
-    mov qword ptr [r15 + 384], rsi
+    movsxd rbp, dword ptr [r15 + 1152]
+    mov rdi, rsi
+    mov rdi, rsi
+    mov dword ptr [r15 + 128], 250
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d3646_s]
+    lea rcx, [rip + .Lc1_d3819_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3646_s_t
-.Lc1_d3646_j:
+    call .Lc1_d3819_s_t
+.Lc1_d3819_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3646_s:
+.Lc1_d3819_s:
     ret
     .popsection
+    mov ebp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov ecx, 74
+    shl rcx, 5
+    shr ecx, 27
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 90
-    mov qword ptr [r14 + 576], rcx
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 174
-    mov rcx, qword ptr [r14 + 704]
-    shr ecx, 20
-    mov qword ptr [r15 + 448], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    shl rax, 8
     jmp 1f
 1:
+    xor ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, ecx
+    mov ecx, 98
+    jmp 1f
+1:
+    neg rbp
+    lea rcx, [rcx + rcx*2 + 71]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r14 + 576]
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    sub rbp, r8
+    add rbp, r8
+    mov r8, rcx
+    and r8d, dword ptr [r14 + 64]
+    movzx ecx, cl
+    test r8d, r8d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
+    jmp 1f
+1:
+    movzx ebp, r8b
+    cmp r8, r8
+    or r8d, ecx
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, 109
-    cmp rax, rax
-    xchg qword ptr [r15 + 0], rax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    add rbp, 54
+    imul rbp, qword ptr [r15 + 0]
+    or ebp, r8d
+    test r8d, r8d
+    mov ecx, 90
+    jmp 1f
 1:
-    movzx eax, al
-    movzx eax, byte ptr [r14 + 256]
-    mov dword ptr [r14 + 1088], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or eax, eax
-    movzx eax, al
-    nop
-    lea rax, [rax + rax*2 + 45]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 832]
-    mov r9, rax
+    mov r8, rcx
+    mov r8d, 226
+    cmp rbp, rbp
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8d, ebp
+    test ecx, ecx
+    mov dword ptr [r14 + 0], 116
+    or ebp, ecx
+    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 320], 9
+    lea rcx, [r8 + rcx*2 + 83]
+    and ecx, dword ptr [r15 + 896]
+    shl rcx, 18
+    mov r8d, ebp
+    add r8, 84
+    mov byte ptr [r14 + 768], bpl
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    lea rcx, [rip + .Lc1_d3700_s]
+    lea rcx, [rip + .Lc1_d3884_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3700_s_t
-.Lc1_d3700_j:
+    call .Lc1_d3884_s_t
+.Lc1_d3884_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3700_s:
+.Lc1_d3884_s:
     ret
     .popsection
-    mov r9, r10
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1472], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 53
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r14 + 384], 35
-    mov r9, r9
-    mov dword ptr [r15 + 896], 187
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov eax, 52
+    mov ecx, 7
+    shr ecx, 30
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    mov rcx, rcx
+    inc ecx
+    jmp 1f
 1:
-    mov eax, eax
-    inc eax
-    mov eax, eax
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r14 + 448]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r9d, dword ptr [r14 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    mov edx, r8d
+    lock or dword ptr [r15 + 640], 97
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 1216]
+    shl r8, 8
+    cmp rcx, r9
+    mov edi, 139
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -6602,151 +6750,177 @@ ditto_body_init_c2:
     .p2align 9, 0xcc
 .Lc2_d577_s_t:
     jmp rcx
-.Lc1_d934_s_t:
-    jmp rcx
-.Lc1_d939_s_t:
+.Lc1_d1003_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d994_s_t:
-    jmp rcx
 .Lc1_d1049_s_t:
     jmp rcx
-.Lc1_d1105_s_t:
+.Lc1_d1096_s_t:
     jmp rcx
-.Lc1_d1110_s_t:
+.Lc1_d1145_s_t:
     jmp rcx
-.Lc1_d1163_s_t:
+.Lc1_d1193_s_t:
     jmp rcx
-.Lc1_d1210_s_t:
+.Lc1_d1198_s_t:
     jmp rcx
-.Lc1_d1267_s_t:
+.Lc1_d1243_s_t:
     jmp rcx
-.Lc1_d1314_s_t:
+.Lc1_d1292_s_t:
     jmp rcx
-.Lc1_d1372_s_t:
+.Lc1_d1341_s_t:
     jmp rcx
-.Lc1_d1427_s_t:
+.Lc1_d1390_s_t:
     jmp rcx
-.Lc1_b5_stubs_t:
+.Lc1_d1395_s_t:
     jmp rcx
-.Lc1_b6_stubs_t:
+.Lc1_d1501_s_t:
+    jmp rcx
+.Lc1_d1543_s_t:
+    jmp rcx
+.Lc1_d1592_s_t:
+    jmp rcx
+.Lc1_d1638_s_t:
+    jmp rcx
+.Lc1_d1685_s_t:
+    jmp rcx
+.Lc1_d1690_s_t:
+    jmp rcx
+.Lc1_d1732_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d48_s_t:
+.Lc1_d53_s_t:
     jmp rcx
-.Lc1_d99_s_t:
+.Lc1_d108_s_t:
     jmp rcx
-.Lc1_d157_s_t:
+.Lc1_d163_s_t:
     jmp rcx
-.Lc1_d214_s_t:
+.Lc1_d213_s_t:
     jmp rcx
-.Lc1_d219_s_t:
+.Lc1_d218_s_t:
     jmp rcx
-.Lc1_d265_s_t:
+.Lc1_d264_s_t:
     jmp rcx
-.Lc1_d327_s_t:
+.Lc1_d320_s_t:
     jmp rcx
-.Lc1_d383_s_t:
+.Lc1_d380_s_t:
     jmp rcx
-.Lc1_d439_s_t:
+.Lc1_d437_s_t:
     jmp rcx
-.Lc1_d489_s_t:
+.Lc1_d492_s_t:
     jmp rcx
-.Lc1_d544_s_t:
+.Lc1_d497_s_t:
     jmp rcx
-.Lc1_d600_s_t:
+.Lc1_d551_s_t:
     jmp rcx
-.Lc1_d657_s_t:
+.Lc1_d612_s_t:
     jmp rcx
-.Lc1_d713_s_t:
+.Lc1_d680_s_t:
     jmp rcx
-.Lc1_d718_s_t:
+.Lc1_d741_s_t:
     jmp rcx
-.Lc1_d768_s_t:
+.Lc1_d805_s_t:
     jmp rcx
-.Lc1_d817_s_t:
+.Lc1_d810_s_t:
     jmp rcx
-.Lc1_d871_s_t:
+.Lc1_d866_s_t:
     jmp rcx
-.Lc1_d1487_s_t:
+.Lc1_d933_s_t:
     jmp rcx
-.Lc1_d1492_s_t:
+.Lc1_d1793_s_t:
     jmp rcx
-.Lc1_d1549_s_t:
-    jmp rcx
-.Lc1_d1609_s_t:
-    jmp rcx
-.Lc1_d1665_s_t:
-    jmp rcx
-.Lc1_d1714_s_t:
-    jmp rcx
-.Lc1_d1767_s_t:
+.Lc1_d1818_s_t:
     jmp rcx
 .Lc0_d123_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc1_d2197_s_t:
+.Lc1_d1888_s_t:
+    jmp rcx
+.Lc1_d1893_s_t:
+    jmp rcx
+.Lc1_d1898_s_t:
+    jmp rcx
+.Lc1_d1903_s_t:
+    jmp rcx
+.Lc1_d1950_s_t:
+    jmp rcx
+.Lc1_d1981_s_t:
+    jmp rcx
+.Lc1_d2041_s_t:
+    jmp rcx
+.Lc1_d2097_s_t:
+    jmp rcx
+.Lc1_d2131_s_t:
+    jmp rcx
+.Lc1_d2182_s_t:
     jmp rcx
 .Lc1_d2247_s_t:
     jmp rcx
-.Lc1_d2304_s_t:
+.Lc1_d2276_s_t:
     jmp rcx
-.Lc1_d2365_s_t:
+.Lc1_d2341_s_t:
     jmp rcx
-.Lc1_d2419_s_t:
+.Lc1_d2369_s_t:
     jmp rcx
-.Lc1_d2471_s_t:
+.Lc1_d2430_s_t:
     jmp rcx
-.Lc1_d2526_s_t:
+.Lc1_d2495_s_t:
     jmp rcx
-.Lc1_d2557_s_t:
+.Lc1_d2525_s_t:
     jmp rcx
-.Lc1_d2615_s_t:
+.Lc1_d2583_s_t:
     jmp rcx
-.Lc1_d2666_s_t:
+.Lc1_d2651_s_t:
     jmp rcx
-.Lc1_d2730_s_t:
+.Lc1_d2681_s_t:
     jmp rcx
-.Lc1_d2784_s_t:
+.Lc1_d2748_s_t:
     jmp rcx
-.Lc1_d2844_s_t:
+.Lc1_d2814_s_t:
     jmp rcx
-.Lc1_d2903_s_t:
+.Lc1_d2843_s_t:
     jmp rcx
-.Lc1_d2929_s_t:
+.Lc1_d2913_s_t:
     jmp rcx
-.Lc1_d2982_s_t:
+.Lc1_d2973_s_t:
     jmp rcx
-.Lc1_d3044_s_t:
+.Lc1_d3007_s_t:
     jmp rcx
-.Lc1_d3097_s_t:
+.Lc1_d3071_s_t:
     jmp rcx
-.Lc1_d3148_s_t:
+.Lc1_d3132_s_t:
     jmp rcx
-.Lc1_d3205_s_t:
+.Lc1_d3159_s_t:
     jmp rcx
-.Lc1_d3268_s_t:
+.Lc1_d3220_s_t:
     jmp rcx
-.Lc1_d3291_s_t:
+.Lc1_d3294_s_t:
     jmp rcx
-.Lc1_d3361_s_t:
+.Lc1_d3326_s_t:
     jmp rcx
-.Lc1_d3422_s_t:
+.Lc1_d3396_s_t:
     jmp rcx
-.Lc1_d3479_s_t:
+.Lc1_d3462_s_t:
     jmp rcx
-.Lc1_d3538_s_t:
+.Lc1_d3501_s_t:
     jmp rcx
-.Lc1_d3593_s_t:
+.Lc1_d3565_s_t:
     jmp rcx
-.Lc1_d3646_s_t:
+.Lc1_d3625_s_t:
     jmp rcx
-.Lc1_d3700_s_t:
+.Lc1_d3660_s_t:
+    jmp rcx
+.Lc1_d3729_s_t:
+    jmp rcx
+.Lc1_d3759_s_t:
+    jmp rcx
+.Lc1_d3819_s_t:
+    jmp rcx
+.Lc1_d3884_s_t:
     jmp rcx
 .Lc0_d283_s_t:
     jmp rcx

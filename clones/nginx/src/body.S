@@ -38,23 +38,25 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    lea rcx, [rip + .Lc1_d29_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d29_s_t
-.Lc1_d29_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d29_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 64]
-    add qword ptr [r15 + 128], rsi
-    movsxd rsi, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8, r10
+    add qword ptr [r15 + 64], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 448]
+    add r11, 64
+    add r10, r11
+    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -584,50 +586,117 @@ ditto_body_c1:
     jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d58_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d58_s_t
+.Lc1_d58_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d58_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d72_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d72_s_t
+.Lc1_d72_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d72_s:
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d77_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d77_s_t
+.Lc1_d77_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d77_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d91_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d91_s_t
+.Lc1_d91_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d91_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3456], dl
+    mov edx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 192]
+    lea r8, [r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 16
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    lea r8, [r11 + r11*2]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 15680]
-    mov r9d, ebp
-    movzx esi, byte ptr [r15 + rbp + 1536]
+    and r8, 1984
+    and r9d, dword ptr [r15 + r8 + 1536]
+    movzx edi, byte ptr [r15 + 128]
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov ebp, 214
+    movzx eax, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + r8 + 1472]
+    movzx ebp, byte ptr [r15 + r8 + 1344]
     lea r9, [r11 + r11*1]
+    mov rbp, qword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 896]
-    mov dword ptr [r15 + r8 + 15808], 35
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 832]
-    imul rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + rbp + 1600], ecx
-    movzx ecx, byte ptr [r15 + r8 + 15744]
-    mov byte ptr [r15 + rbp + 1472], cl
+    and r9, 16320
+    movzx r8d, byte ptr [r15 + r9 + 15680]
+    movsxd rbp, dword ptr [r15 + r9 + 15744]
     add r11, 64
     inc rbx
     dec r13
@@ -636,253 +705,275 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d96_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d96_s_t
-.Lc1_d96_j:
+    lea rcx, [rip + .Lc1_d134_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d134_s_t
+.Lc1_d134_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d96_s:
+.Lc1_d134_s:
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d139_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d139_s_t
+.Lc1_d139_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d139_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, 122
-    lea rbp, [r11 + r11*2]
-    mov rcx, qword ptr [r15 + 512]
-    lea r8, [r11*4]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1472]
-    movzx esi, r8b
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 21
-    mov qword ptr [r15 + r8 + 15872], rsi
-    mov esi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd r9, dword ptr [r15 + 64]
-    mov edx, r9d
-    mov r9d, edx
+    lea rcx, [rip + .Lc1_d153_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d153_s_t
+.Lc1_d153_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d153_s:
+    ret
+    .popsection
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d158_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d158_s_t
+.Lc1_d158_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d158_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    mov edi, eax
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 4032
+    and esi, dword ptr [r15 + rbp + 3456]
+    lea r8, [r11 + r11*2]
+    mov r9, rcx
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    and esi, dword ptr [r15 + r9 + 832]
-    test ebx, 9728
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + rbp + 1344], rsi
-    mov rsi, r9
+    mov ecx, eax
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1472]
+    mov qword ptr [r15 + 768], rdi
+    and r9, 16320
+    add rcx, qword ptr [r15 + r9 + 15680]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 42
-    add rdx, qword ptr [r15 + r8 + 15744]
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov r9d, 234
+    mov r9d, dword ptr [r15 + r8 + 1408]
+    mov r8d, 87
+    mov dword ptr [r15 + rbp + 3392], 169
+    mov ebp, 108
+    and r9d, dword ptr [r15 + 128]
+    mov ebp, ecx
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 1408]
-    mov ebp, 44
-    movsxd r9, dword ptr [r15 + 64]
-    and esi, dword ptr [r15 + r8 + 15808]
-    mov r8d, ebp
-    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d151_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d151_s_t
-.Lc1_d151_j:
+    lea rcx, [rip + .Lc1_d198_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d198_s_t
+.Lc1_d198_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d151_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d198_s:
     ret
     .popsection
-    lea r8, [r11 + r11*2]
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + 64], 100
-    mov dword ptr [r15 + 64], 85
+    lea rbp, [r11*4]
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1536]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov r8, r11
     mov r9, r11
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], cl
     and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], ebp
-    movzx ebp, r9b
-    movsxd rsi, dword ptr [r15 + 512]
-    mov ebp, esi
-    mov esi, ebp
-    mov dword ptr [r15 + 512], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r9b
-    mov r9d, 39
-    mov rbp, r9
-    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + r9 + 15680], ecx
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + rbp + 1472], 142
+    mov r8d, ebp
+    mov byte ptr [r15 + 128], sil
+    mov esi, esi
+    mov eax, dword ptr [r15 + 192]
+    mov rsi, r8
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov esi, 111
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 512], edx
+    mov dword ptr [r15 + 448], r9d
+    mov byte ptr [r15 + 192], r8b
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 244
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    mov rbp, qword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 138
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 192], r9b
+    movzx edx, r8b
+    mov r8d, edi
     jmp 1f
 1:
-    movzx r9d, r9b
-    movzx edi, byte ptr [r15 + r8 + 1472]
+    movzx r8d, bpl
+    mov rbp, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d246_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d246_s_t
+.Lc1_d246_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d246_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 512]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov edx, edi
-    mov edi, 165
-    jmp 1f
-1:
-    mov edi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 512], 119
+    lea r9, [r11*4]
+    mov eax, 145
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3520]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], bpl
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    movzx esi, byte ptr [r15 + 448]
+    mov r8, rcx
+    mov byte ptr [r15 + r9 + 3584], cl
+    lea r8, [r11 + r11*2]
+    mov ecx, ecx
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    mov edx, r9d
+    mov rdx, qword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + r9 + 3392], 96
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1536]
+    mov esi, esi
+    mov dword ptr [r15 + 192], ebp
+    mov rsi, qword ptr [r15 + 512]
+    mov rax, rsi
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    movzx ecx, al
+    mov eax, ecx
+    mov rcx, rdx
     mov rdx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdx
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 3456], rdx
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, rdx
+    mov rdx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 192], 44
-    mov ecx, ebp
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, r9b
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
+    mov qword ptr [r15 + r8 + 896], rsi
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 7552], rdx
-    mov rdx, rdx
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdx
-    mov rbp, qword ptr [r15 + 256]
-    and eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 768], al
+    and ecx, dword ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d253_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d253_s_t
-.Lc1_d253_j:
+    lea rcx, [rip + .Lc1_d299_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d299_s_t
+.Lc1_d299_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d253_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d299_s:
     ret
     .popsection
-    mov ecx, 40
-    mov r8, qword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    mov esi, eax
-    mov eax, 135
-    movzx esi, al
-    jmp 1f
-1:
-    mov esi, r8d
-    mov r8d, 18
-    mov rbp, qword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 448
+    lea rbp, [r11 + r11*1]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     mov r9, r11
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 640], eax
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9d, r8d
-    mov rbp, r11
-    mov r9, rbp
-    mov r8, r9
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rsi, rax
-    mov eax, esi
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    mov dword ptr [r15 + 128], 174
-    movzx eax, bpl
-    mov dword ptr [r15 + 448], eax
+    mov edi, 147
+    mov esi, dword ptr [r15 + 64]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, dword ptr [r15 + 64]
+    vpxor xmm3, xmm3, xmm8
+    movzx ecx, bpl
+    lea r9, [r11 + r11*2]
+    mov rcx, r9
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1408]
+    mov rax, qword ptr [r15 + 128]
+    mov edx, eax
+    mov rax, rdx
+    mov rdx, qword ptr [r15 + rbp + 3456]
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, 248
+    mov edi, edi
+    jmp 1f
+1:
+    movzx edi, cl
+    mov ecx, 137
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 64]
+    mov rdi, rcx
+    mov dword ptr [r15 + r9 + 1472], 176
+    mov ecx, ebp
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    mov r9, rdi
+    mov dword ptr [r15 + 576], r9d
+    mov dword ptr [r15 + 128], 228
+    mov r9, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], edi
     add r11, 64
     inc rbx
     dec r13
@@ -892,30 +983,14 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d310_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d355_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d310_s_t
-.Lc1_d310_j:
+    call .Lc1_d355_s_t
+.Lc1_d355_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d310_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d355_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -932,45 +1007,43 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 128], eax
-    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 256]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    vpmovmskb r8d, xmm12
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1408]
-    mov edx, dword ptr [r15 + 64]
-    mov rcx, rdx
-    mov edx, 193
-    movsxd rax, dword ptr [r15 + 256]
+    mov ecx, 243
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 512], r9b
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 896]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movsxd r8, dword ptr [r15 + 512]
+    movzx eax, r8b
+    mov dword ptr [r15 + 768], eax
+    mov eax, dword ptr [r15 + 448]
+    movzx r8d, al
+    movzx eax, r8b
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx edx, r8b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    movzx r8d, dl
+    or qword ptr [r15 + 64], 27
+    mov edx, ecx
+    movsxd rcx, dword ptr [r15 + 128]
     mov r9, r11
-    mov byte ptr [r15 + 256], r9b
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 576], r8b
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + rbp + 1344], edi
-    movsxd rdi, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 192]
-    mov ebp, 43
+    mov edi, dword ptr [r15 + 256]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    movzx r9d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, byte ptr [r15 + 704]
+    mov eax, 43
     jmp 1f
 1:
     add r11, 64
@@ -978,120 +1051,125 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d376_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d376_s_t
-.Lc1_d376_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d376_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov ecx, 141
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], eax
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 640]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    lea rbp, [r11 + r11*1]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov rcx, r8
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov eax, eax
-    mov esi, 100
-    mov eax, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov edi, 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx r9d, r8b
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], edi
     and r8, 1984
     mov byte ptr [r15 + r8 + 1344], r8b
+    movzx r8d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 576], r8b
+    mov r8, qword ptr [r15 + 64]
+    movzx edx, r8b
     mov r8, r11
-    mov byte ptr [r15 + 256], r8b
-    mov byte ptr [r15 + 128], cl
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r8b
-    and esi, dword ptr [r15 + 512]
+    mov esi, r8d
+    mov byte ptr [r15 + 128], sil
+    mov esi, 103
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], r8d
+    mov byte ptr [r15 + 448], sil
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 448]
+    mov edi, 178
+    mov rcx, qword ptr [r15 + 128]
+    and edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7552], dl
+    mov dword ptr [r15 + 640], 82
+    mov byte ptr [r15 + 512], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d458_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d458_s_t
+.Lc1_d458_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d458_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     mov rcx, r9
-    mov r9d, dword ptr [r15 + 192]
-    mov ecx, r9d
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 128]
-    mov rcx, r9
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 117
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], 232
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 25
-    movzx ecx, byte ptr [r15 + 320]
     mov rbp, r11
-    mov rdx, rbp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 189
-    vpaddd xmm10, xmm10, xmm5
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rdi
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, r11
-    mov qword ptr [r15 + 768], r8
-    mov eax, dword ptr [r15 + 448]
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov r8, rbp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 512], 111
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 704], r9b
+    mov r9, rbp
+    mov rbp, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 448]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], r8
+    add rax, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, rsi
+    mov esi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -1100,378 +1178,287 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d477_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d515_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d477_s_t
-.Lc1_d477_j:
+    call .Lc1_d515_s_t
+.Lc1_d515_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d477_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d515_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    mov edi, ebp
+    mov edx, 249
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + rbp + 7488], rdx
+    mov edx, 211
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    lock xadd qword ptr [r15 + 384], rcx
-    mov rsi, rcx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov edx, 25
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], edx
-    mov edx, 112
-    movzx esi, byte ptr [r15 + 640]
-    movzx edx, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, 26
-    jmp 1f
-1:
-    mov r9d, ecx
-    add r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 118
-    mov ecx, 101
+    mov dword ptr [r15 + 128], edi
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 256]
-    mov ecx, 187
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov ebp, 113
-    movsxd rbp, dword ptr [r15 + 320]
+    mov rdi, rbp
+    and rbp, 448
+    add rdi, qword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 768]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, 25
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8d, 187
+    mov r8, qword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 75
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d539_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d539_s_t
-.Lc1_d539_j:
+    lea rcx, [rip + .Lc1_d563_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d563_s_t
+.Lc1_d563_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d539_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d563_s:
     ret
     .popsection
+    lea r9, [r11 + r11*1]
+    mov rbp, r9
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, r8b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov rbp, rcx
+    mov ecx, 22
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], r8b
     nop
-    movzx edi, byte ptr [r15 + 320]
-    mov r9d, edi
-    mov dword ptr [r15 + 0], 9
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    mov ecx, 35
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 448]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov ebp, r8d
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, byte ptr [r15 + 384]
+    mov rbp, r8
+    mov r8d, dword ptr [r15 + 704]
+    vpmovmskb esi, xmm14
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 148
+    mov esi, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 90
     and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    and r8, 448
-    mov r9, r11
-    mov byte ptr [r15 + r8 + 832], r9b
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    mov dword ptr [r15 + 128], r9d
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9, rax
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], r9d
-    mov r9d, eax
-    mov rax, r9
-    mov byte ptr [r15 + 192], al
-    vmovq qword ptr [r15 + 512], xmm10
-    mov dword ptr [r15 + r8 + 896], ecx
-    mov ecx, dword ptr [r15 + 704]
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx esi, cl
-    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, rbp
+    mov ebp, r9d
+    mov dword ptr [r15 + 320], 112
+    movsxd r9, dword ptr [r15 + 640]
+    movzx edi, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    jmp 1f
-1:
-    movzx eax, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    mov rsi, qword ptr [r15 + 448]
-    lea rbp, [r11 + r11*1]
-    mov eax, 45
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, eax
-    mov rsi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + rbp + 3456], eax
-    mov eax, ebp
+    lea rcx, [rip + .Lc1_d615_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d615_s_t
+.Lc1_d615_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d615_s:
+    ret
+    .popsection
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rax
-    mov rax, qword ptr [r15 + 64]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 576], r8d
+    mov r9, qword ptr [r15 + 512]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovq xmm0, rsi
-    mov esi, 157
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 512]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rcx, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    add rcx, qword ptr [r15 + 192]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 448], rax
+    movzx eax, bpl
+    movzx r8d, byte ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 448]
+    mov edi, 239
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov dword ptr [r15 + 128], 13
+    mov edi, 146
+    mov dword ptr [r15 + 768], edi
+    mov edi, edx
+    mov rdx, qword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d641_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d641_s_t
-.Lc1_d641_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d641_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 2
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 225
+    mov rdx, qword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 252
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    mov ebp, 149
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3456]
+    movzx ebp, dil
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov rsi, rdi
+    and ebp, dword ptr [r15 + r9 + 3392]
+    mov rdi, rbp
+    mov ebp, 168
+    mov r9d, 54
+    mov ebp, r9d
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 576]
     mov rbp, r11
-    mov qword ptr [r15 + 128], rbp
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    and ecx, dword ptr [r15 + 192]
-    mov ebp, ecx
-    mov rcx, rbp
-    mov ebp, ecx
-    mov ecx, 234
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov rdx, rcx
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 214
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 704]
     mov r9, r11
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 256], 100
-    mov r9d, r8d
-    mov r8d, 54
-    movsxd rdi, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 256]
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r9
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d706_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d706_s_t
-.Lc1_d706_j:
+    lea rcx, [rip + .Lc1_d712_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d712_s_t
+.Lc1_d712_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d706_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d712_s:
     ret
     .popsection
-    mov byte ptr [r15 + 256], dil
+    mov ecx, edi
+    mov rdi, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 240
-    lock add qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rcx
+    add rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     mov rdi, rcx
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    vmovq qword ptr [r15 + 0], xmm0
-    movzx edi, byte ptr [r15 + 384]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 448], sil
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 128], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 185
-    mov esi, r9d
-    mov r8d, dword ptr [r15 + 576]
-    movzx esi, r8b
-    mov byte ptr [r15 + 512], sil
-    mov esi, 255
-    movzx r8d, sil
-    mov qword ptr [r15 + 192], r8
-    movsxd r8, dword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movsxd r9, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 704], r9b
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    vpshufd xmm4, xmm4, 185
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 768]
+    nop
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov edx, 251
+    movzx esi, byte ptr [r15 + 64]
+    movzx edx, sil
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 198
+    mov dword ptr [r15 + 384], 146
+    mov ebp, 202
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], rsi
+    mov rsi, rax
     add r11, 64
     inc rbx
     dec r13
@@ -1480,187 +1467,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d771_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d766_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d771_s_t
-.Lc1_d771_j:
+    call .Lc1_d766_s_t
+.Lc1_d766_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d771_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d766_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 104
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], eax
-    mov dword ptr [r15 + 512], 33
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 197
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov rbp, r11
-    mov qword ptr [r15 + 256], rbp
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, al
+    mov eax, dword ptr [r15 + 448]
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    mov r9d, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 256], 131
+    mov rbp, rax
+    and esi, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 512]
     mov r8, r11
-    mov dword ptr [r15 + 64], r8d
+    mov byte ptr [r15 + 576], r8b
+    movzx edi, al
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 128], 54
+    mov qword ptr [r15 + 192], rsi
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov r9, r9
-    mov dword ptr [r15 + 704], 140
+    lea rcx, [rip + .Lc1_d811_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d811_s_t
+.Lc1_d811_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d811_s:
+    ret
+    .popsection
+    mov r9, r11
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 81
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 65
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], r9
-    mov r9d, r8d
-    mov rdx, qword ptr [r15 + 128]
-    lea r9, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + 448]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1408]
-    vpmovmskb esi, xmm0
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    movzx eax, sil
-    mov rbp, r11
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], r9
-    mov r9, qword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, ecx
-    mov ecx, r9d
-    mov r9d, 11
+    mov rcx, qword ptr [r15 + 640]
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 704]
+    mov edi, r9d
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 91
+    mov rsi, rcx
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8, r11
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 169
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 64], 39
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rcx
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    mov eax, 58
+    movzx ecx, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d872_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d872_s_t
-.Lc1_d872_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d872_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 69
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    movzx ebp, byte ptr [r15 + 256]
-    vpshufd xmm10, xmm0, 60
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], esi
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 70
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 85
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 135
+    movzx edx, al
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], 253
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    inc dword ptr [r15 + 0]
+    jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + 256]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r9
+    movzx r9d, byte ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    mov byte ptr [r15 + 128], r8b
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 21
+    mov byte ptr [r15 + r8 + 896], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    lea rbp, [r11 + r11*1]
-    add rdx, qword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 242
-    movzx eax, byte ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + rbp + 896]
-    mov rbp, rcx
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -1669,86 +1638,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d924_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d911_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d924_s_t
-.Lc1_d924_j:
+    call .Lc1_d911_s_t
+.Lc1_d911_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d924_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d911_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, 199
-    movzx edi, cl
-    mov ecx, 7
     mov r8, r11
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
+    mov edx, 199
+    and r8, 8128
+    or qword ptr [r15 + r8 + 7488], 115
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 7
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 640], rdx
+    mov eax, 201
+    movzx ecx, al
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + 704], r8b
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 384], xmm4
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    lea r8, [r11 + r11*1]
+    movzx edx, r8b
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    movzx r9d, dil
+    movzx edx, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r9b
-    mov byte ptr [r15 + 128], dil
-    movzx edi, byte ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 704], r9b
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 384], r9d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov ecx, 120
-    mov dword ptr [r15 + 512], 44
-    movzx ecx, byte ptr [r15 + r9 + 3456]
-    mov r8d, dword ptr [r15 + 192]
-    movzx esi, r8b
+    mov qword ptr [r15 + 256], rax
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 1408], 44
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], sil
+    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
     add r11, 64
@@ -1756,713 +1696,709 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
+    lea rcx, [rip + .Lc1_d959_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d959_s_t
+.Lc1_d959_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d959_s:
+    ret
+    .popsection
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 24
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], r8d
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 512]
+    and edi, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov r9d, ebp
     mov rsi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov esi, r9d
-    mov byte ptr [r15 + 128], sil
-    mov rsi, qword ptr [r15 + 448]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, r9d
-    mov qword ptr [r15 + 64], r8
-    mov qword ptr [r15 + 448], rsi
-    mov r9, r11
+    mov r9d, 113
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 208
+    mov ebp, edi
+    mov r9, rbp
     jmp 1f
 1:
-    mov esi, 27
-    mov eax, 81
-    and r9, 1984
-    and esi, dword ptr [r15 + r9 + 1344]
-    add qword ptr [r15 + 512], rsi
-    mov dword ptr [r15 + 320], r8d
-    mov r8, r11
-    mov dword ptr [r15 + 192], r8d
-    mov edx, dword ptr [r15 + 64]
-    vpaddd xmm10, xmm10, xmm0
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    mov byte ptr [r15 + 768], cl
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, r11
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ebp, byte ptr [r15 + 64]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    add rbp, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 91
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d1037_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1037_s_t
-.Lc1_d1037_j:
+    lea rcx, [rip + .Lc1_d1008_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1008_s_t
+.Lc1_d1008_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1037_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1008_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rdx, rcx
-    mov ecx, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov byte ptr [r15 + 0], al
-    mov rbp, r11
-    mov rdx, rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 125
-    mov ebp, eax
-    mov edx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and rbp, 4032
+    lea r9, [r11 + r11*1]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + 64], al
+    mov rax, rcx
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], 79
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov r8d, 69
-    mov ecx, r8d
-    movsxd r8, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
-    movsxd rax, dword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 64]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 39
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov rdx, rbp
+    mov ebp, 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 1344], 174
+    mov r9, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 448], ymm4
+    mov rdi, qword ptr [r15 + 128]
+    mov ecx, edi
+    mov rdi, rcx
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 141
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d1089_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1089_s_t
-.Lc1_d1089_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1089_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 13
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, 93
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, r11
-    mov rbp, r9
-    mov edi, ebp
-    mov ebp, 212
-    and r9, 8128
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 138
-    mov rdx, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 704]
-    movzx esi, al
-    jmp 1f
-1:
-    movzx eax, dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d1143_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1143_s_t
-.Lc1_d1143_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1143_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov eax, esi
-    movsxd rsi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, qword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov r9d, 45
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm2
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edx, bpl
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, rax
-    mov eax, r9d
-    mov r9, rax
-    mov r8, r11
-    movzx r9d, r8b
-    and r8, 1984
-    lock xadd qword ptr [r15 + r8 + 1344], rcx
-    mov r8, r11
-    and ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 576], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c21:
-    mov edx, eax
-    mov ecx, 158
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov eax, 180
-    mov r9d, eax
-    movsxd rax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], dl
-    mov r8, r11
-    mov rdx, r8
-    mov ebp, edx
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], edx
-    mov edx, eax
-    movsxd rax, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, ebp
-    mov rbp, r8
-    mov r8d, 35
-    movsxd r9, dword ptr [r15 + 384]
-    mov rbp, r9
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d1246_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1246_s_t
-.Lc1_d1246_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1246_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov dword ptr [r15 + 64], eax
-    mov edi, ecx
-    mov edx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 55
-    mov eax, 194
-    mov rcx, rax
-    mov rax, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 448]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 128]
-    mov rbp, r11
-    movzx esi, bpl
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, r11
-    movzx esi, bpl
-    mov dword ptr [r15 + 128], 104
-    mov rsi, rcx
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    vpxor xmm5, xmm5, xmm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c23:
-    lea rcx, [rip + .Lc1_d1293_s]
+    lea rcx, [rip + .Lc1_d1057_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1293_s_t
-.Lc1_d1293_j:
+    call .Lc1_d1057_s_t
+.Lc1_d1057_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1293_s:
+.Lc1_d1057_s:
     ret
     .popsection
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rsi, rcx
-    mov byte ptr [r15 + 64], sil
-    mov rsi, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm15, 105
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov rsi, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 256]
     mov r8, r11
-    test ebx, 10752
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, qword ptr [r15 + 192]
-    mov ecx, r8d
-    movzx r8d, cl
-    mov ecx, r8d
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8, r11
-    mov rbp, r11
-    mov edx, ebp
-    mov edi, edx
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    movzx r8d, bpl
+    and r8, 448
+    vmovdqu xmm3, xmmword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, ebp
-    movzx edi, byte ptr [r15 + 576]
-    mov ecx, edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d1350_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1350_s_t
-.Lc1_d1350_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1350_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rcx
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 73
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    mov rdi, rax
-    movsxd rcx, dword ptr [r15 + 448]
-    vmovq qword ptr [r15 + 128], xmm5
-    mov edi, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 138
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov rbp, rdi
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 256]
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c25:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 91
-    mov r9, rbp
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 576], 22
-    mov rcx, r9
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov edx, 116
-    jmp 1f
-1:
-    mov r9d, 208
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm12
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 127
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx r9d, cl
-    mov ecx, 168
-    mov esi, ecx
-    vpor xmm12, xmm12, xmm12
-    jmp 1f
-1:
-    movzx ecx, dl
-    mov r8, r11
-    mov rbp, r11
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], 187
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 220
-    mov ebp, esi
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c26:
-    lea rcx, [rip + .Lc1_d1446_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1446_s_t
-.Lc1_d1446_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1446_s:
-    ret
-    .popsection
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 512], r8b
-    add qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov r8d, 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm12, xmm12, xmm2
     mov r8, rcx
+    mov dword ptr [r15 + 512], r8d
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 243
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    and rbp, 4032
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    movzx ebp, cl
     jmp 1f
 1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], 113
-    mov edx, esi
-    mov dword ptr [r15 + r8 + 1408], edx
-    mov edx, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 256], sil
-    mov esi, ecx
-    movzx ecx, byte ptr [r15 + 64]
-    vpaddd xmm12, xmm12, xmm11
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 109
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1495_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1495_s_t
-.Lc1_d1495_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1495_s:
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov eax, 21
-    mov rdi, qword ptr [r15 + 768]
-    mov r8, r11
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 256], ymm3
     and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 448], rdi
+    movzx ecx, r8b
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 231
-    mov dword ptr [r15 + 192], edx
-    mov rdx, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, cl
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rsi
+    mov esi, 139
+    mov rdx, rsi
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 256]
-    mov ebp, 209
-    mov esi, 31
-    mov dword ptr [r15 + 512], 96
+    movzx esi, byte ptr [r15 + r8 + 3456]
+    mov r8d, esi
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 704]
+    mov r9d, 248
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     movzx ebp, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c28:
+.Lc1_b1_c20:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 135
+    jmp 1f
+1:
+    movzx esi, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    vpshufd xmm8, xmm10, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov rsi, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 96
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    and edx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    movsxd rsi, dword ptr [r15 + 320]
+    mov r9, r11
+    movzx edi, r9b
+    mov eax, dword ptr [r15 + 192]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9d, edi
+    mov rdi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edi, ebp
+    mov ebp, dword ptr [r15 + 128]
+    mov edi, ebp
+    mov qword ptr [r15 + 64], rdi
     mov rbp, r11
+    mov edi, ebp
+    and rbp, 16320
+    mov edi, dword ptr [r15 + rbp + 15680]
+    mov ebp, edi
+    .byte 0x66, 0x90
+    vmovq qword ptr [r15 + r8 + 1344], xmm3
+    mov byte ptr [r15 + 384], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c21:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d1164_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1164_s_t
+.Lc1_d1164_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1164_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, ebp
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 180
+    mov byte ptr [r15 + 0], al
+    mov eax, 213
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    mov rax, rcx
+    mov ecx, eax
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7552]
+    mov r9, r11
+    mov rsi, r9
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], edx
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9, rdx
+    mov qword ptr [r15 + 256], r9
+    mov r9d, 43
+    mov qword ptr [r15 + 704], r9
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    mov esi, edx
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8d, esi
+    movzx esi, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c22:
+    lea rcx, [rip + .Lc1_d1215_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1215_s_t
+.Lc1_d1215_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1215_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    lock add qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 384], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8d, 131
+    mov byte ptr [r15 + 448], r8b
+    and ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 115
+    movzx r8d, byte ptr [r15 + 128]
+    mov edi, r8d
+    mov r8, rdi
+    mov rdi, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 192]
+    mov edx, 198
+    movzx eax, byte ptr [r15 + 768]
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, r9
-    mov r9, qword ptr [r15 + 128]
-    movzx ebp, r9b
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    movsxd rsi, dword ptr [r15 + 256]
-    mov ecx, esi
-    mov esi, ecx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 248
+    mov r9, rdi
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 192]
+    and esi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9d, 151
+    mov r9, r11
+    movzx esi, r9b
+    and r9, 1984
+    add qword ptr [r15 + r9 + 1344], r9
+    movzx r9d, al
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c23:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d1268_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1268_s_t
+.Lc1_d1268_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1268_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    mov qword ptr [r15 + 192], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, ecx
+    mov byte ptr [r15 + 320], al
+    mov rbp, r11
     mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 64]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
-    mov dword ptr [r15 + 576], esi
-    mov r8d, esi
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 256]
+    mov eax, ebp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + 640], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov rax, r8
+    mov r8d, dword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 512], xmm14
+    mov ebp, ebp
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, r8b
+    mov byte ptr [r15 + 64], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c24:
+    and ecx, dword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 128]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 156
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    vpshufd xmm2, xmm8, 141
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 166
+    mov qword ptr [r15 + 320], rcx
+    mov r9, r11
+    mov ecx, r9d
+    mov rdx, qword ptr [r15 + 704]
+    mov ecx, edx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 180
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rcx
     mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 256]
     mov rsi, r8
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 225
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    movzx r8d, sil
-    mov esi, 110
+    mov r8d, edx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c25:
+    lea rcx, [rip + .Lc1_d1367_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1367_s_t
+.Lc1_d1367_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1367_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    mov ecx, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], r8d
+    mov r8, rcx
+    lea rbp, [r11 + r11*1]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 5
+    mov dword ptr [r15 + rbp + 3392], 0
+    mov r8d, 169
+    mov ebp, dword ptr [r15 + 128]
+    mov r8d, ebp
+    mov qword ptr [r15 + 512], r8
+    mov r8d, 145
+    movzx ebp, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov qword ptr [r15 + 448], r8
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, 194
+    mov dword ptr [r15 + 448], 240
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 176
+    mov r9, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c26:
+    lea rcx, [rip + .Lc1_d1415_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1415_s_t
+.Lc1_d1415_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1415_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 320], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 106
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7552]
+    mov rbp, r11
+    add qword ptr [r15 + 256], rbp
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm2
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov ecx, 234
+    mov r9, rcx
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], 113
+    mov r9d, ebp
+    mov ebp, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov ecx, r8d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 168
+    add qword ptr [r15 + 64], r9
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c27:
+    lea rcx, [rip + .Lc1_d1463_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1463_s_t
+.Lc1_d1463_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1463_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 256]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 64]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 192]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov ecx, 216
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 128], 127
+    mov dword ptr [r15 + 384], edx
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 31
+    mov rdx, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 384]
+    add rbp, qword ptr [r15 + r9 + 3456]
+    movsxd r9, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c28:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d1513_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1513_s_t
+.Lc1_d1513_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1513_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 320]
+    mov r8d, 230
+    movzx ebp, r8b
+    mov r8d, ebp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7552]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edi
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 704]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 160
+    mov r8d, 40
+    vpshufd xmm14, xmm11, 198
+    mov r8, r9
+    mov r9d, r8d
+    movsxd r8, dword ptr [r15 + 256]
+    movzx r9d, r8b
+    mov r8, r9
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -2470,1457 +2406,1414 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1594_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1594_s_t
-.Lc1_d1594_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1594_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    jmp 1f
-1:
-    movzx edx, al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 102
-    mov rcx, rax
-    mov eax, ecx
-    mov ecx, eax
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, edx
-    mov edx, ecx
-    vpxor xmm12, xmm12, xmm7
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, al
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 85
-    mov rax, rcx
-    movzx ecx, al
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 192]
-    vpcmpeqb xmm12, xmm12, xmm11
-    movsxd rdx, dword ptr [r15 + 640]
-    mov edi, 243
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov esi, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 448]
+    movzx esi, r9b
+    mov r9, rsi
+    mov esi, r9d
     .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov rax, rdx
-    mov esi, 142
-    mov rax, rsi
-    movzx esi, al
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rsi, r9
+    mov r9, qword ptr [r15 + 64]
+    mov eax, r9d
+    mov byte ptr [r15 + 512], al
+    mov rax, r8
+    mov qword ptr [r15 + 384], rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 4
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 384]
     mov r9, r11
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, rax
+    mov rbp, r11
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, 39
+    mov rdx, r9
+    and rbp, 16320
+    add qword ptr [r15 + rbp + 15680], rbp
     jmp 1f
 1:
-    and r9, 1984
-    mov r8, r11
-    add rax, qword ptr [r15 + r9 + 1344]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
+    movzx ebp, al
+    movzx eax, bpl
+    xor dword ptr [r15 + 128], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1658_s]
+    lea rcx, [rip + .Lc1_d1622_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1658_s_t
-.Lc1_d1658_j:
+    call .Lc1_d1622_s_t
+.Lc1_d1622_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1658_s:
+.Lc1_d1622_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
+    mov ecx, edx
+    mov rdx, qword ptr [r15 + 256]
+    mov ecx, 193
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 39
-    mov ecx, ecx
-    mov edi, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 128]
+    mov ecx, eax
     movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 448], xmm1
-    mov edi, edi
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx edi, bpl
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    movsxd rax, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 768], 100
-    mov ebp, ecx
-    mov ecx, ebp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rbp
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 256]
+    mov r9, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 151
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], r9b
+    movzx r9d, al
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 63
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    mov r9, r11
+    mov qword ptr [r15 + 384], r9
+    and r9, 1984
+    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm14
+    vpcmpeqb xmm14, xmm14, xmm7
+    mov qword ptr [r15 + 128], rax
+    movzx eax, al
+    mov r9, rax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov r9d, r9d
+    mov rax, qword ptr [r15 + 128]
+    mov r9d, eax
+    mov qword ptr [r15 + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d1714_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1714_s_t
-.Lc1_d1714_j:
+    lea rcx, [rip + .Lc1_d1674_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1674_s_t
+.Lc1_d1674_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1714_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1674_s:
     ret
     .popsection
-    mov dword ptr [r15 + 256], eax
-    or qword ptr [r15 + 448], 123
-    mov r8, r11
+    mov rcx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, dword ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8d, eax
-    movzx eax, r8b
-    mov dword ptr [r15 + 64], eax
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    mov r8d, 32
-    jmp 1f
-1:
-    vpmovmskb r8d, xmm3
+    mov dword ptr [r15 + 64], 241
+    vpxor xmm8, xmm8, xmm5
+    mov edi, 226
+    mov dword ptr [r15 + 0], edi
+    movzx edi, al
+    mov eax, 251
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov eax, r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, 45
-    mov ecx, 245
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 640], 91
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    mov r9d, r8d
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], r8d
-    mov qword ptr [r15 + 512], rax
-    mov rax, rcx
+    and ecx, dword ptr [r15 + 0]
+    mov eax, 190
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov esi, ebp
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 448]
+    mov esi, 255
+    mov esi, 161
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, r11
+    vmovdqu xmm2, xmmword ptr [r15 + 384]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    vpor xmm2, xmm2, xmm2
+    mov ebp, ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov esi, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    add r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r9d, ecx
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov qword ptr [r15 + 0], rax
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    vpcmpeqb xmm12, xmm12, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 128], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov ecx, 228
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 320], r8
-    movzx r8d, byte ptr [r15 + 128]
-    movzx eax, r8b
-    mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    mov rsi, rdx
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov byte ptr [r15 + 448], cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1731_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1731_s_t
+.Lc1_d1731_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1731_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov ecx, esi
-    movzx r8d, cl
     jmp 1f
 1:
-    mov r8d, edx
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 704], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov edx, 160
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov rbp, r11
+    vmovq xmm4, rbp
+    movzx ecx, al
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 161
+    mov byte ptr [r15 + 192], bpl
+    mov qword ptr [r15 + 512], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov qword ptr [r15 + 0], rax
+    mov eax, ecx
+    movzx esi, al
+    mov eax, 198
+    .byte 0x0f, 0x1f, 0x00
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov ebp, ecx
+    mov ecx, dword ptr [r15 + 768]
+    mov rbp, rcx
+    jmp 1f
+1:
+    xor dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx esi, bpl
+    mov rbp, r11
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r9, rdi
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 384]
+    movzx edx, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    lea rcx, [rip + .Lc1_d1816_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1816_s_t
-.Lc1_d1816_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1816_s:
-    ret
-    .popsection
-    mov rcx, rdx
-    mov edx, 25
-    mov rcx, rdx
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 79
     mov dword ptr [r15 + 0], edx
+    movzx edi, sil
+    movzx esi, dil
+    mov dword ptr [r15 + 0], 49
+    mov rdi, rcx
+    vpshufd xmm8, xmm8, 203
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 222
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + 448], 173
-    mov byte ptr [r15 + 320], dl
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], dl
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, dword ptr [r15 + 64]
-    mov rdi, rbp
-    movzx ebp, dil
-    mov edi, dword ptr [r15 + 768]
-    vmovq qword ptr [r15 + 576], xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 640], r8b
+    jmp 1f
+1:
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm8
     mov r9, r11
-    movzx r8d, byte ptr [r15 + 256]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], r9
+    mov r9, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 128]
+    mov edi, 182
+    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov byte ptr [r15 + r8 + 7552], bpl
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, byte ptr [r15 + 512]
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 64]
+    mov rax, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    lea rcx, [rip + .Lc1_d1864_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d1864_s_t
-.Lc1_d1864_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d1840_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d1840_s_t
+.Lc1_d1840_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1864_s:
+.Lc1_d1840_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r9d, 32
-    lea r8, [r11 + r11*1]
+    movzx ecx, al
+    mov eax, 237
+    mov ecx, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov dword ptr [r15 + 128], 90
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 704], ebp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], bpl
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 105
+    mov rdi, rax
+    mov dword ptr [r15 + 448], 106
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 256]
+    movzx r8d, dil
+    movzx edi, r8b
+    movzx r8d, dil
+    mov dword ptr [r15 + rbp + 832], 246
+    mov ebp, 213
+    mov r8, r11
+    movzx ebp, r8b
+    mov rbp, qword ptr [r15 + 320]
     and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3456]
-    mov esi, dword ptr [r15 + 512]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    jmp 1f
-1:
-    mov r9, rcx
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], 141
-    mov ecx, 7
-    mov dword ptr [r15 + 448], 163
-    mov dword ptr [r15 + 384], r9d
-    jmp 1f
-1:
-    mov r8d, 26
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 192], 246
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, r8b
-    movsxd r8, dword ptr [r15 + 640]
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    lea r9, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d1887_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1887_s_t
+.Lc1_d1887_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1887_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov qword ptr [r15 + r9 + 7552], r9
-    movzx r9d, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 768], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, cl
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 13
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov ecx, 103
-    mov r9, rcx
-    mov ecx, r9d
-    mov r9d, 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 256], 164
-    mov dword ptr [r15 + 768], 115
-    movzx ecx, byte ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + r8 + 896], 146
+    mov byte ptr [r15 + 0], cl
+    and ecx, dword ptr [r15 + 0]
+    mov r8d, 13
+    mov qword ptr [r15 + 64], r8
+    mov r8d, 103
+    mov rbp, r8
+    mov r8d, ebp
+    mov rbp, r11
+    mov r8d, 114
+    mov r9, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, cl
     mov r8, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 164
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 60
+    movzx r8d, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 256]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 249
     jmp 1f
 1:
-    imul r9, qword ptr [r15 + 64]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movsxd r8, dword ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rbp
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rsi, rdi
-    mov byte ptr [r15 + 64], sil
-    and ecx, dword ptr [r15 + 128]
+    mov rdx, rsi
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d1963_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d1963_s_t
-.Lc1_d1963_j:
+    lea rcx, [rip + .Lc1_d1936_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1936_s_t
+.Lc1_d1936_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1963_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1936_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], 239
+    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov qword ptr [r15 + 0], rsi
+    add qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm12, xmm12, xmm3
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    mov eax, dword ptr [r15 + 192]
+    xor dword ptr [r15 + 320], eax
+    mov eax, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 448
     mov r8, r11
+    movzx esi, byte ptr [r15 + rbp + 832]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], 176
-    mov r8, qword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, r11
-    mov edi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], dil
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm0
-    movzx r9d, bpl
-    movsxd rbp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], sil
+    mov rsi, qword ptr [r15 + rbp + 896]
+    movzx ebp, sil
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 512]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 174
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2011_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2011_s_t
-.Lc1_d2011_j:
+    lea rcx, [rip + .Lc1_d1982_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d1982_s_t
+.Lc1_d1982_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2011_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d1982_s:
     ret
     .popsection
-    mov qword ptr [r15 + 512], r9
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 228
+    jmp 1f
+1:
+    mov ebp, 116
+    add rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rdx, rbp
+    movzx ecx, dl
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov eax, 247
-    vmovq qword ptr [r15 + 384], xmm15
-    mov byte ptr [r15 + 128], r9b
-    mov r9, qword ptr [r15 + 640]
-    mov rsi, r9
-    mov r9, r11
-    movzx ecx, r9b
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ebp, dword ptr [r15 + 64]
+    mov edx, ebp
+    lea rbp, [r11 + r11*1]
     mov r9d, ebp
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, rbp
-    mov rbp, r9
-    mov r9d, ebp
-    movzx ebp, r9b
-    movzx r9d, byte ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 320]
-    mov esi, 196
+    mov edi, dword ptr [r15 + 128]
+    mov r9d, edi
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 768]
+    mov ecx, r8d
+    mov r8, rcx
     mov r8, r11
-    movzx ecx, r8b
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 256]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    add rbp, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 256]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 320]
+    vmovq xmm14, r8
+    mov byte ptr [r15 + rbp + 1344], al
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, 131
+    mov r8, rax
+    vmovdqu ymmword ptr [r15 + 576], ymm14
+    mov r8, rcx
+    mov ecx, dword ptr [r15 + 448]
+    movzx eax, cl
+    mov byte ptr [r15 + 512], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d2077_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2077_s_t
-.Lc1_d2077_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2077_s:
-    ret
-    .popsection
+    mov rbp, rdi
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], bpl
+    and ebp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 640], bpl
     mov rbp, r11
-    jmp 1f
-1:
-    mov r8d, r8d
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 256], 247
-    mov rdx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, 123
-    vmovdqu xmmword ptr [r15 + 448], xmm12
+    mov edi, ebp
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm0
     jmp 1f
 1:
-    movzx edi, dl
-    mov edx, edi
-    mov qword ptr [r15 + 128], rdx
+    mov ebp, edi
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 122
+    mov ebp, 232
+    mov qword ptr [r15 + 384], rbp
+    mov byte ptr [r15 + 320], dil
+    movzx ebp, dil
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
+    mov edi, 215
+    vpor xmm8, xmm8, xmm6
+    mov r9, r11
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 230
+    mov dword ptr [r15 + 192], edi
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8d, 92
-    mov rdi, qword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    movzx ecx, byte ptr [r15 + 448]
-    movzx eax, cl
-    mov dword ptr [r15 + 384], eax
+    lea rcx, [rip + .Lc1_d2085_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2085_s_t
+.Lc1_d2085_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2085_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 320], 134
+    mov edi, ebp
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov dword ptr [r15 + 0], 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 43
-    mov eax, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    movzx ecx, dil
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 220
-    mov byte ptr [r15 + 576], al
-    mov rdi, rdi
-    mov ecx, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov edi, dword ptr [r15 + 640]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 126
+    mov edi, dword ptr [r15 + r9 + 1408]
     mov r9, r11
-    mov r8, r11
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 64]
-    and r8, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 1344], 182
+    mov rcx, r9
     jmp 1f
 1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 184
-    mov r8d, 1
+    mov ecx, 150
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    movsxd r9, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edx, 107
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 182
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 85
+    movzx edi, byte ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d2172_s]
+    lea rcx, [rip + .Lc1_d2132_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2172_s_t
-.Lc1_d2172_j:
+    call .Lc1_d2132_s_t
+.Lc1_d2132_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2172_s:
+.Lc1_d2132_s:
     ret
     .popsection
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 320]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    movzx edi, byte ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], edi
+    movzx edi, cl
+    and r8, 8128
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 7552]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 216
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov dword ptr [r15 + 192], 27
+    mov dword ptr [r15 + 128], 234
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + r8 + 7488], 115
+    mov r8d, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 192]
+    mov eax, ecx
+    mov byte ptr [r15 + 320], al
+    movzx eax, dil
+    mov dword ptr [r15 + 448], 189
     mov rbp, r11
-    mov qword ptr [r15 + 704], rbp
-    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov ebp, edi
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
     mov esi, ecx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 172
-    movzx ebp, cl
-    mov esi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 768]
-    mov r9d, eax
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov ebp, eax
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ebp
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    lea rcx, [rip + .Lc1_d2223_s]
+    lea rcx, [rip + .Lc1_d2181_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2223_s_t
-.Lc1_d2223_j:
+    call .Lc1_d2181_s_t
+.Lc1_d2181_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2223_s:
+.Lc1_d2181_s:
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 512]
-    mov rsi, rcx
-    mov byte ptr [r15 + 0], sil
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, ebp
-    mov rsi, rcx
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], 80
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rsi
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rsi
-    mov ebp, esi
+    mov byte ptr [r15 + 0], bpl
+    .byte 0x0f, 0x1f, 0x00
+    mov ebp, ecx
+    mov rcx, rbp
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 320]
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 256]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
     mov dword ptr [r15 + rbp + 832], ebp
-    mov rdi, rsi
-    mov qword ptr [r15 + 128], rdi
-    mov edi, ecx
-    movzx ecx, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov dword ptr [r15 + 448], 153
     jmp 1f
 1:
-    mov esi, r8d
-    mov r8, r11
-    mov dword ptr [r15 + 192], 97
-    mov r9, qword ptr [r15 + rbp + 896]
-    mov rbp, qword ptr [r15 + 576]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov dword ptr [r15 + 768], 172
+    movzx ecx, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    mov qword ptr [r15 + 704], rsi
+    mov rsi, rsi
+    mov r9, r11
+    mov qword ptr [r15 + 448], r9
+    mov esi, ebp
+    mov qword ptr [r15 + 64], rsi
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, ebp
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 46
+    mov dword ptr [r15 + 384], 251
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d2277_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2277_s_t
-.Lc1_d2277_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2277_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r8d, 225
-    mov r9d, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm7, xmm7, xmm0
-    movzx ecx, al
-    mov eax, 191
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov byte ptr [r15 + 512], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    movsxd rax, dword ptr [r15 + 384]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 210
-    mov r9, r11
-    mov rdx, r9
-    movsxd rdx, dword ptr [r15 + rbp + 7552]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 320]
-    mov eax, r9d
-    mov r9, qword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 128]
-    movzx edi, sil
-    vmovdqu ymmword ptr [r15 + 640], ymm11
+    mov dword ptr [r15 + 0], 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 214
+    and rbp, 1984
+    lea r9, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm14
+    and r9, 8128
+    add qword ptr [r15 + r9 + 7488], r9
+    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rdx
     jmp 1f
 1:
+    movzx edx, bpl
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov dword ptr [r15 + 128], 119
+    movzx edx, bpl
+    mov ebp, 34
+    mov edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 192]
+    mov r8, rax
+    mov r8, r11
+    mov edi, 134
+    movzx ecx, byte ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 640]
+    and r8, 4032
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + r9 + 7552]
+    mov r9, qword ptr [r15 + 128]
+    mov esi, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2275_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2275_s_t
+.Lc1_d2275_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2275_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, r9d
+    mov r9, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     mov r9, r11
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 448]
-    mov edi, 155
-    movzx esi, al
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    vpaddd xmm13, xmm13, xmm1
-    jmp 1f
-1:
-    mov eax, 164
-    mov r9d, esi
-    movzx eax, byte ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], dil
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edx, eax
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 192]
+    movzx ecx, r9b
     mov r8, qword ptr [r15 + 256]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    lea r8, [r11 + r11*1]
+    mov edi, 80
+    mov edi, edi
+    and r8, 448
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + r8 + 832]
+    mov rdi, qword ptr [r15 + 192]
+    mov eax, 212
+    movzx edx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + r8 + 896]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 4032
+    add qword ptr [r15 + r8 + 3392], r8
+    mov r8, qword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 256], ymm2
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea rcx, [rip + .Lc1_d2375_s]
+    lea rcx, [rip + .Lc1_d2325_s]
     add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2325_s_t
+.Lc1_d2325_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2325_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 512]
+    lea r9, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + 768]
+    mov rdi, rdx
+    mov rdx, rdi
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov byte ptr [r15 + 512], cl
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 576]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 16
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    movzx eax, byte ptr [r15 + r9 + 7552]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c45:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d2375_s]
+    lea rcx, [rcx + rax*8]
     call .Lc1_d2375_s_t
 .Lc1_d2375_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc1_d2375_s:
     ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 512]
-    mov rdx, rcx
-    mov ecx, dword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 576]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdx
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], bpl
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 640]
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 320]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 146
-    movsxd r9, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    mov rax, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c45:
-    lea rcx, [rip + .Lc1_d2423_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2423_s_t
-.Lc1_d2423_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2423_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, 71
-    mov rdx, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 448]
-    movzx r9d, al
     lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 118
-    movzx r8d, al
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 15
+    movzx edx, dl
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 704], sil
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 192]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 384]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 640], 174
+    mov ebp, edx
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 14
-    add r9, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    mov rbp, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r9, r11
-    mov eax, r9d
-    mov qword ptr [r15 + r8 + 1408], rax
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, rbp
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9d, esi
-    mov byte ptr [r15 + 128], r9b
-    mov r9, rax
-    movzx eax, byte ptr [r15 + 704]
+    mov dword ptr [r15 + r8 + 1344], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 194
-    mov esi, 213
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d2425_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2425_s_t
+.Lc1_d2425_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2425_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx r8d, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 133
+    mov byte ptr [r15 + 0], al
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    mov byte ptr [r15 + 192], r8b
+    and rbp, 16320
+    and r8d, dword ptr [r15 + rbp + 15680]
+    mov qword ptr [r15 + 128], r8
     mov r8, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 256], xmm1
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    mov qword ptr [r15 + 512], rbp
+    mov eax, 17
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, r11
+    mov byte ptr [r15 + 256], r9b
+    movzx eax, byte ptr [r15 + 64]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 37
+    mov r9d, dword ptr [r15 + 128]
+    vpmovmskb ecx, xmm5
+    mov r8, r11
+    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r15 + 768], rax
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 640], bpl
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 448], ebp
-    and r9, 448
-    mov byte ptr [r15 + r9 + 896], cl
-    mov dword ptr [r15 + r9 + 832], 147
-    mov byte ptr [r15 + 512], bpl
-    movzx r9d, byte ptr [r15 + 384]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], 147
+    mov r8d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d2516_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2516_s_t
-.Lc1_d2516_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2516_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov qword ptr [r15 + 128], r9
-    vpcmpeqb xmm13, xmm13, xmm4
-    mov dword ptr [r15 + 320], 226
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 256], 9
-    movsxd rax, dword ptr [r15 + 320]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    mov qword ptr [r15 + 192], rcx
+    vmovdqu xmm5, xmmword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], r8d
+    mov dword ptr [r15 + 256], 226
+    movzx eax, byte ptr [r15 + 64]
+    add r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 81
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 160
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 704], r9d
-    mov eax, 169
-    mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    mov dword ptr [r15 + 192], eax
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 128], 248
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 512]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 19
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rsi, rdi
+    mov dword ptr [r15 + 0], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov r8d, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 171
+    mov dword ptr [r15 + 384], 33
+    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 64], r8b
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm0
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov qword ptr [r15 + 320], r8
+    add r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 640], r8b
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    lea rcx, [rip + .Lc1_d2560_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2560_s_t
-.Lc1_d2560_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d2515_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2515_s_t
+.Lc1_d2515_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2560_s:
+.Lc1_d2515_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 204
-    vmovq qword ptr [r15 + 64], xmm2
-    movzx r9d, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 90
+    movzx eax, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
-    movzx esi, r9b
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, rdx
-    mov qword ptr [r15 + 512], rsi
-    movzx r8d, byte ptr [r15 + 576]
+    mov ecx, 240
     lea rbp, [r11 + r11*1]
-    mov esi, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
     and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1408]
+    movzx edi, byte ptr [r15 + rbp + 1408]
+    movzx r8d, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 512], eax
+    vpxor xmm5, xmm5, xmm11
+    movzx eax, dil
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, cl
+    and r8, 8128
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 256]
     movzx edx, byte ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 768], al
-    mov eax, 93
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov eax, dword ptr [r15 + 192]
-    movzx ebp, al
+    mov ebp, 178
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 192]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    lea rcx, [rip + .Lc1_d2605_s]
+    lea rcx, [rip + .Lc1_d2566_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2605_s_t
-.Lc1_d2605_j:
+    call .Lc1_d2566_s_t
+.Lc1_d2566_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2605_s:
+.Lc1_d2566_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], 7
     jmp 1f
 1:
-    mov eax, ebp
-    mov ebp, eax
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, rbp
+    vmovq qword ptr [r15 + 0], xmm15
+    movzx ecx, bpl
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 2
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 13
+    movsxd rbp, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov rax, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    movzx ecx, al
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 192]
+    mov r8, r11
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ebp
     jmp 1f
 1:
-    mov ecx, 185
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], esi
+    mov esi, ebp
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
+    mov edi, edx
+    mov edx, 189
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov edx, 14
     and rbp, 448
     mov qword ptr [r15 + rbp + 832], rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    mov edx, 189
-    mov dword ptr [r15 + 128], 220
-    mov rdx, rcx
-    mov r9, r11
-    vmovq xmm7, rbp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 85
+    mov dword ptr [r15 + 384], 108
+    mov dword ptr [r15 + 576], 11
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov rbp, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d2623_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2623_s_t
+.Lc1_d2623_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2623_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    mov eax, 253
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, ecx
+    mov dword ptr [r15 + 320], 102
+    mov qword ptr [r15 + 64], rax
     jmp 1f
 1:
-    mov rcx, rdx
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    mov eax, dword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9d, 33
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx edi, al
+    mov rbp, r11
+    lea r9, [r11 + r11*1]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 46
-    movzx ebp, r9b
-    mov r9d, 66
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 768], rax
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 384]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 107
-    mov rdx, rax
-    mov rax, qword ptr [r15 + 64]
-    mov esi, 132
-    mov r8d, r9d
-    movsxd r9, dword ptr [r15 + 704]
-    mov esi, 38
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx ebp, al
+    movzx eax, byte ptr [r15 + 64]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], 132
+    mov esi, dword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d2709_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2709_s_t
-.Lc1_d2709_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2709_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov ecx, 144
-    mov eax, 245
-    vmovdqu xmmword ptr [r15 + 0], xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 64], eax
-    mov byte ptr [r15 + 256], cl
-    movzx r8d, byte ptr [r15 + 64]
-    movzx ecx, cl
-    mov r9, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 149
+    lea rbp, [r11 + r11*1]
+    mov r9d, 144
     and rbp, 1984
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 448]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9d, eax
-    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 144
+    vpor xmm5, xmm5, xmm5
     jmp 1f
 1:
-    mov r9d, 168
-    mov rax, r9
-    mov r9, rcx
-    mov rax, qword ptr [r15 + 384]
-    mov r9, rax
-    mov byte ptr [r15 + 576], cl
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rbp
+    mov rsi, r9
+    mov r9d, 57
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, al
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 768], r9b
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 384], 194
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 192], rdi
+    jmp 1f
+1:
+    mov edi, 1
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 143
+    movzx edi, byte ptr [r15 + 448]
+    mov edx, edi
+    mov dword ptr [r15 + 128], edx
+    mov edx, 158
+    mov dword ptr [r15 + 320], 65
+    jmp 1f
+1:
+    vpor xmm6, xmm6, xmm12
+    mov edx, 41
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    lea rcx, [rip + .Lc1_d2757_s]
+    lea rcx, [rip + .Lc1_d2717_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2757_s_t
-.Lc1_d2757_j:
+    call .Lc1_d2717_s_t
+.Lc1_d2717_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2757_s:
+.Lc1_d2717_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 704]
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r9d
-    mov rax, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, ecx
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, 126
+    mov rdx, rdi
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, 10
-    mov r9d, 7
-    mov r9, r11
-    mov rdi, r9
-    mov eax, 173
-    mov edi, eax
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9, r11
-    mov eax, dword ptr [r15 + 320]
-    mov esi, edi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 60
-    mov r9d, dword ptr [r15 + 256]
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 640]
+    vmovdqu xmmword ptr [r15 + 128], xmm5
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    mov esi, esi
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov esi, 61
+    mov dword ptr [r15 + 64], esi
+    mov r8, r11
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + 448]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, 208
+    mov r8, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + r9 + 7552]
     jmp 1f
 1:
     add r11, 64
@@ -3928,322 +3821,289 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    mov r9, r11
-    mov edi, edi
-    and r9, 16320
-    mov rdi, qword ptr [r15 + r9 + 15680]
-    movzx r9d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    mov edi, 78
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rdi
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d2767_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2767_s_t
+.Lc1_d2767_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2767_s:
+    ret
+    .popsection
     mov r8, r8
-    mov edi, dword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 100
-    mov rdx, r9
+    mov r9, qword ptr [r15 + 704]
+    mov r8, r9
     mov r9, r11
-    mov rdx, qword ptr [r15 + 128]
-    lea rbp, [r11 + r11*1]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov ecx, 188
-    mov ecx, dword ptr [r15 + 256]
-    mov esi, edx
-    movzx edx, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 896], 245
-    mov rbp, qword ptr [r15 + 192]
-    movzx eax, bpl
-    mov ebp, 206
-    mov ebp, dword ptr [r15 + 512]
-    mov r9d, ecx
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov ecx, 1
+    mov dword ptr [r15 + 0], 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    movzx esi, r9b
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + 448], 158
+    movzx edi, byte ptr [r15 + 384]
+    mov ebp, 234
+    mov ebp, dword ptr [r15 + 128]
+    mov r9, r11
+    mov edx, r9d
+    and r9, 1984
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    movzx eax, byte ptr [r15 + 192]
+    vpxor xmm6, xmm6, xmm9
+    mov eax, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    lea rcx, [rip + .Lc1_d2857_s]
+    lea rcx, [rip + .Lc1_d2819_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2857_s_t
-.Lc1_d2857_j:
+    call .Lc1_d2819_s_t
+.Lc1_d2819_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2857_s:
+.Lc1_d2819_s:
     ret
     .popsection
-    mov rcx, rbp
-    mov dword ptr [r15 + 320], 189
-    mov qword ptr [r15 + 576], rbp
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rcx, rbp
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, qword ptr [r15 + 448]
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    mov eax, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 640]
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov edx, 115
-    mov dword ptr [r15 + rbp + 7552], 110
-    mov ebp, 251
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov edx, ebp
+    mov qword ptr [r15 + 64], rdx
+    mov rdx, rax
+    movzx ecx, byte ptr [r15 + 640]
+    mov edx, 75
+    mov ebp, 73
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 128], 190
+    movzx edx, al
+    mov rax, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 128], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
     mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 192]
+    mov r9, r11
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 448]
-    lea r9, [r11 + r11*1]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], r9d
-    mov rbp, qword ptr [r15 + 192]
-    movzx edi, bpl
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r8, r11
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], r9d
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2908_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d2908_s_t
-.Lc1_d2908_j:
+    lea rcx, [rip + .Lc1_d2869_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d2869_s_t
+.Lc1_d2869_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2908_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d2869_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov r9d, 72
-    mov dword ptr [r15 + 0], 226
+    mov dword ptr [r15 + 384], 107
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 256]
-    vmovq qword ptr [r15 + 64], xmm14
-    mov dword ptr [r15 + 128], 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    add r9, qword ptr [r15 + 0]
+    mov ecx, 17
+    mov ebp, 217
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 256], 230
+    mov r8, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 187
     mov rbp, r11
-    add rcx, qword ptr [r15 + 448]
-    and rbp, 448
+    mov edi, ebp
+    movsxd rdi, dword ptr [r15 + 64]
     mov r9, r11
-    mov dword ptr [r15 + rbp + 832], 165
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 192], ecx
-    mov r9d, dword ptr [r15 + 512]
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 64]
-    mov r8d, ecx
-    mov dword ptr [r15 + 320], 191
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, r11
+    mov eax, r8d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    vpshufd xmm8, xmm6, 220
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], eax
+    and edx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 122
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    lea rcx, [rip + .Lc1_d2966_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d2966_s_t
-.Lc1_d2966_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2966_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r9d, 188
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    movzx r9d, cl
-    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    vpor xmm6, xmm6, xmm6
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     mov r9, r11
-    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + 320], r9d
+    and r9, 1984
+    xor dword ptr [r15 + r9 + 1344], r9d
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 512], r9b
+    movzx edx, byte ptr [r15 + 128]
     and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movsxd rcx, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 384]
+    and eax, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 256], 188
+    mov eax, dword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + r9 + 896]
+    mov dword ptr [r15 + 128], 16
+    mov byte ptr [r15 + 192], dl
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 256], rdx
+    movzx edx, r9b
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], r9b
     jmp 1f
 1:
-    movzx esi, r8b
-    mov qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 448], r9b
-    movzx r9d, cl
-    mov dword ptr [r15 + r8 + 1408], 100
-    mov r8d, 38
-    mov r9, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], r9b
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 128]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 58
-    mov r9d, ecx
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx ebp, dl
+    mov edx, dword ptr [r15 + 64]
+    movzx r9d, dl
+    mov edx, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov ecx, r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d2964_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d2964_s_t
+.Lc1_d2964_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2964_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov eax, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 255
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 14
     mov r9, r11
-    mov byte ptr [r15 + 0], r9b
-    vmovdqu ymmword ptr [r15 + 704], ymm2
-    mov dword ptr [r15 + 64], r8d
+    mov ecx, dword ptr [r15 + 512]
+    and r9, 1984
+    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm8
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 704]
     and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov byte ptr [r15 + 256], r9b
-    movzx r9d, cl
     mov r8, r11
+    mov dword ptr [r15 + r9 + 7552], r8d
+    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 128], cl
+    and r8, 448
+    add rsi, qword ptr [r15 + r8 + 832]
+    mov r8d, esi
     jmp 1f
 1:
-    mov r9d, ecx
     jmp 1f
 1:
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov ecx, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r8d, 60
-    mov byte ptr [r15 + 448], r8b
-    add qword ptr [r15 + 512], r9
-    mov byte ptr [r15 + 192], r9b
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov byte ptr [r15 + 384], r9b
-    mov dword ptr [r15 + 320], r9d
-    movsxd r9, dword ptr [r15 + 128]
-    xchg qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 256], al
+    movsxd rax, dword ptr [r15 + 640]
+    mov r9d, 253
+    mov byte ptr [r15 + 128], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -4255,304 +4115,293 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d3072_s]
+    lea rcx, [rip + .Lc1_d3017_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3072_s_t
-.Lc1_d3072_j:
+    call .Lc1_d3017_s_t
+.Lc1_d3017_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3072_s:
+.Lc1_d3017_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 320], 42
-    movsxd rdx, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    mov esi, 79
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 768]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r15 + 384]
-    mov ebp, 73
-    mov rbp, r11
+    mov dword ptr [r15 + 512], 37
     mov r8, r11
-    mov rdi, r8
+    mov eax, 43
+    mov rcx, qword ptr [r15 + 448]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 111
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 128]
+    mov r9, r8
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 56
+    mov rbp, r11
+    mov dword ptr [r15 + 384], ebp
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 143
-    mov byte ptr [r15 + 512], sil
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
     mov rsi, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 128]
+    add rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3392], 206
+    movsxd rbp, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3121_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3121_s_t
-.Lc1_d3121_j:
+    lea rcx, [rip + .Lc1_d3064_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3064_s_t
+.Lc1_d3064_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3121_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3064_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edi, 206
-    movzx eax, dil
-    mov byte ptr [r15 + 128], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov edx, 248
     mov r9, r11
-    jmp 1f
-1:
+    mov r8, r11
     and r9, 4032
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    movzx ebp, r9b
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 64], sil
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    movzx eax, byte ptr [r15 + 64]
-    mov ebp, 252
+    movsxd rsi, dword ptr [r15 + 512]
+    mov r8d, 74
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
-    vpor xmm6, xmm6, xmm5
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ecx, 72
-    mov esi, 39
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 114
-    jmp 1f
-1:
-    mov ebp, r9d
+    mov r8d, dword ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], dl
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + rbp + 896]
+    mov ebp, dword ptr [r15 + 64]
+    movzx esi, bpl
+    mov ebp, 244
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea rcx, [rip + .Lc1_d3177_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3177_s_t
-.Lc1_d3177_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3177_s:
-    ret
-    .popsection
-    mov r9, rsi
-    jmp 1f
-1:
-    vpor xmm6, xmm6, xmm5
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], esi
     mov r8, r11
-    mov qword ptr [r15 + 768], r8
-    movzx ecx, byte ptr [r15 + 256]
-    vmovq xmm6, rcx
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov qword ptr [r15 + 320], r8
     and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 320]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 35
-    mov qword ptr [r15 + 192], rsi
-    and rbp, 1984
-    mov r8, r11
-    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    vmovq xmm5, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, esi
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], r8
+    movzx esi, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov esi, edx
     jmp 1f
 1:
+    mov esi, 135
+    mov qword ptr [r15 + 0], rsi
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    movzx esi, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
+    mov qword ptr [r15 + 704], rbp
+    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 64]
-    movzx edx, dil
-    mov edi, edx
-    movzx edx, byte ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 512]
-    mov eax, ecx
+    mov r9d, edx
+    mov dword ptr [r15 + rbp + 7552], r9d
+    movsxd rbp, dword ptr [r15 + 128]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, r8
-    mov edi, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 20
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    add r8, qword ptr [r15 + 0]
-    mov edx, 77
-    mov byte ptr [r15 + 0], dl
+    lea rcx, [rip + .Lc1_d3167_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3167_s_t
+.Lc1_d3167_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3167_s:
+    ret
+    .popsection
     lea rbp, [r11 + r11*1]
+    mov ecx, 220
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
-    and rbp, 8128
-    inc dword ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + rbp + 7488], r8
-    movzx ebp, byte ptr [r15 + 64]
-    vpxor xmm8, xmm8, xmm5
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 109
-    mov dword ptr [r15 + 512], 16
-    mov r8d, r8d
-    mov edi, dword ptr [r15 + 384]
-    mov r8, r11
-    mov r9, r8
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    mov rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 192]
+    mov r9, r11
     jmp 1f
 1:
-    mov r8, r11
+    mov edi, ebp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, rcx
+    and ecx, dword ptr [r15 + rbp + 3456]
+    mov ebp, ecx
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    vpxor xmm5, xmm5, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 8
+    mov byte ptr [r15 + 64], bpl
+    vpcmpeqb xmm5, xmm5, xmm7
+    mov dword ptr [r15 + 384], 85
     movzx r9d, byte ptr [r15 + 448]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], r8b
-    mov dword ptr [r15 + 128], 199
-    vmovdqu xmmword ptr [r15 + 128], xmm6
-    mov qword ptr [r15 + 576], rdi
+    mov dword ptr [r15 + 320], r9d
+    mov r9, qword ptr [r15 + 576]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 512], r9
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 27
+    mov dword ptr [r15 + 640], 243
+    mov dword ptr [r15 + 256], 199
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    lea rcx, [rip + .Lc1_d3274_s]
+    lea rcx, [rip + .Lc1_d3214_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3274_s_t
-.Lc1_d3274_j:
+    call .Lc1_d3214_s_t
+.Lc1_d3214_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3274_s:
+.Lc1_d3214_s:
     ret
     .popsection
-    mov edi, dword ptr [r15 + 192]
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 128]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 0], r9b
+    mov r9, rbp
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 218
-    mov dword ptr [r15 + 0], 63
-    mov edi, r9d
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 704]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 64], 11
+    movsxd rsi, dword ptr [r15 + 448]
     mov rbp, r11
-    add rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov eax, r8d
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 215
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov dword ptr [r15 + 320], 25
-    mov dword ptr [r15 + 448], r9d
-    jmp 1f
-1:
-    movzx ecx, bpl
-    lock or dword ptr [r15 + 512], 61
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, rcx
-    mov byte ptr [r15 + 640], r9b
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 3456]
-    movzx r8d, bpl
-    mov rbp, r11
-    mov rcx, rbp
-    mov ecx, 149
-    jmp 1f
-1:
+    mov byte ptr [r15 + 128], bpl
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 156
+    mov r8d, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 215
+    lea rbp, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], dl
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 216
+    movsxd rdi, dword ptr [r15 + 704]
+    mov rax, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 80
+    and r8d, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edi, dl
+    mov edx, 177
+    movzx edx, dl
+    jmp 1f
+1:
+    mov edx, eax
     add r11, 64
     inc rbx
     dec r13
@@ -4564,1350 +4413,1314 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d3327_s]
+    lea rcx, [rip + .Lc1_d3269_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d3327_s_t
-.Lc1_d3327_j:
+    call .Lc1_d3269_s_t
+.Lc1_d3269_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3327_s:
+.Lc1_d3269_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 448], 236
-    mov dword ptr [r15 + 128], ecx
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 169
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov r8, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 128]
-    mov rdx, rsi
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    movsxd rcx, dword ptr [r15 + 768]
+    add rax, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edx
+    mov rdx, rax
     jmp 1f
 1:
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov esi, dword ptr [r15 + rbp + 1408]
-    movzx ebp, sil
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 768], r8d
+    mov edx, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 128]
+    movzx r8d, cl
+    mov rcx, r8
+    mov dword ptr [r15 + 576], ecx
     mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    mov ecx, dword ptr [r15 + 576]
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    mov r9, r11
+    mov dword ptr [r15 + 256], r9d
+    and r9, 1984
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm5
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 11
     mov dword ptr [r15 + 512], 135
-    movsxd r8, dword ptr [r15 + 192]
-    movzx esi, r8b
+    mov ebp, dword ptr [r15 + 192]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    vmovq qword ptr [r15 + 320], xmm8
+    lea rcx, [rip + .Lc1_d3314_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3314_s_t
+.Lc1_d3314_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3314_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov ecx, r8d
-    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    and esi, dword ptr [r15 + 0]
+    mov rbp, r9
+    movzx r9d, bpl
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov r8d, 115
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r11
+    mov ecx, 216
     mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
+    mov qword ptr [r15 + 704], rcx
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 512]
     mov r8, r11
-    mov rbp, r11
+    mov edi, r8d
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movsxd r8, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
+    and ebp, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov esi, 87
-    mov edx, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 64], rsi
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdi, r8
+    mov qword ptr [r15 + 128], rdi
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8d, 115
+    mov r8d, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c65:
-    lea rcx, [rip + .Lc1_d3422_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3422_s_t
-.Lc1_d3422_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3422_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1408]
+    mov rsi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 80
+    mov qword ptr [r15 + 576], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm0, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 128]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movzx r9d, al
-    mov r9, r11
-    mov esi, 3
+    movzx edi, dil
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    test ebx, 1536
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm0
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    movsxd rdi, dword ptr [r15 + 512]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov ebp, 13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 233
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov rbp, r11
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 768]
+    mov r8, rdi
+    and rbp, 448
+    add rdi, qword ptr [r15 + rbp + 832]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], al
-    mov rax, rsi
-    mov r9, rax
-    mov eax, dword ptr [r15 + 64]
-    vmovq xmm14, rax
-    mov dword ptr [r15 + 256], 12
-    mov qword ptr [r15 + 192], rsi
-    movsxd rsi, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 512]
-    mov rdx, rax
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 1984
-    add rsi, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 384], 150
-    mov qword ptr [r15 + 448], rax
+    mov byte ptr [r15 + 64], al
+    mov rax, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    lea rcx, [rip + .Lc1_d3472_s]
+    lea rcx, [rip + .Lc1_d3412_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3472_s_t
-.Lc1_d3472_j:
+    call .Lc1_d3412_s_t
+.Lc1_d3412_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3472_s:
+.Lc1_d3412_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    movzx esi, al
-    mov byte ptr [r15 + 0], sil
-    movzx esi, cl
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    mov esi, 118
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 192]
-    mov edi, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 384]
+    movzx edi, al
+    movzx eax, dil
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
     and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov ebp, 239
-    mov ebp, ebp
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    mov esi, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 128]
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rdi
-    movzx edi, dil
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov edi, dword ptr [r15 + 320]
-    vpcmpeqb xmm1, xmm1, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], bpl
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r9d, esi
+    mov r9, r11
+    mov edx, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov r9d, 180
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + rbp + 7552]
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + 512], rdx
+    mov edx, dword ptr [r15 + 448]
+    movzx ebp, dl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov byte ptr [r15 + 128], r9b
+    inc dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    lea rcx, [rip + .Lc1_d3524_s]
+    lea rcx, [rip + .Lc1_d3462_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3524_s_t
-.Lc1_d3524_j:
+    call .Lc1_d3462_s_t
+.Lc1_d3462_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3524_s:
+.Lc1_d3462_s:
     ret
     .popsection
-    mov r8, r11
-    mov qword ptr [r15 + 128], r8
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], r9b
-    mov r8d, ecx
-    mov byte ptr [r15 + 448], r8b
-    mov r8d, 36
-    movzx ecx, r8b
-    mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 253
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9, r11
+    mov esi, r9d
+    mov r8d, esi
+    movzx esi, r8b
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 128], edx
+    mov edx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 704], 23
+    jmp 1f
+1:
+    movzx esi, cl
+    mov ecx, 141
+    movzx r8d, cl
     mov ecx, r8d
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 41
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 16
+    mov r9d, 216
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, r8d
-    jmp 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edx
+    mov ecx, 114
     mov r8, r11
-    vmovdqu xmm6, xmmword ptr [r15 + 640]
-    movzx edx, dl
-    mov edx, 16
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + r9 + 3392], edx
-    movsxd rdx, dword ptr [r15 + 192]
-    mov r8d, 133
-    mov r8d, 171
     jmp 1f
 1:
-    movzx r8d, dl
+    vpaddd xmm5, xmm5, xmm0
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1408]
+    vpmovmskb eax, xmm5
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edi
+    mov edi, 109
+    mov byte ptr [r15 + 768], dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1344], cl
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    mov edx, edx
-    mov rdx, rdx
-    mov rdx, rdx
+    lea rcx, [rip + .Lc1_d3518_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3518_s_t
+.Lc1_d3518_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3518_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov rcx, r9
+    mov r9d, 208
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 448]
-    mov edx, 170
-    mov rdx, rdx
-    mov rdx, rdx
-    movzx edx, dl
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, edx
-    vpshufd xmm6, xmm1, 131
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov dword ptr [r15 + r8 + 3456], 54
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 253
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, r8d
+    movsxd r8, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 448]
+    mov r8, r11
+    mov rdx, r8
+    mov edx, 131
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 103
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 165
-    mov r9, qword ptr [r15 + 64]
-    mov r9, r11
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movzx r9d, cl
     jmp 1f
 1:
-    mov rax, rdx
-    lock xadd qword ptr [r15 + 448], rdx
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, 84
-    mov dword ptr [r15 + 768], 5
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 512]
+    mov rdi, r8
+    mov r8, rdi
+    inc dword ptr [r15 + 320]
+    and edx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c69:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d3629_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3629_s_t
-.Lc1_d3629_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3629_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 384]
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov r9d, r8d
+    mov r8, r9
+    inc dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    mov r9d, 69
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 320]
-    mov ecx, edi
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9, r11
+    mov dword ptr [r15 + 0], 129
+    mov dword ptr [r15 + 128], 16
+    mov qword ptr [r15 + 256], r9
     jmp 1f
 1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 448], rax
-    test ebx, 10752
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    movsxd rax, dword ptr [r15 + 512]
-    mov rsi, rax
-    mov qword ptr [r15 + 64], rsi
+    movsxd r8, dword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 640], xmm5
     jmp 1f
 1:
-    mov rax, r9
-    mov r9, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], r9b
+    mov rdx, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 512]
     mov rbp, r11
     mov eax, ebp
-    vpcmpeqb xmm1, xmm1, xmm6
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 48
-    mov eax, eax
-    mov eax, eax
+    add r8, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
+    mov r8, r11
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 320]
+    mov rdi, r8
+    mov qword ptr [r15 + 64], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    lea rcx, [rip + .Lc1_d3680_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3680_s_t
-.Lc1_d3680_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d3623_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3623_s_t
+.Lc1_d3623_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3680_s:
+.Lc1_d3623_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 0], ecx
+    movzx edi, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 148
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov ebp, edi
+    movzx edi, byte ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 768]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, r11
     mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 216
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm6
-    mov r9d, eax
-    mov rax, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 1408]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 320], rax
-    movsxd rax, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 256]
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], dil
-    jmp 1f
-1:
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov r8, rdi
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov esi, ebp
-    movzx ebp, r8b
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c71:
+    lea rcx, [rip + .Lc1_d3669_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3669_s_t
+.Lc1_d3669_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3669_s:
+    ret
+    .popsection
+    mov ebp, r9d
+    mov r9d, ebp
+    mov byte ptr [r15 + 128], r9b
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 88
+    vpxor xmm7, xmm7, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 164
     jmp 1f
 1:
-    mov r8, r8
-    mov r8d, r8d
-    vpxor xmm6, xmm6, xmm2
-    mov r8d, ebp
+    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 56
-    movsxd r8, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 164
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 29
-    mov ebp, 170
-    mov dword ptr [r15 + 0], 8
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 10752
-    jz 1f
-1:
+    mov r9, r9
+    movzx ebp, r9b
+    movsxd r9, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 192]
     mov r8, r11
-    mov byte ptr [r15 + 448], r8b
-    movzx ecx, bpl
+    mov dword ptr [r15 + 512], 248
+    jmp 1f
+1:
+    mov esi, r9d
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    movzx eax, r9b
     and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, r11
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 512], r9b
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 64]
-    and r9, 448
-    imul rbp, qword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 128], bpl
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 896], r8d
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 384], r9
+    mov byte ptr [r15 + 640], cl
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    movzx ecx, byte ptr [r15 + 320]
     mov r9d, ecx
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], r9
-    mov r8d, r8d
-    jmp 1f
-1:
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, 43
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    lea rcx, [rip + .Lc1_d3781_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3781_s_t
-.Lc1_d3781_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3722_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d3722_s_t
+.Lc1_d3722_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3781_s:
+.Lc1_d3722_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 704], r8d
-    movsxd r8, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 108
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    movzx eax, r9b
+    movsxd r9, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 94
+    vpshufd xmm8, xmm5, 177
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov eax, r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r9
+    movsxd r9, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 192], r9
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, 183
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 320]
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 448], ecx
+    mov r9, r11
+    mov rcx, r9
     mov rcx, rcx
-    movzx ecx, cl
     mov ecx, ecx
-    movzx ecx, cl
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], r8
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ecx
-    lea rbp, [r11 + r11*1]
-    vpshufd xmm8, xmm6, 214
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 128], r8b
-    mov r8, qword ptr [r15 + rbp + 3456]
-    movzx ebp, r8b
-    vpxor xmm8, xmm8, xmm6
-    mov dword ptr [r15 + 320], 229
-    mov qword ptr [r15 + 256], rcx
-    mov rbp, r11
-    mov rcx, rbp
-    mov qword ptr [r15 + 384], rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, r8d
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, qword ptr [r15 + 512]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c73:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d3835_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3835_s_t
-.Lc1_d3835_j:
+    lea rcx, [rip + .Lc1_d3777_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3777_s_t
+.Lc1_d3777_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3835_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3777_s:
     ret
     .popsection
-    vmovdqu xmmword ptr [r15 + 256], xmm6
-    mov r9, r11
-    mov eax, r9d
-    mov qword ptr [r15 + 768], rax
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], ebp
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 512]
-    mov r9, r11
-    mov qword ptr [r15 + 448], r9
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, rax
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8d, ecx
+    mov qword ptr [r15 + 512], r8
+    mov byte ptr [r15 + 64], r9b
+    nop
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    vpor xmm7, xmm7, xmm7
+    movzx ecx, byte ptr [r15 + r9 + 1408]
     .byte 0x0f, 0x1f, 0x00
-    mov eax, 144
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r8b
+    movsxd r9, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], r9b
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx r9d, cl
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov r9, rdx
+    mov r8, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 192]
+    mov r8, r9
+    mov r9d, dword ptr [r15 + 448]
     jmp 1f
 1:
+    mov qword ptr [r15 + 576], rcx
+    mov ecx, 95
     jmp 1f
 1:
+    mov qword ptr [r15 + 640], r9
+    mov ecx, 18
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], 3
+    vpxor xmm8, xmm8, xmm9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c74:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3890_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d3890_s_t
-.Lc1_d3890_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3890_s:
-    ret
-    .popsection
-    mov ecx, eax
-    mov rbp, r11
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 22
-    mov edi, ecx
-    movzx ecx, byte ptr [r15 + 640]
-    jmp 1f
-1:
+    mov r9d, 59
+    mov rcx, qword ptr [r15 + 192]
     mov r9, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 1984
-    mov r8, r11
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov r9, rdx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    movzx esi, sil
-    mov dword ptr [r15 + 320], esi
-    mov rsi, qword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 448], xmm8
-    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 512], sil
+    mov esi, dword ptr [r15 + 448]
+    vmovdqu xmm0, xmmword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edi, ecx
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + r9 + 7552], eax
+    movzx r9d, bpl
+    mov byte ptr [r15 + 64], r9b
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
+    lea rcx, [rip + .Lc1_d3881_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3881_s_t
+.Lc1_d3881_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3881_s:
+    ret
+    .popsection
+    mov eax, 210
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 192], 233
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3456]
+    mov eax, 37
+    mov rax, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r8, rax
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov rax, r8
+    mov r8d, eax
+    mov rax, r8
+    mov r8, rax
+    mov rax, r8
+    mov dword ptr [r15 + 576], eax
     mov r8, r11
-    mov esi, 210
-    mov esi, 137
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx edi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, r8
-    mov byte ptr [r15 + 0], dil
-    mov esi, esi
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    movsxd rdi, dword ptr [r15 + 704]
-    mov rbp, rdi
-    mov rdi, rbp
-    mov ebp, 169
-    mov dword ptr [r15 + 128], 47
-    mov dword ptr [r15 + 512], 84
-    mov ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], ebp
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    mov rbp, rdi
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov eax, ebp
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    mov ecx, 78
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 84
+    vmovq qword ptr [r15 + 64], xmm7
+    mov r8d, 181
+    mov r8, r11
+    mov qword ptr [r15 + 384], r8
+    and r8, 8128
+    vmovq qword ptr [r15 + r8 + 7488], xmm7
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 448]
+    mov edx, 29
+    movsxd rdx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + rbp + 3392], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3988_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d3988_s_t
-.Lc1_d3988_j:
+    lea rcx, [rip + .Lc1_d3931_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d3931_s_t
+.Lc1_d3931_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3988_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d3931_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, ecx
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    mov dword ptr [r15 + 320], 56
+    movsxd r8, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    mov rdx, rax
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    vpxor xmm7, xmm7, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
-    mov eax, 91
-    movzx ecx, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    mov byte ptr [r15 + 448], dl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov dword ptr [r15 + 192], 136
-    mov rcx, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 64]
-    vmovdqu xmm14, xmmword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rax, rbp
-    movsxd rax, dword ptr [r15 + 768]
-    mov rdi, rcx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    movzx ecx, byte ptr [r15 + 128]
-    movzx ebp, cl
+    mov byte ptr [r15 + 64], r8b
+    mov r8, r8
+    mov dword ptr [r15 + 512], 113
+    mov r8, r11
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r8, rax
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, 251
+    movsxd rax, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + r9 + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    lea rcx, [rip + .Lc1_d4049_s]
+    lea rcx, [rip + .Lc1_d3982_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4049_s_t
-.Lc1_d4049_j:
+    call .Lc1_d3982_s_t
+.Lc1_d3982_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4049_s:
+.Lc1_d3982_s:
     ret
     .popsection
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    movzx ebp, bpl
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    vpshufd xmm8, xmm15, 30
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 320], 28
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + 640]
-    mov ebp, 246
-    movzx ebp, byte ptr [r15 + 64]
-    lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + 512], xmm11
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], r8
-    mov byte ptr [r15 + 384], bpl
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, qword ptr [r15 + 192]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, rax
+    mov eax, 94
+    movzx ecx, al
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, al
+    vpshufd xmm3, xmm0, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 250
     jmp 1f
 1:
     mov r9, r11
-    mov rdx, r9
-    mov edx, 246
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 512], r9
+    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 192]
+    and r9, 448
+    mov r8, r11
+    and eax, dword ptr [r15 + r9 + 832]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    and ecx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, 58
+    movsxd r8, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    mov ecx, edi
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, qword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 384]
+    vpcmpeqb xmm8, xmm8, xmm7
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c78:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d4101_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4101_s_t
-.Lc1_d4101_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4101_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd r9, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov dword ptr [r15 + 320], 84
-    add r9, qword ptr [r15 + 64]
-    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    mov rdi, rcx
+    movzx ecx, dil
     add rcx, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 128]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    mov ecx, r8d
-    vmovq qword ptr [r15 + 192], xmm14
-    mov r8, r11
-    mov dword ptr [r15 + 768], 129
+    movzx edi, cl
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    movsxd r8, dword ptr [r15 + 512]
-    add rax, qword ptr [r15 + 448]
-    movzx edi, al
-    mov r9, r11
-    mov eax, dword ptr [r15 + 128]
-    mov esi, 245
-    mov rsi, rsi
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], rcx
+    mov rdi, rcx
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
+    add rcx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 249
+    mov ebp, edi
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov edi, ebp
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 192], rdx
+    mov rbp, r11
+    mov edx, 213
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 30
+    movzx edx, dil
+    mov qword ptr [r15 + 64], rdx
+    vpcmpeqb xmm0, xmm0, xmm7
+    add rsi, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    movsxd rdi, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    mov esi, esi
-    mov esi, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb r9d, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 21
-    movzx esi, sil
-    mov dword ptr [r15 + 0], 124
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d4088_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4088_s_t
+.Lc1_d4088_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4088_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 320]
-    inc dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov rsi, rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, rbp
-    mov byte ptr [r15 + 640], r9b
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
+    mov rax, rbp
     jmp 1f
 1:
     mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     and r8, 1984
-    imul rsi, qword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    add rdx, qword ptr [r15 + r9 + 7488]
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 192]
+    and edx, dword ptr [r15 + 128]
+    mov r9d, edx
+    mov rdx, qword ptr [r15 + 448]
+    xor dword ptr [r15 + 256], edx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    or qword ptr [r15 + 384], 26
+    mov rdx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    lea rcx, [rip + .Lc1_d4199_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4199_s_t
-.Lc1_d4199_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d4143_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4143_s_t
+.Lc1_d4143_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4199_s:
+.Lc1_d4143_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx ecx, sil
-    mov esi, 154
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r15 + 64], r9b
+    mov rcx, rax
+    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 320], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 2
-    mov r9d, esi
-    mov dword ptr [r15 + 0], 222
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, 223
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 152
     jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, r9d
-    mov r9d, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    and r9, 16320
-    mov rsi, qword ptr [r15 + r9 + 15680]
-    vmovq qword ptr [r15 + 448], xmm14
-    mov dword ptr [r15 + 384], 249
-    movsxd r9, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 320]
-    mov eax, edi
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov rcx, rbp
-    movzx ecx, byte ptr [r15 + 512]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
     .byte 0x66, 0x90
+    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r11
+    mov eax, 221
+    mov rcx, rax
+    mov r8, r11
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 192], 128
+    mov r8, r11
+    mov dword ptr [r15 + 128], 120
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 226
-    mov byte ptr [r15 + 192], al
+    mov dword ptr [r15 + 448], 58
+    mov dword ptr [r15 + 512], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    lea rcx, [rip + .Lc1_d4249_s]
+    lea rcx, [rip + .Lc1_d4190_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4249_s_t
-.Lc1_d4249_j:
+    call .Lc1_d4190_s_t
+.Lc1_d4190_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4249_s:
+.Lc1_d4190_s:
     ret
     .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    or qword ptr [r15 + 384], 1
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    movzx ebp, dil
     lea rbp, [r11 + r11*1]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rbp
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    movzx ecx, al
-    mov eax, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm13
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 93
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 242
+    movsxd r8, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3456]
+    mov edx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rdx
+    mov edx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rdx
+    add rdi, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 3
+    movzx edx, bpl
+    mov rdx, rdx
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    add rdx, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 48
-    movzx ecx, r8b
     jmp 1f
 1:
-    mov r8, r11
-    mov rax, r8
-    jmp 1f
-1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    movzx r8d, al
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 201
+    mov qword ptr [r15 + 64], rdx
+    and rbp, 16320
+    movzx edx, byte ptr [r15 + rbp + 15680]
+    movzx ebp, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 14
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d4239_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4239_s_t
+.Lc1_d4239_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4239_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 64], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 16
-    mov dword ptr [r15 + 0], 223
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov rbp, rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 128]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 192], 10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, r11
-    mov dword ptr [r15 + 448], r9d
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 640], 116
-    mov dword ptr [r15 + 64], r8d
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 223
+    mov ecx, 93
+    movzx edx, byte ptr [r15 + 128]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], r9d
     mov byte ptr [r15 + 320], bpl
-    add r9, qword ptr [r15 + r8 + 3392]
+    movzx ebp, cl
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + rbp + 7552], 8
+    add rdx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 22
+    movzx r9d, byte ptr [r15 + 768]
+    xor dword ptr [r15 + 512], r9d
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov dword ptr [r15 + 576], 148
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    vpor xmm8, xmm8, xmm8
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 384]
-    vpshufd xmm8, xmm8, 22
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    mov rsi, rax
+    add rbp, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c83:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d4349_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4349_s_t
-.Lc1_d4349_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4349_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 448], rbp
+    mov rdx, r8
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r9d, ebp
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r8, rdx
+    mov r9d, 74
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 640]
+    lea rbp, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + 448]
+    movzx edi, dl
+    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3456]
+    movzx esi, al
+    mov eax, 51
+    movzx eax, byte ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 128]
+    mov r9, r11
+    mov dword ptr [r15 + 192], 214
+    mov dword ptr [r15 + 512], 169
+    mov qword ptr [r15 + rbp + 3392], rsi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, dword ptr [r15 + 256]
     mov rbp, r11
-    mov esi, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, qword ptr [r15 + 768]
-    mov r8d, ebp
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov rsi, rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    jmp 1f
 1:
-    mov r8d, esi
-    mov eax, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 448]
-    mov r8d, 229
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    mov ebp, 62
-    mov rbp, rbp
-    mov rbp, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov dword ptr [r15 + 512], 200
     and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8d, eax
+    mov esi, dword ptr [r15 + rbp + 7488]
+    add r8, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d4397_s]
+    lea rcx, [rip + .Lc1_d4331_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4397_s_t
-.Lc1_d4397_j:
+    call .Lc1_d4331_s_t
+.Lc1_d4331_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4397_s:
+.Lc1_d4331_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov eax, eax
-    mov rax, rax
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov esi, 217
-    movzx edi, sil
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 70
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rbp, r11
-    mov rcx, rbp
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    add rsi, qword ptr [r15 + 128]
-    mov r9, rsi
-    movsxd rsi, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 576]
-    .byte 0x0f, 0x1f, 0x00
-    movzx edx, byte ptr [r15 + 192]
-    mov rax, rcx
-    mov rcx, qword ptr [r15 + 384]
+    mov r8d, 65
+    movsxd rcx, dword ptr [r15 + 768]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov r8d, 206
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    mov r8d, r9d
-    mov byte ptr [r15 + 640], r8b
-    vmovdqu xmmword ptr [r15 + 320], xmm8
+    movzx ebp, r8b
+    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    mov ebp, 166
+    mov r8, r11
+    mov qword ptr [r15 + 0], r8
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd rdx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    vmovdqu xmm3, xmmword ptr [r15 + 512]
+    mov rsi, rdi
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov edi, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r9 + 896]
+    mov r9d, eax
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov r9, qword ptr [r15 + 128]
+    mov rax, r9
+    movzx r9d, byte ptr [r15 + 384]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
+    .byte 0x0f, 0x1f, 0x00
+    add rdx, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -5916,185 +5729,172 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4453_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d4386_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d4453_s_t
-.Lc1_d4453_j:
+    call .Lc1_d4386_s_t
+.Lc1_d4386_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4453_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4386_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r11
-    vmovdqu xmm8, xmmword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 448]
-    and r8, 4032
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 38
-    mov dword ptr [r15 + 128], 215
-    mov r8d, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    and eax, dword ptr [r15 + 448]
-    mov r8d, 72
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 384], cl
-    mov ecx, 238
-    movzx r8d, cl
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 704]
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 64]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    vpxor xmm3, xmm3, xmm4
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 4
+    and eax, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
+    mov edx, 233
+    mov edx, 198
+    movzx edx, dl
+    mov edx, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9d, 5
-    mov r9, qword ptr [r15 + rbp + 7488]
-    and r8d, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 42
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 640]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movsxd rbp, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 448]
+    movzx ebp, dl
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    mov dword ptr [r15 + 512], 200
-    mov ebp, 5
-    mov dword ptr [r15 + 64], 30
+    lea rcx, [rip + .Lc1_d4433_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4433_s_t
+.Lc1_d4433_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4433_s:
+    ret
+    .popsection
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    mov dword ptr [r15 + 0], 149
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, r8b
+    mov r8, qword ptr [r15 + 128]
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    mov r9, r11
+    mov ecx, 148
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 384]
+    movzx esi, r9b
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 768], r9
-    jmp 1f
-1:
-    movzx edi, r9b
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 1408]
-    movsxd r9, dword ptr [r15 + 320]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 248
     mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 256]
-    movzx esi, dil
-    mov rdi, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 576], r8
-    movzx r8d, byte ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 195
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    movzx r8d, dl
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 704]
+    mov dword ptr [r15 + rbp + 896], 197
+    movzx ebp, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    lea rcx, [rip + .Lc1_d4550_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4550_s_t
-.Lc1_d4550_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4550_s:
-    ret
-    .popsection
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 128]
-    movzx eax, dl
-    movzx edx, byte ptr [r15 + 704]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, al
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx edi, al
+    mov dword ptr [r15 + 0], edi
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 72
-    mov ecx, ecx
-    mov r8d, ecx
-    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 384], rdx
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], r8b
+    movzx ebp, dil
+    mov byte ptr [r15 + 0], bpl
+    mov eax, 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov dword ptr [r15 + 0], 212
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
-    mov eax, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 512]
+    movzx edx, al
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov qword ptr [r15 + 64], rdi
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    mov edi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 256], ymm8
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9, r11
+    mov esi, r9d
+    mov byte ptr [r15 + 192], sil
+    jmp 1f
+1:
+    and r9, 8128
+    vmovdqu xmm7, xmmword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -6103,620 +5903,639 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4607_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4607_s_t
-.Lc1_d4607_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d4535_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4535_s_t
+.Lc1_d4535_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4607_s:
+.Lc1_d4535_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    and r9, 4032
-    xor dword ptr [r15 + r9 + 3392], r9d
-    mov rcx, qword ptr [r15 + 512]
-    mov r9, r11
-    mov qword ptr [r15 + 768], r9
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
-    movzx eax, r9b
-    mov r9d, 2
-    jmp 1f
-1:
-    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
-    mov r9, rax
-    movzx r9d, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 704], rax
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], eax
+    movzx eax, cl
+    mov ecx, 211
     jmp 1f
 1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], eax
-    mov byte ptr [r15 + 256], al
-    movzx eax, al
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 448]
     mov rcx, rax
-    mov qword ptr [r15 + 320], rcx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov qword ptr [r15 + 384], rax
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 128], eax
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx edx, r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx r8d, al
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 448]
+    mov rdx, rax
+    mov rbp, r11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov qword ptr [r15 + 320], rdx
     vpor xmm8, xmm8, xmm8
     jmp 1f
 1:
-    mov ecx, eax
-    movzx ecx, cl
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 512]
+    mov eax, eax
+    movzx ebp, al
+    mov edx, ebp
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c89:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, r9
-    mov r9d, eax
-    mov r9, r11
-    mov dword ptr [r15 + 384], 100
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9d, 171
-    mov dword ptr [r15 + 320], 91
-    mov dword ptr [r15 + 0], 11
+    lea rcx, [rip + .Lc1_d4588_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4588_s_t
+.Lc1_d4588_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4588_s:
+    ret
+    .popsection
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8d, 101
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + 768]
+    movzx r9d, dl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 91
+    mov qword ptr [r15 + 0], rax
+    mov rax, rbp
+    mov dword ptr [r15 + 0], 196
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 64], 103
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    movzx ecx, al
-    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 0], 46
     mov rbp, r11
-    movzx eax, bpl
-    movzx eax, al
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 1984
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 448]
-    mov edi, ebp
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 85
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    add rax, qword ptr [r15 + 256]
+    mov ebp, eax
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     mov r8d, eax
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 192]
+    and r8d, dword ptr [r15 + 64]
+    movzx eax, r8b
+    mov r8, rax
+    movzx eax, r8b
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 320]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], 69
+    mov edx, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c90:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d4710_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4710_s_t
-.Lc1_d4710_j:
+    lea rcx, [rip + .Lc1_d4639_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4639_s_t
+.Lc1_d4639_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4710_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4639_s:
     ret
     .popsection
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    movzx ebp, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + 192], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 50
-    mov dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov dword ptr [r15 + 0], eax
-    mov edi, 215
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov eax, 110
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov rdx, rdx
+    mov rcx, rdx
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + 320], rax
     jmp 1f
 1:
-    mov eax, 200
-    movzx edi, byte ptr [r15 + 320]
-    mov eax, edi
-    mov qword ptr [r15 + 128], rcx
-    mov rdi, qword ptr [r15 + 384]
     mov r9, r11
-    mov ecx, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 128]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + r8 + 3392], rax
+    movzx r8d, r8b
+    mov r8, r11
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], eax
+    and r8, 16320
+    movsxd r9, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 192], r9d
+    mov r9, qword ptr [r15 + 512]
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], edx
+    mov rdx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    movzx esi, al
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r8d, r9d
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, 240
+    mov edi, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 12
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4760_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4760_s_t
-.Lc1_d4760_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d4760_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 320]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 71
-    movzx r9d, dl
-    mov dword ptr [r15 + 128], 84
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 448]
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7552]
-    movzx ebp, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov esi, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 576]
-    add r8, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + r9 + 7488], 222
-    mov r9d, 57
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 71
+    mov edi, dword ptr [r15 + r9 + 896]
+    mov r9, r11
+    add rdx, qword ptr [r15 + 320]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], r9
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    movzx ebp, byte ptr [r15 + 448]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1408]
+    mov rcx, qword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 768], r8
+    mov dword ptr [r15 + 128], 153
+    mov r8d, 222
+    mov dword ptr [r15 + r9 + 1344], 172
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    lea rcx, [rip + .Lc1_d4807_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4807_s_t
-.Lc1_d4807_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d4740_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4740_s_t
+.Lc1_d4740_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4807_s:
+.Lc1_d4740_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, r9b
-    movzx r9d, r9b
-    mov r9d, r9d
-    mov r9d, 108
+    mov byte ptr [r15 + 128], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + 448], cl
+    movsxd rax, dword ptr [r15 + 512]
     mov r8, r11
-    mov esi, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + 256]
-    mov r8d, r8d
-    vmovdqu ymmword ptr [r15 + 704], ymm8
+    mov ecx, r8d
+    movzx ecx, cl
+    mov r9, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 640], cl
+    mov ecx, eax
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 256]
+    mov r9, r11
+    mov dword ptr [r15 + 576], r9d
     jmp 1f
 1:
-    mov r8d, eax
-    movzx eax, byte ptr [r15 + 128]
-    movzx r8d, al
-    mov eax, r8d
-    mov byte ptr [r15 + r9 + 1344], al
-    movzx r9d, dil
-    mov qword ptr [r15 + 448], r9
-    mov r9d, r8d
-    mov dword ptr [r15 + 128], r9d
-    mov byte ptr [r15 + 384], al
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 192]
+    mov edx, r9d
+    mov r9d, edx
+    movzx edx, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 128]
+    movzx eax, bpl
+    mov qword ptr [r15 + 320], rax
+    movzx eax, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], 209
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    lea rcx, [rip + .Lc1_d4788_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4788_s_t
+.Lc1_d4788_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d4788_s:
+    ret
+    .popsection
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], 195
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
+    mov r9d, ecx
     mov dword ptr [r15 + 0], 17
-    mov r9, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 120
+    mov dword ptr [r15 + 0], 235
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 256], eax
+    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    test ebx, 2560
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 448], 223
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 64], 105
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 384], 244
-    mov dword ptr [r15 + r8 + 832], r9d
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov rax, rax
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
     mov r8, r11
-    mov byte ptr [r15 + 64], r8b
+    movzx edi, byte ptr [r15 + 448]
+    movzx edx, dil
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d4909_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d4909_s_t
-.Lc1_d4909_j:
+    lea rcx, [rip + .Lc1_d4841_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d4841_s_t
+.Lc1_d4841_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4909_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d4841_s:
     ret
     .popsection
-    mov r8, r11
-    movzx eax, r8b
-    mov eax, dword ptr [r15 + 448]
-    and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 512]
-    movzx ebp, dl
-    jmp 1f
-1:
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    vpor xmm3, xmm3, xmm15
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov eax, 40
-    mov qword ptr [r15 + 640], rax
-    movzx eax, byte ptr [r15 + 320]
+    mov r8d, 50
     jmp 1f
 1:
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov eax, 204
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 384]
-    mov ebp, r8d
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 256], xmm3
-    mov r8, qword ptr [r15 + 128]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    and r9, 1984
+    xor dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, 83
     mov rdi, r9
-    and r9, 8128
-    and eax, dword ptr [r15 + r9 + 7488]
+    mov rcx, rdi
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 256], cl
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9d, 32
+    movsxd rdi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    mov r9, qword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 192]
+    and r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmm7, xmmword ptr [r15 + 320]
+    mov r8, r11
+    movzx esi, r8b
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 75
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 448], rcx
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    lea rcx, [rip + .Lc1_d4960_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d4960_s_t
-.Lc1_d4960_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4897_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d4897_s_t
+.Lc1_d4897_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d4960_s:
+.Lc1_d4897_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    lea rbp, [r11 + r11*1]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    mov eax, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov dword ptr [r15 + 0], 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8d, 21
+    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    and eax, dword ptr [r15 + rbp + 7488]
     mov qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 102
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 768], rcx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 64], 134
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], ebp
-    mov rbp, qword ptr [r15 + r9 + 1408]
-    mov rax, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    mov rcx, qword ptr [r15 + 704]
-    and ecx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r9d
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d5012_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5012_s_t
-.Lc1_d5012_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5012_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 0], 196
-    mov r9d, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov eax, 44
+    mov r9d, eax
+    jmp 1f
+1:
+    mov r9d, 148
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 122
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov ecx, 132
-    and ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 130
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov ebp, esi
-    mov rsi, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 576], rcx
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, ecx
-    mov dword ptr [r15 + 512], 30
-    mov byte ptr [r15 + 320], bpl
-    mov qword ptr [r15 + 384], rsi
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 448], esi
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 320]
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 576], 30
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov ebp, 48
-    mov byte ptr [r15 + 192], cl
+    and eax, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 768], rsi
+    mov qword ptr [r15 + 512], rsi
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov esi, ebp
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, r11
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], sil
+    movzx esi, byte ptr [r15 + 384]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 192], dl
+    mov edx, eax
+    mov eax, 69
     jmp 1f
 1:
-    mov r9d, ebp
+    mov r8d, dword ptr [r15 + 256]
+    mov eax, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 101
-    mov ecx, 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d5006_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5006_s_t
+.Lc1_d5006_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5006_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 384], ecx
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 198
-    jmp 1f
-1:
-    mov r8, r11
-    movzx eax, r8b
-    mov qword ptr [r15 + 640], rax
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 22
     movsxd rcx, dword ptr [r15 + 448]
+    mov r8, r11
+    mov esi, 206
+    mov dword ptr [r15 + 64], 198
+    mov rax, qword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 106
+    mov r8, r11
+    mov qword ptr [r15 + 640], r8
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
     and r8, 8128
     mov qword ptr [r15 + r8 + 7488], r8
-    movzx r8d, bpl
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], 143
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, 52
-    mov dword ptr [r15 + 192], 209
-    mov ebp, dword ptr [r15 + 512]
+    movzx r8d, al
+    mov eax, 149
+    movsxd rax, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], r9b
     jmp 1f
 1:
+    movzx r9d, r8b
+    mov r8d, 124
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    mov edx, 9
-    mov edx, dword ptr [r15 + 320]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
     add r11, 64
     inc rbx
     dec r13
@@ -6725,405 +6544,371 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5116_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d5057_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5116_s_t
-.Lc1_d5116_j:
+    call .Lc1_d5057_s_t
+.Lc1_d5057_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5116_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5057_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov eax, 71
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edx
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    jmp 1f
-1:
     mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 123
-    mov dword ptr [r15 + 64], 115
-    mov rbp, r11
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
+    and ecx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, 105
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 192], r9b
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    lea rbp, [r11 + r11*1]
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm8
+    mov dword ptr [r15 + 320], 48
+    movzx ecx, byte ptr [r15 + 128]
     and rbp, 4032
     movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 704], 220
     jmp 1f
 1:
-    mov ebp, edx
-    mov edx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], edx
-    mov dword ptr [r15 + 448], r9d
-    mov ebp, 45
+    mov edx, dword ptr [r15 + 64]
+    mov esi, 215
+    mov edi, 239
+    vmovdqu ymmword ptr [r15 + 768], ymm8
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 3456], ecx
+    mov dword ptr [r15 + 384], esi
+    mov rsi, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 512], ymm8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d5182_s]
+    lea rcx, [rip + .Lc1_d5107_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5182_s_t
-.Lc1_d5182_j:
+    call .Lc1_d5107_s_t
+.Lc1_d5107_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5182_s:
+.Lc1_d5107_s:
     ret
     .popsection
-    mov r9, r11
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov dword ptr [r15 + 0], 2
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
+    mov edi, 37
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 68
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 97
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 640], r9
-    movzx r9d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], 255
+    movzx esi, byte ptr [r15 + 320]
+    movzx edi, sil
     jmp 1f
 1:
-    mov r9, r11
-    movzx edi, r9b
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 176
-    mov rax, r9
-    mov r9, qword ptr [r15 + 256]
-    mov r8, r11
-    mov rcx, rsi
     mov rsi, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 512]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdi
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 192], r8
+    mov r8, r11
+    mov rdx, r8
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 15680]
+    vpor xmm8, xmm8, xmm7
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], r8
+    movsxd r8, dword ptr [r15 + 512]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], 247
+    mov r8, rax
+    mov r8, r11
+    mov eax, r8d
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    and edx, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 576], rdx
+    mov edx, 196
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    mov rdi, r9
-    vmovq xmm8, rdi
-    mov byte ptr [r15 + 256], r8b
-    movzx r8d, bpl
-    mov rbp, r11
-    lea r9, [r11 + r11*1]
+    mov r8, rdx
+    or qword ptr [r15 + 640], 70
+    and eax, dword ptr [r15 + 704]
+    movzx r8d, al
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 45
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3456]
-    movzx edi, bpl
-    jmp 1f
-1:
+    mov dword ptr [r15 + 512], 94
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm8, xmm8, xmm7
-    mov qword ptr [r15 + 0], r9
-    mov ebp, 151
+    vpxor xmm8, xmm8, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 225
     jmp 1f
 1:
-    movzx ebp, r9b
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     vpaddd xmm8, xmm8, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    add rbp, qword ptr [r15 + r9 + 3392]
-    movzx r9d, bpl
-    mov ebp, 49
-    movsxd rbp, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 448]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, dil
+    mov edi, 24
+    mov byte ptr [r15 + 192], dil
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r9b
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 704], r9b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 896], 158
-    movzx edi, byte ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 128], xmm8
-    mov dword ptr [r15 + 448], r8d
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 384]
-    mov edx, r9d
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov dword ptr [r15 + 256], r8d
+    mov dword ptr [r15 + 384], 108
+    movzx ebp, byte ptr [r15 + 64]
+    lea r8, [r11 + r11*1]
+    vmovdqu xmm3, xmmword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], r8d
+    mov dword ptr [r15 + r8 + 1344], 231
+    mov r8d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d5287_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5287_s_t
-.Lc1_d5287_j:
+    lea rcx, [rip + .Lc1_d5207_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5207_s_t
+.Lc1_d5207_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5287_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5207_s:
     ret
     .popsection
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
-    lea r9, [r11 + r11*1]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, byte ptr [r15 + 384]
-    and r9, 1984
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r8
+    and r8, 448
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], 76
-    mov dword ptr [r15 + 320], 246
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, byte ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + 512], rbp
+    mov qword ptr [r15 + r8 + 896], rbp
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rsi, rbp
-    vpxor xmm3, xmm3, xmm8
-    mov rbp, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 194
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 140
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 246
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov rbp, rsi
+    movzx esi, bpl
+    mov rbp, qword ptr [r15 + 768]
+    vpxor xmm8, xmm8, xmm6
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    lea rcx, [rip + .Lc1_d5334_s]
+    lea rcx, [rip + .Lc1_d5254_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5334_s_t
-.Lc1_d5334_j:
+    call .Lc1_d5254_s_t
+.Lc1_d5254_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5334_s:
+.Lc1_d5254_s:
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 246
+    and ecx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], cl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 64]
     mov r8, r11
-    jmp 1f
-1:
-    mov r9, r11
+    mov dword ptr [r15 + 256], r8d
+    and ecx, dword ptr [r15 + 640]
+    mov qword ptr [r15 + rbp + 1408], rcx
     and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    inc dword ptr [r15 + 64]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 256], r8b
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 128], 60
-    mov r8, rcx
-    mov byte ptr [r15 + 704], r8b
+    mov qword ptr [r15 + r8 + 3392], r8
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 512], r9
-    mov r9, r11
+    mov ebp, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 640]
-    mov edx, 220
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], sil
+    mov byte ptr [r15 + 512], bpl
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    vmovdqu xmm0, xmmword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    lea rcx, [rip + .Lc1_d5382_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5382_s_t
-.Lc1_d5382_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d5307_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5307_s_t
+.Lc1_d5307_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5382_s:
+.Lc1_d5307_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov edi, 17
-    mov byte ptr [r15 + 256], dil
-    movsxd rdi, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 196
-    movzx ebp, cl
-    mov byte ptr [r15 + 64], bpl
-    mov ebp, edi
     mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
+    mov r9, r11
     and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    add rcx, qword ptr [r15 + 192]
-    mov eax, 118
-    mov r8, r11
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rsi, rbp
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 832]
+    mov r9, rax
+    mov r9d, r9d
+    mov r9d, 148
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 36
+    mov ebp, 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 768], bpl
+    mov dword ptr [r15 + 320], ebp
+    movzx eax, r9b
+    mov r9, r11
+    mov qword ptr [r15 + 448], r9
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 384]
+    mov edi, 183
+    and edi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
@@ -7133,725 +6918,737 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    vmovdqu ymmword ptr [r15 + 448], ymm3
+    lea rcx, [rip + .Lc1_d5360_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5360_s_t
+.Lc1_d5360_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5360_s:
+    ret
+    .popsection
+    vmovq qword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, r9d
+    mov edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
+    mov esi, ecx
+    mov qword ptr [r15 + 0], rsi
+    mov rdx, rcx
     jmp 1f
-1:
-    mov r9d, 44
-    movsxd r9, dword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    movzx edx, r8b
-    mov qword ptr [r15 + 192], rdx
-    mov qword ptr [r15 + 640], r8
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r8, r11
-    jmp 1f
-1:
+    mov ecx, 190
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    mov qword ptr [r15 + 128], r8
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rsi
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    mov r8, r11
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rsi
     jmp 1f
 1:
     .byte 0x66, 0x90
+    mov dword ptr [r15 + 64], 32
+    movzx r8d, cl
+    movzx esi, byte ptr [r15 + 448]
+    mov r8d, esi
+    mov r8, r11
+    add rcx, qword ptr [r15 + 576]
+    jmp 1f
+1:
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 152
-    movzx r8d, dl
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, r9d
-    mov dword ptr [r15 + 576], r8d
-    jmp 1f
-1:
-    vpor xmm8, xmm8, xmm3
+    mov rdx, qword ptr [r15 + r8 + 3392]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9d, r8d
-    mov rdx, qword ptr [r15 + 512]
+    mov r8d, esi
+    mov rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + rbp + 7552], r8
+    xor dword ptr [r15 + 640], ecx
+    mov ecx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov rsi, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov ecx, 41
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov r8d, esi
+    jmp 1f
+1:
+    mov r8, r11
+    and ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    add rcx, qword ptr [r15 + 512]
+    mov r8d, 66
+    mov r8d, 239
+    mov dword ptr [r15 + 512], 113
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8d, 40
+    mov byte ptr [r15 + 64], r8b
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r9b
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c106:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d5491_s]
+    lea rcx, [rip + .Lc1_d5468_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d5491_s_t
-.Lc1_d5491_j:
+    call .Lc1_d5468_s_t
+.Lc1_d5468_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5491_s:
+.Lc1_d5468_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    and ecx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    mov r9, r11
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], 50
+    mov dword ptr [r15 + 576], ecx
+    mov qword ptr [r15 + 384], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 201
+    mov dword ptr [r15 + 0], 178
     movzx ecx, al
-    mov ecx, 255
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, 245
-    mov eax, 16
-    jmp 1f
-1:
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9d, 159
-    mov r9d, r9d
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 144
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], eax
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d5543_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5543_s_t
-.Lc1_d5543_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5543_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 576], 250
-    mov eax, 235
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9d, ebp
-    mov rbp, qword ptr [r15 + 128]
-    mov r8d, 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 256], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 8
-    mov edi, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 192]
     mov r8, r11
-    mov byte ptr [r15 + 448], r8b
-    mov eax, 135
-    mov eax, dword ptr [r15 + 64]
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 448], 128
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rdx, rcx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov edi, edx
+    mov rbp, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    add rdx, qword ptr [r15 + 768]
+    mov ebp, 9
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 512]
+    vpcmpeqb xmm0, xmm0, xmm10
+    movsxd r8, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
+    mov rbp, rsi
+    mov ebp, 253
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    mov r9, r11
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    vmovdqu ymmword ptr [r15 + 192], ymm8
-    mov dword ptr [r15 + 512], 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 70
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov r9d, 62
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    add rdx, qword ptr [r15 + 640]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 65
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9, rdx
-    mov byte ptr [r15 + 128], r9b
-    mov r9, rdx
-    mov edx, 77
+    lea rcx, [rip + .Lc1_d5515_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5515_s_t
+.Lc1_d5515_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5515_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 128], esi
     .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx esi, cl
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 100
+    add rbp, qword ptr [r15 + 0]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 197
+    mov byte ptr [r15 + 0], cl
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 704]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm5
     jmp 1f
 1:
-    mov r9d, 38
-    mov r9d, 218
-    mov dword ptr [r15 + 384], 212
-    mov r9d, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 256]
-    movzx ebp, dl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    lea rbp, [r11 + r11*1]
+    mov ecx, 212
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + 384], 126
+    mov dword ptr [r15 + rbp + 3456], esi
+    movzx esi, sil
+    mov dword ptr [r15 + 640], 32
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 41
+    mov eax, 212
+    and rbp, 16320
+    mov rax, qword ptr [r15 + rbp + 15680]
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    mov ebp, 117
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    lea rcx, [rip + .Lc1_d5640_s]
+    lea rcx, [rip + .Lc1_d5565_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5640_s_t
-.Lc1_d5640_j:
+    call .Lc1_d5565_s_t
+.Lc1_d5565_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5640_s:
+.Lc1_d5565_s:
     ret
     .popsection
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 768]
-    and rbp, 16320
-    movzx esi, byte ptr [r15 + rbp + 15680]
-    movzx ebp, sil
-    movzx esi, bpl
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    movzx ecx, al
+    mov ecx, 34
+    mov rcx, qword ptr [r15 + 512]
+    mov esi, ecx
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    xchg qword ptr [r15 + 0], rcx
+    and eax, dword ptr [r15 + 0]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    movzx edx, bpl
-    mov rbp, qword ptr [r15 + 512]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 198
-    mov rbp, r11
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 124
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 320], r9d
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 128], xmm3
-    mov dword ptr [r15 + 384], 185
-    mov edi, dword ptr [r15 + 192]
-    mov r8, rdi
-    movzx edi, r8b
-    add rdi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    add rax, qword ptr [r15 + rbp + 7552]
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, r8
+    mov dword ptr [r15 + 448], r9d
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 64], edx
+    mov edx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rdx
+    jmp 1f
+1:
+    movzx r8d, r9b
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d5695_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5695_s_t
-.Lc1_d5695_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5695_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov eax, 145
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 171
+    mov r8, r8
+    mov qword ptr [r15 + 0], r8
+    mov r9d, 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    movsxd r8, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 123
     lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 512]
-    movzx edi, al
-    movsxd rax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 128], edx
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], rbp
-    mov dword ptr [r15 + 0], 55
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 92
-    mov dword ptr [r15 + 64], 161
-    lea r9, [r11 + r11*1]
-    test ebx, 10752
-    jz 1f
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm12
+    mov dword ptr [r15 + 128], 255
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
 1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov rax, rdi
-    mov edi, ebp
-    mov qword ptr [r15 + 256], rdi
-    mov rdi, qword ptr [r15 + r9 + 7552]
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 384]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 64]
-    mov r8d, 33
-    movzx r8d, r8b
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov byte ptr [r15 + 576], al
+    mov ebp, 9
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 576]
+    mov esi, 103
+    mov r8, r11
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 96
+    .byte 0x66, 0x90
+    movzx ebp, dl
+    movsxd rdx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5741_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5741_s_t
-.Lc1_d5741_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5665_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5665_s_t
+.Lc1_d5665_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5741_s:
+.Lc1_d5665_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 320], 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 24
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3456]
-    mov eax, 139
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 8
+    movzx r8d, byte ptr [r15 + 64]
     mov edx, r8d
-    mov r8, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 768], edx
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, rdx
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    add rdx, qword ptr [r15 + 128]
+    mov r8d, 249
+    mov r8d, r8d
+    mov dword ptr [r15 + 256], 28
+    mov dword ptr [r15 + 384], 188
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], r8b
+    mov r8, r11
     mov r9d, dword ptr [r15 + 704]
-    mov ecx, 203
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 256], cl
+    movzx edi, byte ptr [r15 + 256]
+    and r8, 1984
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 640], al
-    mov dword ptr [r15 + 384], edx
-    mov edx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d5728_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d5728_s_t
+.Lc1_d5728_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5728_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 67
-    movzx edx, dl
+    mov dword ptr [r15 + 0], 170
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov eax, 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 768]
-    movsxd rax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 27
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 22
-    movzx edx, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 149
-    mov ebp, 163
+    mov eax, 170
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 13
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], ecx
+    add rax, qword ptr [r15 + 64]
     mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    add r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 192]
+    mov edi, 116
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, rax
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 512], rcx
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 320]
+    mov r9, r11
     and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov rbp, r9
-    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], 162
+    mov rbp, qword ptr [r15 + 384]
+    mov r9d, 48
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d5839_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d5839_s_t
-.Lc1_d5839_j:
+    lea rcx, [rip + .Lc1_d5778_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5778_s_t
+.Lc1_d5778_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5839_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d5778_s:
     ret
     .popsection
+    movzx ebp, al
+    mov eax, 224
+    jmp 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    add rax, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    imul r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
-    mov dword ptr [r15 + 384], 184
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    mov ecx, dword ptr [r15 + 256]
-    mov r9d, 140
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 640]
-    mov rdi, rax
+    add rcx, qword ptr [r15 + 640]
     and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 7488], 123
+    add qword ptr [r15 + 384], rbp
     mov rbp, r11
-    mov dword ptr [r15 + 64], 134
-    movzx edx, al
+    mov eax, dword ptr [r15 + 256]
+    add rax, qword ptr [r15 + 448]
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 128], dil
-    add rcx, qword ptr [r15 + 64]
-    movzx ebp, cl
-    mov ebp, ebp
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov rbp, r9
+    mov r9, r11
+    mov edx, dword ptr [r15 + 192]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 59
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 146
+    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rsi
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], r8b
+    mov r8, rdi
+    mov edi, dword ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    lea rcx, [rip + .Lc1_d5895_s]
+    lea rcx, [rip + .Lc1_d5829_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5895_s_t
-.Lc1_d5895_j:
+    call .Lc1_d5829_s_t
+.Lc1_d5829_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d5895_s:
+.Lc1_d5829_s:
     ret
     .popsection
-    mov qword ptr [r15 + 0], rax
+    mov esi, 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 151
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 38
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 212
-    movsxd rax, dword ptr [r15 + 704]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 6656
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, 196
-    mov r8d, r8d
-    mov r8, r11
-    mov dword ptr [r15 + 128], 49
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov ecx, 9
-    movsxd rcx, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     movzx r8d, cl
-    mov r8d, dword ptr [r15 + 256]
-    movzx ebp, r8b
-    mov ebp, 103
-    mov byte ptr [r15 + 512], bpl
-    mov byte ptr [r15 + 192], cl
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1408], r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov r8d, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, dil
+    mov edi, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 512], dil
+    mov edi, 165
+    mov edi, 223
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], dil
+    mov edi, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    and ecx, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov rbp, r8
+    mov qword ptr [r15 + 576], rbp
+    mov r8d, 26
+    mov r8d, r8d
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    lea rcx, [rip + .Lc1_d5944_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d5944_s_t
-.Lc1_d5944_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d5944_s:
-    ret
-    .popsection
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    mov edx, 159
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov dword ptr [r15 + 320], ebp
     mov rbp, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 64]
-    mov edx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 640], bpl
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 256]
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    add rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edi
+    movzx edi, cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov ecx, 168
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    mov r8, rbp
-    mov rbp, r11
-    or qword ptr [r15 + 576], 85
-    movzx ecx, dl
-    mov dword ptr [r15 + 64], 135
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], r8
-    movsxd r8, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 640]
-    mov r9d, esi
-    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    vmovq xmm7, r8
+    mov r8, r11
+    mov ecx, r8d
+    mov ecx, 19
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    or qword ptr [r15 + 192], 68
+    mov r8, r11
+    mov qword ptr [r15 + r9 + 896], r8
+    and r8, 4032
+    and edi, dword ptr [r15 + r8 + 3392]
+    mov r9, rdi
+    mov edi, 249
+    movsxd r8, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    movzx edx, dil
+    mov edi, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    movzx esi, byte ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 149
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d5927_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d5927_s_t
+.Lc1_d5927_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d5927_s:
+    ret
+    .popsection
     mov r8, r11
+    movzx edx, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul r8, qword ptr [r15 + 64]
-    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    movzx edx, r8b
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    lock xadd qword ptr [r15 + 704], rdi
-    and rbp, 8128
-    or qword ptr [r15 + rbp + 7488], 79
-    mov r9d, edx
-    mov dword ptr [r15 + rbp + 7552], 203
-    movzx ebp, r8b
-    mov r8, qword ptr [r15 + 256]
-    movzx edx, r8b
-    mov edx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 0], xmm11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 185
+    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 256]
+    xor dword ptr [r15 + 384], r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 25
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov r9d, esi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rsi
+    mov ecx, ebp
+    movzx ecx, cl
+    jmp 1f
+1:
+    or qword ptr [r15 + 704], 102
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rsi, rsi
+    movzx esi, sil
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -7863,241 +7660,234 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4
     setz al
-    lea rcx, [rip + .Lc1_d6044_s]
+    lea rcx, [rip + .Lc1_d5979_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6044_s_t
-.Lc1_d6044_j:
+    call .Lc1_d5979_s_t
+.Lc1_d5979_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6044_s:
+.Lc1_d5979_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov byte ptr [r15 + 448], al
+    mov rax, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
     jmp 1f
 1:
-    mov rax, rax
-    and eax, dword ptr [r15 + 0]
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    mov r9, r11
-    mov dword ptr [r15 + 320], r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 211
-    movzx r9d, byte ptr [r15 + 448]
-    mov ecx, 152
-    mov ecx, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 576]
-    mov rbp, r11
-    mov edx, eax
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 768]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + 256], 240
-    mov esi, 20
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 60
+    movzx eax, byte ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 640]
+    mov edi, esi
+    mov esi, dword ptr [r15 + 512]
+    and esi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], sil
+    movsxd rsi, dword ptr [r15 + 512]
+    mov r8, r11
+    mov r9, r11
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    mov r8d, 220
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + rbp + 896], r8
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rsi
+    mov dword ptr [r15 + 128], 19
+    mov ebp, 207
+    mov rbp, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c117:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6093_s]
+    lea rcx, [rip + .Lc1_d6024_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6093_s_t
-.Lc1_d6093_j:
+    call .Lc1_d6024_s_t
+.Lc1_d6024_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6093_s:
+.Lc1_d6024_s:
     ret
     .popsection
-    movzx esi, dl
-    mov edx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov rcx, rcx
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 147
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 448], 23
+    lea r9, [r11 + r11*1]
+    movzx r8d, r9b
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 128], ecx
+    movzx ecx, cl
     jmp 1f
 1:
-    mov r8d, eax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    mov rax, qword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 512]
-    movzx r8d, cl
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 192], ebp
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 704], 100
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3392]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 256]
+    mov rdx, r8
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 3456]
+    mov ebp, 139
+    mov ebp, 21
+    movzx ebp, bpl
     mov rbp, r11
+    movsxd rax, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], sil
+    and rbp, 1984
+    add rdi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r9, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov dword ptr [r15 + 128], r8d
-    mov qword ptr [r15 + 512], r8
-    and r9, 16320
-    and ecx, dword ptr [r15 + r9 + 15680]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 128], r8d
+    mov esi, edx
+    mov dword ptr [r15 + r9 + 7552], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    jmp 1f
-1:
-    mov ebp, 151
-    mov ebp, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 141
-    mov r9d, 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 148
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ebp
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 129
-    jmp 1f
-1:
-    vpmovmskb ebp, xmm11
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 512]
-    mov r9, r11
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, 130
-    vmovq qword ptr [r15 + 768], xmm1
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 64]
-    add rsi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], rsi
-    vpcmpeqb xmm4, xmm4, xmm12
-    mov dword ptr [r15 + 448], 113
-    mov rsi, rdx
     mov rdx, rsi
-    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 9
+    movsxd rbp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, r9
+    mov esi, 134
+    mov esi, 105
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    mov edi, 255
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3392], 65
+    mov r8, r11
+    mov edi, 36
+    mov dword ptr [r15 + 256], 196
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 576], edi
+    mov qword ptr [r15 + 448], rcx
+    vpcmpeqb xmm12, xmm12, xmm6
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    lea rcx, [rip + .Lc1_d6191_s]
+    lea rcx, [rip + .Lc1_d6125_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6191_s_t
-.Lc1_d6191_j:
+    call .Lc1_d6125_s_t
+.Lc1_d6125_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6191_s:
+.Lc1_d6125_s:
     ret
     .popsection
     mov r8, r11
-    vmovq qword ptr [r15 + 128], xmm4
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
     and r8, 448
     movsxd rcx, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    and r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm12
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 237
+    mov dword ptr [r15 + 256], 106
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov eax, 138
+    mov byte ptr [r15 + 640], al
+    movzx eax, r8b
     mov r8, r11
+    mov dword ptr [r15 + 512], 198
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
+    vpor xmm12, xmm12, xmm12
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 237
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 244
-    mov ecx, 138
-    mov dword ptr [r15 + 256], 89
-    movzx ecx, r8b
-    mov r8, r11
-    vmovq qword ptr [r15 + 128], xmm13
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    vpor xmm9, xmm9, xmm13
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
     mov rdx, rcx
-    mov dword ptr [r15 + 448], 252
-    movzx ecx, cl
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 1984
+    and ebp, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -8106,152 +7896,130 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d6247_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d6179_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d6247_s_t
-.Lc1_d6247_j:
+    call .Lc1_d6179_s_t
+.Lc1_d6179_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6247_s:
+.Lc1_d6179_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov r9, r11
     mov rbp, r11
-    movzx edi, bpl
-    jmp 1f
-1:
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
     and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 115
-    mov rbp, rcx
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], ecx
-    test ebx, 1536
-    jnz 1f
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, bpl
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 512], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 384]
-    movzx eax, dil
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], edi
-    movsxd rdi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov ebp, 151
+    mov dword ptr [r15 + 448], r9d
+    mov rcx, qword ptr [r15 + 704]
+    movzx r9d, cl
+    mov rcx, r9
+    and ecx, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
+    movzx esi, r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 64], r9
+    mov r9d, 93
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 113
+    mov dword ptr [r15 + 192], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6300_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6300_s_t
-.Lc1_d6300_j:
+    lea rcx, [rip + .Lc1_d6233_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6233_s_t
+.Lc1_d6233_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6300_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6233_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov ecx, eax
-    mov r9, r11
-    jmp 1f
-1:
-    mov rcx, rbp
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, rax
-    mov r9, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 195
+    add r9, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    movzx ecx, cl
+    mov rcx, rcx
     mov r9, r11
-    mov dword ptr [r15 + 192], 40
-    movzx eax, byte ptr [r15 + 64]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    movsxd r9, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + rbp + 3456]
-    movzx ebp, byte ptr [r15 + 448]
-    movzx ecx, bpl
-    add rcx, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 65
+    mov r8, r11
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 512]
+    movzx edx, sil
+    mov rsi, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + 640]
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 576]
+    mov rsi, rsi
+    add rsi, qword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -8260,220 +8028,226 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 244
-    mov eax, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rcx
-    mov dword ptr [r15 + 128], 26
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 576], dil
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d6285_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6285_s_t
+.Lc1_d6285_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6285_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 640], xmm9
-    mov dword ptr [r15 + 256], 126
-    and rbp, 8128
-    mov r8, r11
-    mov r9, r11
-    imul rax, qword ptr [r15 + rbp + 7488]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov qword ptr [r15 + 64], rbp
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 512]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 63
+    mov byte ptr [r15 + 704], cl
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 156
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 512]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rbp
+    add qword ptr [r15 + rbp + 832], rbp
+    mov ebp, dword ptr [r15 + 768]
+    movzx eax, bpl
+    mov ebp, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 384]
+    mov edi, 77
+    mov r9, r11
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, 31
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    lea rcx, [rip + .Lc1_d6406_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6406_s_t
-.Lc1_d6406_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6406_s:
-    ret
-    .popsection
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 192]
-    mov rsi, r9
+    mov r9d, 193
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 204
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], dl
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 128]
-    movzx ebp, r9b
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, 129
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 448]
+    movzx edx, dil
     mov rdi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + 192], 168
-    mov rdi, rsi
-    mov edi, dword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 256], 27
-    mov rsi, r9
     and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    add r9, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov r8d, 115
-    movzx r8d, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 30
+    movzx ebp, byte ptr [r15 + 128]
+    mov rsi, rbp
     jmp 1f
 1:
-    mov r9d, 201
+    movsxd rbp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 168
+    mov r9, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 9
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov byte ptr [r15 + 320], sil
+    mov rsi, r9
+    movzx r9d, sil
+    movzx esi, byte ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1408], r9
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    lea rcx, [rip + .Lc1_d6455_s]
+    lea rcx, [rip + .Lc1_d6378_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6455_s_t
-.Lc1_d6455_j:
+    call .Lc1_d6378_s_t
+.Lc1_d6378_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6455_s:
+.Lc1_d6378_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 256], r8
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, r9d
-    mov qword ptr [r15 + r8 + 832], rcx
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov r9, r11
+    mov rsi, r9
     jmp 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], r9
-    mov r9d, 111
+    mov rcx, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov rbp, r11
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rdx
-    movzx edx, byte ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 640]
+    mov qword ptr [r15 + r9 + 896], rax
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    mov eax, eax
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov ebp, 197
+    mov rbp, qword ptr [r15 + 448]
+    mov eax, 12
+    mov eax, eax
+    mov rax, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rax
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 704], edi
+    mov edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    mov edx, eax
-    mov eax, edx
-    mov rdx, rax
-    mov dword ptr [r15 + 0], 26
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 448], rdx
-    mov edx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d6428_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6428_s_t
+.Lc1_d6428_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6428_s:
+    ret
+    .popsection
     lea rbp, [r11 + r11*1]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], bpl
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 12
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
+    mov eax, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], edi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], 170
     mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 117
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 64]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 640], 1
-    mov dword ptr [r15 + 128], 111
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, 193
-    movzx ecx, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 512], ymm13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 140
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 132
+    mov dword ptr [r15 + 384], eax
+    mov eax, edi
+    mov edi, 154
+    mov rdi, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 256], 1
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov rdi, qword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
     add r11, 64
     inc rbx
     dec r13
@@ -8482,863 +8256,871 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6554_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6554_s_t
-.Lc1_d6554_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d6479_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6479_s_t
+.Lc1_d6479_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6554_s:
+.Lc1_d6479_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
+    and eax, dword ptr [r15 + 512]
+    mov ecx, 110
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 256]
+    and r9, 448
+    vmovq qword ptr [r15 + r9 + 896], xmm7
     and eax, dword ptr [r15 + 0]
-    mov rcx, rax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 229
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 576]
-    mov rbp, r11
-    mov ecx, ebp
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], al
-    mov eax, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    and rbp, 16320
+    movsxd rcx, dword ptr [r15 + 704]
+    add rcx, qword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 128]
+    and edx, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3456]
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8, rbp
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], ebp
-    or qword ptr [r15 + 768], 57
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    and edi, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 192]
+    mov rax, rbp
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r9 + 832], eax
+    and ecx, dword ptr [r15 + 640]
+    mov r9d, ecx
+    mov ebp, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d6603_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6603_s_t
-.Lc1_d6603_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6603_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov esi, 51
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + 128], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1344], 215
-    mov rsi, rax
-    mov dword ptr [r15 + 448], 75
-    mov qword ptr [r15 + 512], rbp
-    mov eax, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 640], rax
-    mov dword ptr [r15 + r9 + 7552], ecx
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm14
-    vpor xmm5, xmm5, xmm12
-    mov ecx, ebp
+    lea r8, [r11 + r11*1]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1408]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    vpor xmm7, xmm7, xmm7
+    jmp 1f
+1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    mov r9, r11
+    mov dword ptr [r15 + 0], r9d
+    movsxd rcx, dword ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 234
+    mov esi, 89
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov byte ptr [r15 + 768], r9b
+    movsxd rsi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx eax, r9b
-    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], r9d
+    mov byte ptr [r15 + 128], cl
+    mov ecx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 384], rcx
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + r8 + 1344], 136
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 512], 103
+    movzx esi, r9b
+    mov qword ptr [r15 + 448], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    lea rcx, [rip + .Lc1_d6652_s]
+    lea rcx, [rip + .Lc1_d6575_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6652_s_t
-.Lc1_d6652_j:
+    call .Lc1_d6575_s_t
+.Lc1_d6575_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6652_s:
+.Lc1_d6575_s:
     ret
     .popsection
-    mov r9d, 75
-    movzx r9d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 192], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 6
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 704], 217
-    movzx edx, r9b
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 128], r9b
-    movsxd r9, dword ptr [r15 + r8 + 3456]
-    mov r8, qword ptr [r15 + 320]
-    mov edi, 31
-    mov rbp, r11
-    test ebx, 2560
-    jnz 1f
-1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm1
-    mov rbp, rdi
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 384], edi
-    mov dword ptr [r15 + 256], edi
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 768]
-    mov rdx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    add rsi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], sil
+    mov esi, 100
+    mov r9, r11
+    mov esi, 31
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 320], 99
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    mov edi, ecx
+    jmp 1f
+1:
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], ecx
+    mov dword ptr [r15 + 256], esi
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 146
+    mov r9, qword ptr [r15 + 128]
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    jmp 1f
-1:
-    mov edi, 40
-    mov rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r8
-    mov r8, rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, rdi
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d6623_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6623_s_t
+.Lc1_d6623_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6623_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 512], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 448
-    add rdi, qword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 448], dil
-    mov byte ptr [r15 + 576], bpl
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, 158
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov dword ptr [r15 + 0], 215
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 111
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     .byte 0x66, 0x90
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov dword ptr [r15 + 0], 145
-    mov ebp, edi
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    movzx r9d, byte ptr [r15 + 256]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, rax
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 13
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 82
-    mov byte ptr [r15 + 0], bpl
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 640]
-    mov r9, rdi
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    jmp 1f
-1:
-    mov rdi, rbp
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8d, 162
-    movsxd r8, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm7
+    mov edi, 250
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    vmovdqu ymmword ptr [r15 + 320], ymm7
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 768]
+    mov r9, rax
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov dword ptr [r15 + 64], 179
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c130:
-    lea rcx, [rip + .Lc1_d6751_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6751_s_t
-.Lc1_d6751_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d6679_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6679_s_t
+.Lc1_d6679_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6751_s:
+.Lc1_d6679_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movsxd rbp, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 172
+    mov dword ptr [r15 + 640], 197
+    mov ecx, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8, rbp
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 64]
     mov r9, r11
-    mov edi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 252
-    mov qword ptr [r15 + 512], r8
+    add rax, qword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 128]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm7
     jmp 1f
 1:
-    mov r9, r8
-    movzx r9d, byte ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r9
+    mov dword ptr [r15 + 192], 252
+    mov r9d, eax
+    movzx eax, r9b
+    movsxd r9, dword ptr [r15 + 384]
+    movzx edx, r9b
+    mov r9, qword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], r8d
-    movzx r8d, dil
-    movzx edi, r8b
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    mov edx, dword ptr [r15 + 192]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 512], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d6805_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6805_s_t
-.Lc1_d6805_j:
+    lea rcx, [rip + .Lc1_d6725_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6725_s_t
+.Lc1_d6725_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6805_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6725_s:
     ret
     .popsection
-    mov r9, r11
-    mov rax, r9
+    movzx r9d, r9b
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov rax, rcx
     movzx eax, al
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, cl
-    mov qword ptr [r15 + 0], r9
-    mov r9, rax
+    mov eax, eax
+    add rax, qword ptr [r15 + 0]
+    mov ecx, 190
+    mov rcx, rcx
+    mov ecx, ecx
+    movzx ecx, cl
+    movzx ecx, cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx r9d, byte ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 448], eax
-    mov r8, r11
-    add rcx, qword ptr [r15 + 256]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, r9b
-    mov rax, rax
-    movzx eax, al
-    movzx eax, al
+    mov dword ptr [r15 + 0], 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 320], eax
+    mov rax, rcx
     mov byte ptr [r15 + 64], al
-    and ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 120
-    mov dword ptr [r15 + 576], 186
-    mov r9, r8
-    mov r8, r9
-    mov dword ptr [r15 + 384], 64
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 448]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 64
+    mov r9, r11
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rax
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], eax
+    movzx eax, cl
+    vmovdqu xmmword ptr [r15 + 512], xmm7
+    movzx eax, byte ptr [r15 + 704]
+    movzx r9d, al
+    mov r9, r11
+    mov dword ptr [r15 + 320], 9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c132:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6855_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d6855_s_t
-.Lc1_d6855_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d6855_s:
-    ret
-    .popsection
-    mov r8, r11
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8d, eax
-    mov rax, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov edx, 160
-    mov rbp, r11
     jmp 1f
 1:
-    movzx edx, r8b
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov rax, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov eax, 114
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu xmmword ptr [r15 + 64], xmm5
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 768], ecx
     jmp 1f
 1:
+    mov ecx, 193
+    mov ecx, dword ptr [r15 + 192]
+    vmovdqu xmm12, xmmword ptr [r15 + 512]
+    mov edi, r9d
+    movzx edi, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8d, 161
+    mov dword ptr [r15 + r9 + 896], 45
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 128], 168
+    mov byte ptr [r15 + 128], cl
+    mov r8, r11
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 320]
-    mov ecx, 147
-    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 384]
+    movzx edx, cl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, 66
+    mov r8, r11
+    movzx ecx, r8b
     jmp 1f
 1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov esi, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 64], dl
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, rcx
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    mov ecx, dword ptr [r15 + 704]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6832_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d6832_s_t
+.Lc1_d6832_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d6832_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 235
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 143
-    mov qword ptr [r15 + 0], rbp
+    mov ecx, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 448]
+    xor dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 384], rcx
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + r8 + 3456], eax
     .byte 0x0f, 0x1f, 0x40, 0x00
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov rbp, r11
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 768]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + r9 + 1408]
-    movzx r9d, dl
-    movzx edx, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 448]
-    mov r9d, 223
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9, r11
+    mov esi, 151
+    mov esi, dword ptr [r15 + 320]
+    and r9, 16320
+    movsxd rdi, dword ptr [r15 + r9 + 15680]
+    movzx r9d, byte ptr [r15 + 128]
+    mov edx, 187
+    and edx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d6955_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d6955_s_t
-.Lc1_d6955_j:
+    lea rcx, [rip + .Lc1_d6893_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d6893_s_t
+.Lc1_d6893_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d6955_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d6893_s:
     ret
     .popsection
-    movzx ecx, byte ptr [r15 + 256]
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    movzx edx, dl
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
+    mov r9, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r8, r11
-    jmp 1f
-1:
-    mov eax, 206
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + r8 + 3456], 215
-    mov r8d, 101
-    vmovdqu ymmword ptr [r15 + 576], ymm1
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx esi, bpl
+    mov rcx, rdx
+    movzx edx, cl
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7552]
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 320]
+    mov edi, r8d
+    jmp 1f
+1:
+    movzx edi, r8b
+    mov rdi, qword ptr [r15 + 512]
+    mov esi, 87
+    mov dword ptr [r15 + 192], 75
+    mov rbp, r11
+    mov esi, 165
+    mov rsi, qword ptr [r15 + 768]
+    movzx eax, sil
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 256], sil
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    add rsi, qword ptr [r15 + 448]
+    mov r8d, 176
+    mov r8d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx r8d, dil
+    vmovdqu ymmword ptr [r15 + 128], ymm12
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    mov rcx, qword ptr [r15 + 512]
-    movzx esi, al
-    mov byte ptr [r15 + 192], sil
-    mov esi, dword ptr [r15 + 448]
-    mov eax, 140
+    mov rdi, qword ptr [r15 + rbp + 832]
+    movzx ebp, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d7012_s]
+    lea rcx, [rip + .Lc1_d6946_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7012_s_t
-.Lc1_d7012_j:
+    call .Lc1_d6946_s_t
+.Lc1_d6946_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7012_s:
+.Lc1_d6946_s:
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rsi, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov esi, 11
-    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 576], rdi
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 228
+    mov qword ptr [r15 + 0], rcx
+    mov edi, 11
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
     add rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rbp
-    movzx esi, bpl
-    mov qword ptr [r15 + 128], rsi
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 16320
-    mov rsi, qword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, rcx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, r11
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 512]
-    add rsi, qword ptr [r15 + 192]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + rbp + 1408], 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 64], bpl
+    mov rdi, qword ptr [r15 + 256]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, cl
+    mov dword ptr [r15 + 640], eax
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    movsxd rax, dword ptr [r15 + 64]
+    mov rcx, rdi
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rax
+    mov rax, qword ptr [r15 + 320]
+    mov r8d, 94
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    movzx ebp, r8b
+    mov r8, r11
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 640], dil
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    mov dword ptr [r15 + 768], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
+    mov edx, 121
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], r8
-    mov rcx, rcx
+    movzx ebp, dl
+    mov rdx, qword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 128], r8b
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 175
-    movzx r8d, cl
-    test ebx, 9728
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    vmovq qword ptr [r15 + 128], xmm14
+    mov dword ptr [r15 + r8 + 7488], 89
+    mov r9, rbp
+    mov rbp, rdx
+    movzx edx, dl
+    mov edx, edx
+    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 256]
+    nop
+    vmovq qword ptr [r15 + 448], xmm8
+    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
     and rbp, 4032
     mov dword ptr [r15 + rbp + 3392], 242
-    mov dword ptr [r15 + 576], 233
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 5
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 384]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    mov byte ptr [r15 + 64], al
     mov dword ptr [r15 + 512], edx
-    and edx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + r8 + 7552], r9
+    mov dword ptr [r15 + 64], esi
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    and r8d, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 256], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    lea rcx, [rip + .Lc1_d7110_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7110_s_t
-.Lc1_d7110_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d7046_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7046_s_t
+.Lc1_d7046_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7110_s:
+.Lc1_d7046_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov byte ptr [r15 + 64], dl
-    mov rdx, rcx
-    mov edx, edx
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 115
-    jmp 1f
-1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 256]
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 192]
+    movzx ecx, al
     mov eax, ecx
-    mov ecx, 87
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 197
+    mov dword ptr [r15 + 0], 75
+    movsxd rax, dword ptr [r15 + 192]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 640]
-    mov esi, 217
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov edx, 127
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], ecx
     mov r8, r11
-    vpshufd xmm5, xmm1, 8
+    mov rcx, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 16
     and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], 169
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 768], 86
+    mov byte ptr [r15 + 576], dl
     jmp 1f
 1:
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 320]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    mov ecx, 250
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d7164_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7164_s_t
-.Lc1_d7164_j:
+    lea rcx, [rip + .Lc1_d7096_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7096_s_t
+.Lc1_d7096_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7164_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7096_s:
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov ecx, 227
     and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8d, 61
-    mov dword ptr [r15 + 192], r8d
-    movsxd r8, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 384]
-    mov r9, r11
-    mov byte ptr [r15 + 64], r9b
+    mov qword ptr [r15 + r8 + 832], r8
+    movzx r8d, byte ptr [r15 + 320]
+    add r8, qword ptr [r15 + 0]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 102
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 171
     jmp 1f
 1:
-    mov r8d, r8d
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r9, rsi
-    mov r9, r9
-    mov dword ptr [r15 + 128], r9d
+    mov rcx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    add rsi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], r9d
-    mov r9d, 176
-    mov qword ptr [r15 + 704], r8
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9d, 199
+    jmp 1f
+1:
+    mov r9d, 181
+    movzx r9d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 142
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    lea rcx, [rip + .Lc1_d7213_s]
+    lea rcx, [rip + .Lc1_d7146_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7213_s_t
-.Lc1_d7213_j:
+    call .Lc1_d7146_s_t
+.Lc1_d7146_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7213_s:
+.Lc1_d7146_s:
     ret
     .popsection
-    mov r8, r9
-    mov dword ptr [r15 + 192], 252
-    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 178
+    movzx ecx, cl
+    or qword ptr [r15 + 0], 97
+    mov ecx, ebp
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 218
-    mov ecx, ecx
+    mov ebp, ebp
+    mov rbp, rbp
+    movzx ebp, bpl
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 25
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
     mov byte ptr [r15 + 0], cl
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r9, rcx
-    and r9d, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov rbp, r11
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 128]
     mov r9, r11
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1408]
+    mov rdx, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 512]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 576], edi
-    mov rdi, r8
+    and ecx, dword ptr [r15 + 128]
+    mov r8, r11
+    mov r9d, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + r8 + 3456], cl
-    movzx r8d, r9b
-    mov r8d, r8d
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edi
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 11
+    mov byte ptr [r15 + 320], cl
+    mov ecx, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, rbp
+    movzx r9d, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -9347,57 +9129,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    vmovq qword ptr [r15 + r9 + 832], xmm5
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    jmp 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9d, r9d
-    mov dword ptr [r15 + 512], r9d
-    mov qword ptr [r15 + 704], r8
-    mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d7204_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7204_s_t
+.Lc1_d7204_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7204_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov eax, r9d
-    mov byte ptr [r15 + 448], al
-    movzx eax, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 40
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 74
+    mov rax, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 0], 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 512]
+    mov esi, eax
+    mov eax, dword ptr [r15 + 640]
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 128]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 384]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 186
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -9405,337 +9197,316 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7319_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7319_s_t
-.Lc1_d7319_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7319_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 256]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    movzx ebp, cl
+    mov dword ptr [r15 + 512], 3
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 173
-    mov dword ptr [r15 + 192], 184
-    mov ecx, 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     jmp 1f
 1:
-    mov ecx, eax
-    mov byte ptr [r15 + 128], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 54
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov ebp, ecx
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 704]
+    movzx esi, dl
+    mov rdx, qword ptr [r15 + 320]
+    and r9, 1984
     mov r8, r11
-    movzx eax, al
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx r8d, byte ptr [r15 + 64]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 768], r9d
+    mov r9, r11
+    mov r8d, 71
+    mov r8d, r8d
+    mov r8d, r8d
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov r9d, 38
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8d, ecx
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 512]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    vpcmpeqb xmm5, xmm5, xmm4
-    movzx ebp, r8b
-    movzx ebp, r8b
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r8d, edi
+    mov dword ptr [r15 + 384], edi
+    movzx edi, dil
+    movsxd rdi, dword ptr [r15 + 256]
+    vpcmpeqb xmm12, xmm12, xmm0
+    movsxd r9, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    lea rcx, [rip + .Lc1_d7384_s]
+    lea rcx, [rip + .Lc1_d7312_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7384_s_t
-.Lc1_d7384_j:
+    call .Lc1_d7312_s_t
+.Lc1_d7312_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7384_s:
+.Lc1_d7312_s:
     ret
     .popsection
-    movzx edi, byte ptr [r15 + 512]
-    mov rax, rdi
+    movzx edi, byte ptr [r15 + 256]
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov eax, eax
-    mov eax, 201
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], edi
-    movzx edi, dil
-    mov edi, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], eax
-    vmovdqu xmmword ptr [r15 + 64], xmm15
+    movzx edi, cl
+    mov ecx, edi
+    mov edi, 201
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov rax, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 89
+    mov dword ptr [r15 + 0], 219
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 8
     mov r9, r11
-    vmovq xmm15, r9
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    mov r9d, edi
-    mov dword ptr [r15 + 128], 46
-    movsxd r9, dword ptr [r15 + 448]
-    mov edx, r9d
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 512], r9b
     jmp 1f
 1:
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    vmovdqu xmm8, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    vmovq xmm7, rcx
+    mov qword ptr [r15 + 64], r9
+    mov r9d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 199
+    mov ecx, ecx
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 16320
+    mov rsi, qword ptr [r15 + rbp + 15680]
+    mov ebp, esi
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov rdx, r9
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], r9
-    movzx r8d, dl
-    mov qword ptr [r15 + 448], r8
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 10752
-    jz 1f
-1:
-    mov byte ptr [r15 + 704], r8b
-    movzx edx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 256], edx
-    movzx edx, byte ptr [r15 + 768]
-    mov r8d, 72
-    mov dword ptr [r15 + 320], r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d7367_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7367_s_t
+.Lc1_d7367_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7367_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov r8, r11
-    mov r9, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov qword ptr [r15 + 704], rax
+    movsxd rax, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 128], 228
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 640]
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov byte ptr [r15 + 384], dl
-    mov byte ptr [r15 + 448], dl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 33
-    mov rdx, rdx
+    mov edx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov r9d, r8d
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 11
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], edi
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 8128
+    add rdx, qword ptr [r15 + rbp + 7552]
+    movzx r9d, dl
+    movzx edx, r9b
+    mov r9, rdi
+    mov edi, 13
+    mov byte ptr [r15 + 448], dil
+    mov edi, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 256]
+    mov edx, esi
+    mov dword ptr [r15 + rbp + 7488], 5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d7488_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7488_s_t
-.Lc1_d7488_j:
+    lea rcx, [rip + .Lc1_d7420_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7420_s_t
+.Lc1_d7420_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7488_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7420_s:
     ret
     .popsection
+    mov rbp, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 448], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    vpcmpeqb xmm12, xmm12, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     mov rbp, r11
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
     mov ecx, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 384], cl
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
     mov rbp, r11
-    mov r8, r11
-    mov rax, r8
-    mov dword ptr [r15 + 256], eax
+    mov esi, dword ptr [r15 + 384]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov rbp, rdi
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    or qword ptr [r15 + 448], 78
+    jmp 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 35
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
-    movzx r8d, cl
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
+    mov dword ptr [r15 + 512], edi
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, rax
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    or qword ptr [r15 + 192], 50
-    mov esi, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 512]
-    vpcmpeqb xmm5, xmm5, xmm15
+    mov rax, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 192]
+    mov r8d, r9d
+    movsxd r9, dword ptr [r15 + 320]
+    mov rdx, r9
+    movzx r9d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + rbp + 896], 157
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    lea rcx, [rip + .Lc1_d7536_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7536_s_t
-.Lc1_d7536_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7536_s:
-    ret
-    .popsection
-    lock or dword ptr [r15 + 0], 5
-    mov ecx, eax
-    mov dword ptr [r15 + 0], 123
-    mov rax, rdi
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 195
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov edi, 229
-    mov qword ptr [r15 + 640], rdi
-    movzx ecx, cl
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 448]
-    movzx eax, cl
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movzx eax, dil
-    mov eax, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 512]
-    mov r9, r11
-    mov edi, r9d
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 192]
-    mov rbp, r11
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx edx, bpl
+    .byte 0x0f, 0x1f, 0x00
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
     movzx edx, byte ptr [r15 + 256]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov r9d, edx
+    mov edx, r9d
+    and edx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 384], 91
     mov byte ptr [r15 + 64], dl
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], cl
-    movzx ecx, r9b
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    movsxd rdx, dword ptr [r15 + 384]
+    movzx edx, r9b
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov r8d, 38
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 134
+    mov qword ptr [r15 + 640], rdx
+    vmovdqu ymmword ptr [r15 + 448], ymm12
     add r11, 64
     inc rbx
     dec r13
@@ -9747,293 +9518,293 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d7590_s]
+    lea rcx, [rip + .Lc1_d7522_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d7590_s_t
-.Lc1_d7590_j:
+    call .Lc1_d7522_s_t
+.Lc1_d7522_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7590_s:
+.Lc1_d7522_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 187
+    mov byte ptr [r15 + 512], al
     jmp 1f
 1:
-    mov eax, 95
-    vpmovmskb ecx, xmm5
-    mov byte ptr [r15 + 768], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 0], 59
-    vpor xmm15, xmm15, xmm5
+    mov ecx, 95
+    mov dword ptr [r15 + 192], ecx
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rax
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov eax, 149
+    mov dword ptr [r15 + 0], 76
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 320]
-    mov eax, 126
-    mov dword ptr [r15 + 448], 57
-    mov rbp, r11
-    mov ecx, 20
-    vpmovmskb ecx, xmm15
-    mov qword ptr [r15 + 128], rcx
-    mov r9, r11
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 80
+    mov eax, ebp
+    mov r8, r11
+    vpor xmm7, xmm7, xmm12
+    mov qword ptr [r15 + 704], rcx
+    mov byte ptr [r15 + rbp + 3456], cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 57
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rbp
+    vpmovmskb ecx, xmm7
+    mov r8, r11
+    vpmovmskb ecx, xmm7
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov ecx, 184
+    mov dword ptr [r15 + 320], 199
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 256], ymm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    jmp 1f
-1:
-    mov esi, ebp
-    lea rbp, [r11 + r11*2]
-    movzx r9d, bpl
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7552]
+    lea rcx, [rip + .Lc1_d7568_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7568_s_t
+.Lc1_d7568_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7568_s:
+    ret
+    .popsection
+    mov r8, r11
+    and r8, 8128
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8d, eax
+    movzx ecx, r8b
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    vpmovmskb ecx, xmm12
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 48
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov rcx, r9
-    mov ecx, 185
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 256]
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 576]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 17
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + rbp + 7616]
-    mov rdi, r8
-    mov r8, rdi
-    mov qword ptr [r15 + 192], r8
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], r8b
-    vpmovmskb r8d, xmm15
-    mov byte ptr [r15 + 640], r8b
-    mov qword ptr [r15 + 512], rdi
-    mov edi, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    movzx eax, byte ptr [r15 + 128]
+    and eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 88
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    add rax, qword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 576]
+    mov r8, rbp
+    mov rbp, r8
+    movsxd r8, dword ptr [r15 + 512]
+    mov edi, 136
+    mov edi, edi
+    mov rdi, rdi
+    mov dword ptr [r15 + 448], edi
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 128]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    lea rcx, [rip + .Lc1_d7685_s]
+    lea rcx, [rip + .Lc1_d7621_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7685_s_t
-.Lc1_d7685_j:
+    call .Lc1_d7621_s_t
+.Lc1_d7621_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7685_s:
+.Lc1_d7621_s:
     ret
     .popsection
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 199
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 512], r8
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1536
-    jnz 1f
-1:
-    mov edi, edi
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 320]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r8d, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 128], 224
-    movzx esi, al
-    mov eax, esi
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    movzx eax, al
-    mov dword ptr [r15 + r9 + 896], eax
+    and r9, 4032
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 3456]
+    movzx ecx, byte ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov dword ptr [r15 + 0], esi
+    mov esi, ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rsi, rcx
+    movzx esi, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov edx, ebp
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, rbp
+    mov qword ptr [r15 + 320], r8
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r8
+    mov dword ptr [r15 + 64], 18
+    mov rbp, qword ptr [r15 + 192]
+    mov edi, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    and r8d, dword ptr [r15 + rbp + 832]
+    movzx ebp, r8b
+    mov dword ptr [r15 + r9 + 3392], 29
+    mov ebp, dword ptr [r15 + 64]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7740_s]
+    lea rcx, [rip + .Lc1_d7672_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7740_s_t
-.Lc1_d7740_j:
+    call .Lc1_d7672_s_t
+.Lc1_d7672_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7740_s:
+.Lc1_d7672_s:
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov qword ptr [r15 + 192], r9
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    mov r9d, eax
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 576], 65
-    mov r9, qword ptr [r15 + 128]
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 135
+    lea rbp, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 256], r9
     and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx r9d, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 128]
+    mov r8, r8
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 58
+    mov dword ptr [r15 + 384], 42
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 192]
+    movzx eax, r8b
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 512]
+    mov edx, 80
+    movzx edx, byte ptr [r15 + 448]
     mov r8, r11
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 196
-    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 196
     jmp 1f
 1:
+    mov r9, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 157
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9d, eax
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    lea rcx, [rip + .Lc1_d7785_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7785_s_t
-.Lc1_d7785_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d7785_s:
-    ret
-    .popsection
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rbp
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 832]
-    mov ebp, 81
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], r9d
     mov dword ptr [r15 + 0], 169
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 250
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 183
-    movzx r8d, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 88
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov rbp, r11
-    mov edx, 40
-    movzx edx, dl
+    mov eax, 87
+    mov eax, 130
     and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    add rax, qword ptr [r15 + r9 + 3392]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    add r9, qword ptr [r15 + 320]
+    mov r8, r11
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, qword ptr [r15 + 704]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], r8d
+    mov dword ptr [r15 + 256], 143
+    mov qword ptr [r15 + 384], rax
+    movzx eax, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdi, r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 640]
+    mov edx, esi
+    mov qword ptr [r15 + 192], rdx
+    mov edx, 30
+    mov esi, 222
+    mov esi, esi
+    mov byte ptr [r15 + 64], dil
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 53
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -10042,301 +9813,389 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 512]
-    mov r8, r11
-    mov qword ptr [r15 + 192], r8
-    and ebp, dword ptr [r15 + 128]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8, r9
-    mov dword ptr [r15 + 64], r8d
-    and r9d, dword ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    inc dword ptr [r15 + 768]
-    mov dword ptr [r15 + 320], 234
-    and r8, 448
-    vmovdqu xmmword ptr [r15 + r8 + 832], xmm5
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d7774_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7774_s_t
+.Lc1_d7774_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d7774_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
+    inc dword ptr [r15 + 64]
     .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    mov rbp, r11
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 448
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 448], r8
+    inc dword ptr [r15 + 320]
+    mov edx, 114
+    and edx, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 142
+    mov r8d, dword ptr [r15 + 192]
+    mov r9, r11
+    mov qword ptr [r15 + 576], r9
+    mov rdi, qword ptr [r15 + 512]
+    movzx esi, dil
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c152:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d7886_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d7886_s_t
-.Lc1_d7886_j:
+    lea rcx, [rip + .Lc1_d7822_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d7822_s_t
+.Lc1_d7822_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7886_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d7822_s:
     ret
     .popsection
-    mov rbp, r11
-    mov r8, r11
-    mov rax, qword ptr [r15 + 640]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 83
-    mov rsi, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 128]
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + 640]
+    mov r8d, 84
+    mov dword ptr [r15 + 0], 53
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov rcx, rdx
+    mov edx, 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov edi, 55
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rax
-    mov rax, r8
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rdx
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov esi, dword ptr [r15 + 320]
+    mov eax, esi
+    mov dword ptr [r15 + 448], 120
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 128], 120
-    mov edi, 65
+    add rcx, qword ptr [r15 + r8 + 7552]
+    mov r8d, dword ptr [r15 + 128]
+    movzx esi, r8b
+    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 71
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 576]
-    mov ebp, edi
-    mov dword ptr [r15 + 320], 71
-    mov rax, qword ptr [r15 + 512]
+    mov r8, r11
+    mov r9, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 384], 167
+    mov r9d, 32
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    lea rcx, [rip + .Lc1_d7933_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d7933_s_t
-.Lc1_d7933_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7873_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d7873_s_t
+.Lc1_d7873_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d7933_s:
+.Lc1_d7873_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx edi, byte ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 384]
-    mov r9, r11
+    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, 225
+    mov r9d, r8d
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9d, 123
-    mov r9d, 109
-    mov r9d, r9d
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd r8, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    add qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov qword ptr [r15 + 192], rdi
+    jmp 1f
+1:
     mov r9, r9
-    mov qword ptr [r15 + 320], r9
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rdx, rdi
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov rsi, rdx
-    movzx edx, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 64], esi
+    mov r9, rax
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + r9 + 7552]
-    mov r9d, esi
-    mov dword ptr [r15 + 256], edx
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 198
+    mov r8, r11
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    add qword ptr [r15 + 512], rax
+    and r8, 4032
+    add r9, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, rax
+    mov eax, dword ptr [r15 + 704]
+    mov ecx, eax
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    mov rdx, r9
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 384]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    movsxd rdx, dword ptr [r15 + 576]
-    mov ebp, 106
-    mov ebp, ebp
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r9d, 106
+    mov r9, r11
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
-    mov edx, edx
-    mov dword ptr [r15 + 384], 36
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rcx
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov ecx, edx
-    mov ecx, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 64]
-    lea r9, [r11 + r11*1]
-    mov r8, r11
+    movsxd r8, dword ptr [r15 + 640]
     and r9, 448
+    mov dword ptr [r15 + r9 + 832], 177
+    mov dword ptr [r15 + 64], 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdi, r9
+    mov r9d, edi
+    mov byte ptr [r15 + 192], r9b
+    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r11
-    mov rdi, qword ptr [r15 + r9 + 832]
-    and r8, 16320
-    add rdx, qword ptr [r15 + r8 + 15680]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + r9 + 896]
+    mov r8, r11
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdx
+    mov dword ptr [r15 + 320], edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r8
+    mov qword ptr [r15 + 576], rbp
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d8033_s]
+    lea rcx, [rip + .Lc1_d7986_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8033_s_t
-.Lc1_d8033_j:
+    call .Lc1_d7986_s_t
+.Lc1_d7986_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8033_s:
+.Lc1_d7986_s:
     ret
     .popsection
-    mov r8, qword ptr [r15 + 64]
+    mov edi, 52
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
     mov dword ptr [r15 + 0], 248
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    mov edi, ecx
-    mov rcx, qword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    mov r9d, 210
-    mov r9, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, 212
+    mov dword ptr [r15 + 0], 191
     jmp 1f
 1:
-    mov r9d, 183
-    mov r9, qword ptr [r15 + 640]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 704]
-    mov rbp, r11
-    mov eax, 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 512]
+    mov r9d, edi
+    mov edi, dword ptr [r15 + 320]
     and r8, 4032
-    add rsi, qword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov ecx, dword ptr [r15 + r8 + 3456]
+    mov rsi, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    movzx edi, r8b
+    mov edi, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, r9b
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 124
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov qword ptr [r15 + 448], rbp
+    add rcx, qword ptr [r15 + 256]
+    mov ecx, 182
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c156:
+    lea rcx, [rip + .Lc1_d8035_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8035_s_t
+.Lc1_d8035_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8035_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 256], r8
+    movzx r8d, byte ptr [r15 + 192]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 448], 0
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov dword ptr [r15 + 768], 161
+    vmovdqu ymmword ptr [r15 + 512], ymm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
+    movsxd rdx, dword ptr [r15 + 64]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov dword ptr [r15 + 384], r8d
+    mov r8d, 147
+    mov dword ptr [r15 + rbp + 896], 72
+    movzx ebp, dl
+    mov r9, r11
+    mov r8d, r9d
+    mov r8, r8
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx r8d, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c157:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1
+    test dword ptr [r15 + 67117723], 131072
     setz al
     lea rcx, [rip + .Lc1_d8085_s]
     lea rcx, [rcx + rax*8]
@@ -10349,225 +10208,166 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 26
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 768], rax
-    and ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rax
-    mov eax, 14
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 576], 130
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r11
-    movzx ecx, r8b
-    mov dword ptr [r15 + 128], 147
-    mov dword ptr [r15 + 256], 72
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    movsxd r8, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c157:
-    lea rcx, [rip + .Lc1_d8129_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8129_s_t
-.Lc1_d8129_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8129_s:
-    ret
-    .popsection
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 176
+    mov qword ptr [r15 + 64], rax
+    movzx eax, al
+    mov byte ptr [r15 + 448], al
+    mov qword ptr [r15 + 64], rcx
+    mov qword ptr [r15 + 640], rcx
     movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r8d, 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
     mov rcx, rcx
     mov r8, r11
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 512]
-    mov edx, r8d
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8d, 121
     mov r8, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ecx, r8d
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 704]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], r9d
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rcx
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edx, 232
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    mov edi, r8d
-    mov qword ptr [r15 + 320], rdi
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 192], 130
-    mov byte ptr [r15 + 448], cl
-    movsxd r8, dword ptr [r15 + 640]
-    mov rcx, r8
-    mov dword ptr [r15 + 128], ecx
-    movzx ecx, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    movsxd rdi, dword ptr [r15 + 704]
-    mov r8d, edi
-    movzx edi, byte ptr [r15 + 256]
-    add rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8138_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8138_s_t
+.Lc1_d8138_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8138_s:
+    ret
+    .popsection
     mov r9, r11
-    mov dword ptr [r15 + r8 + 1344], r9d
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 384], r8b
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9, rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 512], xmm2
-    vmovq qword ptr [r15 + 192], xmm7
-    movzx r9d, cl
-    mov ecx, dword ptr [r15 + 768]
-    mov r9, r11
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], 45
     jmp 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9, r8
-    mov dword ptr [r15 + 128], 0
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, r8d
+    movzx edx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 320], dl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8, r11
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], edx
+    mov edx, dword ptr [r15 + 512]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    jmp 1f
+1:
+    movzx r8d, sil
+    movzx esi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 896], rsi
+    mov ebp, dword ptr [r15 + 192]
+    mov rsi, rbp
+    mov dword ptr [r15 + 256], 96
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rdx
+    mov byte ptr [r15 + 384], dl
+    mov edx, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8237_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8237_s_t
-.Lc1_d8237_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8237_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r9, rcx
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7552]
-    movzx edx, byte ptr [r15 + 256]
-    mov r8, r11
-    mov rax, r8
-    add rax, qword ptr [r15 + 512]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov eax, 195
-    mov eax, 142
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], sil
-    mov rsi, r9
     mov rbp, r11
-    mov dword ptr [r15 + 192], 8
-    mov esi, edx
-    movzx edx, byte ptr [r15 + 448]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 64]
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    movzx esi, byte ptr [r15 + 320]
+    mov edx, esi
+    mov edx, edx
+    mov edx, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 384], dil
+    mov rsi, rdx
+    add rsi, qword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 512], dl
+    mov dword ptr [r15 + 192], 142
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], r8b
+    mov edx, dword ptr [r15 + 448]
+    movzx edi, sil
+    mov rsi, rbp
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dl
+    add r8, qword ptr [r15 + 64]
     add r8, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -10576,261 +10376,235 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8287_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d8239_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8287_s_t
-.Lc1_d8287_j:
+    call .Lc1_d8239_s_t
+.Lc1_d8239_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8287_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8239_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    movzx edi, byte ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 64], edi
-    mov rbp, r11
-    mov ecx, 53
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rdi, rax
-    mov edi, 252
-    xor dword ptr [r15 + 512], edi
-    movsxd rdi, dword ptr [r15 + 320]
     movzx eax, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 704], xmm14
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 512], dil
+    mov ecx, dword ptr [r15 + 128]
+    mov rdi, rcx
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 128]
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm0
-    mov ebp, 54
-    mov qword ptr [r15 + 448], rbp
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov ecx, 191
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 64], edi
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1408], r8b
+    xor dword ptr [r15 + 384], ecx
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rcx
+    and r9, 4032
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm7
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8, r11
     jmp 1f
 1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], dil
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    vmovdqu xmmword ptr [r15 + 192], xmm7
+    mov ecx, 161
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 704]
+    mov byte ptr [r15 + 768], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c161:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 48
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8286_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8286_s_t
+.Lc1_d8286_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8286_s:
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 8128
-    mov r9, r11
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
 1:
-    mov r8d, eax
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 155
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, r9d
-    mov qword ptr [r15 + 768], r9
-    mov r9, qword ptr [r15 + 448]
+    mov r9d, ecx
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 512], r9d
     mov r8, r11
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov dword ptr [r15 + 192], eax
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 576], 215
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ebp, ecx
+    mov dword ptr [r15 + 192], ebp
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov rax, r8
-    movsxd rax, dword ptr [r15 + 256]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 448]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 320], rax
+    mov eax, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], sil
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, rdx
+    mov edx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c162:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8399_s]
+    lea rcx, [rip + .Lc1_d8338_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8399_s_t
-.Lc1_d8399_j:
+    call .Lc1_d8338_s_t
+.Lc1_d8338_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8399_s:
+.Lc1_d8338_s:
     ret
     .popsection
-    mov eax, r8d
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 704]
-    movzx ecx, cl
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov esi, ecx
-    and esi, dword ptr [r15 + 64]
+    movzx esi, bpl
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 640], r8d
-    and eax, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rdx
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 448], eax
-    mov dword ptr [r15 + 128], ebp
     mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    mov eax, dword ptr [r15 + 448]
-    mov r9, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    movzx edx, bpl
-    mov byte ptr [r15 + r8 + 896], dl
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movzx ebp, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rbp
+    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 704]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], eax
+    mov eax, esi
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 320], esi
+    mov esi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d8448_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d8448_s_t
-.Lc1_d8448_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8448_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rdx, rax
-    lea rbp, [r11 + r11*1]
+    mov ebp, r8d
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 28
+    mov dword ptr [r15 + 320], r8d
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 256]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 128], dl
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 129
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov dword ptr [r15 + 0], 247
-    mov ecx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    or qword ptr [r15 + 128], 34
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 512], dl
+    mov rdx, qword ptr [r15 + r9 + 7552]
     and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 64], rdi
-    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r15 + r8 + 1344], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rdx
+    mov r9d, dword ptr [r15 + 64]
+    mov r8d, r9d
     mov r8, r11
-    mov byte ptr [r15 + 192], r8b
-    mov ecx, ecx
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
-    mov r8d, 134
-    mov r8, qword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    movzx ebp, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 512]
+    mov edx, r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8d, 245
     add r11, 64
     inc rbx
     dec r13
@@ -10839,117 +10613,137 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8499_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8499_s_t
-.Lc1_d8499_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8440_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d8440_s_t
+.Lc1_d8440_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8499_s:
+.Lc1_d8440_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 320], cl
-    movsxd rcx, dword ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov esi, 99
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx eax, dil
-    mov edi, eax
-    movzx edi, dil
-    movzx edi, sil
-    mov esi, 190
-    mov dword ptr [r15 + 448], 10
-    mov r9, r11
-    mov qword ptr [r15 + 640], rcx
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 160
+    mov byte ptr [r15 + 0], cl
     lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
     and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7552]
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 640], r8
+    mov dword ptr [r15 + r9 + 3456], 247
+    movsxd r8, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 704], rcx
+    jmp 1f
+1:
+    mov r9d, edx
+    mov r9d, 35
+    movzx r9d, r9b
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, 209
+    mov rdi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1344]
+    movzx r9d, r8b
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c165:
-    mov rbp, r11
-    mov r9, rbp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], sil
-    movsxd rsi, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov edi, 221
+    lea rcx, [rip + .Lc1_d8496_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8496_s_t
+.Lc1_d8496_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8496_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
+    mov r9, rcx
+    mov r9d, r9d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 576]
+    mov r9, rcx
+    mov r9, r9
+    mov byte ptr [r15 + 128], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    test ebx, 10752
-    jz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm12
-    mov rdi, rdi
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r9
+    mov qword ptr [r15 + 0], rcx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov edx, 144
-    movzx edx, byte ptr [r15 + 256]
-    mov rsi, rdx
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 64], dl
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 448]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 256], edi
+    mov edi, 191
+    mov r8d, 143
+    mov r8, rcx
+    movsxd r8, dword ptr [r15 + 768]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 128]
+    and edx, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 320]
+    vmovq qword ptr [r15 + 192], xmm8
     add r11, 64
     inc rbx
     dec r13
@@ -10958,247 +10752,231 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8598_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d8550_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8598_s_t
-.Lc1_d8598_j:
+    call .Lc1_d8550_s_t
+.Lc1_d8550_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8598_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d8550_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea r9, [r11 + r11*1]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 153
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    vpaddd xmm10, xmm10, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 160
-    movzx r8d, byte ptr [r15 + 768]
     mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + 576], r8b
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], eax
+    mov rax, rax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 36
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, qword ptr [r15 + 384]
+    mov esi, 94
+    movzx esi, byte ptr [r15 + 448]
     mov r8, r11
-    mov rbp, r8
-    mov byte ptr [r15 + 384], dl
-    mov dword ptr [r15 + 256], esi
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov r8d, esi
-    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 256], al
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 640], bpl
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, rsi
+    mov qword ptr [r15 + 384], rcx
+    vpaddd xmm13, xmm13, xmm13
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    lea rcx, [rip + .Lc1_d8653_s]
+    lea rcx, [rip + .Lc1_d8600_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8653_s_t
-.Lc1_d8653_j:
+    call .Lc1_d8600_s_t
+.Lc1_d8600_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8653_s:
+.Lc1_d8600_s:
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov rsi, r8
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov dword ptr [r15 + 0], 14
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu xmmword ptr [r15 + 0], xmm13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 128]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 448]
     movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 256]
+    mov r9, r11
+    mov byte ptr [r15 + 64], r9b
+    mov rdx, r8
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov dword ptr [r15 + 512], 128
+    movzx r8d, bpl
+    and r8d, dword ptr [r15 + 128]
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov rax, rbp
-    mov eax, eax
-    and rbp, 4032
-    mov r9, r11
-    and esi, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 128]
-    movzx eax, bpl
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + r8 + 7552], bpl
-    mov r8d, ebp
-    mov ebp, r8d
-    vpxor xmm15, xmm15, xmm10
-    mov ebp, 84
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, 253
+    mov dword ptr [r15 + 192], edx
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov edx, ebp
+    lea rbp, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + 704]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 233
+    movzx edi, byte ptr [r15 + 768]
+    vmovdqu xmm7, xmmword ptr [r15 + rbp + 1344]
+    mov ebp, 37
+    mov rbp, qword ptr [r15 + 64]
+    mov r8d, 137
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c168:
-    lea rcx, [rip + .Lc1_d8702_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8702_s_t
-.Lc1_d8702_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d8702_s:
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov r9, qword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 448]
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, 242
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, r8d
+    jmp 1f
+1:
+    mov edi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 64]
+    vpor xmm7, xmm7, xmm13
+    mov edx, 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 192]
     mov r9, r11
-    mov rcx, qword ptr [r15 + 256]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r9d, edi
-    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 191
-    movzx r9d, byte ptr [r15 + 256]
-    vpor xmm7, xmm7, xmm10
-    mov edi, dword ptr [r15 + 64]
-    mov ebp, 234
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, r9
+    mov rdx, rdi
+    movzx edi, byte ptr [r15 + 384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], ecx
-    inc dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 320]
-    mov r9, r11
-    mov rdx, r9
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
     and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov r9, rsi
-    vpor xmm7, xmm7, xmm7
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov eax, esi
+    inc dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 232
+    mov ecx, dword ptr [r15 + r9 + 896]
+    and rbp, 16320
+    add rdi, qword ptr [r15 + rbp + 15680]
+    mov r9d, 248
+    mov dword ptr [r15 + 576], r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov ebp, r9d
+    xor dword ptr [r15 + 128], ebp
+    vpor xmm7, xmm7, xmm13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
+    lea rcx, [rip + .Lc1_d8697_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d8697_s_t
+.Lc1_d8697_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d8697_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], sil
-    mov rsi, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 54
-    jmp 1f
-1:
-    mov edx, edx
-    mov rdx, qword ptr [r15 + 128]
-    mov r9d, esi
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and r9, 8128
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], r8
     mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rcx
-    mov dword ptr [r15 + 576], 68
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov edx, ecx
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 704], 118
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rdx, rbp
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    mov edx, dword ptr [r15 + 128]
     and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 128], 138
     add r11, 64
     inc rbx
     dec r13
@@ -11210,245 +10988,248 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d8803_s]
+    lea rcx, [rip + .Lc1_d8748_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d8803_s_t
-.Lc1_d8803_j:
+    call .Lc1_d8748_s_t
+.Lc1_d8748_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8803_s:
+.Lc1_d8748_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    and eax, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], 93
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], eax
+    mov rax, rax
     mov r8, r11
-    mov eax, r8d
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8d, 174
-    mov r8d, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 61
-    mov r8, r11
-    mov byte ptr [r15 + 128], r8b
-    mov rax, rcx
-    mov qword ptr [r15 + 448], rax
-    mov r9, r11
+    movzx ecx, r8b
     and r8, 1984
-    or qword ptr [r15 + r8 + 1344], 89
+    mov dword ptr [r15 + r8 + 1344], 11
+    mov dword ptr [r15 + 320], 72
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8d, 31
+    mov qword ptr [r15 + 768], r8
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, eax
+    mov eax, edi
+    mov edi, eax
+    mov qword ptr [r15 + 448], rcx
     mov ecx, 223
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9, r11
+    mov byte ptr [r15 + 384], r9b
+    mov rdi, qword ptr [r15 + 192]
+    and r9, 448
+    or qword ptr [r15 + r9 + 832], 38
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov r9, rax
+    mov rcx, qword ptr [r15 + 576]
+    mov r9d, r8d
     jmp 1f
 1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, ecx
+    mov r8, rdi
+    and r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8858_s]
+    lea rcx, [rip + .Lc1_d8801_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8858_s_t
-.Lc1_d8858_j:
+    call .Lc1_d8801_s_t
+.Lc1_d8801_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8858_s:
+.Lc1_d8801_s:
     ret
     .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     mov r8, r11
-    mov byte ptr [r15 + 768], al
+    mov ecx, 67
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 64]
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
+    movzx esi, byte ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov dword ptr [r15 + 384], ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx edx, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 192], ecx
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    movzx r8d, cl
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 96
-    mov ecx, 232
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    mov rax, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 576]
-    movzx ebp, dil
-    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], esi
+    mov rsi, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, r8d
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 199
-    mov byte ptr [r15 + 128], al
+    movzx esi, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rsi
+    mov dword ptr [r15 + r9 + 7552], 181
+    mov r9, r11
+    mov dword ptr [r15 + 704], 19
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9d, esi
+    mov esi, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 184
+    mov dword ptr [r15 + 640], r8d
+    mov byte ptr [r15 + 512], r9b
+    mov r8d, esi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov dword ptr [r15 + 0], 64
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rax
-    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov r9d, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 110
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 81
+    add r9, qword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, r11
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 94
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 37
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, qword ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + 448], 5
+    movzx r9d, dil
+    mov dword ptr [r15 + 192], r9d
+    mov dword ptr [r15 + 768], r8d
+    mov dword ptr [r15 + 256], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7552]
-    mov edx, 134
-    mov dword ptr [r15 + 384], edx
-    mov edx, 223
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], eax
-    mov qword ptr [r15 + 448], rax
-    and eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 141
-    movzx r9d, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d8952_s]
+    lea rcx, [rip + .Lc1_d8900_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d8952_s_t
-.Lc1_d8952_j:
+    call .Lc1_d8900_s_t
+.Lc1_d8900_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d8952_s:
+.Lc1_d8900_s:
     ret
     .popsection
-    mov ebp, 28
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    vpshufd xmm12, xmm7, 197
+    mov r8, r11
+    mov eax, r8d
+    mov r9, r11
+    mov ecx, 89
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm13
+    jmp 1f
+1:
+    mov r8d, 197
+    vpshufd xmm13, xmm13, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 238
-    mov byte ptr [r15 + 192], r9b
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 128], eax
+    mov r8, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 128]
-    mov edi, 82
+    mov eax, 226
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov edi, 75
-    test ebx, 6656
-    jz 1f
-1:
+    mov dword ptr [r15 + 640], r8d
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 88
     jmp 1f
 1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov rbp, qword ptr [r15 + 448]
+    mov r8, r8
+    mov r8d, 65
+    mov r8d, r8d
+    mov r8d, 129
+    movzx r8d, r8b
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 256]
+    mov esi, edx
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 512], esi
-    mov rsi, r9
-    mov esi, esi
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov dword ptr [r15 + 256], 153
-    movzx esi, byte ptr [r15 + r9 + 896]
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, r9d
-    mov qword ptr [r15 + 768], r8
-    jmp 1f
-1:
-    mov r9d, esi
-    mov r9d, 183
-    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], r9
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 252
     add r11, 64
     inc rbx
     dec r13
@@ -11457,174 +11238,212 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d9008_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8955_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9008_s_t
-.Lc1_d9008_j:
+    call .Lc1_d8955_s_t
+.Lc1_d8955_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9008_s:
+.Lc1_d8955_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rax, r9
-    movsxd r9, dword ptr [r15 + 320]
-    movzx eax, r9b
-    or qword ptr [r15 + 64], 76
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 31
-    movzx ecx, byte ptr [r15 + 192]
-    vmovq qword ptr [r15 + 256], xmm12
-    mov r9, r11
-    mov edx, r9d
-    mov edx, dword ptr [r15 + 512]
-    mov r8, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 117
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
-    mov dword ptr [r15 + 576], 123
-    mov dword ptr [r15 + 384], edx
-    mov dword ptr [r15 + 448], 139
+    xor dword ptr [r15 + 448], r9d
     mov r9d, ecx
-    movsxd r9, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 256]
+    mov rdx, rcx
+    movsxd rcx, dword ptr [r15 + 128]
     mov r8, r11
+    movzx esi, byte ptr [r15 + 512]
+    or qword ptr [r15 + 64], 18
     jmp 1f
 1:
     and r8, 1984
-    xor dword ptr [r15 + r8 + 1344], r8d
-    mov r8, r9
-    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 1344], 153
+    mov dword ptr [r15 + 128], 30
+    mov r8d, 155
+    mov byte ptr [r15 + 192], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm13
+    movzx r8d, bpl
+    and rbp, 4032
+    and edx, dword ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    vmovq qword ptr [r15 + 384], xmm13
+    mov r8, r8
+    mov dword ptr [r15 + 64], r8d
+    mov ebp, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    lea rcx, [rip + .Lc1_d9056_s]
+    lea rcx, [rip + .Lc1_d9018_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9056_s_t
-.Lc1_d9056_j:
+    call .Lc1_d9018_s_t
+.Lc1_d9018_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9056_s:
+.Lc1_d9018_s:
     ret
     .popsection
-    mov r9, r8
-    movzx r8d, r9b
-    movsxd r9, dword ptr [r15 + 448]
-    vmovdqu xmm15, xmmword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], 134
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    movzx edx, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
+    and r8d, dword ptr [r15 + 0]
     movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 189
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, byte ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 768], xmm13
+    mov rdx, qword ptr [r15 + 384]
+    movzx esi, dl
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 576]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 256], r9b
+    and r9, 448
+    or qword ptr [r15 + r9 + 832], 82
+    movzx edi, byte ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + r9 + 896]
+    mov r9, r11
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm15
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], dil
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 320]
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 45
-    and ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ebp
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    mov r9d, 174
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d9068_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9068_s_t
+.Lc1_d9068_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9068_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov ebp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 35
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov ecx, 233
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
+    mov ecx, eax
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov r9d, 69
-    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r9
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    xor dword ptr [r15 + 576], r9d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rcx
+    mov r8, r11
+    movzx esi, r8b
+    movzx esi, sil
+    mov esi, esi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdi, r9
     jmp 1f
 1:
-    mov r9, r11
-    mov ecx, r9d
-    mov byte ptr [r15 + 256], cl
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 704]
+    mov r8, r11
+    movzx edx, r8b
+    mov edx, 19
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdi
+    movzx r8d, byte ptr [r15 + 512]
+    mov edi, 139
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r9d
-    mov byte ptr [r15 + 384], r9b
-    mov r9, r11
+    add rsi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + r9 + 1408], esi
+    xor dword ptr [r15 + 384], edx
+    mov r9, rdx
     jmp 1f
 1:
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    movzx r9d, dl
-    mov rdx, rcx
-    mov rcx, rdx
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 320], rdx
+    movzx edx, byte ptr [r15 + 640]
     jmp 1f
 1:
     add r11, 64
@@ -11632,450 +11451,420 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    lea rcx, [rip + .Lc1_d9155_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9155_s_t
-.Lc1_d9155_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9155_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 256], 195
-    mov ecx, 167
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 19
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov dword ptr [r15 + 0], 28
-    mov r9d, 254
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
     jmp 1f
 1:
-    mov ecx, 205
-    mov dword ptr [r15 + 704], ecx
-    mov ecx, dword ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 384]
-    mov eax, 147
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 243
+    mov esi, 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 320]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 448], r8
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 896]
+    movzx edi, byte ptr [r15 + 192]
+    mov ebp, edi
+    mov rdi, rbp
+    mov dword ptr [r15 + 384], edi
+    mov edi, 193
+    mov rbp, rdi
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov ebp, 105
+    movzx ebp, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
     mov r9, r11
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, 43
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9d, eax
+    mov eax, 254
+    mov eax, 170
+    mov eax, 19
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 212
+    movzx r9d, bpl
+    inc dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 128]
-    mov edi, 215
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov edi, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, r11
+    mov eax, r9d
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d9207_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9207_s_t
-.Lc1_d9207_j:
+    lea rcx, [rip + .Lc1_d9170_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9170_s_t
+.Lc1_d9170_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9207_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9170_s:
     ret
     .popsection
+    mov r9d, 79
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov ebp, 129
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 79
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 448]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 225
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 2560
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rsi
-    mov rsi, qword ptr [r15 + 384]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 512], rbp
-    mov edx, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], ebp
+    mov rdx, rax
+    mov dword ptr [r15 + 384], 218
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 512]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1408]
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 320]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], eax
     and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7552]
-    mov r9, r11
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 576], rax
+    mov rax, r8
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    mov byte ptr [r15 + 256], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], esi
+    lea rcx, [rip + .Lc1_d9222_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9222_s_t
+.Lc1_d9222_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9222_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov esi, ebp
+    mov dword ptr [r15 + 192], ecx
+    vpshufd xmm8, xmm13, 134
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], 18
     jmp 1f
 1:
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 224
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     and ecx, dword ptr [r15 + 0]
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 64]
-    lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r9d, esi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm15
+    mov r8d, ebp
+    mov r8d, 169
+    mov r8, r11
+    mov dword ptr [r15 + 0], 193
+    mov dword ptr [r15 + 0], eax
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 26
-    movzx esi, sil
-    mov qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 576], r9b
-    mov r9, r11
-    mov esi, r9d
-    mov rsi, rsi
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov qword ptr [r15 + 256], r9
-    mov r8, qword ptr [r15 + 192]
-    add r8, qword ptr [r15 + 384]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 201
-    vpshufd xmm12, xmm15, 87
-    add rsi, qword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, rax
+    mov rax, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 192]
     mov dword ptr [r15 + 512], r8d
-    mov r8d, dword ptr [r15 + 640]
-    mov ebp, 184
+    mov r8, r11
+    add rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rcx
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    movzx eax, byte ptr [r15 + 704]
+    mov esi, 184
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    lea rcx, [rip + .Lc1_d9309_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9309_s_t
-.Lc1_d9309_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d9277_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9277_s_t
+.Lc1_d9277_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9309_s:
+.Lc1_d9277_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov dword ptr [r15 + 0], 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 384]
+    mov esi, eax
     mov r8, r11
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 512], ecx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov rcx, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 448]
+    vpxor xmm8, xmm8, xmm2
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 640], ymm4
+    and esi, dword ptr [r15 + 512]
+    mov edx, esi
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + 64], rsi
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 704], r8b
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rcx
-    movsxd r8, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], r8b
-    mov r8, qword ptr [r15 + 128]
-    mov rcx, r8
-    mov ecx, ecx
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 57
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 5
-    vpxor xmm3, xmm3, xmm11
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, 255
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 512]
+    mov r9, rsi
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9362_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9362_s_t
-.Lc1_d9362_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9362_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 768]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
+    movzx esi, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    mov dword ptr [r15 + 0], 88
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 72
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    mov eax, 237
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 9
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 44
-    mov rbp, r11
-    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r9b
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    vpxor xmm6, xmm6, xmm12
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov byte ptr [r15 + 0], sil
+    and esi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 149
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 768]
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    lea r8, [r11 + r11*1]
+    and esi, dword ptr [r15 + 512]
+    mov rdx, rsi
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm7
+    jmp 1f
+1:
+    mov rsi, rdi
+    mov r9, r11
+    mov dword ptr [r15 + 192], 182
+    and r9, 448
     mov rbp, r11
-    mov byte ptr [r15 + 64], al
-    mov qword ptr [r15 + 576], rax
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 448], dil
+    jmp 1f
+1:
     and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    add rdi, qword ptr [r15 + r8 + 1344]
+    mov r8d, 229
+    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    lea rcx, [rip + .Lc1_d9426_s]
+    lea rcx, [rip + .Lc1_d9376_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9426_s_t
-.Lc1_d9426_j:
+    call .Lc1_d9376_s_t
+.Lc1_d9376_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9426_s:
+.Lc1_d9376_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], 99
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
-    mov edi, ecx
-    mov byte ptr [r15 + 384], dil
-    mov rdi, qword ptr [r15 + 512]
-    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 192
+    mov dword ptr [r15 + 64], 83
+    mov r8, r11
     movsxd rcx, dword ptr [r15 + 448]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 640], 106
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    mov rbp, qword ptr [r15 + r9 + 1408]
-    mov r9d, dword ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 83
-    vpshufd xmm10, xmm3, 239
-    mov r8, r11
-    mov esi, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 192], ymm10
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 320]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    add qword ptr [r15 + 64], rbp
-    mov ebp, 176
-    mov ebp, edx
-    mov rdx, rbp
-    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, r9
+    movzx esi, byte ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 128]
+    and r9, 4032
+    add qword ptr [r15 + r9 + 3392], r9
+    mov byte ptr [r15 + 128], al
+    movzx eax, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
+    lea rcx, [rip + .Lc1_d9424_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9424_s_t
+.Lc1_d9424_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9424_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], dl
-    mov ebp, 254
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
+    mov byte ptr [r15 + 0], sil
+    mov esi, 254
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 235
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 108
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    lea r9, [r11 + r11*1]
-    mov edx, 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edx
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7552], 215
-    mov r9, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rsi
+    mov eax, 235
+    movsxd rax, dword ptr [r15 + 512]
     mov r9, r11
-    mov qword ptr [r15 + 128], r9
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ecx, 142
     jmp 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, 151
+    movzx r9d, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 128]
+    mov edi, edx
+    mov qword ptr [r15 + 256], rdi
     jmp 1f
 1:
-    vpaddd xmm12, xmm12, xmm6
+    mov edx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 13
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 320]
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vpaddd xmm7, xmm7, xmm8
     add r11, 64
     inc rbx
     dec r13
@@ -12085,632 +11874,642 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
+    test dword ptr [r15 + 67117723], 64
     setz al
-    lea rcx, [rip + .Lc1_d9524_s]
+    lea rcx, [rip + .Lc1_d9479_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d9524_s_t
-.Lc1_d9524_j:
+    call .Lc1_d9479_s_t
+.Lc1_d9479_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9524_s:
+.Lc1_d9479_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, eax
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov rbp, r11
-    movzx ecx, bpl
-    and ecx, dword ptr [r15 + 0]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 384], rbp
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    movzx ecx, al
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rsi, rbp
-    mov r8, r11
+    mov qword ptr [r15 + 128], rbp
+    mov ecx, dword ptr [r15 + 192]
     and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 448]
-    movzx esi, al
-    movsxd rax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 99
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + 320], al
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    movzx eax, r9b
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 768]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 112
+    mov dword ptr [r15 + 512], 138
     jmp 1f
 1:
-    movzx esi, sil
+    mov dword ptr [r15 + 384], r8d
     mov dword ptr [r15 + 256], esi
-    mov rsi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r8d
-    mov byte ptr [r15 + 640], al
+    mov byte ptr [r15 + 576], r9b
+    movzx r8d, sil
+    mov esi, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    lea rcx, [rip + .Lc1_d9572_s]
+    lea rcx, [rip + .Lc1_d9527_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9572_s_t
-.Lc1_d9572_j:
+    call .Lc1_d9527_s_t
+.Lc1_d9527_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9572_s:
+.Lc1_d9527_s:
     ret
     .popsection
-    mov eax, esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx esi, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, eax
+    mov dword ptr [r15 + 0], esi
+    mov r9d, 38
+    mov qword ptr [r15 + 0], r9
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddd xmm10, xmm10, xmm12
-    mov dword ptr [r15 + 0], 138
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 128]
-    mov eax, esi
+    mov esi, ecx
+    mov esi, esi
+    mov dword ptr [r15 + 0], 226
+    mov r9d, r8d
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, r8d
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 116
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
+    mov esi, 17
+    mov esi, 129
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, 17
-    mov ecx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
 1:
-    add rsi, qword ptr [r15 + 320]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    movzx r9d, sil
-    mov r9, r11
-    mov edi, 14
-    mov dword ptr [r15 + 448], 201
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 320], r9b
+    mov esi, dword ptr [r15 + 640]
     and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov r9d, edi
+    mov edx, dword ptr [r15 + r9 + 896]
+    mov edi, edx
     jmp 1f
 1:
-    mov r9d, 113
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 704], edi
-    mov edi, ecx
-    mov r9, r11
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    add r8, qword ptr [r15 + 512]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 216
     jmp 1f
 1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    vmovdqu xmm13, xmmword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov eax, 42
+    movzx eax, byte ptr [r15 + 64]
+    movzx r9d, al
+    and rbp, 16320
+    movsxd r9, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    lea rcx, [rip + .Lc1_d9630_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9630_s_t
-.Lc1_d9630_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d9630_s:
-    ret
-    .popsection
-    mov r9, r11
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    vpcmpeqb xmm6, xmm6, xmm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 384], rcx
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, dword ptr [r15 + 448]
-    vpor xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 192
+    mov dword ptr [r15 + 0], 224
+    lea r8, [r11 + r11*1]
+    vpcmpeqb xmm13, xmm13, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3456]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rbp
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm13
     mov rbp, r11
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 224
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 90
-    mov dword ptr [r15 + 512], 244
-    mov dword ptr [r15 + 128], 20
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], bpl
-    vmovdqu xmmword ptr [r15 + 192], xmm6
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 250
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    add rbp, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 704]
+    mov ecx, 244
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov r8d, 212
-    mov dword ptr [r15 + 320], 214
-    mov r8d, 120
-    mov r8d, 121
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    mov r9d, 104
+    mov byte ptr [r15 + 128], r9b
+    jmp 1f
+1:
+    vpor xmm13, xmm13, xmm13
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 192]
+    mov r9d, 250
+    mov dword ptr [r15 + 768], 244
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c187:
+    lea rcx, [rip + .Lc1_d9632_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9632_s_t
+.Lc1_d9632_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d9632_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 242
-    mov rcx, r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    mov rcx, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edi
     mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 103
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
-    test ebx, 4608
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], cl
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    and ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 128]
     mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
-    mov dword ptr [r15 + 576], r8d
-    mov r8, qword ptr [r15 + 384]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 384], 19
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, r11
-    add r8, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], r8d
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    lea rcx, [rip + .Lc1_d9726_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9726_s_t
-.Lc1_d9726_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9686_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9686_s_t
+.Lc1_d9686_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9726_s:
+.Lc1_d9686_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov r8, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 64]
     mov r8, r11
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 448]
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], eax
-    vpcmpeqb xmm12, xmm12, xmm6
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov eax, eax
+    mov ecx, 131
+    mov qword ptr [r15 + 64], rcx
     and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 512]
-    movzx esi, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov r9, rax
-    mov r9, qword ptr [r15 + 192]
-    mov rdi, r9
-    mov r9d, edi
-    vpmovmskb r9d, xmm12
+    mov qword ptr [r15 + r8 + 1344], r8
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + r8 + 1408], esi
-    mov r8d, 6
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 768], ebp
-    mov qword ptr [r15 + 192], r9
-    mov r9, qword ptr [r15 + 128]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov rcx, qword ptr [r15 + 704]
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 3392]
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 320]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    add rcx, qword ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + r8 + 3456]
+    mov r8, r9
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c189:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d9781_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9781_s_t
-.Lc1_d9781_j:
+    lea rcx, [rip + .Lc1_d9749_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9749_s_t
+.Lc1_d9749_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9781_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9749_s:
     ret
     .popsection
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 576], cl
-    mov ecx, 51
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 384], ecx
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 180
+    mov r9d, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    vpor xmm10, xmm10, xmm10
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 177
-    mov rcx, qword ptr [r15 + 448]
-    vpmovmskb edx, xmm10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 256]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    movzx r9d, byte ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 384], 180
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov ebp, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 512]
+    mov r9, r11
+    add rcx, qword ptr [r15 + 64]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r8 + 7552]
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 128]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    mov dword ptr [r15 + 448], edi
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov edi, 195
+    movsxd rdi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], 71
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c190:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 55
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 232
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov dword ptr [r15 + 0], 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1408], r9b
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r9, rdi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 512], 224
-    mov byte ptr [r15 + 704], dil
+    mov dword ptr [r15 + 0], 210
     jmp 1f
 1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 249
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 448], 239
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 704]
+    and rbp, 1984
+    and edi, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 213
+    movzx r8d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 128], r8
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 384]
     mov r9, r11
-    mov edi, r9d
+    movzx edx, byte ptr [r15 + 640]
+    movzx eax, dl
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 177
-    mov dword ptr [r15 + 256], 239
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 448]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, r9
-    mov dword ptr [r15 + 384], 111
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    lea rcx, [rip + .Lc1_d9881_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9881_s_t
-.Lc1_d9881_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d9850_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d9850_s_t
+.Lc1_d9850_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9881_s:
+.Lc1_d9850_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r11
     mov rcx, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 31
-    mov r9d, esi
-    mov rsi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 768], esi
-    mov qword ptr [r15 + 448], rdx
-    mov dword ptr [r15 + 0], 64
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    vpxor xmm12, xmm12, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov edx, 215
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7552]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 111
+    and eax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 512]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 169
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    mov byte ptr [r15 + 256], r9b
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], dl
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9, rdx
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 128], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], esi
+    add rax, qword ptr [r15 + 64]
+    mov edx, 195
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 384], 124
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    movsxd rdx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], 73
+    mov r8, r11
+    mov rsi, r8
+    movsxd rsi, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 73
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 88
-    mov rbp, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], sil
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    vpxor xmm12, xmm12, xmm10
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9930_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d9930_s_t
-.Lc1_d9930_j:
+    lea rcx, [rip + .Lc1_d9896_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d9896_s_t
+.Lc1_d9896_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9930_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d9896_s:
     ret
     .popsection
-    movzx eax, byte ptr [r15 + 320]
-    mov r8, r11
-    mov ecx, 28
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    movsxd r8, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
-    mov ebp, 31
-    mov rbp, rbp
+    mov r8d, r8d
+    vpaddd xmm13, xmm13, xmm13
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, edx
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 640]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, ecx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, r8b
-    mov r8d, edx
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm7, xmm7, xmm10
-    imul rbp, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edx, edx
-    mov edx, edx
-    movzx edx, byte ptr [r15 + 448]
-    mov rcx, rdx
-    mov r9, r11
-    mov rdx, r9
-    jmp 1f
-1:
-    and r9, 1984
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 640], cl
     mov rbp, r11
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    mov rcx, rbp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, 177
+    vmovdqu xmm8, xmmword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9, r11
+    movzx edi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9, rdi
+    mov edi, dword ptr [r15 + 320]
+    mov rsi, rdi
+    mov edi, 53
+    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    mov r8, rdi
+    mov edi, dword ptr [r15 + 64]
+    mov eax, 95
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c193:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9993_s]
+    lea rcx, [rip + .Lc1_d9952_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d9993_s_t
-.Lc1_d9993_j:
+    call .Lc1_d9952_s_t
+.Lc1_d9952_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d9993_s:
+.Lc1_d9952_s:
     ret
     .popsection
-    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 103
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    movzx ecx, cl
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 192]
+    mov eax, ecx
+    mov dword ptr [r15 + 128], eax
+    mov eax, ecx
     mov rbp, r11
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 64], cl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, r9d
-    mov byte ptr [r15 + 768], bpl
-    movzx ebp, al
-    mov eax, 77
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 9
-    and r9, 4032
-    add rdx, qword ptr [r15 + r9 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 320], 24
+    and rbp, 8128
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    and r8, 16320
+    mov rax, qword ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 256]
+    mov ebp, 90
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, 198
-    mov ebp, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 704]
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    mov r9d, dword ptr [r15 + 448]
-    mov esi, r9d
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 512]
+    movzx esi, dl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movsxd rbp, dword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 64], dl
     add r11, 64
     inc rbx
     dec r13
@@ -12719,113 +12518,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 320]
-    mov rdi, rax
-    movzx eax, dil
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov eax, edi
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 192]
-    mov eax, edi
-    mov edi, dword ptr [r15 + 576]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d10004_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10004_s_t
+.Lc1_d10004_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10004_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea rbp, [r11 + r11*1]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov ecx, dword ptr [r15 + 256]
     mov esi, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rdi
-    mov dword ptr [r15 + 256], 69
-    movzx edi, al
-    mov r8, r11
-    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 576], bpl
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, rax
+    movzx eax, r9b
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, edi
+    movzx edi, r9b
+    movzx r9d, dil
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    mov dword ptr [r15 + 192], 239
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1408]
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
+    mov r8, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10089_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10089_s_t
-.Lc1_d10089_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10089_s:
-    ret
-    .popsection
-    mov eax, 77
-    mov r8, r11
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, ecx
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov rbp, rcx
+    mov rdi, rax
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r8, rdi
+    mov eax, 179
+    movzx eax, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 220
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, r8
+    mov r8d, 172
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 172
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 512]
-    and edx, dword ptr [r15 + r9 + 3456]
-    movzx r9d, byte ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, ecx
-    mov rdx, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 64]
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 448]
-    mov rbp, r9
     mov r9, r11
-    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov byte ptr [r15 + 192], al
+    mov rax, qword ptr [r15 + 512]
+    mov r8, rax
     mov r8, r8
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 54
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 67
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], 218
+    movzx esi, byte ptr [r15 + 128]
+    mov edx, esi
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov eax, 218
+    and eax, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, dl
+    movsxd rcx, dword ptr [r15 + r8 + 3456]
     add r11, 64
     inc rbx
     dec r13
@@ -12834,712 +12642,707 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d10140_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10110_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10140_s_t
-.Lc1_d10140_j:
+    call .Lc1_d10110_s_t
+.Lc1_d10110_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10140_s:
+.Lc1_d10110_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    lea rbp, [r11 + r11*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ecx
+    mov dword ptr [r15 + 192], eax
+    mov r8d, dword ptr [r15 + 448]
+    mov rcx, r8
+    mov dword ptr [r15 + 0], 120
+    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    mov eax, eax
-    mov dword ptr [r15 + 64], ebp
-    mov rcx, rcx
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 448]
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 211
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 71
+    jmp 1f
+1:
+    mov eax, r8d
+    mov eax, 83
+    mov rax, rax
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, r11
     mov rax, qword ptr [r15 + 128]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    movzx ebp, cl
-    mov dword ptr [r15 + 0], 60
-    and r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    and r8, 448
     mov rbp, r11
-    add rax, qword ptr [r15 + 768]
-    mov esi, 109
-    mov esi, esi
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov r8d, 90
+    movzx r8d, r8b
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 156
-    movsxd rbp, dword ptr [r15 + 576]
-    mov esi, 203
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    and r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    movzx ebp, byte ptr [r15 + 384]
+    movzx edi, bpl
+    mov ebp, edi
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 768], ebp
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
+    lea rcx, [rip + .Lc1_d10168_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d10168_s_t
+.Lc1_d10168_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10168_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm7, xmm7, xmm7
-    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov dword ptr [r15 + 0], 142
+    movzx ecx, cl
+    mov rcx, rcx
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, al
+    movsxd rdi, dword ptr [r15 + 640]
+    movzx ecx, dil
+    mov ecx, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], r9
+    mov r9, r11
+    mov edx, r9d
+    mov qword ptr [r15 + 320], rdx
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov eax, 229
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb eax, xmm7
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 167
-    mov dword ptr [r15 + 448], 154
-    mov byte ptr [r15 + 384], sil
-    movzx esi, byte ptr [r15 + 64]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov esi, 219
+    and esi, dword ptr [r15 + 512]
+    vpaddd xmm4, xmm4, xmm14
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rbp
-    and eax, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov r8, r11
-    mov rdi, r8
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov ebp, r8d
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r8d, 198
-    mov qword ptr [r15 + 192], r8
-    mov r8, qword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 128]
-    movzx edx, dil
-    movzx edi, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 256]
+    add rdx, qword ptr [r15 + 64]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, 117
+    mov r9d, 139
+    mov dword ptr [r15 + 128], 85
+    movzx r9d, sil
+    movsxd r9, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    lea rcx, [rip + .Lc1_d10243_s]
+    lea rcx, [rip + .Lc1_d10220_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10243_s_t
-.Lc1_d10243_j:
+    call .Lc1_d10220_s_t
+.Lc1_d10220_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10243_s:
+.Lc1_d10220_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 161
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    and r9, 4032
-    lock or dword ptr [r15 + r9 + 3392], 120
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
     mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 158
+    mov dword ptr [r15 + 0], 0
+    and r8, 1984
+    inc dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov byte ptr [r15 + 448], r8b
+    mov qword ptr [r15 + 64], r9
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 512], r9b
     jmp 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 45
-    mov dword ptr [r15 + 448], 163
-    mov dword ptr [r15 + 384], 71
-    mov r8d, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], r8
-    mov r8, qword ptr [r15 + 320]
-    add r8, qword ptr [r15 + 512]
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, 209
+    mov dword ptr [r15 + 128], 59
+    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], r9d
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 320], r8d
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 228
-    mov r9d, 180
-    and r9d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], r9
+    mov dword ptr [r15 + r9 + 7488], 83
+    mov r8d, 101
     jmp 1f
 1:
-    movzx r9d, cl
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c199:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d10294_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10294_s_t
-.Lc1_d10294_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10294_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov rax, rax
-    mov eax, 44
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edx, al
-    mov eax, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], esi
     mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    nop
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    movzx esi, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 448]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movzx eax, sil
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov r9, r8
+    mov r9d, 185
     mov r9, r11
-    mov eax, dword ptr [r15 + 320]
+    movzx edx, r9b
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 192]
+    mov edi, 129
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], r9d
+    nop
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, dil
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    nop
+    mov dword ptr [r15 + 512], r9d
+    mov r9d, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + rbp + 896]
+    mov ebp, 123
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    lea rcx, [rip + .Lc1_d10345_s]
+    lea rcx, [rip + .Lc1_d10324_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10345_s_t
-.Lc1_d10345_j:
+    call .Lc1_d10324_s_t
+.Lc1_d10324_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10345_s:
+.Lc1_d10324_s:
     ret
     .popsection
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, 39
-    mov dword ptr [r15 + 0], 24
-    mov ecx, edx
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 207
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 116
-    movzx eax, al
-    jmp 1f
-1:
-    add qword ptr [r15 + 64], rdx
-    mov qword ptr [r15 + 192], rbp
-    movsxd rax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    movzx eax, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 64]
     mov r9, r11
-    mov dword ptr [r15 + 448], r9d
-    mov edi, 185
     and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    vmovdqu xmm3, xmmword ptr [r15 + 128]
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    and eax, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmm7
-    mov rbp, r9
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 640]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov ebp, 121
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 208
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 12
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 75
+    movzx ecx, r9b
+    mov rcx, rcx
+    vmovdqu xmm12, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 4032
+    mov r8, r11
+    and ecx, dword ptr [r15 + r9 + 3392]
+    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 640], rsi
+    mov esi, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r9
+    mov r8d, 247
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 320]
+    vpxor xmm12, xmm12, xmm4
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], edi
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 3456]
+    movzx r9d, sil
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov edi, 16
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    mov rbp, r11
-    mov r9d, ebp
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d10381_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10381_s_t
+.Lc1_d10381_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10381_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    and edi, dword ptr [r15 + 64]
+    movzx eax, dil
+    mov dword ptr [r15 + 448], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    movzx edi, dil
+    jmp 1f
+1:
+    movzx eax, al
     mov qword ptr [r15 + 0], rax
+    mov eax, ecx
+    mov rdi, rax
+    movsxd rdi, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 512]
+    mov eax, ecx
+    mov rbp, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 164
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, r9d
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    movzx r9d, r9b
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, rbp
-    mov r9, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], r9d
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    movzx ecx, cl
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 896]
-    mov rax, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 256]
-    mov rdi, r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + r9 + 832], r8d
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edi
-    mov rbp, qword ptr [r15 + 384]
-    and ebp, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 576]
     mov r9, r11
-    mov edi, r9d
+    mov esi, 159
+    and r9, 448
+    mov r8, r11
+    mov esi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 320]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 215
+    mov r8, rdx
+    movzx edx, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10456_s]
+    lea rcx, [rip + .Lc1_d10435_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10456_s_t
-.Lc1_d10456_j:
+    call .Lc1_d10435_s_t
+.Lc1_d10435_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10456_s:
+.Lc1_d10435_s:
     ret
     .popsection
-    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], r9d
+    mov r8, r8
+    mov r8d, r8d
+    mov r8, r8
+    mov dword ptr [r15 + 384], r8d
+    mov rcx, qword ptr [r15 + 512]
+    vmovdqu xmm8, xmmword ptr [r15 + 640]
+    mov qword ptr [r15 + 192], r8
+    vpcmpeqb xmm4, xmm4, xmm12
+    mov r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov r9d, eax
-    mov qword ptr [r15 + 640], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rax
-    mov rax, rcx
-    mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r9, 1984
-    xor dword ptr [r15 + r9 + 1344], eax
-    vpcmpeqb xmm7, xmm7, xmm3
-    mov dword ptr [r15 + 128], 224
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 448]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, eax
-    vpor xmm7, xmm7, xmm7
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], ecx
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    xor dword ptr [r15 + 320], r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8, r11
     jmp 1f
 1:
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 576]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov esi, ecx
-    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 162
+    mov eax, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 128]
+    movzx edx, r8b
+    mov r8d, edx
+    mov r8, qword ptr [r15 + 64]
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10509_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d10509_s_t
-.Lc1_d10509_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d10509_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx eax, sil
-    mov byte ptr [r15 + 192], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx esi, cl
     jmp 1f
 1:
-    mov esi, eax
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 128], r8d
+    movzx edx, r8b
+    movsxd rdx, dword ptr [r15 + 704]
+    mov r8, r11
+    and r9d, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    lea r8, [r11 + r11*1]
     mov r9, r11
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    movzx edx, al
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, esi
-    and ebp, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 704]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movsxd rdi, dword ptr [r15 + 512]
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 15680]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov rcx, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + r8 + 1408]
+    mov r8d, r9d
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 512]
+    movzx r9d, dil
     jmp 1f
 1:
+    mov qword ptr [r15 + 128], rax
+    movsxd rax, dword ptr [r15 + 448]
+    movzx r9d, al
+    movzx r9d, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    lea rcx, [rip + .Lc1_d10572_s]
+    lea rcx, [rip + .Lc1_d10537_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10572_s_t
-.Lc1_d10572_j:
+    call .Lc1_d10537_s_t
+.Lc1_d10537_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10572_s:
+.Lc1_d10537_s:
     ret
     .popsection
     lea rbp, [r11 + r11*1]
-    and rbp, 1984
-    and esi, dword ptr [r15 + rbp + 1408]
-    mov rcx, rsi
+    vmovdqu xmmword ptr [r15 + 384], xmm4
+    vmovdqu ymmword ptr [r15 + 512], ymm4
+    mov rax, rcx
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    jmp 1f
+1:
     mov rcx, rcx
-    mov rcx, rcx
-    mov byte ptr [r15 + 64], cl
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, rax
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov esi, 48
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 640], ymm4
     mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, rbp
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 25
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rbp
-    vmovdqu xmmword ptr [r15 + 320], xmm7
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov eax, dword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    mov qword ptr [r15 + rbp + 7552], rsi
+    movzx ebp, r8b
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 896]
     jmp 1f
 1:
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], sil
-    mov dword ptr [r15 + 576], 25
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    vpcmpeqb xmm3, xmm3, xmm7
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov ebp, dword ptr [r15 + 384]
-    movzx ecx, bpl
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r8, rsi
-    mov dword ptr [r15 + 64], r8d
-    mov r8, rsi
-    mov esi, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
-    mov ebp, r8d
-    mov dword ptr [r15 + 768], ebp
-    movzx ebp, byte ptr [r15 + 448]
+    mov rbp, r8
+    movzx ebp, byte ptr [r15 + 576]
+    vpcmpeqb xmm12, xmm12, xmm8
+    and eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 832], eax
+    movzx eax, byte ptr [r15 + 320]
+    mov r9d, 225
+    mov r9d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov esi, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 164
-    vpshufd xmm6, xmm3, 21
-    mov r8, rsi
-    mov byte ptr [r15 + 256], r8b
-    mov r8, rbp
-    lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 512]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 448], r8b
-    mov r8d, esi
-    mov dword ptr [r15 + 64], 169
-    mov dword ptr [r15 + rbp + 3456], 127
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d10592_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d10592_s_t
+.Lc1_d10592_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d10592_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov rbp, r11
-    movzx r8d, bpl
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm12, xmm12, 164
+    mov byte ptr [r15 + 448], cl
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + 704]
+    mov ebp, eax
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edx, ebp
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
-    mov dword ptr [r15 + 128], 120
-    mov dword ptr [r15 + 128], 186
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 384], edx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm6
+    mov dword ptr [r15 + 384], 155
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 169
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 167
+    mov r8, r11
     jmp 1f
 1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov dword ptr [r15 + 192], 135
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d10671_s]
+    lea rcx, [rip + .Lc1_d10640_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10671_s_t
-.Lc1_d10671_j:
+    call .Lc1_d10640_s_t
+.Lc1_d10640_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10671_s:
+.Lc1_d10640_s:
     ret
     .popsection
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 62
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 384]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    mov r9, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 141
-    movsxd r9, dword ptr [r15 + 704]
+    mov ecx, 65
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    and ebp, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 181
+    and r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r8d
+    movsxd rcx, dword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 576]
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm4
     jmp 1f
 1:
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ecx
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, r9b
+    mov rsi, r8
+    movzx esi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 1
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 118
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8d, 224
-    mov dword ptr [r15 + 512], 167
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], al
     add r11, 64
     inc rbx
     dec r13
@@ -13548,200 +13351,224 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d10721_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10691_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10721_s_t
-.Lc1_d10721_j:
+    call .Lc1_d10691_s_t
+.Lc1_d10691_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10721_s:
+.Lc1_d10691_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 640], cl
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 192]
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + 256]
-    mov rsi, rcx
-    mov dword ptr [r15 + 384], 156
+    mov qword ptr [r15 + 640], rax
+    mov byte ptr [r15 + 256], al
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 128]
     mov rcx, rax
-    test ebx, 1536
-    jnz 1f
-1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 44
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 242
-    imul rsi, qword ptr [r15 + 512]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], esi
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
     and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 448]
-    mov rdx, rdi
+    mov rcx, qword ptr [r15 + rbp + 3456]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8d, edi
+    mov dword ptr [r15 + 64], 156
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], ebp
+    vpaddd xmm12, xmm12, xmm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 80
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 113
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], sil
+    movzx esi, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 211
+    mov dword ptr [r15 + 0], 242
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov esi, 186
-    mov rsi, rsi
-    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edi
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ebp, esi
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
+    lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], 199
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 448
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov eax, ebp
-    mov ebp, eax
+    mov r9, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    mov r8d, 228
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    movzx ebp, r8b
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 236
-    mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 4
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], r8b
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], r8d
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 64], 131
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    mov r9, r11
+    jmp 1f
+1:
+    movzx ecx, dl
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + rbp + 896]
+    mov rbp, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, 78
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rcx, [rip + .Lc1_d10824_s]
+    lea rcx, [rip + .Lc1_d10808_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10824_s_t
-.Lc1_d10824_j:
+    call .Lc1_d10808_s_t
+.Lc1_d10808_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10824_s:
+.Lc1_d10808_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, cl
-    mov r8d, r8d
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
+    mov dword ptr [r15 + 640], 176
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rbp
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, rbp
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 192], ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rcx
     mov rcx, r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 142
-    movzx r8d, cl
-    mov r8, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r8
-    mov qword ptr [r15 + 448], rcx
-    mov qword ptr [r15 + 64], r9
-    mov r9, r9
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 576], ecx
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r8, r11
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    vmovq qword ptr [r15 + 320], xmm6
-    mov r8, r8
+    movsxd r9, dword ptr [r15 + 320]
     mov r8d, dword ptr [r15 + 448]
-    and r8d, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -13753,225 +13580,234 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d10883_s]
+    lea rcx, [rip + .Lc1_d10866_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d10883_s_t
-.Lc1_d10883_j:
+    call .Lc1_d10866_s_t
+.Lc1_d10866_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10883_s:
+.Lc1_d10866_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 192], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     mov rbp, r11
-    mov ecx, 164
-    .byte 0x0f, 0x1f, 0x00
+    mov eax, ebp
     and rbp, 448
-    or qword ptr [r15 + rbp + 832], 78
+    and ecx, dword ptr [r15 + rbp + 832]
+    mov eax, 164
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 156
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 74
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, 166
+    mov dword ptr [r15 + 64], 166
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 41
+    mov ebp, ecx
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 512], 40
+    mov qword ptr [r15 + 704], rax
+    mov eax, ecx
+    mov rax, rax
+    mov rbp, r11
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    vmovq xmm8, rcx
     mov ecx, ecx
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1408]
-    movzx edx, byte ptr [r15 + 640]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 256], r8
-    mov rsi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    add rax, qword ptr [r15 + r8 + 3456]
-    mov ecx, 223
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dl
-    mov edx, ebp
-    mov qword ptr [r15 + rbp + 1344], rdx
-    mov ebp, r8d
-    mov rbp, rbp
-    mov dword ptr [r15 + r8 + 3392], 0
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 184
-    movsxd r8, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 256]
+    mov edi, 126
+    mov edi, edi
+    mov edi, edi
+    mov edi, dword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    lea rcx, [rip + .Lc1_d10933_s]
+    lea rcx, [rip + .Lc1_d10918_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d10933_s_t
-.Lc1_d10933_j:
+    call .Lc1_d10918_s_t
+.Lc1_d10918_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d10933_s:
+.Lc1_d10918_s:
     ret
     .popsection
     jmp 1f
 1:
-    mov rbp, rcx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], cl
-    mov byte ptr [r15 + 128], r8b
-    mov qword ptr [r15 + 512], rdx
-    mov edx, ebp
-    mov r8, rdx
-    mov r8d, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm3, rbp
-    mov rbp, rdx
-    mov ebp, ebp
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 235
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 256]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 70
+    mov rdi, rdi
     lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov byte ptr [r15 + 128], dil
+    mov qword ptr [r15 + 64], rdi
+    mov edi, edi
+    mov rdi, rdi
+    mov edi, 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm8, rbp
+    mov rdi, rcx
+    mov edi, edi
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], rbp
-    mov dword ptr [r15 + 704], 219
-    mov qword ptr [r15 + rbp + 7488], rdx
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 222
-    mov dword ptr [r15 + 768], ebp
-    mov ebp, 21
-    mov byte ptr [r15 + 128], bpl
+    mov ecx, edi
+    mov byte ptr [r15 + 0], cl
+    mov r8, r11
+    mov edi, 111
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    and ecx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 223
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 832]
+    mov rdi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 37
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, 89
+    movsxd rcx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 0], al
-    mov eax, edx
+    jmp 1f
+1:
+    mov edi, 103
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 66
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 78
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 79
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 242
-    vpor xmm6, xmm6, xmm4
-    mov rax, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 704], edi
+    movsxd rdi, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 448]
     mov r9, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movsxd rdx, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 64], 129
+    jmp 1f
 1:
     and r9, 448
     mov dword ptr [r15 + r9 + 832], r9d
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 576], edx
-    movsxd rdx, dword ptr [r15 + 320]
-    mov ebp, edx
-    movzx ebp, bpl
-    mov ebp, 41
+    mov dword ptr [r15 + 512], 45
     mov ebp, ebp
-    mov dword ptr [r15 + 192], 72
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 512]
-    mov esi, edi
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, byte ptr [r15 + 384]
+    movzx ebp, bpl
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 195
+    mov eax, r8d
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], r8d
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 38
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    lea rcx, [rip + .Lc1_d11032_s]
+    lea rcx, [rip + .Lc1_d11019_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11032_s_t
-.Lc1_d11032_j:
+    call .Lc1_d11019_s_t
+.Lc1_d11019_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11032_s:
+.Lc1_d11019_s:
     ret
     .popsection
-    movzx r8d, byte ptr [r15 + 640]
+    lea r8, [r11 + r11*1]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov rdx, rcx
+    mov rcx, rdx
+    add rcx, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 320], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx edx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 384]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 64]
-    and r9, 8128
     mov rbp, r11
-    mov byte ptr [r15 + r9 + 7552], bpl
-    mov dword ptr [r15 + 64], edi
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
-    mov dword ptr [r15 + 448], 175
-    movsxd rdi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 256], rdi
-    mov edi, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], dl
-    movzx edx, r9b
-    mov rdx, rdx
-    add rdx, qword ptr [r15 + r9 + 7488]
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    and ebp, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], edx
+    vmovdqu ymmword ptr [r15 + 192], ymm8
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r9 + 1408], dl
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + r8 + 3456]
     jmp 1f
 1:
     add r11, 64
@@ -13982,634 +13818,635 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11080_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d11070_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11080_s_t
-.Lc1_d11080_j:
+    call .Lc1_d11070_s_t
+.Lc1_d11070_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11080_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11070_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 45
-    mov dword ptr [r15 + 0], 181
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 512]
-    mov eax, 183
-    mov qword ptr [r15 + 256], rax
-    mov rax, qword ptr [r15 + 320]
     mov rbp, r11
-    movzx edx, cl
-    mov ecx, 187
-    mov r8, r11
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    test ebx, 12800
-    jz 1f
-1:
-    and r8, 448
-    imul rdx, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], ecx
-    mov dword ptr [r15 + 128], 152
-    mov rbp, rcx
-    mov byte ptr [r15 + 768], bpl
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 448]
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
+    mov qword ptr [r15 + rbp + 3392], rax
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 206
+    mov qword ptr [r15 + 64], rbp
+    mov rax, qword ptr [r15 + 512]
+    movzx ecx, al
+    or qword ptr [r15 + 640], 65
+    vpshufd xmm14, xmm12, 187
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 128], 12
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    inc dword ptr [r15 + 320]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 23
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 225
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 448]
-    mov ecx, eax
+    lea rcx, [rip + .Lc1_d11116_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11116_s_t
+.Lc1_d11116_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11116_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     jmp 1f
 1:
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm12, xmm12, xmm12
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 137
+    add rbp, qword ptr [r15 + 0]
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 640]
+    mov r8, rbp
+    mov dword ptr [r15 + 768], r8d
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], r8d
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8d, 199
+    movzx r8d, byte ptr [r15 + 704]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 512]
     mov r9, r11
-    jmp 1f
-1:
-    mov esi, eax
-    mov dword ptr [r15 + 128], esi
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 253
-    mov eax, dword ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx esi, r8b
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], eax
-    vpaddd xmm6, xmm6, xmm6
-    add rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov eax, 48
-    movzx eax, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 256]
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 128], r9
+    mov r8, r11
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    lea rcx, [rip + .Lc1_d11184_s]
+    lea rcx, [rip + .Lc1_d11169_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11184_s_t
-.Lc1_d11184_j:
+    call .Lc1_d11169_s_t
+.Lc1_d11169_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11184_s:
+.Lc1_d11169_s:
     ret
     .popsection
-    mov rbp, r11
+    mov r8d, r9d
+    mov r8d, r8d
+    mov r8d, 60
+    mov r9d, 165
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, rbp
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov ebp, 91
-    mov ebp, 179
-    vpaddd xmm3, xmm3, xmm3
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r8d, 117
+    add r8, qword ptr [r15 + 0]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
     mov byte ptr [r15 + 64], cl
-    mov ecx, 85
-    mov ecx, r9d
-    mov dword ptr [r15 + 448], ecx
-    and r9d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 105
+    and r8d, dword ptr [r15 + 448]
+    mov r9d, 105
     mov r9d, 159
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, ecx
-    jmp 1f
-1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 768]
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    movzx r9d, bpl
-    mov r9d, 205
+    movzx r9d, r9b
     mov r9d, r9d
     mov r9, r11
-    movzx edi, r9b
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
     and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    mov r9, rdi
-    mov r9d, r9d
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r9d, 165
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    or qword ptr [r15 + 512], 50
+    vpaddd xmm14, xmm14, xmm12
+    movsxd rax, dword ptr [r15 + 320]
+    mov edi, eax
+    mov eax, edi
+    mov byte ptr [r15 + 192], sil
+    mov rsi, rsi
+    mov rsi, qword ptr [r15 + 384]
+    mov rbp, r11
+    movzx eax, bpl
+    mov rax, rax
+    mov eax, eax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c217:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d11244_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11244_s_t
-.Lc1_d11244_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11244_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 47
-    vmovq xmm7, rax
-    mov eax, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 213
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], eax
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1408]
-    mov rcx, qword ptr [r15 + 128]
-    movzx edx, cl
-    mov byte ptr [r15 + 320], dl
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 64], rax
-    add rax, qword ptr [r15 + 64]
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
-    mov rcx, qword ptr [r15 + 512]
     mov rbp, r11
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 576]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 320], 47
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movsxd rsi, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, al
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 64]
+    mov r9d, 224
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 36
+    mov r9, rax
+    add r9, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 640], ymm14
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 64], r9b
+    mov rcx, qword ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    add r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    lea rcx, [rip + .Lc1_d11291_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11291_s_t
-.Lc1_d11291_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11278_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11278_s_t
+.Lc1_d11278_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11291_s:
+.Lc1_d11278_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    vmovq qword ptr [r15 + 640], xmm6
-    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 130
+    mov dword ptr [r15 + 0], 51
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], rcx
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    add qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 768]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     mov rbp, r11
-    mov dword ptr [r15 + 0], 145
-    jmp 1f
-1:
-    mov ecx, ecx
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 128], ecx
-    vmovq qword ptr [r15 + 128], xmm3
-    or qword ptr [r15 + 448], 125
-    mov ecx, 247
-    test ebx, 3584
-    jz 1f
-1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 49
+    movsxd rdi, dword ptr [r15 + 256]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 138
-    movzx ecx, dil
-    mov dword ptr [r15 + rbp + 832], ecx
-    mov rcx, r9
-    mov dword ptr [r15 + 512], 110
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm12
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov r9d, eax
+    mov dword ptr [r15 + 576], 251
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov rbp, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + r8 + 7552]
+    mov r8d, 164
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    mov eax, r9d
+    mov rax, qword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov qword ptr [r15 + 512], rsi
+    mov esi, 218
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11330_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11330_s_t
+.Lc1_d11330_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11330_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    mov r9d, 166
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 256]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov rsi, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 448]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 512], 80
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
     jmp 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    mov eax, 171
     jmp 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 384], eax
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 64], eax
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, r11
+    mov byte ptr [r15 + 704], bpl
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 512], xmm7
-    mov byte ptr [r15 + 448], r9b
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    mov r9, r9
-    mov r9d, 93
-    movzx r9d, r9b
+    mov r8, r11
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, r9
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 192]
+    movzx edi, cl
+    mov ecx, 219
+    movsxd rcx, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c220:
-    lea rcx, [rip + .Lc1_d11388_s]
+    lea rcx, [rip + .Lc1_d11382_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11388_s_t
-.Lc1_d11388_j:
+    call .Lc1_d11382_s_t
+.Lc1_d11382_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11388_s:
+.Lc1_d11382_s:
     ret
     .popsection
+    movzx ecx, r9b
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, ecx
-    movzx ebp, bpl
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 64], 207
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 576]
-    inc dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov ecx, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov ecx, r9d
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 7
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 128]
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, cl
-    movzx ebp, byte ptr [r15 + 192]
-    mov esi, 151
-    mov rsi, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + rbp + 7552]
+    movzx edx, dil
+    mov rdi, rdx
+    and edi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 640]
+    mov edx, 76
     mov r8, r11
-    mov rax, r8
+    vpshufd xmm8, xmm14, 158
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8d, 213
-    movsxd r8, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 197
-    mov qword ptr [r15 + 512], rbp
+    and r8, 16320
+    and r9d, dword ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdx
+    mov ebp, 128
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d11446_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d11446_s_t
-.Lc1_d11446_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d11446_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    vmovq qword ptr [r15 + 0], xmm3
-    mov rax, rax
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    jmp 1f
+1:
     mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3456]
+    mov r9d, edx
+    xor dword ptr [r15 + 192], r9d
     mov r9d, 215
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 64], r9d
+    and r9, 448
+    add rdx, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx r9d, al
-    movzx r9d, byte ptr [r15 + 320]
-    mov eax, r9d
-    and eax, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 896], ebp
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 640], 198
+    vmovdqu xmmword ptr [r15 + 256], xmm14
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    and r9d, dword ptr [r15 + 320]
+    movzx ebp, r9b
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 128]
+    mov r9, rbp
+    movzx r9d, r9b
+    mov dword ptr [r15 + 576], 249
     jmp 1f
 1:
-    mov rbp, r11
-    test ebx, 3584
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
     jmp 1f
 1:
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], bpl
+    movzx r9d, byte ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9d, eax
-    mov r9d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 221
-    mov dword ptr [r15 + 256], ebp
-    add rax, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 768], ebp
-    mov rbp, r11
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c222:
-    lea rcx, [rip + .Lc1_d11496_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11496_s_t
-.Lc1_d11496_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d11489_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11489_s_t
+.Lc1_d11489_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11496_s:
+.Lc1_d11489_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    mov dword ptr [r15 + 704], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 137
+    mov rax, rbp
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, 178
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], 9
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 48
-    mov esi, 67
-    mov ebp, esi
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 3584
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + rbp + 3456]
-    mov rbp, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov rdx, rdi
-    jmp 1f
-1:
-    mov rdi, rsi
-    mov edi, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8d, 161
-    mov r8d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    movzx esi, r9b
+    mov ebp, 244
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 448]
+    mov ecx, eax
+    mov dword ptr [r15 + 384], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    mov r8, r11
+    mov rsi, r8
+    mov dword ptr [r15 + 320], 131
     mov r9, r11
-    mov qword ptr [r15 + 512], r9
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], rcx
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 256], 203
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    mov dword ptr [r15 + 0], esi
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 138
-    jmp 1f
-1:
-    mov esi, r9d
+    lea rcx, [rip + .Lc1_d11537_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d11537_s_t
+.Lc1_d11537_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d11537_s:
+    ret
+    .popsection
+    mov rax, rax
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, rsi
-    movzx esi, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
+    mov ecx, ecx
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 576]
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 192], eax
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, ecx
+    mov ecx, 179
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], dil
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
-    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 320]
+    mov edx, r9d
+    mov r9, r11
+    mov esi, 127
+    jmp 1f
+1:
     and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 231
-    mov dword ptr [r15 + 64], 161
-    mov dword ptr [r15 + 128], 219
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, rsi
-    jmp 1f
-1:
-    vpmovmskb ebp, xmm3
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edi, 204
-    mov edi, 249
-    mov rbp, r11
-    mov rdi, rbp
-    movzx edi, byte ptr [r15 + 640]
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + r9 + 7552]
-    mov byte ptr [r15 + 128], bpl
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    vpcmpeqb xmm8, xmm8, xmm15
+    mov rbp, rcx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 233
     add r11, 64
     inc rbx
     dec r13
@@ -14618,259 +14455,237 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11603_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d11593_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11603_s_t
-.Lc1_d11603_j:
+    call .Lc1_d11593_s_t
+.Lc1_d11593_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11603_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d11593_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 192], 157
+    mov r9, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 214
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov ecx, 34
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 192], 95
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 128], 33
+    movzx eax, byte ptr [r15 + 704]
+    mov ecx, 29
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    mov r9, r11
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movzx r8d, r9b
+    movzx r9d, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], esi
+    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 28
+    mov edx, ebp
+    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 512]
-    mov ebp, 250
-    mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 768]
-    lea r9, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 256]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 896]
-    mov dword ptr [r15 + 320], ebp
-    mov qword ptr [r15 + r9 + 832], rsi
-    mov r9d, dword ptr [r15 + 384]
-    mov rbp, r11
-    movzx esi, bpl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 238
+    mov byte ptr [r15 + 320], bpl
+    movsxd rbp, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d11661_s]
+    lea rcx, [rip + .Lc1_d11637_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11661_s_t
-.Lc1_d11661_j:
+    call .Lc1_d11637_s_t
+.Lc1_d11637_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11661_s:
+.Lc1_d11637_s:
     ret
     .popsection
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, ebp
+    jmp 1f
+1:
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    mov ebp, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], dl
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 244
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    mov r8d, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 192]
-    mov r9d, ebp
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, r8d
-    mov r8d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov rcx, r8
-    mov byte ptr [r15 + 512], cl
-    mov rcx, rsi
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], r9
-    mov r9, qword ptr [r15 + 576]
-    mov r8, r11
-    mov dword ptr [r15 + 320], 233
-    mov rsi, rcx
-    lea rbp, [r11 + r11*1]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 128]
     and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
+    mov edx, dword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov ecx, ebp
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov edi, edx
+    movsxd rdx, dword ptr [r15 + 320]
+    movzx eax, dl
+    inc dword ptr [r15 + 192]
+    mov rdx, rcx
+    mov rdx, qword ptr [r15 + 320]
+    mov rsi, rdx
+    mov dword ptr [r15 + 576], 25
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdx, rsi
+    movzx edx, byte ptr [r15 + 768]
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c226:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov ebp, r9d
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, r11
-    mov r9, rbp
-    movsxd r9, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    movzx eax, byte ptr [r15 + 704]
-    movzx edx, al
-    jmp 1f
-1:
+    mov byte ptr [r15 + 384], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 242
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], edx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx r9d, al
-    mov qword ptr [r15 + 448], r8
-    mov r8d, 48
-    mov qword ptr [r15 + 128], r8
-    mov r8, r11
-    mov dword ptr [r15 + 512], 66
-    mov eax, r9d
-    and r8, 16320
-    mov rdx, qword ptr [r15 + r8 + 15680]
+    mov rsi, rdx
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    mov rsi, qword ptr [r15 + 64]
     mov r9, r11
-    mov r8d, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 384]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], r8
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    vmovq xmm7, rcx
+    mov qword ptr [r15 + r9 + 832], r9
+    mov ecx, dword ptr [r15 + 640]
+    movzx r9d, cl
+    mov dword ptr [r15 + 448], r9d
     jmp 1f
 1:
-    mov r9, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    mov rsi, r9
+    mov esi, 75
+    mov esi, 193
+    mov dword ptr [r15 + 512], 12
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    movzx esi, r8b
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 256]
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r11
+    mov ecx, r9d
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d11763_s]
+    lea rcx, [rip + .Lc1_d11744_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11763_s_t
-.Lc1_d11763_j:
+    call .Lc1_d11744_s_t
+.Lc1_d11744_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11763_s:
+.Lc1_d11744_s:
     ret
     .popsection
-    mov r9, r11
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 220
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpor xmm8, xmm8, xmm8
+    mov qword ptr [r15 + 0], rcx
     mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    mov rdi, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    vpor xmm7, xmm7, xmm7
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 171
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 319488
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 384]
-    mov edx, 194
-    movzx edx, dl
-    mov byte ptr [r15 + 512], dl
-    mov edx, eax
-    mov rdx, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    and r9d, dword ptr [r15 + 64]
+    mov rbp, r11
     mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 140
-    and eax, dword ptr [r15 + 320]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    movzx r8d, byte ptr [r15 + 448]
+    and r8d, dword ptr [r15 + 384]
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
+    mov edx, eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], 140
     mov esi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rsi
-    mov qword ptr [r15 + 64], rdi
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -14879,184 +14694,213 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d11815_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11795_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d11815_s_t
-.Lc1_d11815_j:
+    call .Lc1_d11795_s_t
+.Lc1_d11795_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11815_s:
+.Lc1_d11795_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
+    mov eax, 207
+    mov eax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 0], rax
+    mov rax, rcx
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ecx
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov r8, r11
-    mov byte ptr [r15 + 384], r8b
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
+    mov ecx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 64]
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 177
     mov r8, r11
-    mov rax, rsi
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    movsxd rdi, dword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov edx, 129
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], ebp
+    mov r9d, dword ptr [r15 + 128]
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    movsxd rbp, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx edx, sil
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], esi
+    movsxd r8, dword ptr [r15 + 256]
+    mov r8d, 131
+    movzx r8d, dl
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c229:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11867_s]
+    lea rcx, [rip + .Lc1_d11858_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11867_s_t
-.Lc1_d11867_j:
+    call .Lc1_d11858_s_t
+.Lc1_d11858_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11867_s:
+.Lc1_d11858_s:
     ret
     .popsection
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, rsi
+    vpcmpeqb xmm8, xmm8, xmm3
+    movzx edx, byte ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 184
+    mov ecx, 162
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
+    mov dword ptr [r15 + 256], r8d
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, cl
+    mov byte ptr [r15 + 192], r8b
+    lea r8, [r11 + r11*1]
+    mov rbp, r11
+    movzx ecx, bpl
+    mov qword ptr [r15 + 128], rcx
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movzx r8d, sil
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and rbp, 16320
+    mov rdi, qword ptr [r15 + rbp + 15680]
+    and edi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm7
-    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    mov r8, r11
-    movzx esi, r8b
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 448], sil
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm3
-    movzx ebp, byte ptr [r15 + 192]
-    and ebp, dword ptr [r15 + 64]
-    mov r8d, 231
-    mov dword ptr [r15 + 512], 135
-    movzx r8d, byte ptr [r15 + 320]
-    movzx esi, r8b
-    mov esi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + 64], cl
+    or qword ptr [r15 + r8 + 3456], 126
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 29
+    jmp 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 768], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    mov rbp, rbp
-    mov rbp, r8
-    jmp 1f
-1:
-    vpshufd xmm3, xmm3, 96
-    mov r8, rsi
-    mov r8, qword ptr [r15 + 64]
-    mov esi, 166
-    mov qword ptr [r15 + 128], rsi
-    movzx esi, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 640]
-    and ebp, dword ptr [r15 + 256]
-    mov r9d, ebp
-    movzx ebp, r9b
-    movsxd rbp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], 245
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    mov esi, dword ptr [r15 + 192]
-    mov rbp, r11
-    vpmovmskb edi, xmm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 1344], esi
-    mov ebp, r9d
-    mov r9, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 146
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    movzx edi, sil
     lea rbp, [r11 + r11*1]
-    mov edi, 69
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ecx, byte ptr [r15 + 320]
+    mov edi, ecx
+    add rdi, qword ptr [r15 + 448]
+    vmovq xmm15, rdi
+    mov edi, ebp
+    mov dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, 31
+    mov qword ptr [r15 + 0], r8
+    mov rcx, rdi
     jmp 1f
 1:
-    vpshufd xmm6, xmm7, 234
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    xor dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm15
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    vpshufd xmm12, xmm15, 187
+    mov dword ptr [r15 + 192], 207
+    add rdi, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 128]
+    mov rsi, rbp
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 172
+    jmp 1f
+1:
     and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7552]
-    add rsi, qword ptr [r15 + rbp + 7488]
-    vmovq xmm7, rdi
-    mov dword ptr [r15 + 320], edi
+    add r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov rdx, rax
     add r11, 64
     inc rbx
     dec r13
@@ -15065,1154 +14909,1136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11970_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d11970_s_t
-.Lc1_d11970_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d11966_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d11966_s_t
+.Lc1_d11966_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d11970_s:
+.Lc1_d11966_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 94
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
-    mov dword ptr [r15 + 0], 130
+    mov byte ptr [r15 + 384], cl
+    and eax, dword ptr [r15 + 128]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r8, r11
-    mov rcx, r8
-    vmovdqu xmm6, xmmword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 256]
-    and r8, 1984
+    mov rbp, rax
+    mov dword ptr [r15 + 128], 30
+    movzx ebp, byte ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 192], xmm8
+    mov r9, rax
     mov r9, r11
-    mov dword ptr [r15 + r8 + 1344], 30
+    jmp 1f
+1:
+    mov r8d, 170
+    mov r8, qword ptr [r15 + 512]
     and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 64], rcx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov rbp, r11
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 640], esi
+    and rbp, 1984
+    and edx, dword ptr [r15 + rbp + 1344]
+    vmovq qword ptr [r15 + 704], xmm15
+    jmp 1f
 1:
-    mov r8, r11
+    mov qword ptr [r15 + 256], r9
+    mov r9, qword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, 170
-    vpmovmskb ecx, xmm6
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    mov rcx, r9
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 704], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d12023_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12023_s_t
-.Lc1_d12023_j:
+    lea rcx, [rip + .Lc1_d12016_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12016_s_t
+.Lc1_d12016_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12023_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12016_s:
     ret
     .popsection
-    mov dword ptr [r15 + 64], eax
-    add r9, qword ptr [r15 + 256]
-    vpshufd xmm4, xmm3, 29
-    mov eax, 123
-    jmp 1f
-1:
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, 107
+    mov r9d, 30
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 64], 241
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rcx
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 128], 217
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, 201
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
+    mov r9, qword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 896], r8d
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 121
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 768]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 128], 219
+    movzx r8d, dil
+    vpshufd xmm14, xmm12, 185
+    jmp 1f
+1:
+    mov r8d, 249
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 256], 100
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov dword ptr [r15 + 0], 114
+    lea rcx, [rip + .Lc1_d12065_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12065_s_t
+.Lc1_d12065_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12065_s:
+    ret
+    .popsection
+    mov ebp, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 127
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 185
     jmp 1f
 1:
-    mov ebp, 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 247
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edx, ebp
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edx, dl
-    mov r8, r11
-    mov edx, 7
-    add qword ptr [r15 + 192], rdx
-    movzx edx, cl
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov edi, 99
-    mov edi, 166
-    mov edi, dword ptr [r15 + 256]
+    mov ecx, 251
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 41
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov esi, 56
+    mov r9, r11
+    movzx esi, r9b
+    mov esi, 21
+    vpxor xmm15, xmm15, xmm8
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], r9d
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 512]
+    mov edi, edx
+    jmp 1f
+1:
+    mov edx, 95
+    mov edx, dword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 576]
+    mov edx, 166
+    mov edx, 38
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 75
+    add rsi, qword ptr [r15 + 448]
+    mov r9d, 171
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    lea rcx, [rip + .Lc1_d12121_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12121_s_t
-.Lc1_d12121_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d12122_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12122_s_t
+.Lc1_d12122_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12121_s:
+.Lc1_d12122_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
-    vpaddd xmm6, xmm6, xmm4
-    mov rdi, rax
-    mov edi, 183
-    mov rdi, rdi
-    movzx edi, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 0], dil
-    or qword ptr [r15 + 0], 29
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov eax, 186
-    mov rax, rcx
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], cl
     mov r9, r11
-    mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 64], xmm6
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     and r9, 1984
     mov byte ptr [r15 + r9 + 1344], r9b
-    movsxd r9, dword ptr [r15 + 192]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
+    movzx ecx, r9b
+    mov rcx, r9
+    mov r9, r11
+    or qword ptr [r15 + 192], 91
     jmp 1f
 1:
-    mov rax, r9
-    mov byte ptr [r15 + 384], al
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 102
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 512]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9d, 129
+    mov byte ptr [r15 + 704], cl
+    mov ecx, 186
+    mov rcx, rcx
     jmp 1f
 1:
-    mov rsi, r9
-    movzx r9d, sil
+    mov qword ptr [r15 + 64], rax
+    vmovdqu xmmword ptr [r15 + 256], xmm14
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov r9, rax
+    mov r9, r9
     movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], cl
+    vmovq qword ptr [r15 + 128], xmm14
+    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d12175_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12175_s_t
-.Lc1_d12175_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12175_s:
-    ret
-    .popsection
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
-    mov byte ptr [r15 + 512], dl
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov edx, ecx
-    movzx edx, byte ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9, r11
     jmp 1f
 1:
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 209
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 36
+    movsxd rdi, dword ptr [r15 + 320]
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 37
+    mov dword ptr [r15 + 128], esi
+    mov byte ptr [r15 + 64], dl
+    mov edx, dword ptr [r15 + r8 + 3456]
+    mov r8, qword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 512]
     mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 239
-    jmp 1f
-1:
-    mov esi, 250
-    jmp 1f
-1:
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 30
-    mov rbp, r11
-    mov byte ptr [r15 + 0], bpl
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 320], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d12236_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12236_s_t
-.Lc1_d12236_j:
+    lea rcx, [rip + .Lc1_d12227_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12227_s_t
+.Lc1_d12227_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12236_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12227_s:
     ret
     .popsection
-    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov dword ptr [r15 + 0], 230
     mov dword ptr [r15 + 0], 255
-    mov qword ptr [r15 + 0], rax
-    mov r8, r11
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, ecx
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 1344]
-    mov r8d, ebp
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, eax
-    mov r8d, 225
-    vmovdqu ymmword ptr [r15 + 704], ymm6
-    vpshufd xmm6, xmm6, 114
     mov r8, r11
-    mov rax, r8
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm6
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov esi, 22
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    add rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 95
+    vmovdqu ymmword ptr [r15 + 640], ymm15
+    mov r8, r11
+    mov edx, r8d
     jmp 1f
 1:
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, r11
+    mov edx, ecx
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    mov rdi, rbp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov edi, esi
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 704], 241
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov esi, ebp
+    add rsi, qword ptr [r15 + 192]
+    movzx r9d, sil
+    mov rsi, r9
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 135
     mov qword ptr [r15 + 128], r9
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 42
-    mov r9d, r8d
-    add r9, qword ptr [r15 + 640]
-    mov eax, r9d
+    mov esi, edx
     jmp 1f
 1:
+    mov esi, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm14
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    movzx r8d, bpl
+    lea rcx, [rip + .Lc1_d12283_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12283_s_t
+.Lc1_d12283_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12283_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 0], sil
+    movzx esi, cl
+    mov r9d, 25
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 162
-    vpor xmm6, xmm6, xmm6
+    mov r9d, 130
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, al
-    mov ebp, 171
-    mov ebp, ebp
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 86
-    mov byte ptr [r15 + 0], al
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    mov rbp, r11
+    mov rcx, rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 448], xmm6
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 512], eax
-    mov ebp, 20
-    mov byte ptr [r15 + 768], bpl
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 256]
-    mov ebp, 187
-    mov ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    movzx ebp, byte ptr [r15 + 448]
     mov r9, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    mov edi, dword ptr [r15 + 64]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov ecx, dword ptr [r15 + 192]
+    mov eax, 152
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 448], esi
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx esi, byte ptr [r15 + 320]
+    mov r9d, esi
+    mov r9d, 15
+    mov qword ptr [r15 + 512], r9
+    movsxd r9, dword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 768]
+    mov r9, r11
+    mov edi, 251
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    lea rcx, [rip + .Lc1_d12335_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12335_s_t
-.Lc1_d12335_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d12337_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12337_s_t
+.Lc1_d12337_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12335_s:
+.Lc1_d12337_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov edi, ecx
+    mov dword ptr [r15 + 320], edi
+    mov qword ptr [r15 + 576], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov ecx, 155
+    mov r8, r11
+    movzx eax, r8b
+    movsxd rax, dword ptr [r15 + 448]
     and r8, 1984
-    xchg qword ptr [r15 + r8 + 1344], rsi
-    mov qword ptr [r15 + 576], rsi
-    movsxd rsi, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1344], 27
+    mov qword ptr [r15 + 384], rdi
+    mov qword ptr [r15 + 192], rdi
+    mov edi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    lock or dword ptr [r15 + 0], 30
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + r8 + 1408], ecx
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    mov rsi, qword ptr [r15 + 128]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 27
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    mov qword ptr [r15 + 128], rsi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov qword ptr [r15 + 384], r8
-    mov r8d, 205
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 192]
-    mov esi, 243
-    movzx esi, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov r8, r11
+    mov ecx, r8d
+    mov ecx, 75
+    mov rbp, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d12383_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12383_s_t
-.Lc1_d12383_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d12383_s:
-    ret
-    .popsection
-    movzx r8d, sil
-    mov qword ptr [r15 + 704], r8
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 192]
-    mov esi, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    lea rbp, [r11 + r11*1]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rbp
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, ecx
+    movzx ecx, dil
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 26
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    jmp 1f
+1:
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    mov qword ptr [r15 + 512], rdi
     mov r9, r11
-    mov dword ptr [r15 + 256], 132
-    mov ecx, dword ptr [r15 + 512]
-    mov edx, 219
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 128], 180
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 192], 26
+    mov edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], edi
+    movzx edi, r9b
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 768]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], r9d
+    movzx r9d, dil
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx edi, dl
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 128]
-    add rax, qword ptr [r15 + 128]
-    mov rbp, rax
-    mov dword ptr [r15 + 320], ecx
-    mov dword ptr [r15 + r8 + 896], edx
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, dl
+    mov dword ptr [r15 + 704], 197
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12435_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12435_s_t
-.Lc1_d12435_j:
+    lea rcx, [rip + .Lc1_d12431_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12431_s_t
+.Lc1_d12431_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12435_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12431_s:
     ret
     .popsection
-    mov eax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 12
+    mov dword ptr [r15 + 320], 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 64]
+    movzx edx, cl
+    mov r9, r11
+    and ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, r11
-    movzx edx, al
-    and r8, 4032
-    xor dword ptr [r15 + r8 + 3392], r8d
-    movzx r8d, al
-    movzx eax, byte ptr [r15 + 384]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rax
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], r8d
-    mov rsi, rax
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 192], edx
+    movzx edx, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 64]
+    mov esi, r9d
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov byte ptr [r15 + 576], dl
-    mov rdx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 248
-    mov eax, dword ptr [r15 + r8 + 1344]
-    vpor xmm6, xmm6, xmm6
-    mov r8d, r8d
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 4032
+    add rdx, qword ptr [r15 + rbp + 3456]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    movsxd r9, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 576]
+    movzx edx, dil
+    mov r9, r11
+    xor dword ptr [r15 + 384], r9d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d12481_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12481_s_t
+.Lc1_d12481_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d12481_s:
+    ret
+    .popsection
+    mov ebp, edi
+    jmp 1f
+1:
+    mov r9, rcx
+    movzx r9d, r9b
     .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
-    movzx eax, al
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov rdi, rdi
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov ecx, r9d
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    .byte 0x66, 0x90
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, al
-    mov eax, ebp
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 256], r8
+    mov qword ptr [r15 + 0], rbp
+    movzx edi, dil
+    add rdi, qword ptr [r15 + 0]
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movsxd r8, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    jmp 1f
-1:
-    mov r8d, eax
-    movzx r8d, byte ptr [r15 + 704]
+    and r9d, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 64], r9b
     mov r9, r11
-    movzx eax, byte ptr [r15 + 448]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov r9d, ebp
-    vmovq qword ptr [r15 + 128], xmm14
-    movsxd r9, dword ptr [r15 + 640]
-    mov rcx, r9
+    mov dword ptr [r15 + 192], r9d
+    movsxd rcx, dword ptr [r15 + 448]
     mov dword ptr [r15 + 384], 167
-    add r8, qword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 320]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    .byte 0x66, 0x90
+    movzx r9d, cl
     jmp 1f
 1:
-    movzx esi, dil
-    mov rdi, qword ptr [r15 + rbp + 896]
-    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], ecx
+    mov r9, rdi
+    movsxd r9, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 64], r8b
+    movzx edx, byte ptr [r15 + 128]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
     lea rcx, [rip + .Lc1_d12539_s]
-    add rcx, qword ptr [r15 + 67117728]
+    lea rcx, [rcx + rax*8]
     call .Lc1_d12539_s_t
 .Lc1_d12539_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
 .Lc1_d12539_s:
     ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
     .popsection
-    mov r8d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 0], 220
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rsi, rcx
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov byte ptr [r15 + 256], bpl
-    and rbp, 1984
-    mov r9, r11
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 192], r9d
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    vmovdqu xmmword ptr [r15 + 384], xmm6
-    mov r9, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r11
-    xor dword ptr [r15 + 64], r8d
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], ecx
     and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 64]
+    vpor xmm2, xmm2, xmm12
+    inc dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm2
+    mov r8, rbp
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    add r8, qword ptr [r15 + 256]
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d12592_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12592_s_t
-.Lc1_d12592_j:
+    lea rcx, [rip + .Lc1_d12593_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12593_s_t
+.Lc1_d12593_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12592_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12593_s:
     ret
     .popsection
-    movzx eax, al
-    mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
-    mov eax, 104
-    vmovq qword ptr [r15 + 320], xmm6
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, ecx
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 512]
-    mov edi, eax
-    mov qword ptr [r15 + 64], rcx
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    mov rcx, rcx
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov ecx, edi
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 82
+    mov dword ptr [r15 + 0], 162
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    lea rbp, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 320]
     and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov eax, 69
+    mov rax, qword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm12
+    movzx ebp, cl
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 512]
+    mov ecx, r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm6
+    movzx ecx, byte ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 512]
+    mov r9, r11
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 448], xmm6
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 704], r9d
-    movzx r9d, byte ptr [r15 + 256]
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 190
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    jmp 1f
-1:
+    movzx edx, r9b
+    mov dword ptr [r15 + 0], 126
     mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 9
-    movzx r9d, byte ptr [r15 + 64]
-    inc dword ptr [r15 + 192]
+    and edx, dword ptr [r15 + 320]
+    lea r9, [r11 + r11*1]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 768]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3456]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 576]
+    mov rdi, rax
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx esi, r8b
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8, rsi
-    mov dword ptr [r15 + 64], r9d
-    mov r9, r11
-    mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 39
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], sil
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 49
+    inc dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx ecx, cl
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov qword ptr [r15 + 256], rdi
+    mov byte ptr [r15 + r9 + 3392], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d12687_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12687_s_t
-.Lc1_d12687_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d12696_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12696_s_t
+.Lc1_d12696_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12687_s:
+.Lc1_d12696_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 576], r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r9, rcx
-    mov r8d, 191
-    movzx r8d, byte ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 128]
+    movzx eax, cl
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 384]
+    mov ecx, 173
+    mov qword ptr [r15 + 128], rcx
+    and ebp, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, 199
+    mov rsi, qword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], r9b
+    mov r8d, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 46
+    mov rdx, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 320]
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 640]
     jmp 1f
 1:
     mov r9, r11
-    mov dword ptr [r15 + 64], 187
-    movsxd rdi, dword ptr [r15 + 448]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 46
-    test ebx, 5632
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    mov edi, 19
-    movzx edi, dil
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r9, r11
-    mov rbp, r9
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
     and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 512]
-    mov edx, 118
-    mov edx, edx
-    mov edx, dword ptr [r15 + 192]
-    mov rax, rdx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    nop
-    jmp 1f
-1:
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
+    mov esi, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rbp, rdi
+    movzx edi, bpl
+    mov ebp, 108
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d12744_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12744_s_t
-.Lc1_d12744_j:
+    lea rcx, [rip + .Lc1_d12747_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12747_s_t
+.Lc1_d12747_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12744_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12747_s:
     ret
     .popsection
-    movzx r8d, byte ptr [r15 + 448]
-    mov eax, r8d
-    movzx eax, al
-    xor dword ptr [r15 + 256], ecx
+    mov rbp, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 61
-    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 512], edi
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 46
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, 16
-    mov r8, r8
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    movzx edi, cl
     mov rbp, r11
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 15
+    mov ecx, dword ptr [r15 + 320]
     and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm15
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], 21
-    movzx edx, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 64], eax
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm2
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 384]
+    mov r8d, 154
+    movzx r8d, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 768]
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 1344], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm5
-    mov eax, 216
+    mov rbp, qword ptr [r15 + 704]
+    mov r9d, ebp
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 113
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmm10
+    mov dword ptr [r15 + 256], eax
+    mov eax, ebp
+    mov ebp, 82
+    mov ebp, 97
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d12808_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d12808_s_t
-.Lc1_d12808_j:
+    lea rcx, [rip + .Lc1_d12798_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d12798_s_t
+.Lc1_d12798_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12808_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d12798_s:
     ret
     .popsection
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov qword ptr [r15 + 576], rax
-    mov rax, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 448]
-    movzx ebp, sil
-    mov esi, eax
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 166
+    mov dword ptr [r15 + 0], 25
+    and ecx, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov ebp, ecx
+    xor dword ptr [r15 + 576], ebp
+    nop
+    mov ecx, r9d
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, r9b
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], ebp
+    mov ecx, 123
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    mov edx, 4
+    mov rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 512]
+    mov rax, r8
     mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
 1:
     and r8, 8128
-    lock add qword ptr [r15 + r8 + 7488], rbp
-    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8d, 177
+    movzx r8d, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov r8d, esi
-    jmp 1f
-1:
-    mov esi, 143
-    mov esi, 85
-    mov rsi, qword ptr [r15 + 384]
-    lea r8, [r11 + r11*1]
-    mov rdx, r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov edx, dword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 192], ebp
-    and esi, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 832], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 0], sil
+    vmovq qword ptr [r15 + 192], xmm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r8d
+    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov esi, 200
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 50
+    vpxor xmm2, xmm2, xmm0
+    vmovq xmm2, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 184
+    jmp 1f
+1:
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
+    add rsi, qword ptr [r15 + 448]
+    and esi, dword ptr [r15 + 64]
     mov r9, r11
-    mov dword ptr [r15 + 0], 200
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 384], rbp
+    jmp 1f
+1:
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm2
+    mov ebp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    mov edx, r9d
+    mov edx, 165
     and r9, 4032
-    add r8, qword ptr [r15 + r9 + 3392]
-    add r8, qword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9, qword ptr [r15 + 704]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 192]
-    movzx esi, al
-    or qword ptr [r15 + 128], 90
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, r11
-    mov eax, 197
-    mov dword ptr [r15 + 64], eax
-    and r8, 1984
-    mov rbp, r11
-    mov rax, qword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], 1
-    mov byte ptr [r15 + 640], r9b
-    mov dword ptr [r15 + 64], eax
-    vpxor xmm6, xmm6, xmm2
+    vpaddd xmm2, xmm2, xmm2
+    mov dword ptr [r15 + 320], 212
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    vpcmpeqb xmm6, xmm6, xmm11
-    vmovdqu ymmword ptr [r15 + 448], ymm6
     add r11, 64
     inc rbx
     dec r13
@@ -16221,125 +16047,155 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12913_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12913_s_t
-.Lc1_d12913_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12905_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d12905_s_t
+.Lc1_d12905_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12913_s:
+.Lc1_d12905_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    add r9, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 192]
     mov rbp, r11
-    vmovq qword ptr [r15 + 128], xmm6
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 74
-    mov dword ptr [r15 + 0], 181
+    add rcx, qword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 320]
+    movzx ebp, al
+    or qword ptr [r15 + 448], 21
+    mov ebp, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 256]
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 704]
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    vpaddd xmm6, xmm6, xmm6
-    and ecx, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    lea r8, [r11 + r11*1]
+    mov edi, edx
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    vpaddd xmm12, xmm12, xmm6
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 39
-    movsxd rdi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
+    mov r8d, 206
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 24
+    mov r8, qword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dl
-    mov r8, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c250:
-    lea rcx, [rip + .Lc1_d12961_s]
+    lea rcx, [rip + .Lc1_d12969_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d12961_s_t
-.Lc1_d12961_j:
+    call .Lc1_d12969_s_t
+.Lc1_d12969_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d12961_s:
+.Lc1_d12969_s:
     ret
     .popsection
+    lea r8, [r11 + r11*1]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm14, xmm2, 59
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmm14, xmmword ptr [r15 + 64]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], 67
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx edx, cl
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rsi, rdx
+    movzx edx, sil
+    mov esi, 91
+    movzx esi, byte ptr [r15 + 320]
+    mov ebp, 34
+    movzx ebp, byte ptr [r15 + r8 + 1408]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vpxor xmm14, xmm14, xmm2
+    jmp 1f
+1:
     mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx r8d, byte ptr [r15 + 640]
-    inc dword ptr [r15 + 320]
-    vpxor xmm1, xmm1, xmm3
-    vmovq xmm1, rcx
-    movzx ecx, cl
-    mov dword ptr [r15 + 128], 153
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    test ebx, 2560
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r9
-    movzx r9d, r9b
-    mov r9d, 128
-    movzx r9d, byte ptr [r15 + 256]
-    mov eax, 174
-    mov byte ptr [r15 + 64], al
-    movzx eax, cl
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    vpxor xmm1, xmm1, xmm3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov r9, r11
-    vmovq qword ptr [r15 + 384], xmm1
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 64], rdi
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -16348,246 +16204,248 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 212
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm1, xmm1, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov ebp, esi
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, 102
-    mov rbp, r11
-    mov r8, r11
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d13023_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13023_s_t
+.Lc1_d13023_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13023_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 4032
-    add rsi, qword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov dword ptr [r15 + 64], edx
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 217
-    movzx edx, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, r8b
+    mov dword ptr [r15 + 64], ebp
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 223
+    mov rsi, qword ptr [r15 + 448]
+    add rsi, qword ptr [r15 + 256]
+    mov edx, esi
+    vpshufd xmm15, xmm12, 87
+    movzx esi, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + r8 + 3456]
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d13064_s]
+    lea rcx, [rip + .Lc1_d13073_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13064_s_t
-.Lc1_d13064_j:
+    call .Lc1_d13073_s_t
+.Lc1_d13073_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13064_s:
+.Lc1_d13073_s:
     ret
     .popsection
-    mov r8, r11
-    mov ebp, r8d
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 0], edx
+    movzx r9d, byte ptr [r15 + 640]
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov rdx, rdx
-    and edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    mov ecx, esi
+    mov byte ptr [r15 + 0], cl
+    movzx esi, r9b
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     mov rbp, r11
-    movzx ecx, bpl
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ecx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 320], edx
-    mov edx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 768]
-    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1408]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + 320], 166
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r9, rbp
+    mov qword ptr [r15 + 256], r9
+    mov r9, qword ptr [r15 + 128]
+    mov ebp, 106
+    mov rbp, qword ptr [r15 + 512]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 256]
-    mov r9d, 106
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 218
-    mov qword ptr [r15 + 64], rdx
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], edx
-    and r8d, dword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 576], ebp
+    or qword ptr [r15 + 128], 14
+    and r9d, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d13115_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13115_s_t
-.Lc1_d13115_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13115_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 192], 243
-    mov rbp, qword ptr [r15 + 320]
-    mov ecx, 238
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    mov rsi, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    movzx ebp, cl
+    mov dword ptr [r15 + 0], 238
     and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 128]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 448], 182
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 152
-    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
+    mov eax, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 151
+    jmp 1f
+1:
+    mov r8, r11
+    movzx edi, r8b
+    mov byte ptr [r15 + 768], dil
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 12
+    mov r8, rdi
+    mov dword ptr [r15 + 192], r8d
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 448]
+    vmovq xmm5, r8
+    movsxd r8, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rdi, r8
+    jmp 1f
+1:
+    movzx edi, dl
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d13168_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13168_s_t
-.Lc1_d13168_j:
+    lea rcx, [rip + .Lc1_d13177_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13177_s_t
+.Lc1_d13177_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13168_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d13177_s:
     ret
     .popsection
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1344], 97
-    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3392], 48
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, ecx
     jmp 1f
 1:
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    add rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], eax
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movsxd rax, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9, r11
-    mov edi, dword ptr [r15 + 512]
-    test ebx, 368640
-    jnz 1f
-1:
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    mov r9d, dword ptr [r15 + rbp + 3456]
-    mov ebp, eax
-    mov rax, qword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 576]
-    movzx edi, bpl
-    mov ebp, ecx
-    mov rcx, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    vmovq qword ptr [r15 + 192], xmm1
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edx, esi
-    mov esi, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    movzx esi, r9b
+    and esi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rsi
+    mov r9d, r9d
+    mov dword ptr [r15 + 640], r9d
+    mov r9, qword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 512]
+    and eax, dword ptr [r15 + r8 + 1408]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 128]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -16596,116 +16454,139 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d13229_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13229_s_t
+.Lc1_d13229_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13229_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     jmp 1f
 1:
-    mov eax, 241
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 448], 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, dl
+    mov ecx, 245
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 448]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
-    mov dword ptr [r15 + 256], eax
+    mov ecx, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 175
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov eax, 113
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 320], xmm1
-    mov dword ptr [r15 + 192], 60
+    movzx edx, al
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm5
+    mov rax, qword ptr [r15 + 128]
+    movzx r9d, al
+    mov r9, qword ptr [r15 + 192]
     lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov r9, rax
-    mov rax, qword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + rbp + 896]
-    movzx ebp, cl
-    movzx ebp, byte ptr [r15 + r8 + 7552]
-    movsxd r8, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov esi, edx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 203
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 704]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov eax, 50
+    mov dword ptr [r15 + 320], eax
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 15680]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 32
+    mov r13d, 33
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, r8d
-    movsxd rax, dword ptr [r15 + 192]
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 242
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov rdx, r8
+    mov r9d, 52
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], 119
-    xor edx, eax
+    movsxd rbp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
-1:
-    jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    movsxd rax, dword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 448]
     test ebx, 1920
     jnz 1f
 1:
-    lea rdx, [rax + rax*2 + 73]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 148
-    vmovq xmm1, rax
+    xor r9d, edi
     test ebx, 24056
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 146
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    movzx r8d, dl
+    movsxd rdi, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 119
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    test ebx, 32320
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 58
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 10
+    jz 1f
+1:
+    imul r9, qword ptr [r15 + 576]
+    test bl, 42
+    jz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -16721,65 +16602,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13319_s]
+    lea rcx, [rip + .Lc1_d13342_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13319_s_t
-.Lc1_d13319_j:
+    call .Lc1_d13342_s_t
+.Lc1_d13342_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13319_s:
+.Lc1_d13342_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    test bl, 12
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    test ebx, 62432
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    jb 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    test bl, 12
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 320], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    test ebx, 64736
-    jz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 90
-    test bl, 84
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -16787,61 +16680,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r9d, 108
+    test ebx, 1073741824
+    jnz 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 34
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 94
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    test bl, 20
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    test bl, 12
+    jnz 1f
+1:
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov eax, r8d
-    test ebx, 28608
-    jz 1f
-1:
-    mov rbp, r10
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 48000
-    jz 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    cmp dword ptr [r15 + 67117723], 0x16a09e66
     jb 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0xb504f33
+    jb 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 640], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -16856,114 +16758,112 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov rbp, r10
-    mov byte ptr [r15 + 320], al
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], 21
-    mov r8, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13453_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13453_s_t
+.Lc1_d13453_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13453_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 448], 32
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r10
+    vmovdqu xmmword ptr [r15 + 320], xmm15
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    movzx edi, bpl
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 128]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, bpl
-    movzx r9d, byte ptr [r15 + 384]
+    mov ebp, r8d
+    mov dword ptr [r15 + 640], r8d
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
     mov r8, r10
-    test bl, 144
-    jnz 1f
+    movzx ebp, bpl
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov ebp, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 512], ecx
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, ebp
-    mov dword ptr [r15 + 704], ecx
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    movzx ecx, r9b
-    mov r9d, r8d
-    mov ecx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], r8b
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r8
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 384]
+    mov ecx, r9d
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d13468_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13468_s_t
-.Lc1_d13468_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d13498_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13498_s_t
+.Lc1_d13498_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13468_s:
+.Lc1_d13498_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, byte ptr [r15 + 448]
-    vpshufd xmm1, xmm1, 100
-    mov r9, r8
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + 128], eax
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7552]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 128]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov esi, 170
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + rbp + 7616]
+    mov rax, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 64]
+    vpshufd xmm15, xmm5, 185
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    mov r8, rax
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 7488], eax
     mov r9, r10
+    vmovdqu xmmword ptr [r15 + 704], xmm15
+    mov dword ptr [r15 + 384], ecx
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov r9, qword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 256]
-    test bl, 80
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r8, r8
-    mov dword ptr [r15 + 0], ecx
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 576]
-    test bl, 48
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    test bl, 176
-    jz 1f
-1:
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov r8d, 168
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, dl
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, ecx
+    mov dword ptr [r15 + r9 + 832], r8d
+    mov rax, r9
+    mov ecx, r9d
+    mov dword ptr [r15 + 768], r9d
+    mov r8d, r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -16973,240 +16873,196 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13522_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13522_s_t
-.Lc1_d13522_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13522_s:
-    ret
-    .popsection
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rcx
-    mov r8, r10
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
+    mov dword ptr [r15 + 640], 192
+    lea r8, [r10 + r10*1]
+    mov r9, r10
+    mov qword ptr [r15 + 448], rax
+    mov qword ptr [r15 + 256], rax
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    movzx r8d, byte ptr [r15 + r9 + 3456]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9984
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 97
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov r8d, dword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov qword ptr [r15 + r8 + 1344], r9
+    mov dword ptr [r15 + 384], r9d
+    mov eax, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r9, r10
-    mov qword ptr [r15 + 256], rax
-    mov eax, dword ptr [r15 + 192]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
+    mov byte ptr [r15 + 576], cl
+    or qword ptr [r15 + 512], 124
+    mov r9d, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 192]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rcx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 640]
+    mov rcx, rax
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    mov rbp, qword ptr [r15 + 64]
+    movzx eax, dil
+    mov rax, rdi
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + r8 + 1408], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 64]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], 49
-    mov dword ptr [r15 + 128], 105
-    movzx eax, byte ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d13587_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13587_s_t
+.Lc1_d13587_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13587_s:
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 704]
+    mov ebp, 171
+    mov rbp, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 128]
+    movzx edx, dil
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 46
-    movzx r8d, cl
-    mov r8, r10
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], 68
+    mov dword ptr [r15 + 64], 105
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 256], ecx
+    movzx edi, r8b
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1408]
+    mov rax, qword ptr [r15 + 320]
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 704], eax
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 101
+    mov rcx, rax
+    mov qword ptr [r15 + r8 + 7552], r9
+    mov qword ptr [r15 + 320], rdi
+    movsxd rax, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rcx, [rip + .Lc1_d13608_s]
+    lea rcx, [rip + .Lc1_d13631_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13608_s_t
-.Lc1_d13608_j:
+    call .Lc1_d13631_s_t
+.Lc1_d13631_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13608_s:
+.Lc1_d13631_s:
     ret
     .popsection
-    mov r8, r11
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 768], r8d
-    mov qword ptr [r15 + 256], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    lea r9, [r10 + r10*1]
+    mov rdi, rcx
+    vpcmpeqb xmm15, xmm15, xmm5
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 896]
+    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 256], rdi
+    mov dword ptr [r15 + 256], 93
+    vmovq qword ptr [r15 + 128], xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 640], bpl
+    mov eax, ebp
+    mov eax, edi
+    movzx eax, dil
+    movzx ebp, dil
+    mov dword ptr [r15 + 64], 251
+    test ebx, 3840
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov ebp, ebp
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, 44
+    mov rbp, r10
+    mov r8d, 64
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    mov eax, 6
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov ecx, r8d
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, 64
-    mov r8, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, ecx
-    mov ecx, 47
-    mov dword ptr [r15 + 128], 99
-    mov r8, r10
-    vpcmpeqb xmm1, xmm1, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, eax
-    mov rcx, rax
-    mov rcx, qword ptr [r15 + 64]
-    mov r8, r10
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov r8d, 34
+    mov dword ptr [r15 + 192], eax
+    mov rbp, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + r9 + 832], bpl
+    mov rdi, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13664_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13664_s_t
-.Lc1_d13664_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13664_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r10
-    mov eax, eax
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm4
+    mov byte ptr [r15 + 64], dil
+    mov ebp, edi
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], edi
+    mov byte ptr [r15 + 128], bpl
+    lea r8, [r10 + r10*2]
+    mov rdi, qword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 384]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
+    movsxd rax, dword ptr [r15 + 256]
+    movzx ecx, dil
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 640], cl
-    mov byte ptr [r15 + 320], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 119
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, al
-    mov byte ptr [r15 + 64], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 48
-    jnz 1f
-1:
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 237
+    movzx edi, byte ptr [r15 + r9 + 896]
+    mov rbp, rdx
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    mov dword ptr [r15 + r8 + 3520], 99
+    mov ecx, ebp
+    mov qword ptr [r15 + 64], r9
+    mov rdx, rdi
+    mov edx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rax
-    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + r8 + 3456], 45
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov rbp, rdx
+    mov dword ptr [r15 + 64], edx
+    mov dword ptr [r15 + 320], 5
+    mov qword ptr [r15 + 704], rbp
+    mov rdx, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 320]
+    movzx ebp, bpl
+    mov byte ptr [r15 + 192], dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -17216,53 +17072,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
+    lea rcx, [rip + .Lc1_d13727_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13727_s_t
+.Lc1_d13727_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13727_s:
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movzx edi, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 576], bpl
+    mov r9d, 128
+    mov dword ptr [r15 + 320], 243
+    mov qword ptr [r15 + 512], rdi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    mov edx, 243
-    vpshufd xmm6, xmm1, 73
-    mov edx, 150
+    mov rdi, rcx
+    mov dword ptr [r15 + 128], 51
+    mov ebp, 131
+    movzx ecx, dil
+    movzx ecx, dil
+    mov rcx, qword ptr [r15 + 64]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], r9
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movzx r9d, r9b
-    or qword ptr [r15 + 64], 37
-    test ebx, 400
-    jz 1f
-1:
-    mov edx, r8d
-    mov r8, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 192]
+    mov eax, 176
+    mov eax, ebp
+    lea r9, [r10 + r10*1]
+    movzx ecx, cl
+    movzx ebp, byte ptr [r15 + 192]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 78
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov eax, r8d
-    movzx r8d, dl
-    mov dword ptr [r15 + 192], 170
-    mov byte ptr [r15 + 704], r8b
-    movzx r9d, r9b
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1344]
-    mov r9d, 247
-    mov edx, 248
-    mov edx, r9d
+    movsxd rbp, dword ptr [r15 + r9 + 7552]
+    mov ecx, r9d
+    vpshufd xmm15, xmm15, 169
+    mov edi, r9d
+    mov byte ptr [r15 + 640], bpl
+    movzx eax, byte ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -17273,60 +17130,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d13769_s]
+    lea rcx, [rip + .Lc1_d13774_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d13769_s_t
-.Lc1_d13769_j:
+    call .Lc1_d13774_s_t
+.Lc1_d13774_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13769_s:
+.Lc1_d13774_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov qword ptr [r15 + 768], rdx
-    mov edx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 256]
-    test ebx, 5888
-    jz 1f
-1:
-    mov eax, 157
-    movzx eax, cl
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, 233
+    mov qword ptr [r15 + 448], rax
+    mov byte ptr [r15 + 384], al
+    mov ebp, 236
+    movzx ebp, al
+    mov rbp, r10
     movzx ecx, cl
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9, qword ptr [r15 + 384]
-    mov edx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    movzx ecx, r9b
-    mov r9d, 107
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rax, rdx
-    vpxor xmm6, xmm6, xmm1
-    mov dword ptr [r15 + 64], eax
-    test ebx, 1073741824
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    test bl, 48
     jz 1f
 1:
-    mov byte ptr [r15 + 448], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov rbp, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    vpxor xmm14, xmm14, xmm7
+    mov eax, ebp
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
+    mov rbp, r10
+    mov dword ptr [r15 + 320], ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    mov rdx, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -17341,70 +17189,61 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d13828_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d13828_s_t
-.Lc1_d13828_j:
+    lea rcx, [rip + .Lc1_d13825_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13825_s_t
+.Lc1_d13825_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13828_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d13825_s:
     ret
     .popsection
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    vmovdqu xmm1, xmmword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm15, xmm15, 247
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 512], bpl
+    mov r9, r11
+    mov rcx, rcx
     and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r9 + 832], ecx
+    movsxd rbp, dword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 199
     mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov eax, r9d
     and r8, 1984
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edi
-    test bl, 24
-    jnz 1f
-1:
-    mov ecx, 193
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    add rbp, qword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov r8d, ebp
     movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    xor dword ptr [r15 + 768], r9d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -17412,183 +17251,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13880_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13880_s_t
-.Lc1_d13880_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d13877_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d13877_s_t
+.Lc1_d13877_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d13880_s:
+.Lc1_d13877_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r10
     jmp 1f
 1:
-    and r9, 4032
-    add rax, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 128], 143
+    mov ecx, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 704]
+    movzx r8d, cl
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov rbp, r10
-    mov rdi, rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, rcx
+    jmp 1f
 1:
+    mov r8, rax
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 768]
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + 384]
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + rbp + 832], rax
+    mov rbp, r11
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3456]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + r8 + 3392], r9
+    mov rdx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rsi
+    mov r8d, 5
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], r9
-    test bl, 152
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov rdi, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jb 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 70
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdi
-    mov ebp, 190
-    mov r9, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    mov rcx, rbp
-    movzx ebp, dil
-    movzx edi, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov rsi, qword ptr [r15 + 256]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 256], rax
+    lea rcx, [rip + .Lc1_d13923_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d13923_s_t
+.Lc1_d13923_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d13923_s:
+    ret
+    .popsection
+    mov rbp, r11
+    mov ecx, ecx
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r9d, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r9d
+    movzx r8d, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rcx, rax
-    mov rax, qword ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx edi, r9b
-    mov rdi, rcx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdi
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    mov rsi, rbp
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1408]
+    mov rbp, rsi
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edi, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rdi
+    movzx ebp, dil
+    and edi, dword ptr [r15 + 256]
+    movzx edx, bpl
+    mov edx, ebp
+    mov qword ptr [r15 + 320], rdi
+    mov rbp, qword ptr [r15 + 448]
+    mov rdx, rdx
+    mov edi, edi
     jmp 1f
 1:
-    vpshufd xmm1, xmm1, 213
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, r9
-    mov r9d, edi
-    mov edi, ecx
-    mov rbp, r10
     mov r8, r11
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 704]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + r9 + 1344], rdi
+    jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 320]
-    movzx eax, r9b
-    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov edx, edi
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    movzx edi, dil
+    mov rdx, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 384], r9
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13982_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d13982_s_t
-.Lc1_d13982_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d13982_s:
-    ret
-    .popsection
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, r10
-    and r9d, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov ebp, ebp
-    mov byte ptr [r15 + 128], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 244
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdi, r8
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 192], rdi
+    mov dword ptr [r15 + 128], 89
+    mov r9, qword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 512]
     mov rbp, r11
-    mov r9, r10
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, r9d
+    mov r9, r11
+    mov r8, r11
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 41
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 86
-    vmovdqu xmm6, xmmword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 120
+    mov byte ptr [r15 + 640], r8b
+    and ebp, dword ptr [r15 + 256]
+    mov r9d, 111
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -17601,64 +17426,46 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d14033_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14033_s_t
-.Lc1_d14033_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14033_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov r9, rax
-    movzx eax, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 512], r9
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, 35
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov r9d, dword ptr [r15 + 128]
-    test bl, 112
+    mov r8d, ecx
+    mov byte ptr [r15 + 448], cl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9d, 35
+    mov r9d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], r8b
+    movsxd rcx, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 64]
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 64]
     mov r9, r10
-    mov byte ptr [r15 + 192], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], sil
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 320]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov edi, 163
+    mov rdi, rsi
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 256], r8
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    movzx eax, dil
-    movsxd rdi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    vpaddd xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 64], 153
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov byte ptr [r15 + rbp + 1408], r9b
-    mov ebp, 177
+    and r9, 8128
+    add qword ptr [r15 + r9 + 7488], rdi
+    mov byte ptr [r15 + 128], dil
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 46
+    mov byte ptr [r15 + 320], r9b
+    mov rdi, qword ptr [r15 + 192]
+    movzx esi, r8b
+    mov dword ptr [r15 + 384], r9d
+    add qword ptr [r15 + 320], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -17670,13 +17477,13 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14085_s]
+    lea rcx, [rip + .Lc1_d14070_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14085_s_t
-.Lc1_d14085_j:
+    call .Lc1_d14070_s_t
+.Lc1_d14070_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14085_s:
+.Lc1_d14070_s:
     ret
     .p2align 3, 0xcc
     ret
@@ -17693,170 +17500,145 @@ ditto_body_c1:
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9, r10
-    mov rdi, qword ptr [r15 + 384]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx eax, bpl
-    test bl, 48
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 1
-    mov r8, r10
+    lea r8, [r10*4]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 227
+    movsxd rax, dword ptr [r15 + 64]
+    mov rcx, r8
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 256], 9
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], r8b
+    mov edi, 2
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    mov esi, dword ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], sil
-    mov r8d, 32
+    mov ecx, dword ptr [r15 + 448]
+    movzx eax, sil
+    mov eax, dword ptr [r15 + r9 + 7488]
     mov qword ptr [r15 + 512], rdi
+    mov rsi, rcx
+    mov rsi, qword ptr [r15 + 448]
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rbp
-    movzx edi, r9b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rsi, r9
-    mov rsi, r8
-    mov r8d, r9d
-    test bl, 176
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 85
-    movzx ebp, dil
-    xchg qword ptr [r15 + 128], rbp
+    mov edi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], r9
+    mov rcx, rsi
+    mov qword ptr [r15 + 448], rdi
+    mov byte ptr [r15 + 192], r9b
+    mov rsi, qword ptr [r15 + r8 + 960]
+    movzx edi, cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], sil
-    mov qword ptr [r15 + 64], rax
-    mov edi, ebp
+    lea rcx, [rip + .Lc1_d14121_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14121_s_t
+.Lc1_d14121_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14121_s:
+    ret
+    .popsection
+    movzx r9d, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 448]
+    .byte 0x66, 0x90
+    movsxd rsi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], dil
+    mov rax, r9
+    mov eax, esi
+    mov rdi, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    lea rbp, [r10 + r10*1]
-    add rax, qword ptr [r15 + 64]
-    test ebx, 400
-    jz 1f
-1:
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3456]
-    mov rdi, rbp
-    mov edi, dword ptr [r15 + 576]
-    movzx r9d, al
+    mov r9d, ecx
+    mov qword ptr [r15 + 128], rdi
+    mov rsi, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 256]
+    movzx edi, al
+    vpor xmm15, xmm15, xmm14
+    mov r9d, 133
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 384], edi
-    movzx edi, byte ptr [r15 + 320]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r8d
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
+    movzx eax, al
+    mov dword ptr [r15 + 512], r9d
+    mov rbp, r10
     mov r8, r10
-    mov byte ptr [r15 + 128], r9b
-    mov r9, r8
-    mov rdi, rdi
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
     and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov ebp, edi
+    mov rbp, rdi
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, dil
-    mov esi, dword ptr [r15 + 192]
-    mov rax, rax
+    mov qword ptr [r15 + 128], rax
+    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 128]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 128], bpl
+    mov rsi, rbp
+    movzx esi, byte ptr [r15 + r8 + 3456]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d14193_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14193_s_t
-.Lc1_d14193_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14193_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov edi, 186
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    mov rdi, rdi
-    mov rbp, r10
+    mov ebp, 186
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 384]
+    mov eax, 234
+    mov rax, rsi
+    movzx eax, bpl
+    mov eax, 194
+    movzx esi, byte ptr [r15 + 640]
+    mov edi, 89
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
     and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, 242
-    test bl, 80
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, 146
-    movsxd rax, dword ptr [r15 + 320]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + rbp + 1408]
     mov esi, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 704]
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 192]
+    mov edx, r8d
+    movzx edx, byte ptr [r15 + 192]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], 98
+    mov qword ptr [r15 + 576], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, esi
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    movzx edi, al
-    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 384], sil
+    movzx edi, byte ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 320]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    vmovq qword ptr [r15 + 320], xmm15
+    mov ebp, eax
+    mov ebp, r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -17866,170 +17648,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14247_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14247_s_t
-.Lc1_d14247_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d14218_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14218_s_t
+.Lc1_d14218_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14247_s:
+.Lc1_d14218_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov rsi, rdi
-    mov rdi, qword ptr [r15 + 704]
-    mov esi, 212
-    mov esi, eax
+    mov eax, 130
+    mov rax, rcx
+    lea rbp, [r10 + r10*2]
+    mov r9d, ecx
+    mov r9d, eax
+    mov r9d, ecx
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 896]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], edi
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    mov rcx, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, edi
-    mov qword ptr [r15 + 256], rdi
-    mov rbp, r10
-    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov qword ptr [r15 + 384], rcx
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 256], rbp
+    mov rcx, rax
+    mov dword ptr [r15 + 576], eax
     test bl, 80
     jnz 1f
 1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rsi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    movsxd rax, dword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ecx, r9d
+    mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + rbp + 960]
+    test bl, 80
+    jnz 1f
 1:
-    mov edi, eax
-    add rdi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 192]
-    test ebx, 52736
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 768]
-    mov esi, edi
-    mov dword ptr [r15 + 64], 52
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov rax, qword ptr [r15 + 384]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8, r8
+    mov ebp, r8d
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 212
+    mov eax, 249
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 320], rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c5:
-    lea rbp, [r10 + r10*2]
-    movzx edi, byte ptr [r15 + 448]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov esi, eax
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], edi
-    mov dword ptr [r15 + rbp + 960], 202
-    test bl, 144
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], dil
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    mov rcx, rax
-    mov qword ptr [r15 + 512], rdi
-    mov dword ptr [r15 + 256], ecx
-    test bl, 144
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], eax
-    movsxd rax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 576]
-    inc dword ptr [r15 + 384]
-    movzx edi, r8b
-    mov r9, r10
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14270_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14270_s_t
+.Lc1_d14270_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14270_s:
+    ret
+    .popsection
+    movsxd rax, dword ptr [r15 + 320]
+    mov rcx, r8
+    movzx ecx, al
+    mov ecx, eax
+    mov dword ptr [r15 + 640], 68
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rsi, rax
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + rbp + 896]
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov eax, ecx
+    mov qword ptr [r15 + 448], rax
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rcx, rcx
+    mov eax, dword ptr [r15 + 64]
     mov r8, r10
-    mov rax, rax
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 89
-    mov qword ptr [r15 + 64], rdi
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], ebp
+    movzx r8d, byte ptr [r15 + 448]
+    inc dword ptr [r15 + 512]
+    mov rbp, r10
+    mov dword ptr [r15 + 128], r8d
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, rbp
+    mov ecx, edx
+    mov qword ptr [r15 + 64], r8
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 192], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14344_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14344_s_t
-.Lc1_d14344_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14344_s:
-    ret
-    .popsection
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 128]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 896]
+    mov byte ptr [r15 + 448], bpl
+    mov ecx, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 64]
     mov rbp, r10
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    add rsi, qword ptr [r15 + 704]
+    mov r9d, r8d
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov byte ptr [r15 + 576], dl
+    movzx edi, dl
+    mov byte ptr [r15 + 704], sil
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, sil
-    mov rdi, rbp
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdi
-    mov r8, qword ptr [r15 + 320]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov esi, r8d
-    and esi, dword ptr [r15 + 640]
-    mov edi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm2
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], esi
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 128]
+    mov ecx, ebp
+    mov r9, r10
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], rdx
+    mov dword ptr [r15 + r8 + 832], eax
+    test ebx, 261440
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 768], bpl
+    mov r8d, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r8b
+    movzx ebp, sil
+    movzx ebp, dl
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18042,55 +17815,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d14393_s]
+    lea rcx, [rip + .Lc1_d14362_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d14393_s_t
-.Lc1_d14393_j:
+    call .Lc1_d14362_s_t
+.Lc1_d14362_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14393_s:
+.Lc1_d14362_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r8, r10
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    add rdi, qword ptr [r15 + 64]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
+    lea rbp, [r10 + r10*2]
+    movzx ecx, al
+    mov dword ptr [r15 + 128], 72
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movzx ecx, cl
+    mov rdx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 640], edi
-    mov rdi, rax
-    movzx eax, cl
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 128], rcx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], ebp
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    vmovdqu xmm15, xmmword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov r8, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 448], 112
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 229
+    mov ecx, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 960], 123
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    vmovdqu xmmword ptr [r15 + 512], xmm9
-    mov dword ptr [r15 + 448], 193
-    mov r8, r10
-    movzx ecx, al
-    test bl, 176
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 576]
-    test ebx, 9984
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 125
-    mov rcx, r8
-    mov r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    mov eax, 98
+    mov rbp, r8
+    mov qword ptr [r15 + 64], rax
+    movzx ecx, cl
+    mov r8d, 151
     add r11, 64
     add r10, r11
     inc rbx
@@ -18105,551 +17874,526 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d14448_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14448_s_t
-.Lc1_d14448_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14448_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov qword ptr [r15 + 576], rcx
-    mov rcx, rcx
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 144
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    mov dword ptr [r15 + 64], 121
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, ecx
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 165
+    movsxd rbp, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx r8d, bpl
+    mov qword ptr [r15 + 512], rbp
+    mov rsi, rbp
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 4032
+    mov edi, 55
+    lea rbp, [r11 + r11*1]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1408], cl
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3456]
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + r9 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ecx, 245
+    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdi
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8d, 2
-    mov r8d, 245
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ecx, al
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 320], dil
+    mov dword ptr [r15 + rbp + 3392], 162
+    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 192], r9
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov rdi, qword ptr [r15 + 768]
+    mov ebp, esi
+    vmovq qword ptr [r15 + 256], xmm13
+    mov r9d, dword ptr [r15 + 512]
+    mov esi, 6
+    movzx esi, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 128]
-    and eax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d14457_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14457_s_t
+.Lc1_d14457_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14457_s:
+    ret
+    .popsection
+    mov r8d, 152
+    mov r8, r11
+    mov byte ptr [r15 + 256], cl
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 41
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 67
-    mov dword ptr [r15 + 0], eax
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov byte ptr [r15 + 320], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 704]
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r9, r11
-    movzx eax, bpl
-    mov byte ptr [r15 + 640], cl
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov dword ptr [r15 + 448], 199
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov r9d, 232
+    mov r9d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], r8b
+    mov rbp, qword ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], 16
+    mov esi, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 512]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 89
+    mov byte ptr [r15 + 128], bpl
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 576], eax
+    movzx edi, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14545_s]
+    lea rcx, [rip + .Lc1_d14502_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14545_s_t
-.Lc1_d14545_j:
+    call .Lc1_d14502_s_t
+.Lc1_d14502_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14545_s:
+.Lc1_d14502_s:
     ret
     .popsection
-    movsxd rsi, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 0], al
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov r9, rsi
+    vpxor xmm15, xmm15, xmm7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 52
-    jmp 1f
-1:
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    vpor xmm0, xmm0, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], ebp
+    mov dword ptr [r15 + 704], ebp
+    lea r9, [r11 + r11*1]
+    movzx edi, bpl
     and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 320], r8b
+    movsxd rbp, dword ptr [r15 + r9 + 1408]
+    mov dword ptr [r15 + 128], ecx
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    movsxd rdi, dword ptr [r15 + 768]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    vmovq xmm0, rax
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 187
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], r9b
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14592_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14592_s_t
-.Lc1_d14592_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14592_s:
-    ret
-    .popsection
-    mov r9d, edi
-    vmovdqu ymmword ptr [r15 + 0], ymm12
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, sil
+    mov r9d, ebp
+    mov dword ptr [r15 + 0], 233
+    mov rsi, rax
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, rax
+    mov r8d, 111
     jmp 1f
 1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov rbp, r9
+    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 19968
-    jnz 1f
-1:
-    movzx ecx, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    test bl, 80
-    jnz 1f
-1:
-    mov r9, rdi
-    mov rdi, rcx
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 640]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r10
-    mov eax, 39
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm12
+    mov r9d, ebp
+    mov qword ptr [r15 + 128], rax
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, r9d
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    mov r8d, dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    and esi, dword ptr [r15 + 64]
+    mov r8d, 124
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    mov r8, rdx
+    mov dword ptr [r15 + 320], eax
+    movzx edx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rax
+    mov edi, esi
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rdi
+    mov eax, esi
+    mov rax, rdi
+    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 3456], 44
+    vmovdqu xmm15, xmmword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d14601_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14601_s_t
+.Lc1_d14601_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14601_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov qword ptr [r15 + 256], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm6, rax
-    mov dword ptr [r15 + 0], 168
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 512]
-    mov eax, 139
-    mov r8, r10
-    test ebx, 14592
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 384]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    mov eax, esi
-    mov rsi, rdx
-    movsxd rdx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov eax, eax
+    mov qword ptr [r15 + 64], rcx
     mov rbp, r11
     mov eax, eax
-    movzx eax, byte ptr [r15 + 320]
-    mov r8, r8
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 64], dl
-    mov r9, r11
-    mov r8d, eax
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
+    add rcx, qword ptr [r15 + 64]
+    mov esi, 39
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], cl
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, rbp
+    mov r8d, 153
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
 1:
+    mov rbp, r11
+    movzx edx, sil
+    movzx edx, byte ptr [r15 + 320]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], 93
+    mov dword ptr [r15 + 640], 76
     mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rax
-    mov eax, 132
-    mov dword ptr [r15 + 64], 113
-    mov eax, 71
-    mov qword ptr [r15 + 704], rbp
+    mov r9d, eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d14695_s]
+    lea rcx, [rip + .Lc1_d14648_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14695_s_t
-.Lc1_d14695_j:
+    call .Lc1_d14648_s_t
+.Lc1_d14648_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14695_s:
+.Lc1_d14648_s:
     ret
     .popsection
     mov r8, r11
-    movzx esi, byte ptr [r15 + 128]
     and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ecx, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, cl
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movzx eax, bpl
+    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 320], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    vpxor xmm6, xmm6, xmm3
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, r8b
+    mov dword ptr [r15 + 768], ebp
+    mov r8, r11
+    mov byte ptr [r15 + 576], bpl
+    and r8, 16320
+    mov rax, qword ptr [r15 + r8 + 15680]
     mov rbp, r11
-    mov dword ptr [r15 + 0], 206
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    movzx ebp, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 768]
-    movzx esi, sil
-    movzx esi, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm6, rsi
-    jmp 1f
-1:
-    mov r9, r11
-    movzx ecx, bpl
+    movsxd r8, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    movzx edi, al
+    vpor xmm15, xmm15, xmm15
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    movzx eax, al
     mov rbp, qword ptr [r15 + 128]
-    mov ecx, 36
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, 200
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
+    movzx edi, r8b
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov byte ptr [r15 + 256], r8b
+    mov byte ptr [r15 + 448], r8b
+    mov edi, 232
+    mov edi, 200
+    mov rdi, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    lea rcx, [rip + .Lc1_d14747_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14747_s_t
-.Lc1_d14747_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14697_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14697_s_t
+.Lc1_d14697_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d14747_s:
+.Lc1_d14697_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    vpshufd xmm15, xmm0, 144
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 640]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], al
-    mov rax, qword ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 187
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 576], al
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 256]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 8128
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 58
+    mov rcx, qword ptr [r15 + 448]
+    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 249
+    and rbp, 448
+    mov r8, r11
+    add rcx, qword ptr [r15 + rbp + 832]
+    movzx esi, byte ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 192], dil
+    mov r8d, dword ptr [r15 + 128]
+    mov edi, ebp
+    mov edi, dword ptr [r15 + rbp + 896]
+    mov byte ptr [r15 + 384], r8b
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 64]
+    movzx r8d, dil
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 256], r9
+    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], 175
-    mov qword ptr [r15 + 256], r9
-    mov dword ptr [r15 + 64], 56
-    mov ecx, dword ptr [r15 + 64]
-    mov edx, eax
-    mov rdx, rax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
+    mov r9d, dword ptr [r15 + 192]
+    mov ebp, ebp
+    mov rcx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    movzx ebp, byte ptr [r15 + 320]
     mov r8, r11
-    mov dword ptr [r15 + 0], 15
-    mov dword ptr [r15 + 0], 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    test ebx, 249792
-    jz 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 171
-    mov dword ptr [r15 + 384], 2
-    mov edx, eax
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov byte ptr [r15 + 192], r8b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 75
+    and r9, 1984
+    mov r8, r11
+    mov rdi, qword ptr [r15 + r9 + 1408]
+    mov edx, ebp
+    mov edx, dword ptr [r15 + 320]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], ebp
+    mov r8, rdi
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov rdx, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 512], 248
+    movsxd rdi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], r9
+    and edx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], r8b
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1344], 14
+    and r8d, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+// block 8: 1024 bytes, 4 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 20
+    mov r13d, 16
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14844_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d14844_s_t
-.Lc1_d14844_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14844_s:
-    ret
-    .popsection
+    movsxd rcx, dword ptr [r15 + 704]
+    test bl, 72
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    test bl, 168
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
     mov rbp, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rbp, r10
-    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
+    test bl, 72
+    jnz 1f
 1:
-    and r9, 1984
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, bpl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 2944
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, r9d
-    test bl, 24
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -18659,58 +18403,81 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], dl
+    lea rcx, [rip + .Lc1_d14861_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d14861_s_t
+.Lc1_d14861_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14861_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 384], 111
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 64
-    mov edx, dword ptr [r15 + 576]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, dl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov esi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rdx
-    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
     test bl, 24
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 30976
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -18718,95 +18485,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14943_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d14943_s_t
-.Lc1_d14943_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d14943_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 384], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 27
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 147
-    mov r8, r10
-    mov rbp, r10
+    mov r9, r10
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    test ebx, 1440
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, esi
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    test bl, 168
+    jnz 1f
+1:
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 178
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    test bl, 72
+    jnz 1f
+1:
+    mov r9d, 125
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -18816,71 +18550,129 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 320]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 768], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 195
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 640], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    mov r8, r10
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], al
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14965_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d14965_s_t
+.Lc1_d14965_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d14965_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
     mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], edx
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 88
+    jz 1f
+1:
+    test ebx, 5888
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 24
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 16
+    mov r13d, 8
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
@@ -18890,20 +18682,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8
     setz al
-    lea rcx, [rip + .Lc1_d15067_s]
+    lea rcx, [rip + .Lc1_d15047_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15067_s_t
-.Lc1_d15067_j:
+    call .Lc1_d15047_s_t
+.Lc1_d15047_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15067_s:
+.Lc1_d15047_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
     mov rbp, r10
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 50
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 28576
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
@@ -18912,6 +18737,24 @@ ditto_body_c1:
 1:
     test ebx, 1073741824
     jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test bl, 10
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
     test ebx, 1073741824
     jz 1f
@@ -18933,55 +18776,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15100_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15100_s_t
-.Lc1_d15100_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15100_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 6
-    mov r9, rcx
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 448], eax
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
+    movzx ecx, byte ptr [r15 + 320]
+    mov rsi, rax
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 704]
     and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
+    mov qword ptr [r15 + r8 + 1408], rcx
+    movzx esi, byte ptr [r15 + 384]
+    test ebx, 640
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 320]
-    mov r8, r8
+    movsxd rcx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], r8
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 384]
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7552], xmm15
+    mov rsi, r8
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], eax
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 35
+    mov eax, ecx
+    mov dword ptr [r15 + 256], edi
+    mov ebp, 133
+    mov ebp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + r9 + 7488], r9d
+    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    jb 1f
 1:
-    mov r9d, 154
-    mov qword ptr [r15 + 192], r8
-    mov r8d, r8d
+    movzx ecx, dil
+    mov rcx, qword ptr [r15 + 512]
+    movzx r9d, sil
+    mov dword ptr [r15 + 448], eax
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18991,50 +18824,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
+    lea rcx, [rip + .Lc1_d15158_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15158_s_t
+.Lc1_d15158_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15158_s:
+    ret
+    .popsection
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 640]
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 128], al
-    movzx eax, byte ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    lea r9, [r10 + r10*2]
+    movzx edi, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 384]
+    vpmovmskb ebp, xmm15
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov ebp, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    inc dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 107
+    mov ecx, ecx
+    vpcmpeqb xmm15, xmm15, xmm6
+    movzx eax, r9b
+    mov eax, 239
+    mov dword ptr [r15 + r9 + 3456], 154
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    vpmovmskb r8d, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 248
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    inc dword ptr [r15 + 192]
-    mov r8d, r9d
-    vpcmpeqb xmm10, xmm10, xmm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, 100
-    mov dword ptr [r15 + 640], 239
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 205
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 448]
-    test ebx, 896
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, r9d
-    mov dword ptr [r15 + 704], 140
+    mov ecx, 51
+    mov qword ptr [r15 + r9 + 3520], rsi
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    movzx esi, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 128], eax
+    mov r9d, eax
+    mov dword ptr [r15 + 128], 27
     add r11, 64
     add r10, r11
     inc rbx
@@ -19044,230 +18877,210 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15195_s]
+    lea rcx, [rip + .Lc1_d15204_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15195_s_t
-.Lc1_d15195_j:
+    call .Lc1_d15204_s_t
+.Lc1_d15204_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15195_s:
+.Lc1_d15204_s:
     ret
     .popsection
-    mov r9, r10
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 203
-    mov r9, rax
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1152
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 256]
+    lea r9, [r10 + r10*1]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov ecx, 48
+    mov rcx, qword ptr [r15 + r9 + 7552]
+    mov esi, r9d
+    movzx esi, r9b
+    mov esi, dword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 64], 170
+    mov qword ptr [r15 + 384], rcx
+    mov r9, rcx
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 192]
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    movzx esi, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    movzx r9d, byte ptr [r15 + 256]
+    mov ecx, 35
+    movzx ecx, byte ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 768]
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov ecx, 48
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov edi, 48
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm10
+    mov r8d, 148
+    movsxd r8, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 320]
+    mov rsi, rsi
+    movzx r9d, r9b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15243_s]
+    lea rcx, [rip + .Lc1_d15249_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15243_s_t
-.Lc1_d15243_j:
+    call .Lc1_d15249_s_t
+.Lc1_d15249_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15243_s:
+.Lc1_d15249_s:
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rsi, rax
+    movzx esi, byte ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 768]
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 576]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 64]
+    mov rdx, r9
+    test ebx, 640
+    jz 1f
+1:
+    and r8, 16320
+    movzx r9d, byte ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 512], rax
+    mov rsi, rax
+    movzx esi, dl
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 256]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 192], r9
+    mov esi, 37
+    movzx esi, byte ptr [r15 + 704]
     mov dword ptr [r15 + 128], ecx
-    mov r9, r10
-    mov qword ptr [r15 + 384], rcx
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
+    lea r9, [r10 + r10*1]
     movzx eax, al
-    mov eax, 209
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 128]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov qword ptr [r15 + 640], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 512]
+    mov rcx, r8
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx eax, r9b
+    mov qword ptr [r15 + r9 + 1408], rsi
+    movsxd rdx, dword ptr [r15 + r8 + 3456]
+    movsxd rax, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c4:
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 256], eax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 195
+    mov qword ptr [r15 + 128], rdx
+    mov rsi, qword ptr [r15 + 512]
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 128], 168
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7552]
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
+    mov byte ptr [r15 + 320], dl
+    mov eax, 54
+    test ebx, 2688
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov ebp, r8d
-    movzx r8d, r8b
-    test ebx, 384
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 34
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    mov dword ptr [r15 + 128], 38
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    lock xadd qword ptr [r15 + 512], rax
-    mov byte ptr [r15 + 64], bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edx, 75
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov byte ptr [r15 + 320], r9b
+    movzx r8d, bpl
+    mov r8d, dword ptr [r15 + 448]
+    mov rdx, rax
+    mov edx, ebp
+    mov dword ptr [r15 + 384], ebp
+    mov qword ptr [r15 + 320], rcx
+    mov r9d, dword ptr [r15 + 192]
+    movzx eax, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 192]
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rdx
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    movzx ebp, byte ptr [r15 + 704]
+    movzx ecx, dl
+    lock xadd qword ptr [r15 + 384], r8
+    mov esi, dword ptr [r15 + rbp + 7488]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], eax
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    mov eax, 171
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c5:
-    lea rcx, [rip + .Lc1_d15335_s]
+    lea rcx, [rip + .Lc1_d15342_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15335_s_t
-.Lc1_d15335_j:
+    call .Lc1_d15342_s_t
+.Lc1_d15342_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15335_s:
+.Lc1_d15342_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rbp
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 576], cl
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], ecx
-    mov qword ptr [r15 + 256], rcx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov r8, r11
-    movzx esi, cl
-    test ebx, 640
-    jnz 1f
-1:
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*4]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 205
-    mov r8d, 233
-    mov r8, rsi
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov r9, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1472], ecx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    mov byte ptr [r15 + rbp + 1536], r8b
+    mov ecx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], bpl
+    lock xadd qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 512], 241
+    mov rax, r8
+    test ebx, 1900032
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 448], cl
+    mov eax, ecx
+    mov qword ptr [r15 + 256], rbp
+    mov qword ptr [r15 + rbp + 1600], rbp
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 320]
+    mov edi, 187
+    mov rdi, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, esi
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r8d
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], r9b
-    mov r9, r9
+    movsxd r9, dword ptr [r15 + 384]
+    movzx ecx, al
+    mov rcx, rdi
+    movsxd rcx, dword ptr [r15 + r8 + 3456]
+    movzx eax, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 512], r9b
+    mov rbp, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -19277,54 +19090,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15390_s]
+    lea rcx, [rip + .Lc1_d15391_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15390_s_t
-.Lc1_d15390_j:
+    call .Lc1_d15391_s_t
+.Lc1_d15391_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15390_s:
+.Lc1_d15391_s:
     ret
     .popsection
-    mov r9, r10
-    and r9, 16320
-    movsxd rax, dword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 384], 28
-    movsxd rdi, dword ptr [r15 + 192]
-    test ebx, 896
+    mov dword ptr [r15 + 704], 176
+    mov eax, ebp
+    mov byte ptr [r15 + 320], bpl
+    mov qword ptr [r15 + 448], rcx
+    mov rdi, qword ptr [r15 + 320]
+    mov rbp, rcx
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rbp, r10
+    mov ecx, 104
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], eax
+    mov ebp, edi
+    mov rbp, qword ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 109
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], al
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 104
-    mov ecx, dword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edi
-    mov edi, dword ptr [r15 + 256]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], 97
+    movsxd rax, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 384]
     and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 64], ymm2
+    mov ebp, dword ptr [r15 + r9 + 896]
+    mov edx, dword ptr [r15 + r9 + 832]
+    test ebx, 640
+    jnz 1f
+1:
+    mov r9d, 185
+    movsxd r9, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
     add r11, 64
     add r10, r11
     inc rbx
@@ -19334,170 +19145,159 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    nop
-    mov esi, esi
-    and r9, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], eax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 133
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], al
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    movzx r9d, bpl
-    and rbp, 4032
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], al
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 704], 68
-    mov eax, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2
+    test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d15481_s]
+    lea rcx, [rip + .Lc1_d15438_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15481_s_t
-.Lc1_d15481_j:
+    call .Lc1_d15438_s_t
+.Lc1_d15438_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15481_s:
+.Lc1_d15438_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, rax
-    mov rbp, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jb 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
     mov r9, r10
-    movzx eax, byte ptr [r15 + 128]
-    and eax, dword ptr [r15 + 64]
+    nop
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    mov ecx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 512]
+    mov r9d, ecx
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8, r10
+    mov dword ptr [r15 + 576], 124
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 192]
+    mov qword ptr [r15 + 704], r8
+    mov rax, qword ptr [r15 + 128]
+    mov r9d, r8d
+    movzx r9d, cl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, rax
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
     movzx r8d, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    movsxd rcx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 64]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c8:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 384], ecx
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, r9
+    mov esi, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 320]
+    vpor xmm15, xmm15, xmm13
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov rax, rcx
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov rcx, qword ptr [r15 + r8 + 896]
+    movsxd rax, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], bpl
+    mov r8, rcx
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 768], ecx
+    mov rax, qword ptr [r15 + 320]
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov ecx, 48
+    mov rcx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], bpl
+    mov r8d, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 512]
+    vpmovmskb edi, xmm5
+    mov edi, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c9:
-    lea rcx, [rip + .Lc1_d15527_s]
+    lea rcx, [rip + .Lc1_d15529_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15527_s_t
-.Lc1_d15527_j:
+    call .Lc1_d15529_s_t
+.Lc1_d15529_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15527_s:
+.Lc1_d15529_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*4]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7680], cl
+    mov eax, dword ptr [r15 + 192]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 704]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 256], al
+    mov ecx, 238
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm0
+    mov dword ptr [r15 + rbp + 7744], 174
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 71
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 320], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r11
-    mov qword ptr [r15 + 192], rcx
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9, rcx
+    mov rax, qword ptr [r15 + rbp + 7616]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rsi, rdi
+    mov qword ptr [r15 + rbp + 7552], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 90
+    mov ebp, 110
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 320]
+    mov eax, esi
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov esi, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8, r10
-    movsxd rcx, dword ptr [r15 + 256]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 512]
-    mov r8, r10
-    mov esi, ecx
-    vmovdqu ymmword ptr [r15 + 640], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 448], rsi
+    mov ecx, esi
+    mov ecx, dword ptr [r15 + 64]
     and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8, rcx
-    mov rcx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + r8 + 1344], dil
+    movzx esi, byte ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19507,52 +19307,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, dil
-    add qword ptr [r15 + 128], r9
-    mov r9, r11
-    add rsi, qword ptr [r15 + 704]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15580_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15580_s_t
+.Lc1_d15580_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15580_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov dword ptr [r15 + 448], ebp
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 128], rcx
+    mov rbp, qword ptr [r15 + 384]
+    movzx esi, cl
+    mov r8, r10
+    mov ecx, 160
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov rsi, rsi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    test ebx, 1152
+    jz 1f
+1:
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx ecx, cl
+    mov dword ptr [r15 + 128], r8d
+    mov ebp, 177
+    mov ebp, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rcx
-    mov r9, r11
-    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 64], al
+    mov r8d, 240
+    movsxd r8, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
     mov byte ptr [r15 + 512], cl
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    test ebx, 896
-    jz 1f
-1:
-    mov ecx, 63
-    movzx ecx, sil
-    mov byte ptr [r15 + 256], sil
-    mov dword ptr [r15 + 192], esi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx r9d, sil
-    mov r9, r11
-    mov byte ptr [r15 + 64], sil
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rsi
-    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov rdx, r8
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19560,56 +19377,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15629_s]
+    lea rcx, [rip + .Lc1_d15636_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15629_s_t
-.Lc1_d15629_j:
+    call .Lc1_d15636_s_t
+.Lc1_d15636_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15629_s:
+.Lc1_d15636_s:
     ret
     .popsection
-    mov byte ptr [r15 + 384], cl
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 512]
-    mov r9, r11
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    add rax, qword ptr [r15 + 576]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov rbp, r10
+    mov rdx, rax
+    mov rdx, qword ptr [r15 + 128]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
-    mov rbp, rdx
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 640
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + rbp + 3392], eax
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 256]
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 768]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], ecx
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rcx, rcx
+    movzx edx, byte ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 448]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ebp, 128
-    mov rbp, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rcx
+    mov rbp, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rbp
+    mov rdx, rdx
+    test ebx, 27648
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7552], 1
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], cl
+    mov r8d, eax
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19617,54 +19432,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15676_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15676_s_t
-.Lc1_d15676_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15676_s:
-    ret
-    .popsection
-    vpor xmm6, xmm6, xmm6
-    mov byte ptr [r15 + 640], cl
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpmovmskb eax, xmm6
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, rcx
+    lea rbp, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3520], r8
+    movzx eax, byte ptr [r15 + 384]
+    vpor xmm15, xmm15, xmm0
+    lea r8, [r10 + r10*2]
+    movzx edx, al
+    movzx edx, bpl
+    movsxd rdx, dword ptr [r15 + 320]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1472]
+    mov r9d, ebp
+    mov r9d, dword ptr [r15 + 448]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    mov r8, r10
-    mov qword ptr [r15 + 512], rcx
-    and r8, 1984
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r11
+    mov rax, rdx
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9, r10
+    mov qword ptr [r15 + 640], r8
+    mov rdx, rax
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    movzx edx, byte ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + 320], al
+    mov qword ptr [r15 + 256], r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, bpl
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    movzx r8d, cl
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jae 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], r8
-    mov r8, qword ptr [r15 + 320]
+    vpmovmskb eax, xmm0
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov r9, r9
+    mov edi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    movzx r9d, r9b
+    mov rdx, qword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + r8 + 1408]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19674,50 +19481,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    mov r8d, 55
-    mov dword ptr [r15 + 320], 13
-    mov r8, r10
-    movzx edi, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm10, rdi
-    mov qword ptr [r15 + 256], rcx
-    mov r9, r10
-    mov rdi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    vmovdqu xmm14, xmmword ptr [r15 + 192]
-    mov dword ptr [r15 + 704], r9d
-    vmovq qword ptr [r15 + 128], xmm10
+    lea rcx, [rip + .Lc1_d15729_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15729_s_t
+.Lc1_d15729_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15729_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 64], 120
+    movsxd rax, dword ptr [r15 + 320]
+    movzx ecx, cl
+    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    vmovq xmm6, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    movzx edi, r9b
-    mov r9d, 128
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    movzx edx, cl
+    mov qword ptr [r15 + 192], rcx
+    mov esi, 187
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx esi, dil
-    mov byte ptr [r15 + 384], dil
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 15680]
+    mov rbp, r10
+    vmovdqu xmm6, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], esi
+    and rbp, 4032
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
+    mov rsi, rdx
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 15
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx eax, cl
+    mov byte ptr [r15 + 384], cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -19730,120 +19540,103 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d15769_s]
+    lea rcx, [rip + .Lc1_d15777_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d15769_s_t
-.Lc1_d15769_j:
+    call .Lc1_d15777_s_t
+.Lc1_d15777_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15769_s:
+.Lc1_d15777_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov r9d, 92
-    movsxd r9, dword ptr [r15 + 320]
-    vpcmpeqb xmm6, xmm6, xmm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + 576]
+    mov ecx, 207
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 640], xmm15
+    mov ecx, 200
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 448], r8
-    mov r8d, 45
-    mov dword ptr [r15 + 64], 24
+    lea rbp, [r10 + r10*1]
+    mov r9d, edx
+    mov r9, rax
+    mov byte ptr [r15 + 128], cl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 133
+    mov qword ptr [r15 + 128], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 51
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 64]
+    vpcmpeqb xmm15, xmm15, xmm0
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 384
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 51
-    test ebx, 640
-    jz 1f
-1:
-    mov rax, r8
-    mov r8d, dword ptr [r15 + 512]
-    mov eax, r9d
-    mov r9, r10
-    test ebx, 2688
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 175
+    movsxd rax, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c15:
-    lea rcx, [rip + .Lc1_d15816_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15816_s_t
-.Lc1_d15816_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d15816_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 175
+    lea rbp, [r10 + r10*1]
     and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r11
-    test ebx, 1073741824
+    mov r9, r10
+    mov qword ptr [r15 + rbp + 896], rax
+    mov byte ptr [r15 + 768], cl
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 640], edx
+    movzx r9d, r9b
+    mov edx, dword ptr [r15 + 128]
+    mov r8d, 90
+    mov r8, qword ptr [r15 + 448]
+    movzx r9d, bpl
+    movzx r9d, byte ptr [r15 + 704]
+    test ebx, 896
     jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 119
-    mov r8, r11
-    mov qword ptr [r15 + 448], rbp
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
+    vpmovmskb r9d, xmm6
+    mov qword ptr [r15 + 64], r8
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 46
+    mov r8d, dword ptr [r15 + 64]
+    mov eax, 244
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 192]
+    mov edi, r8d
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov rsi, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r9b
-    mov r9d, dword ptr [r15 + 640]
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    mov r8, rbp
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 384], xmm14
-    movzx r9d, byte ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], r9d
-    mov dword ptr [r15 + 192], 124
+    movsxd r8, dword ptr [r15 + 448]
+    movzx edx, al
+    movsxd rdx, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 576]
+    mov eax, esi
+    vpmovmskb eax, xmm6
+    mov rax, qword ptr [r15 + 384]
+    mov rsi, rcx
+    mov qword ptr [r15 + 512], rdx
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov ecx, 26
     add r11, 64
     add r10, r11
     inc rbx
@@ -19853,106 +19646,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rbp
-    mov rbp, r8
-    mov dword ptr [r15 + 64], 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 205
-    mov dword ptr [r15 + 320], 242
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d15874_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d15874_s_t
+.Lc1_d15874_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d15874_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
+    mov dword ptr [r15 + r8 + 1408], 15
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    lea r9, [r10 + r10*1]
+    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 320], 37
+    mov eax, eax
+    mov r9d, 135
+    movzx r9d, byte ptr [r15 + 384]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 128], 35
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov rcx, r8
+    mov dword ptr [r15 + 64], 194
+    mov byte ptr [r15 + 512], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 116
-    mov dword ptr [r15 + 192], eax
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    movzx r8d, r8b
-    and r8d, dword ptr [r15 + 704]
-    mov eax, ebp
-    mov ebp, 178
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
-    mov rdx, rbp
-    mov byte ptr [r15 + 256], bpl
+    mov r8, r9
+    mov qword ptr [r15 + 704], rax
+    mov byte ptr [r15 + 256], r9b
+    mov r8, r8
+    mov rax, rax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15918_s]
+    lea rcx, [rip + .Lc1_d15920_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d15918_s_t
-.Lc1_d15918_j:
+    call .Lc1_d15920_s_t
+.Lc1_d15920_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15918_s:
+.Lc1_d15920_s:
     ret
     .popsection
-    movsxd rdx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 128], 188
+    mov r9, r10
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 215
+    mov r8, r10
+    mov dword ptr [r15 + 192], 154
+    mov ecx, 35
+    movsxd rcx, dword ptr [r15 + 192]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    add qword ptr [r15 + 64], rcx
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov dword ptr [r15 + 256], 92
+    mov dword ptr [r15 + 512], 245
+    mov rcx, qword ptr [r15 + 640]
+    movsxd r9, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    vmovq xmm14, rdx
-    mov r9, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, 142
-    mov r9, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov rbp, r11
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov ebp, 203
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 448]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 384], cl
+    mov esi, 155
+    mov esi, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19962,62 +19754,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d15964_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d15964_s_t
-.Lc1_d15964_j:
+    lea rcx, [rip + .Lc1_d15966_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d15966_s_t
+.Lc1_d15966_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d15964_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d15966_s:
     ret
     .popsection
-    mov rbp, r10
-    mov byte ptr [r15 + 64], al
-    movzx eax, cl
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rcx
-    movzx ecx, cl
-    mov dword ptr [r15 + 320], 232
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rax
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 128]
-    mov rax, rax
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov r9d, 246
-    mov r9, rsi
-    mov r9d, ebp
+    mov qword ptr [r15 + 448], rax
+    mov ecx, dword ptr [r15 + 320]
+    movzx r8d, sil
+    movsxd r8, dword ptr [r15 + 384]
+    mov eax, 4
+    movsxd rax, dword ptr [r15 + 320]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov eax, 228
-    mov qword ptr [r15 + 384], rsi
-    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 128], 193
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov rdi, rax
+    mov byte ptr [r15 + 256], cl
+    movzx r9d, cl
+    mov r9, r10
+    mov dword ptr [r15 + 192], esi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov rbp, r10
-    mov r9, qword ptr [r15 + 448]
-    movzx ecx, cl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
+    mov rcx, rsi
+    and r9, 1984
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 448], 43
+    mov esi, 218
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdi
+    vpmovmskb esi, xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 704]
+    movzx r8d, r9b
+    mov r8d, r9d
+    mov r8, rsi
+    mov r8d, 129
+    mov qword ptr [r15 + 512], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -20027,50 +19811,42 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0xb504f33
-    jb 1f
-1:
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + 512]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov rbp, rax
-    mov dword ptr [r15 + 448], 86
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r9, r10
-    mov rcx, rdi
-    mov edi, edi
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 384], 79
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    vmovq qword ptr [r15 + 64], xmm15
+    mov r8, r10
+    movsxd r9, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], esi
+    mov rcx, qword ptr [r15 + 256]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], sil
+    mov dword ptr [r15 + 448], 86
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 95
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r8, r8
+    movsxd rax, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    mov ecx, esi
+    mov dword ptr [r15 + 576], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 192], r8
-    mov dword ptr [r15 + 256], 128
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 152
+    mov qword ptr [r15 + 320], r9
+    mov r8, r10
+    vpshufd xmm15, xmm15, 13
+    mov dword ptr [r15 + 384], 108
+    mov rsi, qword ptr [r15 + 320]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 146
     add r11, 64
     add r10, r11
     inc rbx
@@ -20083,56 +19859,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d16063_s]
+    lea rcx, [rip + .Lc1_d16057_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16063_s_t
-.Lc1_d16063_j:
+    call .Lc1_d16057_s_t
+.Lc1_d16057_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16063_s:
+.Lc1_d16057_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov r8, r11
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    movzx eax, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9, r10
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1408], cl
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     mov rbp, r10
-    vmovq qword ptr [r15 + 576], xmm14
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], ecx
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 512], bpl
-    test ebx, 640
-    jz 1f
-1:
-    mov rax, r8
-    mov r8, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 128]
+    mov ecx, eax
+    movzx ecx, al
+    mov rcx, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -20142,116 +19915,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16113_s]
+    lea rcx, [rip + .Lc1_d16107_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16113_s_t
-.Lc1_d16113_j:
+    call .Lc1_d16107_s_t
+.Lc1_d16107_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16113_s:
+.Lc1_d16107_s:
     ret
     .popsection
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, 131
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov rcx, rax
+    mov dword ptr [r15 + 512], ebp
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov rax, rax
+    mov r8d, 108
+    mov ebp, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 225
+    movzx ebp, byte ptr [r15 + 448]
+    mov eax, 130
+    movzx eax, byte ptr [r15 + 192]
+    mov ecx, ecx
+    vmovq xmm6, rbp
+    vmovq xmm6, r8
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rbp
+    mov r8, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov ecx, 7
-    mov ecx, r9d
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 640]
-    mov ebp, 108
-    test ebx, 1408
-    jz 1f
-1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, r10
-    mov byte ptr [r15 + 64], bpl
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov rbp, rcx
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], bpl
+    mov dword ptr [r15 + 384], 242
+    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, r8d
     mov rbp, r10
-    mov eax, eax
+    movsxd rcx, dword ptr [r15 + 128]
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], eax
-    mov qword ptr [r15 + 320], r9
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov eax, 161
+    mov dword ptr [r15 + 768], 34
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d16152_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16152_s_t
+.Lc1_d16152_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16152_s:
+    ret
+    .popsection
+    mov r8d, ebp
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 384], r9b
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, rcx
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 128], bpl
+    mov ecx, ebp
     and r9, 8128
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 64], 21
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov qword ptr [r15 + 256], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    movzx eax, r9b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov r8d, dword ptr [r15 + 320]
-    mov rsi, rbp
-    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + r9 + 7552], 218
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], sil
-    mov dword ptr [r15 + 704], 163
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
+    movzx ebp, cl
+    movzx ebp, r9b
+    mov dword ptr [r15 + 576], 99
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 512], r9
+    movzx ecx, byte ptr [r15 + 192]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1344], r9d
+    test ebx, 384
+    jnz 1f
 1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, r10
+    vmovdqu xmm15, xmmword ptr [r15 + 320]
+    vpxor xmm15, xmm15, xmm3
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov byte ptr [r15 + 384], r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20259,118 +20026,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16210_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16210_s_t
-.Lc1_d16210_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16210_s:
-    ret
-    .popsection
-    add r9, qword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 768]
-    mov esi, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 212
-    mov edx, esi
-    mov r8, r11
-    mov rdx, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov r8d, 252
-    mov dword ptr [r15 + 256], 56
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov esi, r8d
-    movzx esi, r8b
-    movzx esi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 448], r8d
-    and r9, 1984
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 1344], esi
-    movsxd rsi, dword ptr [r15 + 512]
-    test ebx, 1152
-    jnz 1f
-1:
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 384], esi
+    mov r9d, r8d
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], r9d
-    mov r9d, r9d
+    mov ebp, eax
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov ecx, eax
+    mov ecx, 19
+    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    jb 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 320]
+    mov r9, r10
+    mov eax, ecx
+    movzx eax, bpl
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 158
+    mov byte ptr [r15 + 128], cl
+    mov rbp, qword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], cl
+    mov qword ptr [r15 + 192], rax
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16260_s]
+    lea rcx, [rip + .Lc1_d16250_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16260_s_t
-.Lc1_d16260_j:
+    call .Lc1_d16250_s_t
+.Lc1_d16250_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16260_s:
+.Lc1_d16250_s:
     ret
     .popsection
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov esi, 46
+    mov rbp, r10
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    test ebx, 640
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    vpxor xmm14, xmm14, xmm6
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], 206
-    mov dword ptr [r15 + 192], r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, r9d
-    mov r9, r11
-    mov dword ptr [r15 + 512], 157
-    mov eax, 255
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
+    mov dword ptr [r15 + 0], 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    test ebx, 1073741824
+    mov dword ptr [r15 + 768], ebp
+    test ebx, 640
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    mov rcx, rax
+    movzx eax, byte ptr [r15 + 128]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 128], eax
+    mov rcx, r9
+    mov ecx, dword ptr [r15 + 448]
+    mov rax, r9
+    mov dword ptr [r15 + 512], 59
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov eax, 135
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    mov qword ptr [r15 + 192], rbp
+    mov r9, r10
+    mov dword ptr [r15 + 64], ecx
+    mov ebp, 163
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov eax, 6
+    mov qword ptr [r15 + 320], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -20380,55 +20133,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 704]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov rcx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 512]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d16299_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16299_s_t
+.Lc1_d16299_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16299_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov r9, rax
+    mov r9, r10
+    movzx ebp, byte ptr [r15 + 64]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov rdi, rcx
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], 45
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 256]
-    mov r9, rsi
-    mov r9, r11
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 320], 19
+    mov r9, qword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 256]
+    mov rbp, r10
+    mov qword ptr [r15 + 192], rax
+    test ebx, 2688
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 199
-    movzx r9d, al
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rsi, rcx
+    mov rsi, r9
+    mov dword ptr [r15 + 64], 45
+    movzx ecx, bpl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9d, r9d
+    mov rbp, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20436,250 +20191,227 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d16357_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16357_s_t
-.Lc1_d16357_j:
+    lea rcx, [rip + .Lc1_d16348_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16348_s_t
+.Lc1_d16348_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16357_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d16348_s:
     ret
     .popsection
-    mov r8, r9
-    mov r9, r10
-    mov r8, rax
-    and r9, 448
-    mov r8, r10
-    and ecx, dword ptr [r15 + r9 + 832]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 125
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx eax, r8b
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 256]
-    mov r8d, 36
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
     mov rbp, r10
-    vpaddd xmm14, xmm14, xmm14
-    vpcmpeqb xmm14, xmm14, xmm2
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov rcx, rcx
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 320], 125
+    movzx ecx, bpl
+    mov qword ptr [r15 + 256], rbp
+    movsxd r9, dword ptr [r15 + 128]
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
 1:
-    jmp 1f
+    movzx eax, byte ptr [r15 + 448]
+    mov rcx, r9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 175
+    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
+    test ebx, 104448
+    jnz 1f
 1:
-    mov qword ptr [r15 + 448], rbp
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ebp
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], ebp
+    mov eax, dword ptr [r15 + 128]
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + rbp + 896]
+    mov r9d, ebp
+    mov r9, r10
+    mov ebp, 146
+    mov ebp, 111
+    mov dword ptr [r15 + 512], r9d
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c27:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16409_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16409_s_t
-.Lc1_d16409_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16409_s:
-    ret
-    .popsection
-    mov ebp, ecx
-    imul rbp, qword ptr [r15 + 128]
-    mov r8, r10
-    vpcmpeqb xmm10, xmm10, xmm13
-    test ebx, 2688
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, eax
+    mov ebp, 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], r9b
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 64], 101
+    mov qword ptr [r15 + 128], rbp
+    mov byte ptr [r15 + 768], cl
+    movzx r9d, cl
+    mov r9, rbp
+    mov r9d, 25
+    lea r9, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 161
+    test ebx, 1152
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 192]
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + r9 + 7552]
+    mov r8, r11
+    mov r9, r11
+    mov dword ptr [r15 + 576], 166
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, dword ptr [r15 + 512]
-    mov rax, rbp
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, r8b
-    mov r8d, r8d
-    test ebx, 3200
-    jz 1f
-1:
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 576], ymm3
-    mov rdi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    mov edi, 2
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm9
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 3392]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c28:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 122
-    movzx ecx, byte ptr [r15 + 384]
-    mov eax, 41
-    test ebx, 208896
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16442_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16442_s_t
+.Lc1_d16442_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16442_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    vmovq qword ptr [r15 + 64], xmm6
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 448]
     mov r9, r10
-    movzx ebp, dil
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 640], 86
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov dword ptr [r15 + 0], 40
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov qword ptr [r15 + 704], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 256]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov ecx, edi
-    vmovq xmm1, r9
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 124
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], cl
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 192], eax
+    mov r8, r11
+    mov byte ptr [r15 + 320], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    mov eax, ebp
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], cl
-    movzx r8d, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 43
-    movzx r9d, al
-    mov eax, 116
-    mov eax, ebp
+    and r8, 4032
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 3392]
+    mov eax, eax
+    mov ecx, r8d
+    mov dword ptr [r15 + 448], r8d
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c29:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16513_s]
+    lea rcx, [rip + .Lc1_d16491_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16513_s_t
-.Lc1_d16513_j:
+    call .Lc1_d16491_s_t
+.Lc1_d16491_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16513_s:
+.Lc1_d16491_s:
     ret
     .popsection
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8d, 8
-    mov r8, rcx
-    mov r8, r10
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov r8d, 15
-    movzx r8d, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    mov r8d, 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 768], xmm6
+    mov rdi, r8
+    movzx edi, cl
+    movzx edi, cl
+    mov edi, dword ptr [r15 + 64]
+    mov r8d, 160
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], r8b
-    mov r8d, 128
-    movzx r8d, cl
-    mov byte ptr [r15 + 384], cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 512], al
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 448]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    movsxd rsi, dword ptr [r15 + 320]
+    mov r8d, 232
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 448], 122
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 256]
+    vpxor xmm6, xmm6, xmm15
+    mov ecx, 88
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov byte ptr [r15 + 64], sil
+    mov dword ptr [r15 + 256], eax
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    movzx eax, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20689,137 +20421,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16562_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16562_s_t
-.Lc1_d16562_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16562_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    mov rbp, r10
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 512]
-    mov esi, 28
-    movzx esi, r8b
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, esi
-    mov eax, r8d
-    and r8, 1984
-    lock or dword ptr [r15 + r8 + 1344], 100
+    mov r8, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov ebp, 20
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov eax, 85
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov ecx, esi
+    mov r8d, 170
+    mov byte ptr [r15 + 0], al
+    movzx esi, cl
+    mov dword ptr [r15 + 128], 196
+    movsxd rax, dword ptr [r15 + 256]
+    movzx ecx, cl
+    movzx ebp, byte ptr [r15 + 384]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    movzx eax, cl
-    vpxor xmm10, xmm10, xmm14
-    mov eax, 224
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, al
-    mov r8, rcx
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 384
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov rbp, r10
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 159
-    mov dword ptr [r15 + 128], 67
-    mov dword ptr [r15 + 256], ebp
+    lock or dword ptr [r15 + 576], 62
+    mov rcx, qword ptr [r15 + 192]
+    mov r8, r11
+    movzx esi, bpl
+    mov rsi, rax
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov eax, ecx
+    mov dword ptr [r15 + 64], 62
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 25
-    mov dword ptr [r15 + 0], 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 78
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    lea rcx, [rip + .Lc1_d16589_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16589_s_t
+.Lc1_d16589_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16589_s:
+    ret
+    .popsection
     mov rbp, r11
-    mov edi, 135
-    and edi, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov rbp, rdi
-    movsxd rdi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], r9
-    movzx r9d, al
-    test ebx, 896
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, 144
+    mov byte ptr [r15 + 64], r8b
     mov r9, r11
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 16320
+    movsxd r8, dword ptr [r15 + rbp + 15680]
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov eax, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    movsxd r9, dword ptr [r15 + 640]
+    test ebx, 640
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], 201
+    mov r9d, ebp
+    mov r9d, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 125
+    mov rbp, r8
+    mov ebp, esi
+    mov qword ptr [r15 + 0], r9
+    movzx r8d, byte ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], bpl
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 133
+    movzx ebp, byte ptr [r15 + r8 + 896]
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 98
     add r11, 64
     inc rbx
     dec r13
@@ -20831,57 +20527,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1024
     setz al
-    lea rcx, [rip + .Lc1_d16672_s]
+    lea rcx, [rip + .Lc1_d16637_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d16672_s_t
-.Lc1_d16672_j:
+    call .Lc1_d16637_s_t
+.Lc1_d16637_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16672_s:
+.Lc1_d16637_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + rbp + 7552], rax
+    mov rcx, qword ptr [r15 + 320]
+    mov r8d, 50
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov eax, eax
-    mov rax, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
+    mov rbp, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 143
+    mov rcx, r8
+    mov ecx, r8d
+    test ebx, 7680
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rbp
-    xor dword ptr [r15 + 384], r9d
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9, r11
-    mov eax, 183
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], eax
+    vmovq xmm0, rcx
+    mov rbp, r11
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 256]
     and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 320]
-    mov esi, 44
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov rdx, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20891,66 +20584,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16723_s]
+    lea rcx, [rip + .Lc1_d16688_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16723_s_t
-.Lc1_d16723_j:
+    call .Lc1_d16688_s_t
+.Lc1_d16688_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16723_s:
+.Lc1_d16688_s:
     ret
     .popsection
-    vmovq xmm1, r9
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r8, rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movsxd rcx, dword ptr [r15 + 576]
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rax
+    mov qword ptr [r15 + 512], r8
+    mov rdx, r8
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + 576], r8b
-    movzx r8d, r8b
     movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 49
+    movzx ebp, cl
+    mov dword ptr [r15 + 128], 184
+    mov edx, edx
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 448]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov r9, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    test ebx, 640
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 448]
+    mov ecx, 162
     and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 162
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20958,123 +20641,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
+    mov dword ptr [r15 + 128], ecx
+    mov r8, qword ptr [r15 + 64]
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov rdx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 243
+    mov dword ptr [r15 + 0], edx
+    movzx ebp, dl
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 97
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    mov r8, r11
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], dl
+    mov rax, qword ptr [r15 + 384]
+    mov rdx, rbp
+    mov edx, ebp
+    mov r9, r11
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 704]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 640]
-    movzx ebp, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
-    mov rcx, rax
-    mov rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, bpl
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 177
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movzx eax, dil
-    vmovdqu ymmword ptr [r15 + 512], ymm1
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    movzx r9d, dl
+    movsxd r9, dword ptr [r15 + 640]
+    mov r8d, edx
+    mov dword ptr [r15 + 128], ebp
+    movsxd rax, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 64]
+    mov r8d, 201
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16825_s]
+    lea rcx, [rip + .Lc1_d16785_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16825_s_t
-.Lc1_d16825_j:
+    call .Lc1_d16785_s_t
+.Lc1_d16785_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16825_s:
+.Lc1_d16785_s:
     ret
     .popsection
-    mov edi, 205
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jb 1f
-1:
-    mov rdi, qword ptr [r15 + 768]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 80
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov qword ptr [r15 + 0], r8
+    movzx eax, cl
+    mov eax, 12
     mov r8, r11
-    jmp 1f
+    add qword ptr [r15 + 512], rcx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9, r10
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    movzx r8d, byte ptr [r15 + 256]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r9, r11
+    mov rdx, rax
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 146
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    vmovq qword ptr [r15 + 768], xmm0
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], bpl
-    mov r9d, 7
-    movzx r9d, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    movzx r9d, dil
+    mov dword ptr [r15 + 64], ecx
+    mov r8d, edx
+    mov qword ptr [r15 + 512], rax
+    mov dword ptr [r15 + 384], r9d
+    mov qword ptr [r15 + 192], r8
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    mov dword ptr [r15 + 384], eax
+    lock add qword ptr [r15 + 448], rcx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21082,115 +20750,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16877_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d16877_s_t
-.Lc1_d16877_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d16835_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d16835_s_t
+.Lc1_d16835_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d16877_s:
+.Lc1_d16835_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 128], r9
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov eax, ebp
-    test ebx, 384
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 512]
-    vpaddd xmm1, xmm1, xmm10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r11
-    movzx ebp, al
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 253
-    movsxd r9, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rcx
+    mov qword ptr [r15 + 256], rcx
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 256]
-    jmp 1f
+    movzx r8d, al
+    movzx r8d, al
+    mov r8d, eax
+    mov r8, r10
+    mov r9d, ebp
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm0
+    movsxd rcx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 512], r9b
+    test ebx, 2432
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov r8d, ebp
+    mov dword ptr [r15 + 704], r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, r9d
-    mov r9d, dword ptr [r15 + 320]
-    mov rbp, r10
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 180
-    movsxd rbp, dword ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 220
-    mov r9d, dword ptr [r15 + 192]
-    mov ebp, r8d
-    mov rbp, r10
-    mov byte ptr [r15 + 256], r9b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 0], r8
+    lea rcx, [rip + .Lc1_d16882_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d16882_s_t
+.Lc1_d16882_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d16882_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 64], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov eax, 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
-    mov r9, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 64]
-    movzx esi, al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov rbp, qword ptr [r15 + 768]
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 320]
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    movsxd rdx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8, rsi
-    mov r8d, esi
-    mov r8d, 97
+    mov r8d, r8d
+    mov ebp, ebp
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, rax
+    mov r8d, r9d
+    mov byte ptr [r15 + 192], r9b
+    movzx eax, cl
+    test ebx, 1900032
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov ecx, r8d
+    mov ecx, 45
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + r9 + 3456]
+    movsxd rdx, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
     add r11, 64
     add r10, r11
     inc rbx
@@ -21200,63 +20868,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d16975_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d16975_s_t
-.Lc1_d16975_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d16975_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 448]
-    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 132
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 384], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 164
-    jmp 1f
-1:
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 9
-    mov ebp, 111
-    mov rbp, r10
-    test ebx, 1152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 110
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    mov rax, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 512], rsi
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ebp, al
+    mov byte ptr [r15 + 320], al
+    mov esi, eax
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, r10
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 20
-    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov dword ptr [r15 + 128], 156
+    movzx ebp, bpl
+    mov r8, r11
+    mov ecx, 196
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 193
+    mov ebp, 1
+    movsxd rbp, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 192]
+    vmovq xmm6, rsi
+    mov rax, qword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21264,120 +20913,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17025_s]
+    lea rcx, [rip + .Lc1_d16978_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17025_s_t
-.Lc1_d17025_j:
+    call .Lc1_d16978_s_t
+.Lc1_d16978_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17025_s:
+.Lc1_d16978_s:
     ret
     .popsection
-    mov rbp, r10
-    movzx r8d, cl
+    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 185
+    mov dword ptr [r15 + 192], 205
+    mov dword ptr [r15 + 320], 190
+    mov esi, ecx
+    movsxd rsi, dword ptr [r15 + 128]
+    test ebx, 384
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, r11
+    movzx r8d, al
+    mov dword ptr [r15 + 256], 149
     and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, r10
-    mov dword ptr [r15 + 128], 160
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 190
-    movzx r9d, byte ptr [r15 + 768]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 384]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    vpxor xmm0, xmm0, xmm10
+    mov ecx, 123
+    movzx ecx, r8b
+    mov rbp, r11
     movsxd r8, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov rbp, r10
-    movzx eax, r9b
-    jmp 1f
-1:
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 15680]
-    test ebx, 92160
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    jmp 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 85
-    mov r8, rbp
-    mov byte ptr [r15 + 256], al
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm0
+    movzx r8d, sil
+    vpxor xmm0, xmm0, xmm13
+    mov rbp, rax
+    mov ebp, 97
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17074_s]
+    lea rcx, [rip + .Lc1_d17021_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17074_s_t
-.Lc1_d17074_j:
+    call .Lc1_d17021_s_t
+.Lc1_d17021_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17074_s:
+.Lc1_d17021_s:
     ret
     .popsection
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r9d, 179
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, 160
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
-    mov dword ptr [r15 + 640], 160
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 64], 159
-    mov ecx, ebp
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9, r10
-    cmp dword ptr [r15 + 67117724], 0x16a09e66
-    jb 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    mov r9d, ebp
+    mov eax, 96
+    mov rax, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 0], rsi
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov esi, dword ptr [r15 + 512]
+    mov rax, rcx
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 128]
     movzx ebp, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx r9d, sil
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + 576]
+    mov ecx, 198
+    mov dword ptr [r15 + 64], 59
+    mov qword ptr [r15 + 448], rsi
+    mov r9, r11
+    mov byte ptr [r15 + 768], bpl
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 7
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21385,123 +21020,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d17070_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17070_s_t
+.Lc1_d17070_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17070_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3456]
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], cl
+    mov ebp, 215
+    movzx ebp, r9b
+    test ebx, 11776
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, al
-    mov eax, 72
-    jmp 1f
-1:
-    test ebx, 2061824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
+    mov rcx, rax
+    mov ecx, 46
+    mov qword ptr [r15 + 320], r9
+    movsxd rax, dword ptr [r15 + 192]
     mov r8, r11
-    mov r9d, eax
+    mov rcx, qword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jae 1f
+1:
     and r8, 448
-    and ebp, dword ptr [r15 + r8 + 832]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov edi, dword ptr [r15 + 256]
+    movzx eax, cl
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov ecx, ecx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ecx, r9d
-    mov r9, r11
-    mov ecx, 122
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    jmp 1f
-1:
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], 174
-    movzx r8d, byte ptr [r15 + 512]
-    mov rax, rbp
-    mov qword ptr [r15 + 128], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    movzx eax, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rax
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 448], dl
+    mov qword ptr [r15 + 64], rbp
+    movzx eax, byte ptr [r15 + r9 + 3392]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17173_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17173_s_t
-.Lc1_d17173_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17173_s:
-    ret
-    .popsection
-    mov r9d, ecx
-    movzx r9d, al
-    mov r9, r10
-    mov dword ptr [r15 + 512], 180
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    test ebx, 896
-    jz 1f
-1:
-    vmovq xmm14, r8
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ebp, 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov edi, ebp
+    mov edi, 186
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 768], 73
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 448]
+    mov r8, rcx
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 320], r8b
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7552]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 124
+    mov rax, r8
+    mov qword ptr [r15 + 128], rbp
     mov r8, r11
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, 206
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
+    mov ecx, ecx
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 704], r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21509,250 +21125,215 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d17224_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17224_s_t
-.Lc1_d17224_j:
+    lea rcx, [rip + .Lc1_d17163_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17163_s_t
+.Lc1_d17163_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17224_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17163_s:
     ret
     .popsection
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 128]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 448]
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + 64]
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm0
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r9, r10
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 448], 33
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 43
-    test ebx, 1152
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
+    jb 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 512]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    movzx r8d, dil
-    movzx edi, byte ptr [r15 + 128]
-    test ebx, 217088
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 255
+    vmovdqu ymmword ptr [r15 + 384], ymm0
+    vmovdqu ymmword ptr [r15 + 192], ymm6
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c44:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17204_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17204_s_t
+.Lc1_d17204_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17204_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov byte ptr [r15 + 0], cl
+    mov rdi, qword ptr [r15 + 128]
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 192], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 128], rdi
+    mov ecx, 249
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 448], 96
     mov r9, r11
-    mov edi, 180
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], edi
+    mov r8d, 226
     and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 320], rdi
-    and edi, dword ptr [r15 + 192]
-    and edi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9, r11
-    mov r8, r8
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    movzx esi, byte ptr [r15 + 704]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    add qword ptr [r15 + 448], rdi
-    mov edi, 186
+    mov r9d, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 512]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov qword ptr [r15 + 192], r9
+    mov rbp, r11
+    vpmovmskb r8d, xmm0
+    mov qword ptr [r15 + 640], r9
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17321_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17321_s_t
-.Lc1_d17321_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17321_s:
-    ret
-    .popsection
-    movsxd rdi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 177
-    mov rsi, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    lea r9, [r11 + r11*1]
     .byte 0x0f, 0x1f, 0x00
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 189
+    mov edi, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    test ebx, 2688
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 132
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov dword ptr [r15 + r9 + 1344], 240
+    movzx edi, dil
+    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + 512], 57
+    vmovq xmm0, r9
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    mov r8, r10
-    movzx edi, byte ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + r9 + 1408]
+    mov rbp, r11
+    mov qword ptr [r15 + 768], r9
+    mov qword ptr [r15 + 64], rdi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov edi, r9d
+    mov qword ptr [r15 + 384], r8
+    mov rbp, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 1408]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], al
-    jmp 1f
-1:
-    mov esi, eax
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    mov eax, ebp
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    movzx r9d, byte ptr [r15 + 448]
+    movzx r8d, r8b
+    mov r8, r11
+    mov edi, r9d
+    mov byte ptr [r15 + 64], bpl
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov ebp, ebp
+    mov r8, rdi
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c46:
-    lea rcx, [rip + .Lc1_d17366_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17366_s_t
-.Lc1_d17366_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d17299_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17299_s_t
+.Lc1_d17299_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17366_s:
+.Lc1_d17299_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, eax
-    test ebx, 2432
-    jz 1f
-1:
-    movzx esi, al
-    mov rsi, rcx
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, sil
-    movzx ebp, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    movzx eax, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 70
-    mov qword ptr [r15 + 128], rax
-    mov eax, 196
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov esi, 111
-    movzx esi, byte ptr [r15 + 64]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov ebp, 63
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 640], rcx
-    jmp 1f
+    mov dword ptr [r15 + rbp + 3456], 45
+    mov eax, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rcx
+    movzx edi, bpl
+    movzx edi, al
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov eax, ebp
+    mov eax, 65
+    mov eax, 167
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 320]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov r8d, ecx
+    movzx r8d, al
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 256]
+    mov eax, eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 576], 110
+    mov r8d, dword ptr [r15 + 448]
+    mov rax, rcx
+    mov eax, 3
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21760,55 +21341,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov esi, 63
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov dword ptr [r15 + 192], 162
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, rbp
-    mov dword ptr [r15 + 0], 29
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 512]
-    mov rdx, rbp
-    test ebx, 1152
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d17351_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17351_s_t
+.Lc1_d17351_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17351_s:
+    ret
+    .popsection
     mov r8, r11
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    mov eax, r8d
+    mov edi, 63
+    mov qword ptr [r15 + 256], rcx
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdx
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], 130
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 128], dil
+    movzx r8d, r8b
+    cmp dword ptr [r15 + 67117723], 0x2d413ccd
+    jae 1f
+1:
+    mov r8, r10
+    mov rcx, rcx
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 384]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    mov ebp, 233
-    mov ebp, dword ptr [r15 + 64]
-    mov r9d, r8d
-    test ebx, 640
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], eax
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov edi, edi
+    movzx eax, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 640]
+    mov edi, 5
+    test ebx, 2070528
+    jz 1f
 1:
-    mov r8, r11
-    mov edx, eax
-    movsxd rax, dword ptr [r15 + 256]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8d, 209
+    movsxd rdi, dword ptr [r15 + 320]
+    mov ecx, r8d
+    mov ecx, r8d
+    mov dword ptr [r15 + 512], 63
+    movsxd rax, dword ptr [r15 + 704]
+    mov r8d, 79
     add r11, 64
     add r10, r11
     inc rbx
@@ -21818,196 +21398,172 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d17476_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17400_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17476_s_t
-.Lc1_d17476_j:
+    call .Lc1_d17400_s_t
+.Lc1_d17400_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17476_s:
+.Lc1_d17400_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 234
-    movzx ebp, byte ptr [r15 + 576]
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 64], 234
+    mov dword ptr [r15 + 384], 230
+    mov edi, eax
+    mov edi, eax
+    mov edi, dword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 512]
+    vpshufd xmm0, xmm0, 179
+    mov rax, rax
+    movzx r8d, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, dl
-    mov r8d, esi
-    test ebx, 3200
-    jz 1f
-1:
-    movzx ecx, dl
-    mov edx, dword ptr [r15 + 768]
-    vmovq qword ptr [r15 + 128], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movzx eax, al
+    mov edi, dword ptr [r15 + 320]
     movzx ebp, cl
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, r10
+    mov rbp, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 64]
+    movzx r8d, dil
+    mov r8, r10
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov r9, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    movsxd rdi, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    lea rcx, [rip + .Lc1_d17526_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17526_s_t
-.Lc1_d17526_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17526_s:
-    ret
-    .popsection
-    mov r8d, dword ptr [r15 + 128]
-    mov rdx, rbp
-    mov rbp, rcx
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdi, rcx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 32
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov byte ptr [r15 + 0], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 0], r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    vmovq qword ptr [r15 + 0], xmm6
+    mov r8d, eax
+    mov r8d, edi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov r8, rdi
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    test ebx, 384
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], r8
-    mov r8, r10
-    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rax, rax
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, rdi
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8, r11
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], r8b
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov r9, r11
+    mov qword ptr [r15 + 384], rax
+    and r9, 1984
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 1344]
+    mov eax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 640], r9
+    mov ebp, dword ptr [r15 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edx, edi
-    mov rdi, qword ptr [r15 + 640]
-    mov edx, 24
+    mov r9, r8
+    mov r9d, eax
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 178
+    mov byte ptr [r15 + 256], r8b
+    mov eax, dword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdx
-    mov r8, qword ptr [r15 + 64]
-    mov rdi, rsi
-    movsxd rdi, dword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov dword ptr [r15 + 0], 183
-    mov dword ptr [r15 + 0], 176
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
+    lea rcx, [rip + .Lc1_d17500_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17500_s_t
+.Lc1_d17500_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17500_s:
+    ret
+    .popsection
+    mov rdi, qword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], edi
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov ecx, 120
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + 320]
-    mov rsi, r8
-    mov dword ptr [r15 + 64], r8d
-    mov r8, r10
-    mov eax, esi
-    test ebx, 640
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    mov edi, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 64], 193
+    mov dword ptr [r15 + 512], ebp
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rdi
+    mov ebp, edi
+    mov dword ptr [r15 + 768], 39
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + 512], rsi
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdi
-    mov dword ptr [r15 + 128], edi
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
-1:
-    mov edi, eax
-    mov eax, 90
-    jmp 1f
-1:
-    mov eax, 126
+    lea rbp, [r11 + r11*1]
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], 74
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], r9b
+    vmovdqu ymmword ptr [r15 + 704], ymm0
+    mov ecx, r9d
+    mov qword ptr [r15 + 128], rdi
+    mov dword ptr [r15 + rbp + 832], 111
+    mov r9d, 209
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22015,194 +21571,190 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17636_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d17548_s]
     lea rcx, [rcx + rax*8]
-    call .Lc1_d17636_s_t
-.Lc1_d17636_j:
+    call .Lc1_d17548_s_t
+.Lc1_d17548_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17636_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17548_s:
     ret
     .p2align 3, 0xcc
     ret
     .popsection
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov eax, 243
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    test ebx, 640
+    jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rdi
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 576]
+    vpaddd xmm6, xmm6, xmm6
+    mov r9, r11
+    xor dword ptr [r15 + 384], r8d
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 64], rdi
+    mov r9d, edi
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    imul rdi, qword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov r8d, ecx
-    and rbp, 16320
-    mov r8, qword ptr [r15 + rbp + 15680]
-    test ebx, 1073741824
-    jz 1f
+    mov rdi, rcx
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov rdi, rcx
+    movsxd rdi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], r9b
+    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    jb 1f
 1:
-    mov rax, rcx
-    mov rcx, r8
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    popcnt rdi, rbp
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jae 1f
-1:
-    mov eax, 23
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8, r10
-    mov dword ptr [r15 + 192], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 192]
+    mov r8d, ebp
+    mov qword ptr [r15 + 576], rdi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c52:
-    lea rcx, [rip + .Lc1_d17692_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17692_s_t
-.Lc1_d17692_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17599_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17599_s_t
+.Lc1_d17599_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17692_s:
+.Lc1_d17599_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov eax, r8d
-    mov r8, rcx
-    mov ecx, 63
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 384], al
+    mov qword ptr [r15 + 128], r8
+    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 43
+    mov r8, r10
+    mov dword ptr [r15 + 0], 180
+    mov edi, dword ptr [r15 + 512]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r11
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 448]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 128], 170
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 1073741824
+    movsxd r9, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov ecx, 223
+    mov ecx, edi
+    mov byte ptr [r15 + 640], r9b
+    test ebx, 44032
     jz 1f
 1:
-    jmp 1f
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    mov r8d, ecx
+    mov r8, r9
+    mov r8d, ecx
+    mov r8, rcx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    .byte 0x66, 0x90
-    mov r9d, r8d
-    mov dword ptr [r15 + 640], 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    mov r8d, 157
-    mov r8d, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov rdi, r8
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 192], r8b
+    mov r9d, eax
+    mov r9, r11
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 320]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov dword ptr [r15 + 128], 150
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 256]
-    test ebx, 2061824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    movzx edx, r9b
+    mov ebp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 46
+    mov edi, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    mov byte ptr [r15 + 128], dil
-    movzx edi, byte ptr [r15 + 384]
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    mov dword ptr [r15 + 448], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 76
+    movzx ecx, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 768]
+    mov r8, r11
+    mov dword ptr [r15 + 384], edi
+    and r8, 1984
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov byte ptr [r15 + 512], dil
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 704]
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm6
+    movzx edi, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 448], 223
+    mov dword ptr [r15 + 320], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -22211,340 +21763,264 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17792_s]
+    lea rcx, [rip + .Lc1_d17705_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17792_s_t
-.Lc1_d17792_j:
+    call .Lc1_d17705_s_t
+.Lc1_d17705_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17792_s:
+.Lc1_d17705_s:
     ret
     .popsection
-    mov r9, r10
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 95
-    vmovdqu xmmword ptr [r15 + 192], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 256]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov ecx, 14
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + 768]
-    mov rcx, r9
+    mov rcx, rsi
+    mov dword ptr [r15 + 128], r8d
+    movsxd r9, dword ptr [r15 + 320]
+    and esi, dword ptr [r15 + 256]
+    and edi, dword ptr [r15 + 640]
+    movzx r8d, cl
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jb 1f
 1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 64], 102
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 58368
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov r9, r10
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 448]
-    test ebx, 384
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 192]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov edi, r9d
+    inc dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r11
+    mov dword ptr [r15 + 64], 68
+    test ebx, 1152
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ebp, ebp
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dil
+    mov rsi, rdi
+    mov dword ptr [r15 + 448], 140
+    movzx r9d, dil
+    mov r9, rsi
+    mov r9d, ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d17841_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17841_s_t
-.Lc1_d17841_j:
+    lea rcx, [rip + .Lc1_d17750_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17750_s_t
+.Lc1_d17750_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17841_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17750_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 15
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    movzx ecx, byte ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, r10
-    test ebx, 1408
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 48
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 640
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ecx
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov ebp, 221
+    mov rbp, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rsi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 33
+    mov dword ptr [r15 + 320], 59
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 704]
+    nop
+    lea r9, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm0
+    mov dword ptr [r15 + r9 + 896], 147
+    mov ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov r8d, 185
-    mov dword ptr [r15 + 0], 85
-    add qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d17798_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d17798_s_t
+.Lc1_d17798_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17798_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 576], eax
+    movzx esi, byte ptr [r15 + 768]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmm7
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 137
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 25
+    mov r9d, 29
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 28
+    and r9, 4032
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 64], al
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov esi, 30
+    mov qword ptr [r15 + 256], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 134
-    mov dword ptr [r15 + 0], 93
-    mov dword ptr [r15 + 192], eax
-    mov eax, dword ptr [r15 + 704]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], al
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], esi
-    mov r9, r10
-    mov edx, dword ptr [r15 + 128]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 120
-    test ebx, 384
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm3
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
+    mov dword ptr [r15 + 320], r9d
+    mov rax, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 128], r9b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    lea rcx, [rip + .Lc1_d17936_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d17936_s_t
-.Lc1_d17936_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d17936_s:
-    ret
-    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
-    vpcmpeqb xmm14, xmm14, xmm2
-    movzx r9d, cl
-    test ebx, 39936
-    jz 1f
-1:
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], 159
+    vpxor xmm6, xmm6, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 7
-    mov rdx, rcx
+    mov dword ptr [r15 + 0], 20
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 151
-    and r8d, dword ptr [r15 + 64]
-    mov r9d, 70
-    movsxd r9, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], esi
+    or qword ptr [r15 + 512], 3
+    mov r9, r11
+    mov esi, 70
+    mov esi, 195
+    mov rsi, rbp
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
+    movzx esi, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    mov rbp, r10
-    jmp 1f
-1:
-    movzx edx, cl
-    mov rdx, qword ptr [r15 + 256]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    and r8d, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 223
     mov rbp, r11
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 768], dl
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 192], sil
     and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov r8, r11
+    movzx esi, sil
+    mov dword ptr [r15 + 384], 53
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 133
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    mov rsi, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 640]
+    mov ecx, 23
+    mov ecx, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17991_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d17991_s_t
-.Lc1_d17991_j:
+    lea rcx, [rip + .Lc1_d17885_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17885_s_t
+.Lc1_d17885_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d17991_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
-    ret
-    .p2align 3, 0xcc
+.Lc1_d17885_s:
     ret
     .popsection
-    vmovq xmm1, rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 12
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r10
-    mov edx, 85
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9d, 132
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rcx, r9
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    vmovdqu xmmword ptr [r15 + 384], xmm13
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, rcx
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, rdx
-    mov rdx, rbp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov ecx, 197
+    mov dword ptr [r15 + 448], 188
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 320], xmm14
-    mov dword ptr [r15 + 128], 244
+    mov rcx, rcx
+    mov ecx, 103
+    mov dword ptr [r15 + 768], 195
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 170
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov r8, r8
+    mov dword ptr [r15 + 512], 191
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 178
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov r9d, 248
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22552,52 +22028,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], r9d
-    mov r9d, 40
+    lea rcx, [rip + .Lc1_d17935_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d17935_s_t
+.Lc1_d17935_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d17935_s:
+    ret
+    .popsection
     mov r9, r11
-    mov byte ptr [r15 + 704], al
-    movzx eax, al
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
-1:
-    and r9, 1984
-    and esi, dword ptr [r15 + r9 + 1344]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 384]
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 576], rcx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    mov ecx, 42
+    mov dword ptr [r15 + 448], ebp
     mov r9d, 175
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    mov r9d, 44
-    mov r9, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x16a09e66
+    mov dword ptr [r15 + 0], 16
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    vpcmpeqb xmm6, xmm6, xmm13
+    mov ebp, 218
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 17
+    mov byte ptr [r15 + 192], al
+    mov qword ptr [r15 + 64], rbp
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r8d, cl
     mov r8, r11
-    and r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r9
-    movzx r8d, r9b
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 128], r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
-    mov esi, 193
-    mov rsi, r9
-    movsxd r9, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov dword ptr [r15 + 256], eax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov ecx, dword ptr [r15 + 320]
+    movzx eax, r8b
+    mov eax, 174
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -22607,62 +22082,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18104_s]
-    add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18104_s_t
-.Lc1_d18104_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d18104_s:
-    ret
-    .popsection
-    movzx r8d, byte ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rsi
-    movsxd rax, dword ptr [r15 + 192]
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, eax
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    mov ebp, r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, 130
-    movzx eax, bpl
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov ebp, 234
+    mov r9d, dword ptr [r15 + 64]
     mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, bpl
+    mov rcx, rbp
+    test ebx, 359424
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov r9d, dword ptr [r15 + 448]
+    mov ebp, 129
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, rcx
+    movzx ebp, cl
+    mov rbp, r11
+    mov ecx, r8d
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 320]
+    mov r8d, 174
+    and r9, 4032
+    and ecx, dword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 704]
+    mov ecx, 212
+    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], r8d
+    mov eax, ebp
+    mov qword ptr [r15 + 192], r9
+    movsxd r8, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -22672,65 +22134,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d18157_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc1_d18157_s_t
-.Lc1_d18157_j:
+    lea rcx, [rip + .Lc1_d18030_s]
+    add rcx, qword ptr [r15 + 67117728]
+    call .Lc1_d18030_s_t
+.Lc1_d18030_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18157_s:
-    ret
-    .p2align 3, 0xcc
+.Lc1_d18030_s:
     ret
     .popsection
-    mov rbp, r11
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 256]
-    mov edi, 90
-    test ebx, 384
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], sil
-    movsxd rsi, dword ptr [r15 + 384]
-    test ebx, 384000
-    jnz 1f
-1:
-    vmovq xmm1, rbp
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov ecx, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], bpl
-    popcnt rbp, rbp
-    movzx ebp, al
-    test ebx, 1073741824
+    mov byte ptr [r15 + 512], al
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + 320]
+    mov eax, 4
+    vpxor xmm6, xmm6, xmm13
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r10
+    test ebx, 896
     jz 1f
 1:
-    mov byte ptr [r15 + 576], bpl
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movsxd r9, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], al
+    movsxd r8, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], al
+    popcnt rdi, rcx
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jae 1f
-1:
-    mov esi, 57
-    mov rsi, qword ptr [r15 + 448]
-    mov rdi, rax
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 7552]
+    mov rax, qword ptr [r15 + 384]
+    mov r9, r11
+    mov rcx, rdi
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    movzx edi, dil
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
     add r11, 64
     add r10, r11
     inc rbx
@@ -22740,121 +22192,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    mov r8, r10
-    mov rbp, r10
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 194
-    mov ebp, 10
-    mov byte ptr [r15 + 64], r8b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r9, r10
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d18080_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc1_d18080_s_t
+.Lc1_d18080_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d18080_s:
+    ret
+    .p2align 3, 0xcc
+    ret
+    .popsection
+    mov r8, r11
+    movzx ecx, cl
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov ecx, 106
+    mov ecx, dword ptr [r15 + 576]
     movzx r8d, al
-    movzx eax, byte ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 512]
-    and r9, 16320
-    mov ebp, dword ptr [r15 + r9 + 15680]
+    mov r8d, 109
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
+    mov r8d, ecx
+    mov r8, r11
+    mov dword ptr [r15 + 256], 203
+    mov rax, rax
+    mov byte ptr [r15 + 128], cl
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    movzx eax, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r11
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, esi
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov edi, 59
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], dil
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], eax
-    mov dword ptr [r15 + 448], eax
+    mov byte ptr [r15 + 320], r8b
+    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    lea rcx, [rip + .Lc1_d18257_s]
+    lea rcx, [rip + .Lc1_d18129_s]
     add rcx, qword ptr [r15 + 67117728]
-    call .Lc1_d18257_s_t
-.Lc1_d18257_j:
+    call .Lc1_d18129_s_t
+.Lc1_d18129_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d18257_s:
+.Lc1_d18129_s:
     ret
     .popsection
+    mov esi, eax
+    mov esi, ebp
+    mov esi, dword ptr [r15 + 640]
+    mov eax, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 256], 7
+    mov esi, eax
     mov rbp, r10
-    mov rax, rcx
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
+    movzx ecx, al
+    mov ecx, 65
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 193
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 256], 175
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], 237
+    add rsi, qword ptr [r15 + 512]
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 448]
+    vpcmpeqb xmm6, xmm6, xmm13
     test ebx, 640
     jz 1f
 1:
-    mov ecx, r8d
-    mov r8, r10
-    mov eax, dword ptr [r15 + 448]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    or qword ptr [r15 + r8 + 7488], 7
-    movzx r8d, dil
-    mov byte ptr [r15 + 320], al
-    movsxd rax, dword ptr [r15 + 768]
     mov rbp, r11
-    test ebx, 3200
-    jz 1f
-1:
-    mov ecx, ecx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 203
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov ebp, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], bpl
-    mov ebp, dword ptr [r15 + 64]
-    mov eax, 83
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov dword ptr [r15 + 704], 5
+    mov rbp, rsi
+    mov ebp, r9d
+    mov dword ptr [r15 + 128], 216
     add r11, 64
     add r10, r11
     inc rbx
@@ -22928,509 +22377,561 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d15067_s_t:
+.Lc1_d13342_s_t:
     jmp rcx
-.Lc1_d13319_s_t:
+.Lc1_d15047_s_t:
     jmp rcx
-.Lc1_d14844_s_t:
+.Lc1_d14861_s_t:
     jmp rcx
-.Lc1_d14943_s_t:
+.Lc1_d14965_s_t:
     jmp rcx
-.Lc1_d14033_s_t:
+.Lc1_d14070_s_t:
     jmp rcx
-.Lc1_d14085_s_t:
+.Lc1_d14121_s_t:
     jmp rcx
-.Lc1_d14193_s_t:
+.Lc1_d14218_s_t:
     jmp rcx
-.Lc1_d14247_s_t:
+.Lc1_d14270_s_t:
     jmp rcx
-.Lc1_d14344_s_t:
-    jmp rcx
-.Lc1_d14393_s_t:
-    jmp rcx
-.Lc1_d29_s_t:
+.Lc1_d14362_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d13468_s_t:
+.Lc1_d13453_s_t:
     jmp rcx
-.Lc1_d13522_s_t:
+.Lc1_d13498_s_t:
     jmp rcx
-.Lc1_d13608_s_t:
+.Lc1_d13587_s_t:
     jmp rcx
-.Lc1_d13664_s_t:
+.Lc1_d13631_s_t:
     jmp rcx
-.Lc1_d13769_s_t:
+.Lc1_d13727_s_t:
     jmp rcx
-.Lc1_d13828_s_t:
+.Lc1_d13774_s_t:
     jmp rcx
-.Lc1_d13880_s_t:
+.Lc1_d13825_s_t:
     jmp rcx
-.Lc1_d13982_s_t:
+.Lc1_d13877_s_t:
     jmp rcx
-.Lc1_d14448_s_t:
+.Lc1_d13923_s_t:
     jmp rcx
-.Lc1_d14545_s_t:
+.Lc1_d14457_s_t:
     jmp rcx
-.Lc1_d14592_s_t:
+.Lc1_d14502_s_t:
     jmp rcx
-.Lc1_d14695_s_t:
+.Lc1_d14601_s_t:
     jmp rcx
-.Lc1_d14747_s_t:
+.Lc1_d14648_s_t:
     jmp rcx
-.Lc1_d15100_s_t:
+.Lc1_d14697_s_t:
     jmp rcx
-.Lc1_d15195_s_t:
+.Lc1_d15158_s_t:
     jmp rcx
-.Lc1_d15243_s_t:
+.Lc1_d15204_s_t:
     jmp rcx
-.Lc1_d15335_s_t:
+.Lc1_d15249_s_t:
     jmp rcx
-.Lc1_d15390_s_t:
+.Lc1_d15342_s_t:
     jmp rcx
-.Lc1_d15481_s_t:
+.Lc1_d15391_s_t:
     jmp rcx
-.Lc1_d15527_s_t:
+.Lc1_d15438_s_t:
     jmp rcx
-.Lc1_d15629_s_t:
+.Lc1_d15529_s_t:
     jmp rcx
-.Lc1_d15676_s_t:
+.Lc1_d15580_s_t:
     jmp rcx
-.Lc1_d15769_s_t:
+.Lc1_d15636_s_t:
     jmp rcx
-.Lc1_d15816_s_t:
+.Lc1_d15729_s_t:
     jmp rcx
-.Lc1_d15918_s_t:
+.Lc1_d15777_s_t:
     jmp rcx
-.Lc1_d15964_s_t:
+.Lc1_d15874_s_t:
     jmp rcx
-.Lc1_d16063_s_t:
+.Lc1_d15920_s_t:
     jmp rcx
-.Lc1_d16113_s_t:
+.Lc1_d15966_s_t:
     jmp rcx
-.Lc1_d16210_s_t:
+.Lc1_d16057_s_t:
     jmp rcx
-.Lc1_d16260_s_t:
+.Lc1_d16107_s_t:
     jmp rcx
-.Lc1_d16357_s_t:
+.Lc1_d16152_s_t:
     jmp rcx
-.Lc1_d16409_s_t:
+.Lc1_d16250_s_t:
     jmp rcx
-.Lc1_d16513_s_t:
+.Lc1_d16299_s_t:
     jmp rcx
-.Lc1_d16562_s_t:
+.Lc1_d16348_s_t:
     jmp rcx
-.Lc1_d16672_s_t:
+.Lc1_d16442_s_t:
     jmp rcx
-.Lc1_d16723_s_t:
+.Lc1_d16491_s_t:
     jmp rcx
-.Lc1_d16825_s_t:
+.Lc1_d16589_s_t:
     jmp rcx
-.Lc1_d16877_s_t:
+.Lc1_d16637_s_t:
     jmp rcx
-.Lc1_d16975_s_t:
+.Lc1_d16688_s_t:
     jmp rcx
-.Lc1_d17025_s_t:
+.Lc1_d16785_s_t:
     jmp rcx
-.Lc1_d17074_s_t:
+.Lc1_d16835_s_t:
     jmp rcx
-.Lc1_d17173_s_t:
+.Lc1_d16882_s_t:
     jmp rcx
-.Lc1_d17224_s_t:
+.Lc1_d16978_s_t:
     jmp rcx
-.Lc1_d17321_s_t:
+.Lc1_d17021_s_t:
     jmp rcx
-.Lc1_d17366_s_t:
+.Lc1_d17070_s_t:
     jmp rcx
-.Lc1_d17476_s_t:
+.Lc1_d17163_s_t:
     jmp rcx
-.Lc1_d17526_s_t:
+.Lc1_d17204_s_t:
     jmp rcx
-.Lc1_d17636_s_t:
+.Lc1_d17299_s_t:
     jmp rcx
-.Lc1_d17692_s_t:
+.Lc1_d17351_s_t:
     jmp rcx
-.Lc1_d17792_s_t:
+.Lc1_d17400_s_t:
     jmp rcx
-.Lc1_d17841_s_t:
+.Lc1_d17500_s_t:
     jmp rcx
-.Lc1_d17936_s_t:
+.Lc1_d17548_s_t:
     jmp rcx
-.Lc1_d17991_s_t:
+.Lc1_d17599_s_t:
     jmp rcx
-.Lc1_d18104_s_t:
+.Lc1_d17705_s_t:
     jmp rcx
-.Lc1_d18157_s_t:
+.Lc1_d17750_s_t:
     jmp rcx
-.Lc1_d18257_s_t:
+.Lc1_d17798_s_t:
     jmp rcx
-.Lc1_d96_s_t:
+.Lc1_d17885_s_t:
     jmp rcx
-.Lc1_d151_s_t:
+.Lc1_d17935_s_t:
     jmp rcx
-.Lc1_d253_s_t:
+.Lc1_d18030_s_t:
     jmp rcx
-.Lc1_d310_s_t:
+.Lc1_d18080_s_t:
     jmp rcx
-.Lc1_d376_s_t:
+.Lc1_d18129_s_t:
     jmp rcx
-.Lc1_d477_s_t:
+.Lc1_d58_s_t:
     jmp rcx
-.Lc1_d539_s_t:
+.Lc1_d72_s_t:
     jmp rcx
-.Lc1_d641_s_t:
+.Lc1_d77_s_t:
     jmp rcx
-.Lc1_d706_s_t:
+.Lc1_d91_s_t:
     jmp rcx
-.Lc1_d771_s_t:
+.Lc1_d134_s_t:
     jmp rcx
-.Lc1_d872_s_t:
+.Lc1_d139_s_t:
     jmp rcx
-.Lc1_d924_s_t:
+.Lc1_d153_s_t:
     jmp rcx
-.Lc1_d1037_s_t:
+.Lc1_d158_s_t:
     jmp rcx
-.Lc1_d1089_s_t:
+.Lc1_d198_s_t:
     jmp rcx
-.Lc1_d1143_s_t:
+.Lc1_d246_s_t:
     jmp rcx
-.Lc1_d1246_s_t:
+.Lc1_d299_s_t:
     jmp rcx
-.Lc1_d1293_s_t:
+.Lc1_d355_s_t:
     jmp rcx
-.Lc1_d1350_s_t:
+.Lc1_d458_s_t:
     jmp rcx
-.Lc1_d1446_s_t:
+.Lc1_d515_s_t:
     jmp rcx
-.Lc1_d1495_s_t:
+.Lc1_d563_s_t:
     jmp rcx
-.Lc1_d1594_s_t:
+.Lc1_d615_s_t:
     jmp rcx
-.Lc1_d1658_s_t:
+.Lc1_d712_s_t:
     jmp rcx
-.Lc1_d1714_s_t:
+.Lc1_d766_s_t:
     jmp rcx
-.Lc1_d1816_s_t:
+.Lc1_d811_s_t:
     jmp rcx
-.Lc1_d1864_s_t:
+.Lc1_d911_s_t:
     jmp rcx
-.Lc1_d1963_s_t:
+.Lc1_d959_s_t:
     jmp rcx
-.Lc1_d2011_s_t:
+.Lc1_d1008_s_t:
     jmp rcx
-.Lc1_d2077_s_t:
+.Lc1_d1057_s_t:
     jmp rcx
-.Lc1_d2172_s_t:
+.Lc1_d1164_s_t:
     jmp rcx
-.Lc1_d2223_s_t:
+.Lc1_d1215_s_t:
     jmp rcx
-.Lc1_d2277_s_t:
+.Lc1_d1268_s_t:
+    jmp rcx
+.Lc1_d1367_s_t:
+    jmp rcx
+.Lc1_d1415_s_t:
+    jmp rcx
+.Lc1_d1463_s_t:
+    jmp rcx
+.Lc1_d1513_s_t:
+    jmp rcx
+.Lc1_d1622_s_t:
+    jmp rcx
+.Lc1_d1674_s_t:
+    jmp rcx
+.Lc1_d1731_s_t:
+    jmp rcx
+.Lc1_d1840_s_t:
+    jmp rcx
+.Lc1_d1887_s_t:
+    jmp rcx
+.Lc1_d1936_s_t:
+    jmp rcx
+.Lc1_d1982_s_t:
+    jmp rcx
+.Lc1_d2085_s_t:
+    jmp rcx
+.Lc1_d2132_s_t:
+    jmp rcx
+.Lc1_d2181_s_t:
+    jmp rcx
+.Lc1_d2275_s_t:
+    jmp rcx
+.Lc1_d2325_s_t:
     jmp rcx
 .Lc1_d2375_s_t:
     jmp rcx
-.Lc1_d2423_s_t:
+.Lc1_d2425_s_t:
     jmp rcx
-.Lc1_d2516_s_t:
+.Lc1_d2515_s_t:
     jmp rcx
-.Lc1_d2560_s_t:
+.Lc1_d2566_s_t:
     jmp rcx
-.Lc1_d2605_s_t:
+.Lc1_d2623_s_t:
     jmp rcx
-.Lc1_d2709_s_t:
+.Lc1_d2717_s_t:
     jmp rcx
-.Lc1_d2757_s_t:
+.Lc1_d2767_s_t:
     jmp rcx
-.Lc1_d2857_s_t:
+.Lc1_d2819_s_t:
     jmp rcx
-.Lc1_d2908_s_t:
+.Lc1_d2869_s_t:
     jmp rcx
-.Lc1_d2966_s_t:
+.Lc1_d2964_s_t:
     jmp rcx
-.Lc1_d3072_s_t:
+.Lc1_d3017_s_t:
     jmp rcx
-.Lc1_d3121_s_t:
+.Lc1_d3064_s_t:
     jmp rcx
-.Lc1_d3177_s_t:
+.Lc1_d3167_s_t:
     jmp rcx
-.Lc1_d3274_s_t:
+.Lc1_d3214_s_t:
     jmp rcx
-.Lc1_d3327_s_t:
+.Lc1_d3269_s_t:
     jmp rcx
-.Lc1_d3422_s_t:
+.Lc1_d3314_s_t:
     jmp rcx
-.Lc1_d3472_s_t:
+.Lc1_d3412_s_t:
     jmp rcx
-.Lc1_d3524_s_t:
+.Lc1_d3462_s_t:
     jmp rcx
-.Lc1_d3629_s_t:
+.Lc1_d3518_s_t:
     jmp rcx
-.Lc1_d3680_s_t:
+.Lc1_d3623_s_t:
     jmp rcx
-.Lc1_d3781_s_t:
+.Lc1_d3669_s_t:
     jmp rcx
-.Lc1_d3835_s_t:
+.Lc1_d3722_s_t:
     jmp rcx
-.Lc1_d3890_s_t:
+.Lc1_d3777_s_t:
     jmp rcx
-.Lc1_d3988_s_t:
+.Lc1_d3881_s_t:
     jmp rcx
-.Lc1_d4049_s_t:
+.Lc1_d3931_s_t:
     jmp rcx
-.Lc1_d4101_s_t:
+.Lc1_d3982_s_t:
     jmp rcx
-.Lc1_d4199_s_t:
+.Lc1_d4088_s_t:
     jmp rcx
-.Lc1_d4249_s_t:
+.Lc1_d4143_s_t:
     jmp rcx
-.Lc1_d4349_s_t:
+.Lc1_d4190_s_t:
     jmp rcx
-.Lc1_d4397_s_t:
+.Lc1_d4239_s_t:
     jmp rcx
-.Lc1_d4453_s_t:
+.Lc1_d4331_s_t:
     jmp rcx
-.Lc1_d4550_s_t:
+.Lc1_d4386_s_t:
     jmp rcx
-.Lc1_d4607_s_t:
+.Lc1_d4433_s_t:
     jmp rcx
-.Lc1_d4710_s_t:
+.Lc1_d4535_s_t:
     jmp rcx
-.Lc1_d4760_s_t:
+.Lc1_d4588_s_t:
     jmp rcx
-.Lc1_d4807_s_t:
+.Lc1_d4639_s_t:
     jmp rcx
-.Lc1_d4909_s_t:
+.Lc1_d4740_s_t:
     jmp rcx
-.Lc1_d4960_s_t:
+.Lc1_d4788_s_t:
     jmp rcx
-.Lc1_d5012_s_t:
+.Lc1_d4841_s_t:
     jmp rcx
-.Lc1_d5116_s_t:
+.Lc1_d4897_s_t:
     jmp rcx
-.Lc1_d5182_s_t:
+.Lc1_d5006_s_t:
     jmp rcx
-.Lc1_d5287_s_t:
+.Lc1_d5057_s_t:
     jmp rcx
-.Lc1_d5334_s_t:
+.Lc1_d5107_s_t:
     jmp rcx
-.Lc1_d5382_s_t:
+.Lc1_d5207_s_t:
     jmp rcx
-.Lc1_d5491_s_t:
+.Lc1_d5254_s_t:
     jmp rcx
-.Lc1_d5543_s_t:
+.Lc1_d5307_s_t:
     jmp rcx
-.Lc1_d5640_s_t:
+.Lc1_d5360_s_t:
     jmp rcx
-.Lc1_d5695_s_t:
+.Lc1_d5468_s_t:
     jmp rcx
-.Lc1_d5741_s_t:
+.Lc1_d5515_s_t:
     jmp rcx
-.Lc1_d5839_s_t:
+.Lc1_d5565_s_t:
     jmp rcx
-.Lc1_d5895_s_t:
+.Lc1_d5665_s_t:
     jmp rcx
-.Lc1_d5944_s_t:
+.Lc1_d5728_s_t:
     jmp rcx
-.Lc1_d6044_s_t:
+.Lc1_d5778_s_t:
     jmp rcx
-.Lc1_d6093_s_t:
+.Lc1_d5829_s_t:
     jmp rcx
-.Lc1_d6191_s_t:
+.Lc1_d5927_s_t:
     jmp rcx
-.Lc1_d6247_s_t:
+.Lc1_d5979_s_t:
     jmp rcx
-.Lc1_d6300_s_t:
+.Lc1_d6024_s_t:
     jmp rcx
-.Lc1_d6406_s_t:
+.Lc1_d6125_s_t:
     jmp rcx
-.Lc1_d6455_s_t:
+.Lc1_d6179_s_t:
     jmp rcx
-.Lc1_d6554_s_t:
+.Lc1_d6233_s_t:
     jmp rcx
-.Lc1_d6603_s_t:
+.Lc1_d6285_s_t:
     jmp rcx
-.Lc1_d6652_s_t:
+.Lc1_d6378_s_t:
     jmp rcx
-.Lc1_d6751_s_t:
+.Lc1_d6428_s_t:
     jmp rcx
-.Lc1_d6805_s_t:
+.Lc1_d6479_s_t:
     jmp rcx
-.Lc1_d6855_s_t:
+.Lc1_d6575_s_t:
     jmp rcx
-.Lc1_d6955_s_t:
+.Lc1_d6623_s_t:
     jmp rcx
-.Lc1_d7012_s_t:
+.Lc1_d6679_s_t:
     jmp rcx
-.Lc1_d7110_s_t:
+.Lc1_d6725_s_t:
     jmp rcx
-.Lc1_d7164_s_t:
+.Lc1_d6832_s_t:
     jmp rcx
-.Lc1_d7213_s_t:
+.Lc1_d6893_s_t:
     jmp rcx
-.Lc1_d7319_s_t:
+.Lc1_d6946_s_t:
     jmp rcx
-.Lc1_d7384_s_t:
+.Lc1_d7046_s_t:
     jmp rcx
-.Lc1_d7488_s_t:
+.Lc1_d7096_s_t:
     jmp rcx
-.Lc1_d7536_s_t:
+.Lc1_d7146_s_t:
     jmp rcx
-.Lc1_d7590_s_t:
+.Lc1_d7204_s_t:
     jmp rcx
-.Lc1_d7685_s_t:
+.Lc1_d7312_s_t:
     jmp rcx
-.Lc1_d7740_s_t:
+.Lc1_d7367_s_t:
     jmp rcx
-.Lc1_d7785_s_t:
+.Lc1_d7420_s_t:
     jmp rcx
-.Lc1_d7886_s_t:
+.Lc1_d7522_s_t:
     jmp rcx
-.Lc1_d7933_s_t:
+.Lc1_d7568_s_t:
     jmp rcx
-.Lc1_d8033_s_t:
+.Lc1_d7621_s_t:
+    jmp rcx
+.Lc1_d7672_s_t:
+    jmp rcx
+.Lc1_d7774_s_t:
+    jmp rcx
+.Lc1_d7822_s_t:
+    jmp rcx
+.Lc1_d7873_s_t:
+    jmp rcx
+.Lc1_d7986_s_t:
+    jmp rcx
+.Lc1_d8035_s_t:
     jmp rcx
 .Lc1_d8085_s_t:
     jmp rcx
-.Lc1_d8129_s_t:
+.Lc1_d8138_s_t:
     jmp rcx
-.Lc1_d8237_s_t:
+.Lc1_d8239_s_t:
     jmp rcx
-.Lc1_d8287_s_t:
+.Lc1_d8286_s_t:
     jmp rcx
-.Lc1_d8399_s_t:
+.Lc1_d8338_s_t:
     jmp rcx
-.Lc1_d8448_s_t:
+.Lc1_d8440_s_t:
     jmp rcx
-.Lc1_d8499_s_t:
+.Lc1_d8496_s_t:
     jmp rcx
-.Lc1_d8598_s_t:
+.Lc1_d8550_s_t:
     jmp rcx
-.Lc1_d8653_s_t:
+.Lc1_d8600_s_t:
     jmp rcx
-.Lc1_d8702_s_t:
+.Lc1_d8697_s_t:
     jmp rcx
-.Lc1_d8803_s_t:
+.Lc1_d8748_s_t:
     jmp rcx
-.Lc1_d8858_s_t:
+.Lc1_d8801_s_t:
     jmp rcx
-.Lc1_d8952_s_t:
+.Lc1_d8900_s_t:
     jmp rcx
-.Lc1_d9008_s_t:
+.Lc1_d8955_s_t:
     jmp rcx
-.Lc1_d9056_s_t:
+.Lc1_d9018_s_t:
     jmp rcx
-.Lc1_d9155_s_t:
+.Lc1_d9068_s_t:
     jmp rcx
-.Lc1_d9207_s_t:
+.Lc1_d9170_s_t:
     jmp rcx
-.Lc1_d9309_s_t:
+.Lc1_d9222_s_t:
     jmp rcx
-.Lc1_d9362_s_t:
+.Lc1_d9277_s_t:
     jmp rcx
-.Lc1_d9426_s_t:
+.Lc1_d9376_s_t:
     jmp rcx
-.Lc1_d9524_s_t:
+.Lc1_d9424_s_t:
     jmp rcx
-.Lc1_d9572_s_t:
+.Lc1_d9479_s_t:
     jmp rcx
-.Lc1_d9630_s_t:
+.Lc1_d9527_s_t:
     jmp rcx
-.Lc1_d9726_s_t:
+.Lc1_d9632_s_t:
     jmp rcx
-.Lc1_d9781_s_t:
+.Lc1_d9686_s_t:
     jmp rcx
-.Lc1_d9881_s_t:
+.Lc1_d9749_s_t:
     jmp rcx
-.Lc1_d9930_s_t:
+.Lc1_d9850_s_t:
     jmp rcx
-.Lc1_d9993_s_t:
+.Lc1_d9896_s_t:
     jmp rcx
-.Lc1_d10089_s_t:
+.Lc1_d9952_s_t:
     jmp rcx
-.Lc1_d10140_s_t:
+.Lc1_d10004_s_t:
     jmp rcx
-.Lc1_d10243_s_t:
+.Lc1_d10110_s_t:
     jmp rcx
-.Lc1_d10294_s_t:
+.Lc1_d10168_s_t:
     jmp rcx
-.Lc1_d10345_s_t:
+.Lc1_d10220_s_t:
     jmp rcx
-.Lc1_d10456_s_t:
+.Lc1_d10324_s_t:
     jmp rcx
-.Lc1_d10509_s_t:
+.Lc1_d10381_s_t:
     jmp rcx
-.Lc1_d10572_s_t:
+.Lc1_d10435_s_t:
     jmp rcx
-.Lc1_d10671_s_t:
+.Lc1_d10537_s_t:
     jmp rcx
-.Lc1_d10721_s_t:
+.Lc1_d10592_s_t:
     jmp rcx
-.Lc1_d10824_s_t:
+.Lc1_d10640_s_t:
     jmp rcx
-.Lc1_d10883_s_t:
+.Lc1_d10691_s_t:
     jmp rcx
-.Lc1_d10933_s_t:
+.Lc1_d10808_s_t:
     jmp rcx
-.Lc1_d11032_s_t:
+.Lc1_d10866_s_t:
     jmp rcx
-.Lc1_d11080_s_t:
+.Lc1_d10918_s_t:
     jmp rcx
-.Lc1_d11184_s_t:
+.Lc1_d11019_s_t:
     jmp rcx
-.Lc1_d11244_s_t:
+.Lc1_d11070_s_t:
     jmp rcx
-.Lc1_d11291_s_t:
+.Lc1_d11116_s_t:
     jmp rcx
-.Lc1_d11388_s_t:
+.Lc1_d11169_s_t:
     jmp rcx
-.Lc1_d11446_s_t:
+.Lc1_d11278_s_t:
     jmp rcx
-.Lc1_d11496_s_t:
+.Lc1_d11330_s_t:
     jmp rcx
-.Lc1_d11603_s_t:
+.Lc1_d11382_s_t:
     jmp rcx
-.Lc1_d11661_s_t:
+.Lc1_d11489_s_t:
     jmp rcx
-.Lc1_d11763_s_t:
+.Lc1_d11537_s_t:
     jmp rcx
-.Lc1_d11815_s_t:
+.Lc1_d11593_s_t:
     jmp rcx
-.Lc1_d11867_s_t:
+.Lc1_d11637_s_t:
     jmp rcx
-.Lc1_d11970_s_t:
+.Lc1_d11744_s_t:
     jmp rcx
-.Lc1_d12023_s_t:
+.Lc1_d11795_s_t:
     jmp rcx
-.Lc1_d12121_s_t:
+    .p2align 9, 0xcc
+    .skip 1, 0xcc
+.Lc1_d11858_s_t:
     jmp rcx
-.Lc1_d12175_s_t:
+.Lc1_d11966_s_t:
     jmp rcx
-.Lc1_d12236_s_t:
+.Lc1_d12016_s_t:
     jmp rcx
-.Lc1_d12335_s_t:
+.Lc1_d12065_s_t:
     jmp rcx
-.Lc1_d12383_s_t:
+.Lc1_d12122_s_t:
     jmp rcx
-.Lc1_d12435_s_t:
+.Lc1_d12227_s_t:
+    jmp rcx
+.Lc1_d12283_s_t:
+    jmp rcx
+.Lc1_d12337_s_t:
+    jmp rcx
+.Lc1_d12431_s_t:
+    jmp rcx
+.Lc1_d12481_s_t:
     jmp rcx
 .Lc1_d12539_s_t:
     jmp rcx
-.Lc1_d12592_s_t:
+.Lc1_d12593_s_t:
     jmp rcx
-.Lc1_d12687_s_t:
+.Lc1_d12696_s_t:
     jmp rcx
-.Lc1_d12744_s_t:
+.Lc1_d12747_s_t:
     jmp rcx
-.Lc1_d12808_s_t:
+.Lc1_d12798_s_t:
     jmp rcx
-.Lc1_d12913_s_t:
+.Lc1_d12905_s_t:
     jmp rcx
-.Lc1_d12961_s_t:
+.Lc1_d12969_s_t:
     jmp rcx
-.Lc1_d13064_s_t:
+.Lc1_d13023_s_t:
     jmp rcx
-.Lc1_d13115_s_t:
+.Lc1_d13073_s_t:
     jmp rcx
-.Lc1_d13168_s_t:
+.Lc1_d13177_s_t:
+    jmp rcx
+.Lc1_d13229_s_t:
     jmp rcx
     .text
 
