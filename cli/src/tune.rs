@@ -18,6 +18,7 @@ use crate::validate::SimFlags;
 pub const EXAMPLES: &str = "Examples:\n  \
     ditto tune clones/memcached --target targets/memcached.toml\n  \
     ditto tune clones/nginx --target targets/nginx.toml --max-iterations 8 --tolerance 0.1\n  \
+    ditto tune clones/memcached --target targets/memcached.toml --seed-trials 3\n  \
     ditto tune clones/pix-baseline --target targets/pix-baseline.toml --metrics instructions_per_request,l1d_miss_rate\n\n\
     Each iteration regenerates the clone in place (same profile and seed, new knobs), rebuilds it and measures it;\n\
     the history of every iteration is written to CLONE/tune-history.json, which `ditto validate` shows.\n\
@@ -34,6 +35,12 @@ pub struct TuneArgs {
     /// Most clone measurements (the first is the clone as it is).
     #[arg(long, default_value_t = 5)]
     pub max_iterations: usize,
+    /// Measurements after the knob iterations when they did not converge: the best knobs
+    /// regenerated with the next generator seeds (the clone's seed + 1, + 2, …); the clone is left
+    /// with the best knobs and seed of every measurement. A regeneration redraws the layout's
+    /// random choices, which can move a simulated figure more than a knob step near the target.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub seed_trials: usize,
     /// Largest relative error accepted for every tuned metric (0.05 = 5%, the bar the validation
     /// holds the simulated cache and branch metrics to; widened per metric to the original's own
     /// spread, see --original-runs).
@@ -86,6 +93,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             args.metrics.iter().map(|m| m.trim().to_string()).collect()
         },
         original_runs: args.original_runs,
+        seed_trials: args.seed_trials,
     };
     settings.check()?;
     let history = TuneHistory {
@@ -105,17 +113,20 @@ pub fn run(args: TuneArgs) -> Result<()> {
         converged: false,
         best_iteration: None,
         final_knobs: None,
+        seed: None,
+        final_seed: None,
         stop_reason: String::new(),
         complete: false,
     };
     eprintln!(
-        "ditto: tuning {} against {} at {} load (counters {}), tolerance {:.1}%, at most {} iterations",
+        "ditto: tuning {} against {} at {} load (counters {}), tolerance {:.1}%, at most {} iterations and {} seed trials",
         clone.dir.display(),
         original.name,
         level.name(),
         backend.source(args.sim.method()),
         100.0 * settings.tolerance,
-        settings.max_iterations
+        settings.max_iterations,
+        settings.seed_trials
     );
     let initial = clone.knobs.clone();
     let history_path = clone.history_path();
@@ -154,6 +165,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             .unwrap_or("-".into())
     );
     for it in &h.iterations {
+        let seed = it.seed.map(|s| format!(" (seed {s})")).unwrap_or_default();
         let errs: Vec<String> = h
             .tuned_metrics
             .iter()
@@ -169,7 +181,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
                 )
             })
             .collect();
-        outln!("  iteration {}: {}", it.iteration, errs.join(", "));
+        outln!("  iteration {}{seed}: {}", it.iteration, errs.join(", "));
     }
     eprintln!("ditto: wrote {}", history_path.display());
     Ok(())

@@ -149,10 +149,10 @@ impl CloneDir {
         Some(profile.body?.clusters)
     }
 
-    /// Regenerates the clone in place with `knobs` (same profile and seed) and builds it. The
-    /// directory is replaced as a whole by the generator, so files kept in it (the tuning history)
-    /// must be written again afterwards.
-    pub fn regenerate(&mut self, knobs: &Knobs) -> Result<(), ValidateError> {
+    /// Regenerates the clone in place with `knobs` and the generator's `seed` (same profile) and
+    /// builds it; the clone then records that seed. The directory is replaced as a whole by the
+    /// generator, so files kept in it (the tuning history) must be written again afterwards.
+    pub fn regenerate(&mut self, knobs: &Knobs, seed: u64) -> Result<(), ValidateError> {
         // The profile lives inside the directory being replaced: generate from a copy.
         let tmp = std::env::temp_dir().join(format!(
             "ditto-tune-profile-{}-{}.json",
@@ -165,7 +165,7 @@ impl CloneDir {
         let generated = ditto_generator::generate(&ditto_generator::Options {
             profile: tmp.clone(),
             out: self.dir.clone(),
-            seed: self.seed,
+            seed,
             knobs: knobs.clone(),
             skeleton: self.skeleton.clone(),
             empty_body: false,

@@ -656,6 +656,10 @@ pub struct Iteration {
     pub adjustments: Vec<Adjustment>,
     /// Seconds this iteration took (regeneration, build, measurement).
     pub elapsed_s: f64,
+    /// The generator's seed of a seed trial (`TuneSettings::seed_trials`); absent where the clone
+    /// was generated with the run's own seed (`TuneHistory::seed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// `tune-history.json`.
@@ -686,6 +690,12 @@ pub struct TuneHistory {
     /// tolerance (`rank`); the clone is left generated with its knobs.
     pub best_iteration: Option<usize>,
     pub final_knobs: Option<Knobs>,
+    /// The generator's seed the clone had when the run started, and the one it is left generated
+    /// with (the best iteration's: another where a seed trial was best).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub final_seed: Option<u64>,
     pub stop_reason: String,
     pub complete: bool,
 }
@@ -700,12 +710,15 @@ pub trait TuneBackend {
         &mut self,
         status: &mut dyn FnMut(&str),
     ) -> Result<CounterFigures, ValidateError>;
-    /// Regenerates and rebuilds the clone with `knobs`.
+    /// Regenerates and rebuilds the clone with `knobs` and the generator's `seed`.
     fn regenerate(
         &mut self,
         knobs: &Knobs,
+        seed: u64,
         status: &mut dyn FnMut(&str),
     ) -> Result<(), ValidateError>;
+    /// The generator's seed the clone was generated with.
+    fn seed(&self) -> u64;
     fn save(&mut self, history: &TuneHistory) -> Result<(), ValidateError>;
     /// Whether the clone runs a background body, so that the instruction count can move it alone
     /// ([`Levers`]).
@@ -1772,6 +1785,11 @@ pub struct TuneSettings {
     /// Runs of the original: the reference is their mean, and a metric whose runs spread more than
     /// `tolerance` is matched within that spread.
     pub original_runs: usize,
+    /// Clone measurements after the knob iterations, when they did not converge: the best knobs
+    /// regenerated with the next seeds (the run's seed + 1, + 2, …), the best of every iteration
+    /// kept. A regeneration redraws every random choice of the layout, which moves the simulated
+    /// figures by more than a knob step near the target does (docs/validation.md, "Seed trials").
+    pub seed_trials: usize,
 }
 
 impl TuneSettings {
@@ -1813,6 +1831,58 @@ fn errors_of(original: &CounterFigures, clone: &CounterFigures) -> BTreeMap<Stri
             )
         })
         .collect()
+}
+
+/// Measures the clone as generated, appends the iteration (its knobs, and its seed where it is a
+/// seed trial) and says its errors; whether every tuned metric is within its tolerance.
+fn measure_iteration(
+    history: &mut TuneHistory,
+    backend: &mut dyn TuneBackend,
+    (original, tuned, tolerances): (&CounterFigures, &[String], &Tolerances),
+    knobs: Knobs,
+    seed: Option<u64>,
+    status: &mut dyn FnMut(&str),
+) -> Result<bool, ValidateError> {
+    let figures = backend.measure_clone(status)?;
+    let errors = errors_of(original, &figures);
+    let tuned_errors: Vec<Option<f64>> = tuned
+        .iter()
+        .map(|k| errors.get(k).copied().flatten())
+        .collect();
+    let max_error = tuned_errors
+        .iter()
+        .map(|e| e.unwrap_or(f64::INFINITY))
+        .reduce(f64::max)
+        .filter(|e| e.is_finite());
+    let within_tolerance = tuned
+        .iter()
+        .all(|k| within(k, original, &figures, tolerances.of(k)));
+    let iteration = history.iterations.len() + 1;
+    history.iterations.push(Iteration {
+        iteration,
+        knobs,
+        figures,
+        errors,
+        max_error,
+        within_tolerance,
+        adjustments: Vec::new(),
+        elapsed_s: 0.0,
+        seed,
+    });
+    let summary = tuned
+        .iter()
+        .zip(&tuned_errors)
+        .map(|(k, e)| {
+            format!(
+                "{k} {}",
+                e.map(|e| format!("{:.1}%", 100.0 * e))
+                    .unwrap_or("n/a".into())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    status(&format!("iteration {iteration}: {summary}"));
+    Ok(within_tolerance)
 }
 
 /// Runs the tuning loop. `history` arrives filled with the run's identity; iterations are appended and
@@ -1883,6 +1953,8 @@ pub fn tune(
         first_touch: backend.has_first_touch_stream(&initial),
         second_level_mid_from: backend.second_level_mid_from(&initial),
     };
+    let base_seed = backend.seed();
+    history.seed = Some(base_seed);
     let mut knobs = initial;
     // The mid starts where the second level's group needs it; at ×1 it stretches nothing, so the
     // first iteration's clone is the one the knobs describe. A mid already stretched keeps its start.
@@ -1904,7 +1976,7 @@ pub fn tune(
                 "iteration {i}/{}: regenerating the clone",
                 settings.max_iterations
             ));
-            backend.regenerate(&knobs, status)?;
+            backend.regenerate(&knobs, base_seed, status)?;
             // Regeneration replaced the directory and the history in it: write it back before the
             // minutes of measurement an interruption could cut short.
             backend.save(&history)?;
@@ -1913,43 +1985,14 @@ pub fn tune(
             "iteration {i}/{}: measuring the clone",
             settings.max_iterations
         ));
-        let figures = backend.measure_clone(status)?;
-        let errors = errors_of(&original, &figures);
-        let tuned_errors: Vec<Option<f64>> = tuned
-            .iter()
-            .map(|k| errors.get(k).copied().flatten())
-            .collect();
-        let max_error = tuned_errors
-            .iter()
-            .map(|e| e.unwrap_or(f64::INFINITY))
-            .reduce(f64::max)
-            .filter(|e| e.is_finite());
-        let within_tolerance = tuned
-            .iter()
-            .all(|k| within(k, &original, &figures, tolerances.of(k)));
-        history.iterations.push(Iteration {
-            iteration: i,
-            knobs: knobs.clone(),
-            figures,
-            errors,
-            max_error,
-            within_tolerance,
-            adjustments: Vec::new(),
-            elapsed_s: 0.0,
-        });
-        let summary = tuned
-            .iter()
-            .zip(&tuned_errors)
-            .map(|(k, e)| {
-                format!(
-                    "{k} {}",
-                    e.map(|e| format!("{:.1}%", 100.0 * e))
-                        .unwrap_or("n/a".into())
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        status(&format!("iteration {i}: {summary}"));
+        let within_tolerance = measure_iteration(
+            &mut history,
+            backend,
+            (&original, &tuned, &tolerances),
+            knobs.clone(),
+            None,
+            status,
+        )?;
         if within_tolerance {
             history.converged = true;
             history.stop_reason = format!(
@@ -1981,28 +2024,82 @@ pub fn tune(
             break;
         }
     }
-    // Leave the clone generated with the best knobs seen.
-    let best = history
-        .iterations
-        .iter()
-        .min_by(|a, b| {
-            let (ra, rb) = (
-                rank(a, &original, &tuned, &tolerances),
-                rank(b, &original, &tuned, &tolerances),
-            );
-            ra.better(&rb)
-        })
-        .map(|it| (it.iteration, it.knobs.clone()));
-    if let Some((n, best_knobs)) = best {
+    let best_of = |history: &TuneHistory| {
+        history
+            .iterations
+            .iter()
+            .min_by(|a, b| {
+                let (ra, rb) = (
+                    rank(a, &original, &tuned, &tolerances),
+                    rank(b, &original, &tuned, &tolerances),
+                );
+                ra.better(&rb)
+            })
+            .map(|it| (it.iteration, it.knobs.clone(), it.seed.unwrap_or(base_seed)))
+    };
+    // Seed trials: the best knobs with other seeds, once the knobs are spent.
+    if !history.converged && settings.seed_trials > 0 {
+        if let Some((n, trial_knobs, _)) = best_of(&history) {
+            let knob_iterations = history.iterations.len();
+            for t in 1..=settings.seed_trials {
+                let seed = base_seed.wrapping_add(t as u64);
+                let started = Instant::now();
+                status(&format!(
+                    "seed trial {t}/{}: iteration {n}'s knobs with seed {seed}",
+                    settings.seed_trials
+                ));
+                backend.regenerate(&trial_knobs, seed, status)?;
+                backend.save(&history)?;
+                let within_tolerance = measure_iteration(
+                    &mut history,
+                    backend,
+                    (&original, &tuned, &tolerances),
+                    trial_knobs.clone(),
+                    Some(seed),
+                    status,
+                )?;
+                if let Some(last) = history.iterations.last_mut() {
+                    last.elapsed_s = started.elapsed().as_secs_f64();
+                }
+                if within_tolerance {
+                    history.converged = true;
+                }
+                backend.save(&history)?;
+                if history.converged {
+                    break;
+                }
+            }
+            let trials = history.iterations.len() - knob_iterations;
+            history.stop_reason = if history.converged {
+                format!(
+                    "{}; then every tuned metric within {:.1}% at seed trial {trials}",
+                    history.stop_reason,
+                    100.0 * settings.tolerance
+                )
+            } else {
+                format!(
+                    "{}; then {trials} seed trial{}",
+                    history.stop_reason,
+                    if trials == 1 { "" } else { "s" }
+                )
+            };
+        }
+    }
+    // Leave the clone generated with the best knobs and seed seen.
+    if let Some((n, best_knobs, best_seed)) = best_of(&history) {
         history.best_iteration = Some(n);
-        let last_knobs = history.iterations.last().map(|it| it.knobs.clone());
-        if last_knobs.as_ref() != Some(&best_knobs) {
+        let last = history
+            .iterations
+            .last()
+            .map(|it| (it.knobs.clone(), it.seed.unwrap_or(base_seed)));
+        if last.as_ref() != Some(&(best_knobs.clone(), best_seed)) {
             status(&format!(
-                "regenerating the clone with iteration {n}'s knobs (the best)"
+                "regenerating the clone with iteration {n}'s knobs and seed {best_seed} (the best)"
             ));
-            backend.regenerate(&best_knobs, status)?;
+            backend.regenerate(&best_knobs, best_seed, status)?;
         }
         history.final_knobs = Some(best_knobs);
+        history.final_seed = Some(best_seed);
     }
     history.complete = true;
     backend.save(&history)?;
@@ -2028,11 +2125,21 @@ mod tests {
         original_runs: usize,
         /// The original's second and later runs have no LLC accesses (its LLC rate is undefined).
         llc_undefined_after_the_first_run: bool,
+        /// The generator's seed the clone was last generated with.
+        seed: u64,
+        /// What a seed does to the layout: the L1d miss rate's factor at each seed (none: the
+        /// figures do not depend on the seed).
+        l1d_by_seed: Option<fn(u64) -> f64>,
+        /// Seeds of every regeneration, in order.
+        seeds_generated: Vec<u64>,
     }
 
     impl Model {
         fn new() -> Self {
             Model {
+                seed: 1,
+                l1d_by_seed: None,
+                seeds_generated: Vec::new(),
                 knobs: Knobs::default(),
                 saved: 0,
                 regenerated: 0,
@@ -2087,20 +2194,30 @@ mod tests {
             if !self.history_on_disk {
                 self.measured_without_history += 1;
             }
-            Ok(figures_of(&self.knobs))
+            let mut f = figures_of(&self.knobs);
+            if let Some(by_seed) = self.l1d_by_seed {
+                f.l1d_miss_rate = f.l1d_miss_rate.map(|r| r * by_seed(self.seed));
+            }
+            Ok(f)
         }
         fn regenerate(
             &mut self,
             knobs: &Knobs,
+            seed: u64,
             _: &mut dyn FnMut(&str),
         ) -> Result<(), ValidateError> {
             knobs
                 .validate()
                 .map_err(|(f, m)| ValidateError::Settings(format!("{f}: {m}")))?;
             self.knobs = knobs.clone();
+            self.seed = seed;
+            self.seeds_generated.push(seed);
             self.regenerated += 1;
             self.history_on_disk = false;
             Ok(())
+        }
+        fn seed(&self) -> u64 {
+            self.seed
         }
         fn save(&mut self, h: &TuneHistory) -> Result<(), ValidateError> {
             // Every saved history serialises and reads back.
@@ -2131,6 +2248,8 @@ mod tests {
             converged: false,
             best_iteration: None,
             final_knobs: None,
+            seed: None,
+            final_seed: None,
             stop_reason: String::new(),
             complete: false,
         }
@@ -2144,6 +2263,8 @@ mod tests {
             max_iterations: 10,
             tuned_metrics: default_tuned_metrics(false, false),
             original_runs: 1,
+            // A run that converges on its knobs makes no seed trial.
+            seed_trials: 2,
         };
         let h = tune(
             &settings,
@@ -2180,6 +2301,9 @@ mod tests {
         // Every measurement of the clone ran with the history so far on disk, so an interrupted
         // run leaves it behind (regeneration had deleted it until the iteration's end).
         assert_eq!(m.measured_without_history, 0);
+        assert!(h.iterations.iter().all(|i| i.seed.is_none()));
+        assert!(m.seeds_generated.iter().all(|s| *s == 1));
+        assert_eq!((h.seed, h.final_seed), (Some(1), Some(1)));
         // Held knobs say why.
         let held = h.iterations[0]
             .adjustments
@@ -2188,6 +2312,105 @@ mod tests {
             .expect("pointer chase listed");
         assert_eq!(held.from, held.to);
         assert!(held.reason.starts_with("held"));
+    }
+
+    /// The model's L1d at seed 9 is the original's (0.03), at seed 8 half as far again off.
+    fn seed_9_matches_the_l1d(seed: u64, rate: f64) -> f64 {
+        match seed {
+            9 => 0.03 / rate,
+            8 => 1.5,
+            _ => 1.0,
+        }
+    }
+
+    #[test]
+    fn seed_trials_run_the_best_knobs_with_the_next_seeds_and_the_clone_keeps_the_best_seed() {
+        let mut m = Model {
+            seed: 7,
+            ..Model::new()
+        };
+        // The factor needs the rate it corrects: measured at the knobs' own figures.
+        m.l1d_by_seed = Some(|s| {
+            let rate = figures_of(&Knobs::default()).l1d_miss_rate.unwrap_or(1.0);
+            seed_9_matches_the_l1d(s, rate)
+        });
+        let settings = TuneSettings {
+            tolerance: 1e-3,
+            // One knob iteration: its knobs are the best, and seed 9 matches the L1d there.
+            max_iterations: 1,
+            tuned_metrics: default_tuned_metrics(false, false),
+            original_runs: 1,
+            seed_trials: 3,
+        };
+        let h = tune(
+            &settings,
+            Knobs::default(),
+            empty_history(),
+            &mut m,
+            &mut |_| {},
+        )
+        .expect("tunes");
+        assert!(!h.converged && h.complete, "{}", h.stop_reason);
+        let seeds: Vec<Option<u64>> = h.iterations.iter().map(|i| i.seed).collect();
+        assert_eq!(seeds, [None, Some(8), Some(9), Some(10)]);
+        assert!(h.iterations.iter().all(|i| i.knobs == Knobs::default()));
+        assert!(h.iterations.iter().all(|i| i.adjustments.is_empty()));
+        assert_eq!(h.iterations[2].errors["l1d_miss_rate"], Some(0.0));
+        assert_eq!(h.best_iteration, Some(3));
+        assert_eq!((h.seed, h.final_seed), (Some(7), Some(9)));
+        assert_eq!(h.final_knobs.as_ref(), Some(&Knobs::default()));
+        // Each trial regenerated once, then the best seed was regenerated to leave the clone with it.
+        assert_eq!(m.seeds_generated, [8, 9, 10, 9]);
+        assert_eq!(m.seed, 9);
+        assert!(
+            h.stop_reason.ends_with("then 3 seed trials"),
+            "{}",
+            h.stop_reason
+        );
+        assert_eq!(m.measured_without_history, 0);
+    }
+
+    #[test]
+    fn seed_trials_stop_at_the_first_seed_within_tolerance() {
+        let mut m = Model {
+            seed: 7,
+            ..Model::new()
+        };
+        m.l1d_by_seed = Some(|s| {
+            let rate = figures_of(&Knobs::default()).l1d_miss_rate.unwrap_or(1.0);
+            if s == 8 {
+                0.0301 / rate
+            } else {
+                1.0
+            }
+        });
+        let settings = TuneSettings {
+            tolerance: 0.05,
+            max_iterations: 1,
+            tuned_metrics: vec!["l1d_miss_rate".into()],
+            original_runs: 1,
+            seed_trials: 3,
+        };
+        let h = tune(
+            &settings,
+            Knobs::default(),
+            empty_history(),
+            &mut m,
+            &mut |_| {},
+        )
+        .expect("tunes");
+        assert!(h.converged, "{}", h.stop_reason);
+        assert_eq!(h.iterations.len(), 2);
+        assert_eq!(h.iterations[1].seed, Some(8));
+        assert_eq!((h.best_iteration, h.final_seed), (Some(2), Some(8)));
+        // The trial that converged is what the clone holds: no regeneration after it.
+        assert_eq!(m.seeds_generated, [8]);
+        assert!(
+            h.stop_reason
+                .ends_with("then every tuned metric within 5.0% at seed trial 1"),
+            "{}",
+            h.stop_reason
+        );
     }
 
     #[test]
@@ -2201,6 +2424,7 @@ mod tests {
             max_iterations: 10,
             tuned_metrics: default_tuned_metrics(false, false),
             original_runs: 2,
+            seed_trials: 0,
         };
         let mut said = Vec::new();
         let h = tune(
@@ -2407,6 +2631,7 @@ mod tests {
             within_tolerance: false,
             adjustments: vec![],
             elapsed_s: 0.0,
+            seed: None,
         };
         let tuned = default_tuned_metrics(false, false);
         let (k, adj) = adjust(
@@ -2740,6 +2965,7 @@ mod tests {
             within_tolerance: false,
             adjustments: vec![],
             elapsed_s: 0.0,
+            seed: None,
         }
     }
 
@@ -2762,6 +2988,7 @@ mod tests {
             within_tolerance: false,
             adjustments: vec![],
             elapsed_s: 0.0,
+            seed: None,
         }
     }
 
@@ -3792,6 +4019,7 @@ mod tests {
             max_iterations: 3,
             tuned_metrics: vec!["latency_p99_us".into()],
             original_runs: 1,
+            seed_trials: 0,
         };
         assert!(bad
             .check()
@@ -3803,6 +4031,7 @@ mod tests {
             max_iterations: 3,
             tuned_metrics: vec![],
             original_runs: 1,
+            seed_trials: 0,
         };
         assert!(zero.check().is_err());
     }

@@ -452,13 +452,18 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
     fn regenerate(
         &mut self,
         knobs: &ditto_generator::Knobs,
+        seed: u64,
         status: &mut dyn FnMut(&str),
     ) -> Result<(), ValidateError> {
         status(&format!(
             "regenerating {} and building it",
             self.clone.dir.display()
         ));
-        self.clone.regenerate(knobs)
+        self.clone.regenerate(knobs, seed)
+    }
+
+    fn seed(&self) -> u64 {
+        self.clone.seed
     }
 
     fn save(&mut self, history: &crate::tune::TuneHistory) -> Result<(), ValidateError> {

@@ -223,6 +223,8 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         tuned_metrics: default_tuned_metrics(false, false),
         // Two runs: the reference is their mean and each metric's tolerance is recorded.
         original_runs: 2,
+        // Then the best knobs with the next seed.
+        seed_trials: 1,
     };
     let history = TuneHistory {
         schema: HISTORY_SCHEMA.into(),
@@ -241,6 +243,8 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         converged: false,
         best_iteration: None,
         final_knobs: None,
+        seed: None,
+        final_seed: None,
         stop_reason: String::new(),
         complete: false,
     };
@@ -260,7 +264,24 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         "processes left running: {:?}",
         live_children()
     );
-    assert_eq!(h.iterations.len(), 2, "stopped: {}", h.stop_reason);
+    assert_eq!(
+        h.iterations.len(),
+        3,
+        "two knob iterations and a seed trial; stopped: {}",
+        h.stop_reason
+    );
+    assert_eq!(h.seed, Some(3));
+    assert_eq!(h.iterations[0].seed, None);
+    assert_eq!(
+        h.iterations[2].seed,
+        Some(4),
+        "the trial ran with the next seed"
+    );
+    assert!(
+        h.stop_reason.ends_with("then 1 seed trial"),
+        "{}",
+        h.stop_reason
+    );
     assert!(!h.converged && h.complete);
     assert_eq!(h.original_runs.len(), 2, "both runs of the original kept");
     assert_eq!(h.tolerances.len(), h.tuned_metrics.len());
@@ -285,7 +306,13 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
     let best = h.final_knobs.as_ref().expect("final knobs");
     let now = CloneDir::open(&clone_dir).expect("clone still opens");
     assert_eq!(&now.knobs, best);
-    assert_eq!(now.seed, 3, "regeneration keeps the seed");
+    let best_iteration = &h.iterations[h.best_iteration.expect("best") - 1];
+    assert_eq!(h.final_seed, Some(best_iteration.seed.unwrap_or(3)));
+    assert_eq!(
+        Some(now.seed),
+        h.final_seed,
+        "the clone is left with the best iteration's seed"
+    );
     assert!(
         clone_dir.join("clone").is_file(),
         "the regenerated clone is built"
