@@ -10,7 +10,7 @@
 # differential --sim-requests 60000 --sim-seconds 45" for the older cachegrind differential, three
 # times as long (docs/validation.md, "The simulated window"); TUNE_ITERATIONS sets the iteration cap (5;
 # 0 validates without tuning); TUNE_SEED_TRIALS the seed trials after them (`ditto tune --seed-trials`,
-# default 0). FROM_KNOBS=DIR starts each copy from DIR/TARGET/knobs.toml instead of the
+# default 2). FROM_KNOBS=DIR starts each copy from DIR/TARGET/knobs.toml instead of the
 # committed knobs (the copy is regenerated from profiles/TARGET.json with them: a tuning warm-started
 # from an earlier one, e.g. FROM_KNOBS=out/bench/tuned after a profile was re-taken); OUT sets the
 # output directory (out/bench/tuned).
@@ -44,7 +44,7 @@ for t in "${targets[@]}"; do
   if [ "${TUNE_ITERATIONS:-5}" -gt 0 ]; then
     # shellcheck disable=SC2086 # SIM_FLAGS is a list of flags
     "$ditto" tune "$out/$t" --target "targets/$t.toml" --max-iterations "${TUNE_ITERATIONS:-5}" \
-      --seed-trials "${TUNE_SEED_TRIALS:-0}" ${SIM_FLAGS:-}
+      --seed-trials "${TUNE_SEED_TRIALS:-2}" ${SIM_FLAGS:-}
   else
     make -s -C "$out/$t"
   fi

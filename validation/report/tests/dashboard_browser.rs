@@ -428,6 +428,28 @@ fn dashboard_shows_the_reports_numbers_in_headless_chromium() {
             checked += 1;
         }
     }
+    // Seed trials: every iteration's generator seed (its own, or the run's).
+    let iterations = tuning["iterations"].as_array().expect("iterations");
+    assert!(
+        iterations.iter().any(|it| it["seed"].is_u64()),
+        "the fixture's tuning has a seed trial"
+    );
+    for it in iterations {
+        let level = format!("iteration-{}", it["iteration"]);
+        let seed = if it["seed"].is_u64() {
+            &it["seed"]
+        } else {
+            &tuning["seed"]
+        };
+        let e = cell(&els, "td", "seed", &level, "seed");
+        assert_eq!(
+            e.attrs.get("data-value").map(String::as_str),
+            Some(seed.to_string().as_str()),
+            "seed of {level}"
+        );
+        assert_eq!(e.text.trim(), seed.to_string(), "seed shown for {level}");
+        checked += 1;
+    }
     assert!(checked > 100, "only {checked} numbers checked");
 
     // The page paints: a screenshot with plenty of non-white pixels, some in each role's colour.
