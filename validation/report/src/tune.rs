@@ -2127,9 +2127,9 @@ mod tests {
         llc_undefined_after_the_first_run: bool,
         /// The generator's seed the clone was last generated with.
         seed: u64,
-        /// What a seed does to the layout: the L1d miss rate's factor at each seed (none: the
-        /// figures do not depend on the seed).
-        l1d_by_seed: Option<fn(u64) -> f64>,
+        /// What a seed does to the layout: the L1d miss rate a seed gives where it is not the
+        /// knobs' own (none: the figures do not depend on the seed).
+        l1d_at_seed: Option<fn(u64) -> Option<f64>>,
         /// Seeds of every regeneration, in order.
         seeds_generated: Vec<u64>,
     }
@@ -2138,7 +2138,7 @@ mod tests {
         fn new() -> Self {
             Model {
                 seed: 1,
-                l1d_by_seed: None,
+                l1d_at_seed: None,
                 seeds_generated: Vec::new(),
                 knobs: Knobs::default(),
                 saved: 0,
@@ -2195,8 +2195,8 @@ mod tests {
                 self.measured_without_history += 1;
             }
             let mut f = figures_of(&self.knobs);
-            if let Some(by_seed) = self.l1d_by_seed {
-                f.l1d_miss_rate = f.l1d_miss_rate.map(|r| r * by_seed(self.seed));
+            if let Some(rate) = self.l1d_at_seed.and_then(|at| at(self.seed)) {
+                f.l1d_miss_rate = Some(rate);
             }
             Ok(f)
         }
@@ -2314,42 +2314,47 @@ mod tests {
         assert!(held.reason.starts_with("held"));
     }
 
-    /// The model's L1d at seed 9 is the original's (0.03), at seed 8 half as far again off.
-    fn seed_9_matches_the_l1d(seed: u64, rate: f64) -> f64 {
-        match seed {
-            9 => 0.03 / rate,
-            8 => 1.5,
-            _ => 1.0,
-        }
-    }
-
-    #[test]
-    fn seed_trials_run_the_best_knobs_with_the_next_seeds_and_the_clone_keeps_the_best_seed() {
+    /// A tuning of the model clone, generated with seed 7, whose L1d is `l1d_at_seed`'s where
+    /// that gives one; the model and what the run left.
+    fn seeded_run(
+        l1d_at_seed: fn(u64) -> Option<f64>,
+        settings: &TuneSettings,
+    ) -> (Model, TuneHistory) {
         let mut m = Model {
             seed: 7,
+            l1d_at_seed: Some(l1d_at_seed),
             ..Model::new()
         };
-        // The factor needs the rate it corrects: measured at the knobs' own figures.
-        m.l1d_by_seed = Some(|s| {
-            let rate = figures_of(&Knobs::default()).l1d_miss_rate.unwrap_or(1.0);
-            seed_9_matches_the_l1d(s, rate)
-        });
-        let settings = TuneSettings {
-            tolerance: 1e-3,
-            // One knob iteration: its knobs are the best, and seed 9 matches the L1d there.
-            max_iterations: 1,
-            tuned_metrics: default_tuned_metrics(false, false),
-            original_runs: 1,
-            seed_trials: 3,
-        };
         let h = tune(
-            &settings,
+            settings,
             Knobs::default(),
             empty_history(),
             &mut m,
             &mut |_| {},
         )
         .expect("tunes");
+        (m, h)
+    }
+
+    #[test]
+    fn seed_trials_run_the_best_knobs_with_the_next_seeds_and_the_clone_keeps_the_best_seed() {
+        let settings = TuneSettings {
+            tolerance: 1e-3,
+            // One knob iteration: its knobs are the best, and seed 9 matches the L1d there (the
+            // original's 0.03), seed 8 is further off.
+            max_iterations: 1,
+            tuned_metrics: default_tuned_metrics(false, false),
+            original_runs: 1,
+            seed_trials: 3,
+        };
+        let (m, h) = seeded_run(
+            |s| match s {
+                9 => Some(0.03),
+                8 => Some(0.09),
+                _ => None,
+            },
+            &settings,
+        );
         assert!(!h.converged && h.complete, "{}", h.stop_reason);
         let seeds: Vec<Option<u64>> = h.iterations.iter().map(|i| i.seed).collect();
         assert_eq!(seeds, [None, Some(8), Some(9), Some(10)]);
@@ -2372,18 +2377,6 @@ mod tests {
 
     #[test]
     fn seed_trials_stop_at_the_first_seed_within_tolerance() {
-        let mut m = Model {
-            seed: 7,
-            ..Model::new()
-        };
-        m.l1d_by_seed = Some(|s| {
-            let rate = figures_of(&Knobs::default()).l1d_miss_rate.unwrap_or(1.0);
-            if s == 8 {
-                0.0301 / rate
-            } else {
-                1.0
-            }
-        });
         let settings = TuneSettings {
             tolerance: 0.05,
             max_iterations: 1,
@@ -2391,14 +2384,7 @@ mod tests {
             original_runs: 1,
             seed_trials: 3,
         };
-        let h = tune(
-            &settings,
-            Knobs::default(),
-            empty_history(),
-            &mut m,
-            &mut |_| {},
-        )
-        .expect("tunes");
+        let (m, h) = seeded_run(|s| (s == 8).then_some(0.0301), &settings);
         assert!(h.converged, "{}", h.stop_reason);
         assert_eq!(h.iterations.len(), 2);
         assert_eq!(h.iterations[1].seed, Some(8));
