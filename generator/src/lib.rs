@@ -4,6 +4,7 @@
 
 pub mod confidentiality;
 pub mod connections;
+pub mod counter_field;
 pub mod deficit;
 pub mod encoding;
 pub mod isa;

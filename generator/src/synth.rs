@@ -49,6 +49,7 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Context, Result};
 
+use crate::counter_field::{self, FieldCompare};
 use crate::deficit::{comonotone_coupling, Deficit};
 use crate::isa::{
     flag_use, fold, templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, FLAGS, NREGS,
@@ -257,6 +258,10 @@ enum BranchSource {
     /// Bits of the dword at this byte of the body's pseudo-random word: a branch on data the
     /// predictor cannot learn, mispredicted about as often as its minority direction is taken.
     Random { byte: u8 },
+    /// A field of the counter times `multiplier`, masked by the item's mask and compared below
+    /// `below` (`counter_field`): periodic like `Counter`, with rates inside their bins. Hot sites
+    /// only (`HOT_SITE_SHARE`).
+    Field { multiplier: u8, below: u32 },
 }
 
 /// A counter pattern branch a later branch of its chunk may repeat (`Composer::repeat_recent`): its
@@ -265,6 +270,7 @@ enum BranchSource {
 struct Repeatable {
     mask: u32,
     jz: bool,
+    source: BranchSource,
     taken_bin: usize,
     transition_bin: usize,
 }
@@ -514,6 +520,10 @@ fn item_instrs(it: &Item) -> u64 {
             _ => 1,
         },
         Item::Chase => 1,
+        Item::Pattern {
+            source: BranchSource::Field { .. },
+            ..
+        } => 4,
         Item::Pattern { .. } => 2,
         Item::RngStep => RNG_STEP_INSTRS,
         Item::Indirect(d, link) => d.instrs(*link),
@@ -1439,8 +1449,7 @@ impl Composer<'_> {
         let mut instrs = 2u64;
         // Conditional branches: the loop branch, then pattern branches whenever the running count of
         // conditional branches falls a whole branch behind ratio × instructions emitted.
-        let ratio = (self.plan.cond_branch_ratio * self.density)
-            .min(MAX_BRANCH_DENSITY.max(self.plan.cond_branch_ratio));
+        let ratio = self.branch_ratio();
         self.cond_acc += 2.0 * ratio - 1.0;
         let mut patterns = Vec::new();
         // Per pattern branch of `patterns`, what a later one may repeat.
@@ -1494,6 +1503,20 @@ impl Composer<'_> {
                     None => self.pattern(w, shift),
                 };
                 repeatable.push(r);
+                if let Item::Pattern {
+                    source: BranchSource::Field { .. },
+                    ..
+                } = p
+                {
+                    // `lea` and `and` before the compare (`count_counter_branch`). They do not
+                    // add to the branches owed: a block of more than one branch in four
+                    // instructions (memcached's hottest runs 0.4) would then owe a branch after
+                    // every compare, and with only hot sites in it never reach its other
+                    // instructions (a random profile's body grew without end). The block's branch
+                    // density falls by their share instead.
+                    bytes += FIELD_TEST_BYTES - COUNTER_TEST_BYTES;
+                    instrs += 2;
+                }
                 if let Item::Pattern {
                     source: BranchSource::Random { .. },
                     ..
@@ -1777,6 +1800,14 @@ impl Composer<'_> {
         }
     }
 
+    /// Conditional branches per instruction of the block being composed: the plan's, times the
+    /// block's density (`branch_densities`), within `MAX_BRANCH_DENSITY` unless the plan's own is
+    /// higher.
+    fn branch_ratio(&self) -> f64 {
+        (self.plan.cond_branch_ratio * self.density)
+            .min(MAX_BRANCH_DENSITY.max(self.plan.cond_branch_ratio))
+    }
+
     /// Counts a `test` of a register and its `jcc`, run `w` times per call: a counter pattern
     /// branch, drawn, "never" or repeated.
     fn count_counter_test(&mut self, w: f64) {
@@ -1784,6 +1815,15 @@ impl Composer<'_> {
         self.account((Class::Branch, Opnd::Reg), w);
         self.cond_weight += w;
         self.static_cond += 1;
+    }
+
+    /// Counts a counter branch of `source` run `w` times per call: a `test` and its `jcc`, or a
+    /// field compare's `lea`, `and`, `cmp` and `jcc`.
+    fn count_counter_branch(&mut self, source: BranchSource, w: f64) {
+        if let BranchSource::Field { .. } = source {
+            self.account((Class::Alu, Opnd::Reg), 2.0 * w);
+        }
+        self.count_counter_test(w);
     }
 
     /// With probability 1 − `branches.independent_share`, a pattern branch that repeats the test
@@ -1818,12 +1858,12 @@ impl Composer<'_> {
             // `jz` is taken in the minority (`pattern`).
             self.count_majority(r.taken_bin, w, !r.jz);
         }
-        self.count_counter_test(w);
+        self.count_counter_branch(r.source, w);
         self.repeated_weight += w;
         let item = Item::Pattern {
             mask: r.mask,
             jz: r.jz,
-            source: BranchSource::Counter,
+            source: r.source,
         };
         Some((item, r))
     }
@@ -1867,6 +1907,9 @@ impl Composer<'_> {
         if self.draws_data_dependent(t, r) {
             return (self.data_dependent_branch(w, t), None);
         }
+        if let Some((item, repeatable)) = self.field_branch(w, t, r, shift) {
+            return (item, Some(repeatable));
+        }
         // The counter's bits below `shift` number the chunks of the ring: this chunk's own execution
         // count starts at bit `shift`. Masks must fit a sign-extended imm32 (bits 0–30), so the run
         // length (N) gives way first, then the rate (M), for very large rings.
@@ -1909,10 +1952,59 @@ impl Composer<'_> {
         let repeatable = Repeatable {
             mask,
             jz,
+            source: BranchSource::Counter,
             taken_bin: bin,
             transition_bin: realised_r.min(BINS - 1),
         };
         (item, Some(repeatable))
+    }
+
+    /// At a hot site (run at least `HOT_SITE_SHARE` of the body's conditional branch executions), a
+    /// pattern branch of taken bin `t` and transition bin `r` as a counter-field compare whose rates
+    /// sit inside both bins (`counter_field`); `None` elsewhere, or when no field fits the pair or
+    /// the counter above the ring's `shift` bits. A `test` of mask bits realises its bins' edges,
+    /// and measured over a window about half of such sites read one bin up: over hundreds of sites
+    /// that is a share of each bin, on the few hot sites that carry a bin it is the whole bin.
+    fn field_branch(
+        &mut self,
+        w: f64,
+        t: usize,
+        r: usize,
+        shift: u32,
+    ) -> Option<(Item, Repeatable)> {
+        let per_call = self.plan.instructions * self.plan.cond_branch_ratio;
+        if w < HOT_SITE_SHARE * per_call {
+            return None;
+        }
+        let fits: Vec<&FieldCompare> = counter_field::candidates(t, r)
+            .iter()
+            .filter(|c| c.top_bit(shift) < NEVER_BIT)
+            .collect();
+        if fits.is_empty() {
+            return None;
+        }
+        let c = *fits[self.draws.branches.below(fits.len() as u64) as usize];
+        let (mask, below) = c.at(shift);
+        self.record_bins(t, r, w);
+        // `jb` is taken in the minority, as `jz` of a mask.
+        let jz = match self.majority_taken(t, w) {
+            Some(majority_taken) => !majority_taken,
+            None => self.draws.branches.below(2) == 0,
+        };
+        let source = BranchSource::Field {
+            multiplier: c.multiplier as u8,
+            below,
+        };
+        self.count_counter_branch(source, w);
+        let item = Item::Pattern { mask, jz, source };
+        let repeatable = Repeatable {
+            mask,
+            jz,
+            source,
+            taken_bin: t,
+            transition_bin: r,
+        };
+        Some((item, repeatable))
     }
 
     /// Whether a pattern branch of taken-rate bin `t` and transition-rate bin `r` tests random bits
@@ -2286,6 +2378,12 @@ const RNG_STEP_INSTRS: u64 = 3;
 const RNG_STEP_BYTES: u64 = 21;
 /// `test ebx, imm32` and `cmp dword ptr [r15 + d32], imm32` (the jcc adds 2 to each).
 const COUNTER_TEST_BYTES: u64 = 6;
+/// `lea r32, [rbx + rbx*k]`, `and r32, imm32`, `cmp r32, imm32` (r8d/r9d one more each).
+const FIELD_TEST_BYTES: u64 = 15;
+/// A pattern branch run at least this share of its body's conditional branch executions is a
+/// counter-field compare (`Composer::field_branch`). memcached's worker body (244 a call) has one
+/// such block, run 14 times a call, whose sites carried its taken bins 1–4.
+const HOT_SITE_SHARE: f64 = 0.02;
 const RANDOM_TEST_BYTES: u64 = 11;
 
 /// Whether a data class is addressed at fixed offsets (`STATIC_REGION_LINES`).
@@ -3087,6 +3185,23 @@ impl Renderer<'_> {
                                 COUNTER_TEST_BYTES,
                             );
                         }
+                        BranchSource::Field { multiplier, below } => {
+                            // Any data register a write may take: the field is dead after the
+                            // compare, and a locked one (a live window offset) is never chosen.
+                            let t = self.choose(Kind::Gpr, Acc::W, &[]);
+                            let tn = crate::isa::reg_name(t, 32);
+                            let k = multiplier - 1;
+                            let ext = u64::from(t >= R8);
+                            let imm = |v: u32| if v < 128 { 3 } else { 6 };
+                            self.fixed(
+                                &format!("lea {tn}, [rbx + rbx*{k}]"),
+                                &[RBX],
+                                &[t],
+                                3 + ext,
+                            );
+                            self.fixed(&format!("and {tn}, {mask}"), &[t], &[t], imm(*mask) + ext);
+                            self.fixed(&format!("cmp {tn}, {below}"), &[t], &[], imm(*below) + ext);
+                        }
                         BranchSource::Random { byte } => {
                             let o = self.layout.hdr_lo + HDR_RNG + u64::from(*byte);
                             self.prove(Buffer::Priv, o, o + 4)?;
@@ -3100,8 +3215,8 @@ impl Renderer<'_> {
                         }
                     }
                     let j = match (source, *jz) {
-                        (BranchSource::Random { .. }, true) => "jb",
-                        (BranchSource::Random { .. }, false) => "jae",
+                        (BranchSource::Random { .. } | BranchSource::Field { .. }, true) => "jb",
+                        (BranchSource::Random { .. } | BranchSource::Field { .. }, false) => "jae",
                         (BranchSource::Counter, true) => "jz",
                         (BranchSource::Counter, false) => "jnz",
                     };

@@ -354,6 +354,86 @@ fn never_branches_test_only_bit_30_and_every_block_counter_starts_with_it_clear(
     );
 }
 
+/// A hot pattern branch (`HOT_SITE_SHARE` of its body's conditional executions) compares a field
+/// of the chunk counter times 3 or 5 below a threshold (docs/generator.md, "Hot sites: rates inside
+/// their bins"): its minority rate K / 2^m and transition rate 2·min(K, a) / 2^m sit inside the
+/// profile's bins, where a `test` mask's 2^−M sits on the edge. Rarely run sites keep the `test`.
+#[test]
+fn hot_pattern_branches_compare_a_counter_field_at_rates_inside_their_bins() {
+    let path = common::fixture_path("kv.json");
+    let mut p = ditto_profile::Profile::load(&path).expect("fixture");
+    let body = p.body.as_mut().expect("fixture has a body");
+    // Every branch taken 1 time in 16 to 32 (bin 3) and changing direction as often (bin 3): not a
+    // coin toss's pair, so counter patterns, not data-dependent ones.
+    for c in &mut body.clusters {
+        let n = c.branches.taken_rate.len();
+        c.branches.taken_rate = (0..n).map(|i| f64::from(u8::from(i == 3))).collect();
+        c.branches.transition_rate = c.branches.taken_rate.clone();
+    }
+    let bytes = serde_json::to_vec(&p).expect("json");
+    let clone = ditto_generator::render_clone(&p, &bytes, "kv", 1, &Knobs::default(), None, false)
+        .expect("renders");
+    let asm = common::text(&clone, "src/body.S");
+    let lines: Vec<&str> = asm.lines().map(str::trim).collect();
+    let mut fields = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let Some(rest) = l.strip_prefix("lea ") else {
+            continue;
+        };
+        let Some((reg, scale)) = rest.split_once(", [rbx + rbx*") else {
+            continue;
+        };
+        let a: u32 = scale.trim_end_matches(']').parse::<u32>().expect("scale") + 1;
+        let num = |line: &str, op: &str| -> u32 {
+            let v = line
+                .strip_prefix(&format!("{op} {reg}, "))
+                .unwrap_or_else(|| {
+                    panic!("expected `{op} {reg}, IMM` after the lea, got `{line}`")
+                });
+            v.parse().expect("immediate")
+        };
+        let mask = num(lines[i + 1], "and");
+        let below = num(lines[i + 2], "cmp");
+        assert!(
+            lines[i + 3] == "jb 1f" || lines[i + 3] == "jae 1f",
+            "expected the compare's jump, got `{}`",
+            lines[i + 3]
+        );
+        let shift = mask.trailing_zeros();
+        let m = mask.count_ones();
+        assert_eq!(
+            mask >> shift,
+            (1 << m) - 1,
+            "the field is contiguous: {mask:#x}"
+        );
+        assert_eq!(
+            below & ((1 << shift) - 1),
+            0,
+            "threshold below the field: {below:#x}"
+        );
+        let k = below >> shift;
+        let rate = f64::from(k) / f64::from(1u32 << m);
+        let transition = 2.0 * f64::from(k.min(a)) / f64::from(1u32 << m);
+        for (what, r) in [("taken", rate), ("transition", transition)] {
+            let x = -r.log2();
+            assert!(
+                (4.2..=4.8).contains(&x),
+                "{what} rate {r} of `{l}` is not inside bin 3 (2^-5, 2^-4] by a margin"
+            );
+        }
+        fields += 1;
+    }
+    assert!(fields > 0, "no counter-field compare in:\n{asm}");
+    let tests = lines
+        .iter()
+        .filter(|l| l.starts_with("test ebx, ") || l.starts_with("test bl, "))
+        .count();
+    assert!(
+        tests > fields,
+        "every site is a field compare ({fields}), not only the hot ones"
+    );
+}
+
 /// The init function does not clear the private buffer (the runtime hands it over zeroed): a
 /// `rep stosb` over tens of MiB would be counted by a profiler as one store per byte.
 #[test]

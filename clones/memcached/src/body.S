@@ -799,17 +799,11 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov dword ptr [r14 + 704], 235
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r14 + 512], 235
+    test ebx, 14080
+    jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rbp, dword ptr [r14 + 448]
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -860,1121 +854,1179 @@ ditto_body_c1:
     jmp .Lc1_b1_c15
     .p2align 6
 .Lc1_b1_c0:
-    lea rcx, [rip + .Lc1_d53_s]
+    lea rcx, [rip + .Lc1_d49_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d53_s_t
-.Lc1_d53_j:
+    call .Lc1_d49_s_t
+.Lc1_d49_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d53_s:
+.Lc1_d49_s:
     ret
     .popsection
-    shr ecx, 17
-    shl rax, 3
+    lea rcx, [rip + .Lc1_d54_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d54_s_t
+.Lc1_d54_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d54_s:
+    ret
+    .popsection
+    mov dword ptr [r14 + 0], ecx
     test eax, eax
-    lea rcx, [rcx + rcx*2 + 107]
-    mov eax, eax
-    mov ecx, ecx
+    or edx, ecx
+    lea rax, [rdx + rdx*2 + 125]
+    mov dword ptr [r14 + 0], 215
+    movsxd rax, dword ptr [r14 + 128]
+    add rdx, rax
+    shr ecx, 16
+    sub rax, rcx
+    mov byte ptr [r15 + 256], al
+    mov eax, edx
+    movsxd rcx, dword ptr [r15 + 896]
+    cmp rcx, rcx
+    mov eax, edx
+    lea rbp, [rax + rax*2 + 108]
+    shl rax, 18
+    mov edx, dword ptr [r14 + 576]
+    mov rax, qword ptr [r14 + 1216]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rax
-    lea rbp, [rcx + rcx*2 + 16]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, eax, 108
-    shl rcx, 18
-    add rbp, rcx
-    cmp rbp, rbp
-    add rax, 29
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, ebp
-    and eax, dword ptr [r15 + 832]
-    test eax, eax
-    imul ecx, ebp, 22
-    movzx ebp, cl
-    sub rcx, rbp
-    mov dword ptr [r14 + 1088], ecx
-    lock add qword ptr [r15 + 448], rax
-    mov qword ptr [r15 + 128], rax
-    movzx ecx, byte ptr [r14 + 256]
-    mov dword ptr [r15 + 768], ecx
-    movsxd rax, dword ptr [r14 + 640]
-    mov dword ptr [r15 + 192], 182
-    or ebp, ecx
     mov r8, r10
-    lea rbp, [r8 + r8*2 + 19]
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 4032
-    mov ecx, dword ptr [r14 + r8 + 3520]
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], r8d
+    mov qword ptr [r15 + 448], rax
+    sub rdx, rax
+    mov rbp, r10
+    add rdx, 17
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3520]
+    movzx ebp, dl
+    lock add qword ptr [r15 + 704], rbp
+    and ecx, dword ptr [r15 + 192]
+    or ecx, ecx
+    or r8d, edx
+    movzx r9d, byte ptr [r15 + 512]
+    add r8, 75
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    lea rcx, [rip + .Lc1_d108_s]
+    lea rcx, [rip + .Lc1_d105_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d108_s_t
-.Lc1_d108_j:
+    call .Lc1_d105_s_t
+.Lc1_d105_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d108_s:
+.Lc1_d105_s:
     ret
     .popsection
-    and rbp, rax
-    vmovdqu ymm15, ymmword ptr [r14 + 0]
-    add r8, qword ptr [r14 + 0]
-    and r9d, dword ptr [r15 + 896]
-    mov rax, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 25
-    vpaddd ymm8, ymm15, ymmword ptr [r15 + 0]
-    mov rcx, rbp
+    mov ecx, 29
+    mov r9d, 97
+    mov ecx, dword ptr [r14 + 960]
+    mov r9d, ecx
+    vpxor ymm9, ymm3, ymm11
+    mov rcx, rcx
+    mov dword ptr [r14 + 64], 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
     mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], r9b
-    mov rbp, r9
-    mov r9, rbp
-    mov eax, 16
-    mov qword ptr [r15 + 0], rax
-    mov r9d, 134
+    shr ecx, 8
+    mov rcx, rcx
+    movzx r9d, cl
+    add r9, 57
+    or r9d, r9d
+    mov qword ptr [r15 + 0], r9
+    or ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r9d
+    and rcx, r9
+    or ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 198
-    movzx ecx, byte ptr [r14 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r9 + r9*2 + 41]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, ecx
+    mov r9, r9
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 255
+    mov r9d, 185
+    and r9, r9
+    mov byte ptr [r15 + 640], r9b
     .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 150
-    mov eax, dword ptr [r15 + 704]
-    mov ebp, dword ptr [r14 + 192]
-    mov dword ptr [r14 + 256], ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov r8d, ebp
-    imul r8, qword ptr [r15 + 512]
-    or r8d, r8d
-    mov rbp, r8
-    and rbp, rbp
-    movzx r8d, bpl
-    xor dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + 576], r8
-    mov rbp, qword ptr [r14 + 64]
-    mov r8, r10
-    imul rax, qword ptr [r15 + 448]
-    lock xadd qword ptr [r15 + 192], rax
-    and r8, 8388544
-    movsxd rdi, dword ptr [r15 + r8 + 2383488]
-    lea r8, [rdi + rdi*2 + 90]
-    mov r8d, r8d
-    mov rdi, r8
-    add r11, 64
-    add r10, r11
+    xor r9d, ecx
+    mov r9, r9
+    movzx ecx, byte ptr [r15 + 192]
+    vmovdqu ymm4, ymmword ptr [r14 + 64]
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rdi, rcx
+    add rdi, qword ptr [r14 + 576]
+    xor dword ptr [r14 + 1088], edi
+    vpaddd ymm14, ymm4, ymmword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 768]
+    mov r9, qword ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d163_s]
+    lea rcx, [rip + .Lc1_d161_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d163_s_t
-.Lc1_d163_j:
+    call .Lc1_d161_s_t
+.Lc1_d161_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d163_s:
+.Lc1_d161_s:
     ret
     .popsection
-    mov r8, r10
-    xchg qword ptr [r15 + 128], rdi
-    xor edi, ecx
-    and r8, 8128
-    add rdi, qword ptr [r14 + r8 + 7616]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, ebp, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    shr r9d, 5
+    and rbp, 8388544
+    mov r9, r10
+    mov dword ptr [r14 + rbp + 2383488], 226
+    add rdi, qword ptr [r15 + 448]
+    and r9, 8128
+    mov rcx, qword ptr [r14 + r9 + 7616]
+    add qword ptr [r15 + 704], rcx
+    xor r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    movzx ecx, r8b
-    vmovdqu ymm6, ymmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    shr ebp, 16
+    inc ebp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    inc edi
+    mov rbp, r10
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, r8
-    and edi, dword ptr [r14 + 1216]
-    shl rdi, 16
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 15808], r8b
-    or ecx, edi
-    mov r8, rcx
-    xor r8d, edi
-    add r8, qword ptr [r14 + 64]
-    mov dword ptr [r14 + 768], 181
-    mov edi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 640], dil
-    mov rcx, qword ptr [r14 + 1152]
-    lock or dword ptr [r15 + 256], 75
-    add rdi, qword ptr [r15 + 192]
-    mov rsi, rdi
-    and esi, dword ptr [r15 + 960]
-    test esi, esi
+    or edi, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 15808], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp rcx, rdi
+    mov rbp, rdi
+    mov dword ptr [r15 + 640], ebp
+    xor ecx, edi
+    or qword ptr [r15 + 128], 116
+    movzx edi, r9b
+    vpaddd ymm5, ymm4, ymmword ptr [r15 + 1152]
+    cmp rbp, rbp
+    mov dword ptr [r15 + 512], 24
+    and r9d, dword ptr [r14 + 256]
+    shl r9, 3
+    xchg qword ptr [r15 + 192], r9
+    add r9, qword ptr [r14 + 64]
+    mov rbp, r9
+    and ebp, dword ptr [r15 + 384]
+    sub rbp, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea rcx, [rip + .Lc1_d213_s]
+    lea rcx, [rip + .Lc1_d212_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d213_s_t
-.Lc1_d213_j:
+    call .Lc1_d212_s_t
+.Lc1_d212_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d213_s:
+.Lc1_d212_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d218_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d218_s_t
-.Lc1_d218_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d218_s:
-    ret
-    .popsection
-    mov rcx, r8
-    mov r8, rcx
-    movzx r8d, r8b
-    lea rcx, [r8 + r8*2 + 109]
-    xor ecx, esi
-    or qword ptr [r15 + 320], 35
+    neg rbp
+    and ebp, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r14 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    shr r9d, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edi, 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    xor ebp, r9d
+    xor ebp, r9d
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov byte ptr [r14 + 256], r8b
-    mov dword ptr [r14 + 704], 221
-    mov r8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 18
-    mov r8, r10
-    mov qword ptr [r14 + 128], r8
-    mov dword ptr [r15 + 64], 101
-    mov rcx, qword ptr [r15 + 192]
-    and r8, 960
-    mov edx, dword ptr [r15 + r8 + 1472]
-    mov r8d, 77
-    mov qword ptr [r14 + 256], r8
-    mov r8, r10
-    movzx eax, r8b
-    movsxd rax, dword ptr [r15 + 512]
-    and r8, 2097088
-    add rcx, qword ptr [r15 + r8 + 286336]
+    movzx ecx, bpl
+    lea rbp, [rcx + rcx*2 + 7]
+    and r9, 960
+    lock or dword ptr [r15 + r9 + 1472], 9
+    movzx ecx, byte ptr [r15 + 128]
+    shr ecx, 30
+    mov r9, rcx
+    mov ecx, dword ptr [r15 + 1280]
     or ecx, ecx
-    mov byte ptr [r15 + 640], cl
-    mov dword ptr [r15 + 1088], 165
-    mov qword ptr [r14 + 576], rax
-    shr edx, 30
+    mov qword ptr [r14 + 1024], rcx
+    mov rcx, rbp
+    mov ebp, 214
+    add rbp, qword ptr [r14 + 192]
+    mov dword ptr [r14 + 576], 165
+    jmp 1f
+1:
+    mov eax, 113
+    mov r8, r10
+    lea rcx, [r8 + r8*2 + 48]
+    inc ecx
+    and r8, 2097088
+    imul r9, qword ptr [r15 + r8 + 286336]
+    mov qword ptr [r14 + 192], r9
+    movzx r8d, byte ptr [r15 + 448]
+    add r8, qword ptr [r15 + 320]
+    movzx eax, r8b
+    mov r8d, 180
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d264_s]
+    lea rcx, [rip + .Lc1_d266_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d264_s_t
-.Lc1_d264_j:
+    call .Lc1_d266_s_t
+.Lc1_d266_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d264_s:
+.Lc1_d266_s:
     ret
     .popsection
-    add rdx, qword ptr [r15 + 0]
-    neg rdx
-    mov ecx, 217
-    movzx r9d, cl
-    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, 227
+    jmp 1f
+1:
+    mov eax, ecx
+    test eax, eax
+    sub rcx, r8
     or ecx, ecx
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, r9
-    xor dword ptr [r15 + 64], edx
-    and ecx, dword ptr [r15 + 768]
-    vpaddd ymm5, ymm12, ymmword ptr [r15 + 576]
-    mov r9d, r9d
-    or r9d, r9d
-    mov edx, 188
-    and rdx, rdx
-    test edx, edx
-    mov r9, qword ptr [r14 + 192]
-    mov rbp, r10
-    vmovdqu ymm12, ymmword ptr [r15 + 384]
-    and rbp, 960
-    and ecx, dword ptr [r14 + rbp + 2496]
-    mov ebp, 177
-    mov rbp, qword ptr [r14 + 0]
-    movzx edx, bpl
-    mov qword ptr [r14 + 0], rdx
-    mov rbp, qword ptr [r15 + 192]
-    shl rbp, 27
-    mov edx, 52
-    lea rdx, [rdx + rdx*2 + 44]
-    cmp rdx, rdx
-    mov qword ptr [r14 + 448], rbp
-    neg r9
-    add r9, 56
-    movzx edx, r9b
-    mov ebp, edx
-    imul rcx, qword ptr [r14 + 1024]
-    mov dword ptr [r15 + 256], 136
-    test r9d, r9d
-    mov rdx, qword ptr [r15 + 128]
-    movzx r9d, dl
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, 64
+    movzx esi, r8b
+    and rsi, rsi
+    mov r8d, 47
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 44
+    mov r8d, 238
+    mov rsi, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rsi, 94
+    and rsi, rsi
+    cmp rsi, rsi
+    jmp 1f
+1:
+    add r8, rsi
+    mov dword ptr [r15 + 1088], r8d
+    mov r8d, esi
+    test r8d, r8d
+    add rcx, qword ptr [r14 + 640]
+    mov r8, rcx
+    shl rsi, 27
+    movzx r8d, sil
+    inc r8d
+    vpaddd ymm15, ymm10, ymmword ptr [r15 + 832]
+    mov rsi, qword ptr [r14 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test r8d, r8d
+    neg rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 384], esi
+    mov qword ptr [r15 + 192], rsi
+    mov qword ptr [r14 + 768], rcx
+    mov esi, 208
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    lea rcx, [rip + .Lc1_d320_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d331_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d320_s_t
-.Lc1_d320_j:
+    call .Lc1_d331_s_t
+.Lc1_d331_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d320_s:
+.Lc1_d331_s:
     ret
     .popsection
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    .byte 0x0f, 0x1f, 0x00
-    add r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    neg rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, 36
-    add rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rsi, r9
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 1280], rdi
-    and edi, dword ptr [r14 + 64]
-    inc dword ptr [r15 + 640]
-    sub rcx, rdx
-    add rcx, 50
+    lea rcx, [rip + .Lc1_d336_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d336_s_t
+.Lc1_d336_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d336_s:
+    ret
+    .popsection
+    mov rcx, rcx
     xor ecx, esi
-    shr ecx, 25
-    test ebx, 1073741824
-    jz 1f
+    add rax, rcx
+    add rax, rax
+    add rax, qword ptr [r14 + 256]
+    movzx esi, byte ptr [r15 + 64]
+    and rsi, rsi
+    mov rbp, r10
+    mov byte ptr [r14 + 256], bpl
+    mov ecx, ecx
+    and rbp, 960
+    and ecx, dword ptr [r15 + rbp + 2496]
+    jmp 1f
 1:
-    mov esi, edi
-    imul rsi, rsi
-    mov edi, dword ptr [r14 + 192]
-    movzx esi, dil
-    mov dword ptr [r15 + 256], 5
-    movsxd rsi, dword ptr [r15 + 256]
-    movzx ecx, sil
-    mov qword ptr [r15 + 832], rcx
-    lea rsi, [rdi + rdi*2 + 122]
-    test esi, esi
-    sub rdx, rdi
-    inc edx
-    add rdx, rdx
-    mov dword ptr [r15 + 1152], edx
-    shr edi, 4
-    movzx edx, dil
-    add rdx, rdx
-    add rdx, rdx
-    add rcx, rdx
-    mov qword ptr [r14 + 128], rcx
-    mov rdx, rdi
-    xchg qword ptr [r15 + 128], rsi
-    inc dword ptr [r14 + 512]
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c6:
-    lea rcx, [rip + .Lc1_d380_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d380_s_t
-.Lc1_d380_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d380_s:
-    ret
-    .popsection
-    mov ecx, 92
-    movzx ecx, cl
-    movzx edx, byte ptr [r14 + 896]
-    mov dword ptr [r15 + 320], edx
-    movzx ecx, byte ptr [r15 + 192]
-    add rcx, rcx
-    mov rdx, rcx
-    mov rcx, qword ptr [r14 + 448]
-    mov byte ptr [r15 + 64], cl
-    mov r8, r10
-    or qword ptr [r14 + 0], 29
-    mov ecx, 176
-    mov byte ptr [r14 + 0], cl
-    and r8, 4032
-    mov rcx, qword ptr [r14 + r8 + 3520]
-    or edx, ecx
-    mov r8d, 158
-    neg r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm15, ymmword ptr [r15 + 0]
-    add rsi, 40
-    mov r8d, esi
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    movzx ebp, sil
+    jmp 1f
+1:
+    add rax, 65
+    and rsi, rax
+    mov rax, qword ptr [r15 + 64]
+    inc dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 1344], 212
+    or qword ptr [r15 + 704], 100
+    sub rbp, rsi
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    add rcx, rax
+    mov esi, dword ptr [r14 + 896]
+    xor esi, ebp
+    inc esi
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xor edx, esi
-    mov esi, edx
-    mov rdx, qword ptr [r15 + 0]
-    movzx esi, dl
-    cmp rsi, rsi
-    neg r8
-    movzx edx, r8b
-    shr edx, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 146
-    imul edx, r8d, 127
-    sub rdx, rsi
-    movzx esi, byte ptr [r15 + 192]
-    imul rsi, qword ptr [r14 + 704]
-    xor esi, edx
-    mov r8d, dword ptr [r15 + 128]
-    sub r8, rdx
-    and r8d, dword ptr [r15 + 576]
-    add r8, r8
-    mov edx, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rax, qword ptr [r14 + 576]
+    neg rax
+    sub rax, rsi
+    sub rax, rsi
+    movzx esi, al
+    add rcx, rsi
+    lea rax, [rcx + rcx*2 + 61]
+    jmp 1f
+1:
+    add rbp, rsi
+    mov ecx, ebp
+    jmp 1f
+1:
+    add rcx, 112
+    imul rcx, qword ptr [r14 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c7:
-    lea rcx, [rip + .Lc1_d437_s]
+.Lc1_b1_c6:
+    lea rcx, [rip + .Lc1_d391_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d437_s_t
-.Lc1_d437_j:
+    call .Lc1_d391_s_t
+.Lc1_d391_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d437_s:
+.Lc1_d391_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r8, rcx
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor ymm12, ymm15, ymm5
-    and r8, rcx
-    or r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor edx, r8d
-    or edx, edx
-    inc dword ptr [r15 + 0]
-    add rsi, rcx
-    mov rdx, rsi
-    add r8, qword ptr [r15 + 640]
-    mov ecx, 201
-    movsxd rsi, dword ptr [r14 + 192]
-    sub rsi, r8
+    mov rcx, rax
+    mov dword ptr [r14 + 256], ecx
     mov byte ptr [r14 + 128], sil
-    imul r8d, r8d, 31
-    movzx esi, r8b
-    add rsi, qword ptr [r15 + 576]
-    mov dword ptr [r14 + 1088], 174
-    movzx r8d, cl
-    mov dword ptr [r15 + 960], r8d
-    and ecx, dword ptr [r15 + 64]
-    neg rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    jmp 1f
+1:
+    add rax, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 57
+    xor dword ptr [r15 + 0], ecx
+    mov esi, 73
+    add qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 176
+    jmp 1f
+1:
+    neg rax
+    mov ecx, 54
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, 70
+    add rcx, 85
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 576], cl
+    mov edx, ecx
+    movzx ecx, dl
+    mov rdx, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r14 + 512]
+    neg rcx
+    lock add qword ptr [r15 + 960], rcx
+    mov byte ptr [r15 + 128], dl
+    cmp rdx, rdx
+    sub rcx, rdx
+    add rcx, qword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r14 + 768]
+    movsxd r9, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 1152], r9b
+    and esi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], sil
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c7:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d450_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d450_s_t
+.Lc1_d450_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d450_s:
+    ret
+    .popsection
+    and r9, rax
+    jmp 1f
+1:
+    xor esi, ecx
+    jmp 1f
+1:
+    add rax, 36
+    xor eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 156
+    or ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg r9
+    movzx eax, r9b
+    jmp 1f
+1:
+    vmovdqu ymm11, ymmword ptr [r15 + 0]
+    imul rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov esi, 97
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    jmp 1f
+1:
+    or eax, ecx
+    jmp 1f
+1:
+    mov byte ptr [r14 + 0], al
+    movzx ecx, al
+    vmovdqu ymm11, ymmword ptr [r15 + 256]
     mov r8, r10
-    mov edx, dword ptr [r15 + 448]
-    vpaddd ymm12, ymm12, ymmword ptr [r15 + 512]
-    and r8, 960
-    mov dword ptr [r14 + r8 + 1472], 176
-    or esi, ecx
-    shr esi, 14
-    shl rsi, 31
-    xor esi, edx
-    shl rcx, 23
-    lock xadd qword ptr [r15 + 256], rdx
-    mov ecx, 120
-    movzx r8d, cl
-    mov rcx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 4032
+    movsxd rax, dword ptr [r14 + r8 + 3520]
+    movzx r8d, byte ptr [r14 + 192]
+    mov rdi, r8
+    mov qword ptr [r15 + 64], rdi
+    mov r8, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], r8b
+    xor r9d, ecx
+    neg r9
+    mov ecx, 148
+    mov qword ptr [r14 + 512], rcx
+    neg rax
+    shr eax, 11
+    jmp 1f
+1:
+    or r8d, r9d
+    sub r8, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea rcx, [rip + .Lc1_d492_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d513_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d492_s_t
-.Lc1_d492_j:
+    call .Lc1_d513_s_t
+.Lc1_d513_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d492_s:
+.Lc1_d513_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d497_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d497_s_t
-.Lc1_d497_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d497_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r8 + rsi*2 + 92]
-    jmp 1f
-1:
-    shr r8d, 30
-    lea rsi, [r8 + r8*2 + 118]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     neg rcx
-    mov rdi, rcx
-    mov r8d, edi
-    xor dword ptr [r15 + 1344], r8d
-    lea rdi, [r15 + 10772736]
-    mov ecx, 126
-    rep stosb
-    sub rcx, rdi
-    mov eax, dword ptr [r14 + 64]
-    shl rax, 11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
 1:
-    movzx eax, byte ptr [r14 + 448]
-    mov dword ptr [r14 + 256], eax
-    movsxd rdi, dword ptr [r15 + 192]
-    add rdi, 63
-    inc edi
-    imul eax, edi, 107
+    lea rax, [rax + rax*2 + 123]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 223
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, eax
-    mov dword ptr [r15 + 640], 163
-    mov qword ptr [r15 + 1152], rax
-    mov rdi, qword ptr [r14 + 1024]
-    jmp 1f
-1:
-    lea rax, [rcx + rcx*2 + 52]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 145
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rcx, dword ptr [r14 + 256]
-    inc ecx
-    neg rcx
-    mov r9d, 25
-    movsxd rax, dword ptr [r15 + 128]
+    shl r8, 5
+    jmp 1f
+1:
+    or eax, r8d
+    jmp 1f
+1:
+    mov eax, ecx
+    movzx eax, al
+    shr eax, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    cmp rax, rax
+    lea rcx, [rax + rax*2 + 100]
+    mov eax, 198
+    jmp 1f
+1:
+    mov byte ptr [r15 + 1088], al
+    movsxd rax, dword ptr [r15 + 1024]
+    mov ebp, eax
+    add rbp, 82
+    and ebp, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r14 + 704]
+    lea rdx, [rsi + rsi*2 + 10]
+    movsxd rsi, dword ptr [r14 + 256]
+    inc esi
+    mov r9, r10
+    and ecx, dword ptr [r15 + 192]
+    lea rdi, [rcx + rcx*2 + 118]
+    mov rcx, rdi
+    and r9, 960
+    mov dword ptr [r14 + r9 + 1472], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r14 + 1408], r9d
+    lock xadd qword ptr [r15 + 64], rbp
+    mov r9, qword ptr [r14 + 576]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d551_s]
+    lea rcx, [rip + .Lc1_d576_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d551_s_t
-.Lc1_d551_j:
+    call .Lc1_d576_s_t
+.Lc1_d576_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d551_s:
-    ret
-    .popsection
-    mov r9, qword ptr [r15 + 192]
-    and r9, r9
-    bswap rax
-    mov eax, dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    add rcx, 119
-    inc ecx
-    shl rcx, 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    neg r9
-    mov rbp, r9
-    mov r9, rbp
-    movzx r9d, r9b
-    add rax, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test r9d, r9d
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    shl r9, 19
-    mov dword ptr [r15 + 0], 195
-    mov r9d, dword ptr [r15 + 64]
-    imul r9, qword ptr [r15 + 384]
-    mov dword ptr [r14 + 64], 61
-    or ebp, r9d
-    jmp 1f
-1:
-    shr ecx, 30
-    inc ecx
-    add rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    xor dword ptr [r14 + 576], r9d
-    mov qword ptr [r15 + 832], rbp
-    sub r9, rbp
-    neg r9
-    and r9d, dword ptr [r15 + 512]
-    add r9, qword ptr [r15 + 768]
-    mov ebp, 162
-    add rbp, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    and rcx, r9
-    lock or dword ptr [r15 + 128], 32
-    test ebp, r9d
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d612_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d612_s_t
-.Lc1_d612_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d612_s:
+.Lc1_d576_s:
     ret
     .popsection
     jmp 1f
 1:
-    or qword ptr [r15 + 192], 43
-    and rbp, rcx
-    mov byte ptr [r14 + 0], bpl
-    mov byte ptr [r14 + 0], cl
-    add rcx, rbp
-    vmovdqu ymm5, ymmword ptr [r14 + 0]
-    neg r9
-    mov ecx, r9d
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r9b
-    imul r9d, ebp, 34
-    neg r9
-    lea rbp, [r9 + r9*2 + 63]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor ecx, r9d
-    neg rcx
-    test ecx, ecx
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [rcx + rcx*2 + 119]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rbp, 16
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    or r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, rbp
-    mov qword ptr [r15 + 1088], rcx
-    mov rbp, qword ptr [r15 + 512]
-    xchg qword ptr [r15 + 64], rbp
-    sub rbp, r9
-    inc ebp
-    movzx r9d, byte ptr [r15 + 896]
-    jmp 1f
-1:
-    and r9d, dword ptr [r14 + 256]
-    cmp r9, r9
-    mov dword ptr [r15 + 640], 164
-    jmp 1f
-1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ebp, r9b
-    xor ebp, r9d
-    movzx r9d, bpl
-    mov rbp, r9
-    jmp 1f
-1:
-    add rbp, 76
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c11:
-    lea rcx, [rip + .Lc1_d680_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d680_s_t
-.Lc1_d680_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d680_s:
-    ret
-    .popsection
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r9d, ecx
-    mov qword ptr [r15 + 256], r9
-    mov rcx, qword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 0]
-    and r9, r9
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd ymm4, ymm12, ymmword ptr [r15 + 1152]
     neg rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 37
-    neg rcx
-    mov r9d, ecx
-    mov byte ptr [r15 + 0], r9b
+    and r9, rdx
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov dword ptr [r15 + 192], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 239
     jmp 1f
 1:
-    movzx ebp, r9b
+    mov r9, rcx
+    imul r9, qword ptr [r15 + 448]
+    add r9, 125
+    neg r9
+    mov ecx, r9d
+    shl rcx, 30
+    lea r9, [rcx + rcx*2 + 100]
+    add r9, qword ptr [r14 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r9d
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9d, r9d
+    mov rcx, qword ptr [r14 + 64]
+    or ecx, ecx
+    mov r9d, dword ptr [r14 + 256]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 192], 47
+    jmp 1f
+1:
+    shl rbp, 17
+    bswap rbp
+    jmp 1f
+1:
+    add rbp, qword ptr [r14 + 128]
+    inc ebp
+    test ebp, ebp
+    shr r8d, 5
+    inc r8d
+    inc r8d
+    mov qword ptr [r15 + 256], r8
+    add rcx, 81
+    jmp 1f
+1:
+    and r9, rbp
+    mov ebp, 65
+    movsxd rbp, dword ptr [r15 + 832]
+    test ebp, ebp
+    sub r9, r8
+    sub r9, rcx
+    .byte 0x0f, 0x1f, 0x00
+    and r8, rbp
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c10:
+    lea rcx, [rip + .Lc1_d637_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d637_s_t
+.Lc1_d637_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d637_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d642_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d642_s_t
+.Lc1_d642_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d642_s:
+    ret
+    .popsection
+    movzx ecx, bpl
+    mov ecx, 223
+    xor ecx, r9d
+    jmp 1f
+1:
+    sub r9, r8
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
+    jmp 1f
+1:
+    cmp r9, r9
+    and r8d, dword ptr [r15 + 320]
+    vpaddd ymm11, ymm4, ymmword ptr [r14 + 448]
+    test edi, ecx
+    mov r9d, dword ptr [r14 + 256]
+    inc dword ptr [r15 + 192]
+    or r9d, edi
+    mov rcx, r9
+    add rcx, rcx
+    lea rdi, [rcx + rcx*2 + 1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov dword ptr [r14 + 64], 96
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 192], edi
+    mov edi, ecx
+    mov dword ptr [r15 + 128], 250
+    movsxd rdi, dword ptr [r15 + 896]
+    add rdi, rdi
+    jmp 1f
+1:
+    mov ecx, r8d
+    xor ecx, edi
+    shl rcx, 28
+    jmp 1f
+1:
+    movzx r8d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 576], 8
+    movzx edi, byte ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, rcx
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c11:
+    lea rcx, [rip + .Lc1_d698_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d698_s_t
+.Lc1_d698_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d698_s:
+    ret
+    .popsection
+    mov byte ptr [r14 + 64], cl
+    mov rcx, rcx
+    cmp rcx, rcx
+    mov byte ptr [r15 + 960], dil
+    mov qword ptr [r15 + 0], rcx
+    inc r8d
+    shr r8d, 28
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rcx, r8
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, r8d
+    mov ecx, ecx
+    neg rcx
+    or qword ptr [r15 + 0], 96
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    imul r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
+    add rcx, 73
+    shr ecx, 10
     jmp 1f
 1:
-    shr r9d, 6
-    movsxd r9, dword ptr [r14 + 704]
-    add r9, r9
-    inc r9d
-    shr r9d, 3
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 1088]
+    add rcx, rcx
+    and ecx, dword ptr [r15 + 384]
+    cmp rcx, rcx
+    mov r8, rcx
     mov rbp, r10
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 1408]
-    and rbp, 2097088
-    mov byte ptr [r15 + rbp + 286336], bpl
-    or qword ptr [r14 + 0], 126
-    neg r9
-    movzx ebp, byte ptr [r14 + 0]
-    imul rbp, qword ptr [r14 + 256]
-    mov edx, ebp
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r8, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 155
+    lea rdi, [r15 + 10772736]
+    mov ecx, 126
+    rep stosb
     and rbp, 960
-    add r9, qword ptr [r14 + rbp + 1472]
-    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 1472], 52
+    mov ecx, r8d
+    mov edi, dword ptr [r14 + 128]
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], 198
+    add rcx, qword ptr [r14 + 0]
+    inc ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    neg rbp
+    mov ebp, dword ptr [r15 + 640]
+    movzx edx, byte ptr [r14 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d741_s]
+    lea rcx, [rip + .Lc1_d758_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d741_s_t
-.Lc1_d741_j:
+    call .Lc1_d758_s_t
+.Lc1_d758_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d741_s:
+.Lc1_d758_s:
     ret
     .popsection
-    cmp rdx, rdi
-    mov ecx, 250
-    mov edi, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 164
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, rcx
+    mov rdx, rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rdi + rdi*2 + 12]
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg qword ptr [r15 + 0], rbp
+    mov ecx, 6
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 1152]
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 960], rcx
     jmp 1f
 1:
-    add rbp, r9
-    movsxd rcx, dword ptr [r14 + 512]
-    add rcx, 98
-    mov dword ptr [r15 + 576], ecx
+    mov r9, r10
+    test r9d, r9d
+    movsxd rdx, dword ptr [r15 + 128]
+    and r9, 2097088
+    add rbp, qword ptr [r15 + r9 + 286336]
+    mov r9d, ebp
     jmp 1f
 1:
-    and edi, dword ptr [r14 + 256]
-    mov ecx, edi
-    mov rbp, r10
-    movzx edi, bpl
+    add rcx, rdx
+    or ecx, ecx
+    mov ebp, ecx
+    movzx edx, bpl
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, cl
-    and rbp, 8388544
-    add rsi, qword ptr [r15 + rbp + 2383488]
-    movzx ecx, byte ptr [r14 + 768]
-    add rcx, rcx
-    mov rbp, rcx
-    test ebp, ebp
+    neg r9
     jmp 1f
 1:
-    neg rdi
-    neg rdi
-    xor dword ptr [r14 + 640], edi
+    sub r9, rcx
+    lea r9, [r9 + r9*2 + 113]
+    mov dword ptr [r14 + 256], 93
     jmp 1f
 1:
+    neg rdx
+    movzx r9d, dl
     jmp 1f
 1:
-    lea rcx, [rbp + rbp*2 + 127]
-    sub rcx, rdi
+    mov rcx, rdx
+    movsxd rdx, dword ptr [r14 + 64]
+    cmp rdx, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, cl
-    movsxd rbp, dword ptr [r15 + 128]
+    add rbp, 52
+    lea rbp, [rbp + rbp*2 + 20]
     or ebp, ebp
-    and rbp, rbp
-    mov rcx, rbp
+    mov ebp, 157
+    movzx ebp, byte ptr [r14 + 192]
+    mov qword ptr [r15 + 1216], rbp
     jmp 1f
 1:
-    or esi, edi
-    and esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], ebp
+    lock or dword ptr [r15 + 576], 59
+    and ecx, dword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d805_s]
+    lea rcx, [rip + .Lc1_d820_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d805_s_t
-.Lc1_d805_j:
+    call .Lc1_d820_s_t
+.Lc1_d820_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d805_s:
+.Lc1_d820_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d810_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d810_s_t
-.Lc1_d810_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d810_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    xor dword ptr [r15 + 512], ecx
-    mov r8, r10
-    imul rdi, r8
-    and r8, 960
-    movzx edi, byte ptr [r14 + r8 + 2496]
-    mov r8d, 168
-    mov r8d, 91
-    and r8, r8
-    neg r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lock xadd qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r14 + 192]
-    add rax, qword ptr [r15 + 704]
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    shl r8, 19
-    lea r8, [r8 + r8*2 + 83]
-    imul r8, r8
-    imul r8, qword ptr [r14 + 0]
+    shl rcx, 10
+    shr ecx, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rdx + rdx*2 + 72]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    lea rcx, [rdx + rdx*2 + 49]
+    mov edx, 252
+    mov byte ptr [r14 + 0], dl
+    vmovdqu ymm4, ymmword ptr [r14 + 0]
+    add rcx, 8
     inc ecx
+    and ecx, dword ptr [r15 + 704]
+    mov edx, ecx
+    movzx ecx, dl
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov edx, 232
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    and rax, r8
-    jmp 1f
-1:
-    vpaddd ymm15, ymm5, ymmword ptr [r15 + 256]
-    shr edi, 24
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, 38
+    mov dword ptr [r14 + 640], ecx
+    mov dword ptr [r14 + 128], 197
+    sub rdx, rcx
+    add rdx, qword ptr [r15 + 256]
+    mov ecx, edx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov edi, eax
-    mov rax, rdi
-    mov qword ptr [r14 + 64], rax
-    mov edi, ecx
-    shl rdi, 4
-    lea rcx, [rdi + rdi*2 + 109]
-    sub rcx, rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 1024], rax
-    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + 64], 213
+    mov r8, r10
+    mov edx, 131
+    and r8, 8388544
+    mov rdx, qword ptr [r15 + r8 + 2383488]
+    shl rdx, 7
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 230
+    xor ecx, edx
+    or qword ptr [r15 + 192], 67
+    jmp 1f
+1:
+    and r8, rdx
+    sub r8, rcx
+    jmp 1f
+1:
+    xor dword ptr [r14 + 1024], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d866_s]
+    lea rcx, [rip + .Lc1_d881_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d866_s_t
-.Lc1_d866_j:
+    call .Lc1_d881_s_t
+.Lc1_d881_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d866_s:
+.Lc1_d881_s:
     ret
     .popsection
-    movzx ecx, cl
-    xor ecx, edi
-    mov edi, ecx
-    and edi, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r14 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r14 + 1152], ecx
+    or r8d, ecx
+    xor r8d, ecx
+    mov dword ptr [r15 + 512], r8d
+    test edx, edx
+    xchg qword ptr [r15 + 64], rcx
+    or ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, rdi
+    test r8d, r8d
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    sub r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    xor ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    lea rcx, [r8 + r8*2 + 59]
+    shl rcx, 15
+    inc ecx
+    movsxd r8, dword ptr [r15 + 128]
+    mov esi, 132
+    mov rbp, r10
+    mov rax, rbp
+    jmp 1f
+1:
+    movzx esi, sil
+    and rbp, 960
+    mov rsi, qword ptr [r15 + rbp + 2496]
+    mov qword ptr [r15 + 192], rsi
+    add qword ptr [r14 + 832], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r14 + 768]
+    add rax, qword ptr [r15 + 448]
+    add rax, qword ptr [r14 + 640]
+    mov ebp, eax
+    xor ebp, ecx
     jmp 1f
 1:
-    or ecx, eax
-    add rcx, rcx
-    mov dword ptr [r15 + 0], ecx
+    and rsi, rcx
+    imul rsi, qword ptr [r14 + 576]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rax, [rdi + rdi*2 + 24]
-    add rax, qword ptr [r14 + 1216]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 1088], rdi
-    jmp 1f
-1:
-    mov ecx, 158
-    test ecx, ecx
-    mov edi, dword ptr [r15 + 64]
-    inc edi
-    add rdi, qword ptr [r14 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor eax, ecx
-    add rax, qword ptr [r15 + 576]
-    mov ecx, 75
-    movzx ecx, cl
-    mov dword ptr [r14 + 192], ecx
-    xor edi, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    or qword ptr [r15 + 768], 70
-    mov rcx, rdi
-    or ecx, ecx
-    and r9, 4032
-    vpaddd ymm12, ymm15, ymmword ptr [r14 + r9 + 3520]
-    mov edi, r9d
-    test edi, edi
-    jmp 1f
-1:
-    and rax, r9
-    jmp 1f
-1:
-    mov edi, 86
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d933_s]
+    lea rcx, [rip + .Lc1_d942_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d933_s_t
-.Lc1_d933_j:
+    call .Lc1_d942_s_t
+.Lc1_d942_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d933_s:
+.Lc1_d942_s:
     ret
     .popsection
-    add rdi, rax
-    shr edi, 19
-    add rdi, 87
-    movzx eax, dil
-    vpaddd ymm12, ymm12, ymmword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d947_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d947_s_t
+.Lc1_d947_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d947_s:
+    ret
+    .popsection
     .byte 0x66, 0x90
-    mov ecx, edi
-    and ecx, dword ptr [r15 + 0]
-    inc ecx
-    shr ecx, 2
-    imul edi, ecx, 113
+    and eax, dword ptr [r15 + 128]
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, eax
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc esi
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr esi, 31
+    jmp 1f
+1:
+    or qword ptr [r15 + 896], 118
+    jmp 1f
+1:
+    mov qword ptr [r15 + 1280], rax
+    or ecx, eax
+    imul rcx, qword ptr [r14 + 448]
+    shr ecx, 28
+    jmp 1f
+1:
+    add rsi, 18
+    mov eax, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    shr ecx, 11
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r14 + 64]
+    mov dword ptr [r14 + 1088], 196
+    jmp 1f
+1:
+    movzx eax, cl
     inc eax
-    mov rax, rax
-    xor ecx, eax
-    or ecx, ecx
-    add rdi, rcx
-    neg rdi
-    mov qword ptr [r14 + 128], rdi
-    movzx ecx, al
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    shl rax, 20
-    mov dword ptr [r14 + 192], eax
+    mov qword ptr [r14 + 576], rax
+    mov ecx, 49
+    mov eax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    shl rdi, 28
-    mov eax, dword ptr [r14 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 896]
-    jmp 1f
-1:
-    movzx ecx, al
-    add rcx, 127
-    mov dword ptr [r14 + 256], ecx
-    mov eax, 106
-    mov ecx, dword ptr [r15 + 512]
-    mov eax, ecx
-    jmp 1f
-1:
-    lea rcx, [rax + rax*2 + 119]
-    mov rbp, r10
-    mov rcx, rbp
-    and rbp, 960
-    lock or dword ptr [r15 + rbp + 1472], 38
-    movzx ebp, byte ptr [r15 + 64]
-    mov ecx, 123
-    imul rcx, qword ptr [r14 + 256]
-    jmp 1f
-1:
+    mov r9, r10
+    lea rcx, [r9 + r9*2 + 123]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3520]
+    mov r9d, edi
+    movzx r9d, r9b
+    shl r9, 10
+    add r9, 5
+    shr r9d, 17
+    mov qword ptr [r15 + 256], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -1992,63 +2044,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1003_s]
+    lea rcx, [rip + .Lc1_d1014_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1003_s_t
-.Lc1_d1003_j:
+    call .Lc1_d1014_s_t
+.Lc1_d1014_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1003_s:
+.Lc1_d1014_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 24528
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 30
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 24304
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     inc rbx
     dec r13
@@ -2062,452 +2126,427 @@ ditto_body_c1:
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d1049_s]
+    lea rcx, [rip + .Lc1_d1068_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1049_s_t
-.Lc1_d1049_j:
+    call .Lc1_d1068_s_t
+.Lc1_d1068_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1049_s:
+.Lc1_d1068_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3520]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 192]
-    mov edx, 193
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock add qword ptr [r15 + 320], rcx
-    mov edx, 119
-    mov dword ptr [r14 + 1088], ecx
-    mov byte ptr [r14 + 448], r8b
-    inc dword ptr [r15 + 1152]
-    mov qword ptr [r14 + 1088], rdx
+    mov rbp, r10
+    mov dword ptr [r14 + 448], ebp
+    and rbp, 960
+    movzx edx, byte ptr [r14 + rbp + 1472]
+    mov ecx, 94
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, qword ptr [r14 + 1088]
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, r10
+    movzx edi, r9b
+    and r9, 2097088
+    mov rbp, r10
+    lock add qword ptr [r15 + r9 + 286336], rbp
+    mov rdi, r8
+    and rbp, 8388544
+    imul rdx, qword ptr [r15 + rbp + 2383488]
+    mov qword ptr [r15 + 256], rdx
+    or qword ptr [r15 + 832], 40
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 64], dil
+    mov r9d, ebp
+    mov dword ptr [r15 + 448], r9d
+    vpaddd ymm11, ymm3, ymmword ptr [r14 + 320]
+    and ebp, dword ptr [r15 + 384]
+    imul rbp, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r14 + 320]
+    mov edx, 1
+    mov rdx, qword ptr [r15 + 1280]
     mov byte ptr [r14 + 384], dl
-    add rcx, qword ptr [r14 + 1024]
-    imul r8, qword ptr [r15 + 512]
-    vpaddd ymm5, ymm9, ymmword ptr [r14 + 640]
-    mov rdx, rcx
-    imul rdx, qword ptr [r15 + 256]
-    mov rcx, rdx
-    mov dword ptr [r14 + 256], ecx
-    mov edx, dword ptr [r15 + 576]
-    mov ecx, 237
+    mov r9, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 64]
+    mov rax, rsi
+    mov eax, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d1096_s]
+    lea rcx, [rip + .Lc1_d1112_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1096_s_t
-.Lc1_d1096_j:
+    call .Lc1_d1112_s_t
+.Lc1_d1112_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1096_s:
+.Lc1_d1112_s:
     ret
     .popsection
-    mov ecx, 104
-    mov ecx, ecx
-    mov dword ptr [r15 + 192], 0
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm5, ymmword ptr [r15 + 0]
-    or qword ptr [r15 + 512], 100
-    mov rcx, qword ptr [r14 + 704]
+    mov rcx, qword ptr [r14 + 576]
+    mov rsi, rcx
+    mov dword ptr [r15 + 128], 220
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
+    movzx ecx, dil
+    movzx ecx, byte ptr [r15 + 64]
     movzx esi, cl
     mov rsi, rsi
-    mov rcx, qword ptr [r14 + 448]
-    movzx ebp, cl
-    mov byte ptr [r15 + 320], bpl
-    mov qword ptr [r15 + 832], rcx
-    lock or dword ptr [r15 + 256], 84
-    mov byte ptr [r15 + 640], cl
-    nop
-    mov qword ptr [r15 + 768], rbp
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 576]
-    mov qword ptr [r14 + 640], rcx
-    and r9, 960
-    mov ebp, dword ptr [r14 + r9 + 2496]
-    mov rcx, rbp
-    imul ecx, ecx, 28
-    mov r9, rcx
-    mov rbp, r9
-    mov rbp, r10
-    mov rcx, rbp
-    and rbp, 8388544
-    mov rdi, qword ptr [r14 + rbp + 2383488]
-    imul rdi, r9
+    mov ecx, dword ptr [r14 + 640]
+    mov byte ptr [r15 + 256], cl
+    mov qword ptr [r15 + 896], rdi
+    mov ecx, dword ptr [r15 + 448]
+    mov rdi, rcx
+    and edi, dword ptr [r15 + 1088]
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock or dword ptr [r15 + 320], 84
+    mov qword ptr [r15 + 576], rdi
+    xor dword ptr [r15 + 192], ecx
+    mov rsi, qword ptr [r15 + 256]
+    mov edi, 204
+    mov qword ptr [r14 + 512], rdi
+    mov rcx, rsi
+    imul rcx, qword ptr [r15 + 384]
+    mov rdi, rcx
+    movzx edi, byte ptr [r14 + 128]
+    mov esi, dword ptr [r15 + 640]
+    mov r8, r10
+    mov rax, qword ptr [r15 + 1152]
+    and r8, 8388544
+    mov rbp, qword ptr [r15 + r8 + 2383488]
+    mov r8d, ebp
+    mov r8d, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea rcx, [rip + .Lc1_d1145_s]
+    lea rcx, [rip + .Lc1_d1159_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1145_s_t
-.Lc1_d1145_j:
+    call .Lc1_d1159_s_t
+.Lc1_d1159_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1145_s:
+.Lc1_d1159_s:
     ret
     .popsection
     mov ecx, ecx
-    movzx ebp, cl
-    mov edi, ebp
-    mov ecx, edi
-    mov rcx, rcx
-    movzx ebp, cl
-    mov rdi, qword ptr [r15 + 192]
-    and ecx, dword ptr [r15 + 256]
-    mov ebp, ecx
-    imul rbp, qword ptr [r14 + 896]
-    mov rcx, qword ptr [r15 + 448]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    vpaddd ymm15, ymm9, ymmword ptr [r14 + 384]
-    mov rdi, qword ptr [r14 + 320]
-    mov edx, eax
-    mov qword ptr [r15 + 576], rax
-    mov qword ptr [r14 + 1216], rcx
-    lock xadd qword ptr [r15 + 192], rax
-    movsxd rcx, dword ptr [r15 + 192]
-    mov byte ptr [r14 + 1152], dil
-    mov edx, 170
-    mov edi, 126
-    mov qword ptr [r15 + 256], rax
-    xor dword ptr [r15 + 512], eax
-    and edi, dword ptr [r15 + 960]
-    xor dword ptr [r14 + 768], eax
+    mov eax, dword ptr [r15 + 512]
+    imul rax, qword ptr [r15 + 128]
+    mov ecx, eax
+    mov ecx, dword ptr [r14 + 64]
+    mov r8d, dword ptr [r14 + 704]
+    mov r9, qword ptr [r15 + 256]
+    movzx edx, r9b
+    mov r9, r10
+    mov rdi, r9
+    and r9, 960
+    mov byte ptr [r15 + r9 + 2496], r9b
+    lock xadd qword ptr [r15 + 128], rax
+    mov r9, r10
+    mov rsi, qword ptr [r14 + 448]
+    mov rdi, rsi
+    vpaddd ymm4, ymm12, ymmword ptr [r15 + 128]
+    and r9, 4032
+    mov rsi, qword ptr [r14 + r9 + 3520]
+    mov r9d, esi
+    mov r9, qword ptr [r15 + 1152]
+    xor dword ptr [r15 + 192], r9d
+    mov r9, rdi
+    mov r9d, 112
+    mov qword ptr [r15 + 384], r9
+    mov r9, r10
+    movzx ebp, r9b
+    and r9, 960
+    mov rbp, qword ptr [r14 + r9 + 1472]
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 576]
+    mov dword ptr [r14 + 64], 73
+    mov rsi, qword ptr [r15 + 320]
+    and esi, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 768]
+    mov ebp, 124
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    lea rcx, [rip + .Lc1_d1193_s]
+    lea rcx, [rip + .Lc1_d1207_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1193_s_t
-.Lc1_d1193_j:
+    call .Lc1_d1207_s_t
+.Lc1_d1207_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1193_s:
+.Lc1_d1207_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1198_s]
+    lea rcx, [rip + .Lc1_d1212_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1198_s_t
-.Lc1_d1198_j:
+    call .Lc1_d1212_s_t
+.Lc1_d1212_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1198_s:
+.Lc1_d1212_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 241
-    movsxd rcx, dword ptr [r14 + 256]
-    imul edi, edi, 5
-    movzx edx, dil
-    mov r8, r10
-    mov rdi, r8
-    and r8, 4032
-    movzx edi, byte ptr [r14 + r8 + 3520]
-    mov dword ptr [r15 + 256], 41
-    or qword ptr [r14 + 384], 14
+    movzx ecx, byte ptr [r14 + 1344]
+    xor dword ptr [r15 + 576], ecx
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 704]
+    mov edx, 147
+    movzx edx, byte ptr [r14 + 192]
+    mov dword ptr [r15 + 512], 5
+    mov r9d, 52
+    and r9d, dword ptr [r15 + 640]
+    inc dword ptr [r15 + 128]
+    movzx ebp, cl
+    mov rbp, rbp
+    mov ecx, ebp
+    mov dword ptr [r15 + 64], ecx
+    vpaddd ymm15, ymm12, ymmword ptr [r15 + 1024]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    mov r8d, edi
-    add rcx, qword ptr [r15 + 1280]
-    movzx edi, dil
-    mov r8, r10
-    vpaddd ymm12, ymm3, ymmword ptr [r15 + 1024]
-    mov byte ptr [r15 + 512], dl
-    and r8, 960
-    mov byte ptr [r14 + r8 + 1472], r8b
-    mov dword ptr [r14 + 1088], 110
-    add qword ptr [r15 + 192], rcx
-    movzx edx, dil
-    mov ecx, edx
-    movzx edi, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 704]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rdx, dword ptr [r14 + 256]
+    mov r9d, edx
+    movsxd r9, dword ptr [r14 + 448]
+    movzx ebp, r9b
+    mov ecx, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 256], cl
+    mov byte ptr [r14 + 960], dl
+    mov dword ptr [r15 + 192], 93
+    add rcx, qword ptr [r15 + 384]
+    mov r9, r10
+    movzx edx, r9b
+    mov edx, edx
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1472]
+    mov r8d, dword ptr [r15 + 192]
+    popcnt r9, r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rcx, [rip + .Lc1_d1243_s]
+    lea rcx, [rip + .Lc1_d1255_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1243_s_t
-.Lc1_d1243_j:
+    call .Lc1_d1255_s_t
+.Lc1_d1255_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1243_s:
+.Lc1_d1255_s:
     ret
     .popsection
-    mov edx, dword ptr [r15 + 512]
-    mov qword ptr [r14 + 448], rdx
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx edx, cl
-    mov edx, 208
-    movzx edx, dl
-    mov edx, 53
-    vpaddd ymm12, ymm12, ymmword ptr [r15 + 192]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 105
-    movzx edx, byte ptr [r15 + 256]
-    and r9, 262080
-    mov rcx, qword ptr [r15 + r9 + 24192]
-    mov esi, 89
-    mov r9d, 250
-    mov dword ptr [r14 + 320], edx
-    mov r9, r10
-    mov edx, dword ptr [r15 + 832]
-    mov dword ptr [r14 + 640], ecx
-    mov rcx, rsi
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 1472]
-    lock add qword ptr [r15 + 1152], rcx
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 1088]
+    mov r9d, 87
+    mov r9d, 140
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3520]
+    mov ebp, 110
+    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rcx
+    mov ebp, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx r9d, dil
+    vpaddd ymm11, ymm8, ymmword ptr [r14 + 512]
+    mov edi, 201
+    movzx edi, dil
+    movzx edi, bpl
+    mov edi, 234
+    mov rbp, r10
+    mov rdi, rbp
+    mov edi, 236
+    mov dword ptr [r14 + 576], edi
+    and rbp, 960
+    mov edi, dword ptr [r14 + rbp + 1472]
     mov esi, 208
-    add qword ptr [r14 + 576], rsi
-    or qword ptr [r14 + 768], 15
+    movzx ebp, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], edi
+    movsxd rdi, dword ptr [r15 + 192]
+    add rdi, qword ptr [r14 + 640]
+    and edi, dword ptr [r15 + 64]
+    mov byte ptr [r14 + 256], bpl
+    lock add qword ptr [r15 + 256], rbp
+    movsxd rbp, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1292_s]
+    lea rcx, [rip + .Lc1_d1300_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1292_s_t
-.Lc1_d1292_j:
+    call .Lc1_d1300_s_t
+.Lc1_d1300_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1292_s:
+.Lc1_d1300_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 576]
-    mov edi, dword ptr [r14 + 256]
-    mov dword ptr [r15 + 512], edi
-    movzx ebp, byte ptr [r15 + 896]
-    movzx edi, cl
-    mov rdi, rax
-    movsxd rdi, dword ptr [r14 + 0]
-    mov r8d, 76
-    mov r8, r10
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    and r8, 960
-    xor dword ptr [r14 + r8 + 2496], eax
-    mov dword ptr [r15 + 1344], ecx
-    movzx eax, byte ptr [r14 + 704]
-    imul r8d, edi, 98
-    add qword ptr [r14 + 192], r8
-    mov rdi, rdi
-    mov ebp, 40
-    movzx r8d, byte ptr [r15 + 1088]
-    movsxd rdi, dword ptr [r14 + 192]
-    mov ecx, 219
-    mov dword ptr [r15 + 448], 57
-    mov ebp, 173
+    movsxd rcx, dword ptr [r14 + 448]
+    mov rbp, qword ptr [r15 + 64]
+    mov edi, ebp
+    mov rsi, qword ptr [r15 + 896]
+    add rsi, qword ptr [r15 + 1408]
+    movzx ebp, cl
+    mov rbp, rbp
     mov ecx, ebp
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 384]
-    and eax, dword ptr [r15 + 256]
-    and rbp, 2097088
-    mov qword ptr [r15 + rbp + 286336], rbp
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9, r10
+    mov edx, dword ptr [r15 + 512]
+    mov rax, rdx
+    and r9, 262080
+    mov r8, r10
+    add rsi, qword ptr [r15 + r9 + 24192]
+    mov dword ptr [r15 + 192], esi
+    and r8, 2097088
+    mov qword ptr [r14 + r8 + 286336], r9
+    mov esi, 174
+    mov dword ptr [r15 + 512], esi
+    mov r8, r9
+    mov r8, r10
+    mov r9, r8
+    mov r9d, r9d
+    and r8, 960
+    movzx eax, byte ptr [r15 + r8 + 2496]
+    or qword ptr [r15 + 768], 44
+    movzx r9d, byte ptr [r15 + 576]
+    mov r8d, dword ptr [r14 + 384]
+    mov dword ptr [r15 + 320], 128
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, 5
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, 99
+    mov qword ptr [r15 + 1152], rsi
+    movsxd rsi, dword ptr [r14 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1341_s]
+    lea rcx, [rip + .Lc1_d1347_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1341_s_t
-.Lc1_d1341_j:
+    call .Lc1_d1347_s_t
+.Lc1_d1347_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1341_s:
+.Lc1_d1347_s:
     ret
     .popsection
-    mov qword ptr [r14 + 0], rax
-    imul rax, qword ptr [r14 + 0]
-    test ecx, ecx
-    mov ebp, 19
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 0]
+    add qword ptr [r14 + 640], rsi
+    mov ecx, ecx
+    add r8, 27
+    mov dword ptr [r14 + 960], r8d
+    mov rsi, rsi
+    mov ecx, 71
+    imul rcx, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 1088]
+    mov r8, qword ptr [r15 + 448]
+    test r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 187
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 960]
-    mov edi, esi
-    mov dword ptr [r14 + 448], edi
-    movzx esi, byte ptr [r15 + 128]
-    add qword ptr [r15 + 256], r9
-    mov edi, edx
-    movzx edi, byte ptr [r14 + 64]
-    mov byte ptr [r15 + 128], dil
-    add rbp, qword ptr [r14 + 320]
-    mov r9d, 115
-    movzx edi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 192], edi
-    movzx r9d, r9b
-    mov rdi, qword ptr [r14 + 768]
-    mov dword ptr [r14 + 64], 67
-    imul r9d, ebp, 73
-    add rdx, 3
-    mov rbp, qword ptr [r15 + 576]
-    add rsi, qword ptr [r15 + 192]
-    mov r8, rsi
-    mov dword ptr [r15 + 512], 22
+    mov eax, r8d
+    mov r8d, 72
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, eax
+    mov qword ptr [r15 + 0], r8
+    add rsi, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r14 + 576]
+    mov r8d, dword ptr [r15 + 192]
+    neg r8
+    add r8, qword ptr [r14 + 1024]
+    movsxd rdi, dword ptr [r14 + 704]
+    movzx edx, byte ptr [r15 + 192]
+    mov ebp, 237
+    mov dword ptr [r15 + 320], esi
+    neg rsi
+    movsxd rsi, dword ptr [r14 + 128]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rcx, rbp
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea rcx, [rip + .Lc1_d1390_s]
+    lea rcx, [rip + .Lc1_d1394_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1390_s_t
-.Lc1_d1390_j:
+    call .Lc1_d1394_s_t
+.Lc1_d1394_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1390_s:
+.Lc1_d1394_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1395_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1395_s_t
-.Lc1_d1395_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1395_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 640], 234
-    movsxd rcx, dword ptr [r14 + 128]
-    add qword ptr [r15 + 0], rcx
-    or qword ptr [r15 + 0], 5
-    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, rcx
+    mov dword ptr [r15 + 448], ebp
+    mov ecx, r8d
+    mov ecx, ecx
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    movzx ecx, cl
-    movzx r9d, cl
-    add r9, qword ptr [r15 + 0]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    movzx ecx, cl
-    mov ecx, 169
-    and rcx, rcx
-    mov ecx, 207
-    mov dword ptr [r15 + 192], r9d
-    mov rcx, r9
-    lock add qword ptr [r15 + 1152], rcx
-    mov r9d, 39
-    test ebx, 1073741824
-    jz 1f
-1:
-    popcnt rcx, rcx
-    movsxd r9, dword ptr [r14 + 192]
-    add r9, qword ptr [r15 + 64]
-    xor r9d, ecx
-    mov rcx, qword ptr [r15 + 1024]
-    movsxd rax, dword ptr [r14 + 448]
-    xor dword ptr [r14 + 0], eax
-    mov eax, 40
-    movzx eax, r9b
-    mov dword ptr [r15 + 256], eax
-    shl r9, 10
-    mov rax, qword ptr [r15 + 576]
-    lock add qword ptr [r15 + 1408], rax
-    and rcx, rcx
-    cmp rcx, rcx
-    mov qword ptr [r14 + 704], r9
-    mov r9, r10
-    mov eax, r9d
-    movzx eax, byte ptr [r15 + 512]
-    and r9, 960
-    add rcx, qword ptr [r14 + r9 + 1472]
-    add r11, 64
-    add r10, r11
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    shl rbp, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rcx
+    movzx r8d, cl
+    mov r8d, r8d
+    lock add qword ptr [r15 + 0], r8
+    movzx ecx, bpl
+    mov ecx, 154
+    mov dword ptr [r14 + 256], 182
+    and rbp, r8
+    add rbp, 50
+    mov ecx, 254
+    mov r8, qword ptr [r15 + 832]
+    add qword ptr [r14 + 768], r8
+    movzx ebp, bpl
+    vmovdqu xmm3, xmmword ptr [r14 + 0]
+    and r8d, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 80
+    mov dword ptr [r14 + 0], ecx
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, 118
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    xor ebp, r8d
+    imul rbp, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], rbp
+    or r8d, ecx
+    cmp r8, r8
+    add rbp, qword ptr [r15 + 1152]
+    add rbp, qword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -2523,58 +2562,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lock or dword ptr [r15 + 320], 109
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    movzx ecx, al
+    mov r8, rcx
     test ebx, 1073741824
     jz 1f
 1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    test bl, 58
+    jnz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 1216]
+    imul r8, qword ptr [r14 + 448]
+    test bl, 106
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movsxd rcx, dword ptr [r15 + 832]
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, qword ptr [r14 + 384]
-    test ebx, 1488
+    test ebx, 1264
     jz 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
+    lock or dword ptr [r15 + 64], 121
+    cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
+1:
+    test bl, 106
+    jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    test ebx, 1073741824
+    movzx r8d, r8b
+    test ebx, 20224
+    jz 1f
+1:
+    test ebx, 27392
     jz 1f
 1:
     inc rbx
@@ -2589,95 +2638,95 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1501_s]
+    lea rcx, [rip + .Lc1_d1507_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1501_s_t
-.Lc1_d1501_j:
+    call .Lc1_d1507_s_t
+.Lc1_d1507_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1501_s:
+.Lc1_d1507_s:
     ret
     .popsection
-    mov dword ptr [r15 + 640], ecx
-    mov ecx, 251
-    mov ecx, ecx
-    mov byte ptr [r14 + 0], cl
-    movsxd rdi, dword ptr [r14 + 768]
-    vmovdqu ymm5, ymmword ptr [r15 + 384]
-    vmovdqu ymm15, ymmword ptr [r15 + 576]
-    movzx ecx, byte ptr [r15 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm12, ymmword ptr [r14 + 448]
-    mov rbp, r10
-    imul esi, ecx, 66
-    mov byte ptr [r15 + 256], dil
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 2496]
-    mov dword ptr [r15 + 896], esi
-    add qword ptr [r15 + 576], rsi
-    mov ebp, dword ptr [r15 + 320]
-    mov rsi, rsi
-    mov edi, 150
-    mov rdi, qword ptr [r14 + 512]
-    mov qword ptr [r15 + 448], rcx
-    inc dword ptr [r14 + 640]
-    mov ecx, esi
-    or qword ptr [r15 + 384], 24
-    movzx ecx, sil
-    mov dword ptr [r14 + 1152], 141
-    imul rsi, qword ptr [r15 + 1088]
-    add r11, 64
-    add r10, r11
+    vpaddd ymm4, ymm3, ymmword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], cl
+    inc dword ptr [r15 + 64]
+    mov rcx, rcx
+    mov dword ptr [r14 + 256], ecx
+    movsxd rdi, dword ptr [r14 + 448]
+    mov ecx, 104
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r14 + 128], ecx
+    mov esi, edi
+    inc dword ptr [r14 + 320]
+    mov rcx, qword ptr [r15 + 192]
+    mov edi, 14
+    mov edi, 12
+    mov dword ptr [r15 + 512], 135
+    mov r9d, dword ptr [r15 + 1216]
+    mov edi, dword ptr [r14 + 192]
+    mov edx, 150
+    mov edx, dword ptr [r15 + 192]
+    mov rbp, rcx
+    add qword ptr [r15 + 256], r9
+    mov rcx, qword ptr [r15 + 256]
+    vmovdqu ymm11, ymmword ptr [r15 + 896]
+    movzx r9d, byte ptr [r15 + 576]
+    mov eax, r9d
+    mov qword ptr [r15 + 192], rbp
+    mov r9d, ecx
+    or qword ptr [r15 + 128], 57
+    vmovdqu ymm8, ymmword ptr [r15 + 640]
+    mov byte ptr [r14 + 384], cl
+    movzx ebp, al
+    movsxd rcx, dword ptr [r15 + 320]
+    vmovdqu ymm15, ymmword ptr [r15 + 960]
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d1543_s]
+    lea rcx, [rip + .Lc1_d1548_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1543_s_t
-.Lc1_d1543_j:
+    call .Lc1_d1548_s_t
+.Lc1_d1548_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1543_s:
+.Lc1_d1548_s:
     ret
     .popsection
-    mov esi, 201
-    mov rcx, qword ptr [r14 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 212
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 1088], 112
-    mov dword ptr [r15 + 320], 157
-    inc dword ptr [r14 + 704]
-    mov qword ptr [r15 + 1280], rcx
-    mov byte ptr [r14 + 384], cl
+    mov qword ptr [r15 + 576], rcx
+    movzx eax, cl
+    movzx eax, al
+    mov eax, eax
+    mov rcx, qword ptr [r15 + 1152]
+    mov eax, dword ptr [r15 + 768]
+    add qword ptr [r15 + 448], rax
+    mov rdx, qword ptr [r15 + 640]
+    mov rax, qword ptr [r14 + 832]
+    mov dword ptr [r15 + 192], eax
     mov r8, r10
-    mov r9, r10
-    mov rcx, r9
-    mov rcx, rcx
+    mov rax, r8
+    mov dword ptr [r14 + 256], 179
+    mov eax, dword ptr [r15 + 320]
     and r8, 960
-    mov dword ptr [r15 + r8 + 1472], r8d
-    and r9, 4032
-    add qword ptr [r15 + r9 + 3520], rsi
-    mov qword ptr [r15 + 640], r8
+    mov byte ptr [r15 + r8 + 1472], r8b
+    mov dword ptr [r14 + 192], 157
+    mov r8d, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 1088]
+    movzx esi, bpl
+    mov rbp, r10
+    inc dword ptr [r14 + 640]
+    movsxd rdi, dword ptr [r15 + 1024]
+    mov r9, rdi
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 2496]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ebp, 56
+    mov ebp, dword ptr [r15 + 704]
+    mov ebp, 45
+    mov ebp, 83
+    mov ebp, ebp
+    mov rbp, rdi
+    mov qword ptr [r15 + 384], rbp
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
@@ -2693,218 +2742,211 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1592_s]
+    lea rcx, [rip + .Lc1_d1598_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1592_s_t
-.Lc1_d1592_j:
+    call .Lc1_d1598_s_t
+.Lc1_d1598_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1592_s:
+.Lc1_d1598_s:
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 8128
-    vpaddd ymm3, ymm1, ymmword ptr [r15 + rbp + 7616]
-    inc dword ptr [r15 + 960]
-    movsxd rbp, dword ptr [r15 + 256]
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    mov qword ptr [r14 + 320], rbp
-    mov esi, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 2
-    and rbp, 8388544
-    mov qword ptr [r14 + rbp + 2383488], rbp
-    mov qword ptr [r14 + 704], rdi
-    mov byte ptr [r15 + 192], dil
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], dil
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], 30
-    vmovdqu ymm9, ymmword ptr [r15 + 576]
-    mov rdi, qword ptr [r14 + 768]
-    mov rbp, rdi
+    mov rcx, rcx
+    mov r9, r10
+    mov qword ptr [r14 + 576], r9
+    vmovdqu ymm12, ymmword ptr [r14 + 192]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], 121
+    mov rcx, qword ptr [r15 + 960]
+    mov byte ptr [r15 + 128], cl
+    movzx r9d, r9b
+    lock or dword ptr [r15 + 320], 73
     nop
+    mov r9d, dword ptr [r15 + 256]
+    inc dword ptr [r14 + 256]
+    nop
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 384]
+    mov edx, r9d
+    mov rdx, qword ptr [r15 + 1088]
+    movzx esi, byte ptr [r15 + 1280]
+    movsxd rdi, dword ptr [r15 + 1344]
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r10
+    mov r8d, 164
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 384]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3520]
+    mov ebp, 100
+    mov qword ptr [r15 + 896], r8
+    mov ebp, 174
+    movzx ebp, bpl
+    mov qword ptr [r14 + 128], rbp
+    mov r8, qword ptr [r14 + 512]
+    mov ebp, 205
+    mov byte ptr [r15 + 704], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d1638_s]
+    lea rcx, [rip + .Lc1_d1643_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1638_s_t
-.Lc1_d1638_j:
+    call .Lc1_d1643_s_t
+.Lc1_d1643_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1638_s:
+.Lc1_d1643_s:
     ret
     .popsection
-    mov edi, dword ptr [r14 + 384]
-    movsxd rbp, dword ptr [r14 + 448]
-    mov byte ptr [r15 + 640], cl
-    mov rdx, rcx
-    mov byte ptr [r15 + 384], dl
-    mov ecx, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul edx, ebp, 88
-    mov edx, 232
-    imul edx, edx, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r14 + 832]
-    lock or dword ptr [r15 + 1024], 2
-    mov eax, edx
-    movzx edx, byte ptr [r14 + 512]
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 768]
-    imul r9d, ecx, 58
-    movzx r9d, cl
-    mov r9d, ecx
-    mov r9, r10
-    mov rsi, qword ptr [r14 + 576]
-    mov dword ptr [r15 + 320], ecx
-    and r9, 2097088
-    mov qword ptr [r15 + r9 + 286336], rax
-    add qword ptr [r14 + 192], rcx
-    mov rax, rcx
-    mov byte ptr [r15 + 640], al
+    lea rcx, [rip + .Lc1_d1648_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1648_s_t
+.Lc1_d1648_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1648_s:
+    ret
+    .popsection
+    mov byte ptr [r14 + 448], cl
+    mov edi, 221
+    mov dword ptr [r14 + 64], 40
+    mov byte ptr [r15 + 128], cl
+    imul rdi, qword ptr [r15 + 320]
+    mov rbp, r10
+    or qword ptr [r14 + 832], 58
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7616]
+    mov qword ptr [r14 + 256], r8
+    lock or dword ptr [r15 + 768], 87
+    movzx ebp, dil
+    movsxd rbp, dword ptr [r15 + 1024]
+    mov r8, rbp
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 320]
+    imul rdi, qword ptr [r15 + 192]
+    mov esi, edi
+    mov esi, esi
+    mov byte ptr [r15 + 192], bpl
+    mov edi, 114
+    add qword ptr [r14 + 192], rdi
+    movzx ebp, r8b
+    mov rbp, rbp
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], r8d
+    movzx edi, byte ptr [r14 + 704]
+    mov r8d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d1685_s]
+    lea rcx, [rip + .Lc1_d1689_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1685_s_t
-.Lc1_d1685_j:
+    call .Lc1_d1689_s_t
+.Lc1_d1689_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1685_s:
+.Lc1_d1689_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1690_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1690_s_t
-.Lc1_d1690_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1690_s:
-    ret
-    .popsection
-    mov ecx, 132
-    mov dword ptr [r15 + 576], ecx
-    movzx esi, sil
-    mov ecx, dword ptr [r14 + 704]
-    imul rcx, qword ptr [r15 + 1152]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm4, xmmword ptr [r15 + 256]
-    movzx esi, sil
+    mov r8d, 132
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, 144
+    mov ecx, dword ptr [r15 + 768]
+    mov rdx, rcx
+    mov rdx, qword ptr [r15 + 256]
+    mov r9, rax
+    movsxd r9, dword ptr [r14 + 960]
+    movsxd rsi, dword ptr [r15 + 640]
+    mov r8d, esi
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 200
+    mov qword ptr [r15 + 512], rax
+    movzx eax, r9b
+    mov eax, 34
+    mov byte ptr [r14 + 448], al
+    imul rdx, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    mov ecx, 152
-    mov rcx, rcx
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 256]
-    imul rbp, qword ptr [r15 + 320]
-    mov rdi, rsi
-    mov dword ptr [r15 + 192], esi
-    mov esi, dword ptr [r14 + 192]
-    mov r8, r10
-    mov dword ptr [r14 + 640], 127
-    movsxd rdi, dword ptr [r15 + 256]
-    mov eax, dword ptr [r14 + 896]
-    and r8, 960
-    xor dword ptr [r14 + r8 + 1472], ecx
-    add r11, 64
-    add r10, r11
+    mov r9d, eax
+    imul rsi, qword ptr [r14 + 192]
+    mov dword ptr [r15 + 576], esi
+    xor dword ptr [r14 + 128], eax
+    movzx eax, dl
+    add r8, qword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 1152]
+    movzx eax, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r14 + 64]
+    movzx r9d, sil
+    movzx r9d, r9b
+    mov esi, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 896]
+    movzx ebp, byte ptr [r15 + 64]
+    mov edi, dword ptr [r14 + 576]
+    vmovdqu xmm3, xmmword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    lea rcx, [rip + .Lc1_d1732_s]
+    lea rcx, [rip + .Lc1_d1734_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1732_s_t
-.Lc1_d1732_j:
+    call .Lc1_d1734_s_t
+.Lc1_d1734_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1732_s:
+.Lc1_d1734_s:
     ret
     .popsection
-    movzx r8d, al
-    movzx eax, cl
-    vmovdqu ymm4, ymmword ptr [r15 + 192]
-    mov rax, rcx
-    mov dword ptr [r15 + 512], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 25
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8d, r8d, 20
-    nop
-    mov r8d, eax
+    mov esi, edx
+    mov r9d, esi
+    inc dword ptr [r15 + 704]
+    mov rdx, qword ptr [r14 + 384]
+    mov esi, edx
+    mov esi, esi
+    vmovdqu ymm3, ymmword ptr [r15 + 192]
+    mov qword ptr [r15 + 768], r9
+    mov byte ptr [r15 + 192], r9b
+    mov rsi, rdx
+    movzx r9d, sil
+    lock or dword ptr [r15 + 384], 105
+    add rcx, qword ptr [r15 + 320]
+    mov edx, ecx
+    mov rdx, rdx
+    movzx ecx, dl
+    movzx ecx, cl
+    mov dword ptr [r14 + 1408], ecx
+    mov dword ptr [r15 + 704], 50
+    mov edx, 231
+    mov edx, edx
+    lock or dword ptr [r15 + 384], 20
+    mov dword ptr [r15 + 1216], ecx
+    mov rdx, r9
+    add qword ptr [r14 + 1024], rdx
     lea rdi, [r15 + 10772736]
     mov ecx, 126
     rep stosb
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r14 + 320]
+    vpaddd ymm8, ymm3, ymmword ptr [r15 + 64]
+    nop
+    mov rdi, qword ptr [r15 + 768]
+    inc dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 640]
+    mov eax, 45
     mov rax, rax
     imul rax, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rax
-    add qword ptr [r14 + 1344], r8
-    imul r8, qword ptr [r14 + 960]
-    mov byte ptr [r14 + 384], r8b
-    mov eax, ecx
-    mov ecx, eax
-    mov dword ptr [r15 + 704], ecx
-    mov edi, edi
-    mov dword ptr [r14 + 192], 40
-    lock or dword ptr [r15 + 448], 47
-    movzx edi, r8b
-    mov edi, 94
-    mov qword ptr [r14 + 576], rdi
-    mov r8d, r8d
-    lock or dword ptr [r15 + 1408], 93
-    imul edi, ecx, 25
-    mov rdi, rdi
-    mov rcx, rdi
-    mov ecx, ecx
-    add rax, qword ptr [r15 + 256]
+    movzx esi, dil
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -2927,111 +2969,108 @@ ditto_body_c1:
     jmp .Lc1_b7_c1
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1793_s]
+    lea rcx, [rip + .Lc1_d1792_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1793_s_t
-.Lc1_d1793_j:
+    call .Lc1_d1792_s_t
+.Lc1_d1792_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1793_s:
+.Lc1_d1792_s:
     ret
     .popsection
-    mov eax, dword ptr [r14 + 640]
-    mov rcx, qword ptr [r15 + 768]
+    mov eax, 94
     mov rbp, r10
-    mov byte ptr [r15 + 576], bpl
+    mov ecx, ecx
+    mov ecx, dword ptr [r14 + 320]
     and rbp, 2097088
     xor dword ptr [r14 + rbp + 286336], eax
-    xor dword ptr [r15 + 384], eax
+    movzx ebp, byte ptr [r15 + 1088]
+    mov eax, eax
+    mov eax, dword ptr [r14 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 896]
-    mov ecx, 90
-    and rbp, 960
-    mov edx, dword ptr [r15 + rbp + 1472]
-    mov qword ptr [r15 + 320], rdx
+    mov eax, ecx
+    mov rax, qword ptr [r15 + 512]
+    mov byte ptr [r14 + 384], cl
+    movzx ecx, cl
+    xor dword ptr [r14 + 128], ecx
+    mov qword ptr [r14 + 256], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1818_s]
+    lea rcx, [rip + .Lc1_d1819_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1818_s_t
-.Lc1_d1818_j:
+    call .Lc1_d1819_s_t
+.Lc1_d1819_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1818_s:
+.Lc1_d1819_s:
     ret
     .popsection
-    mov ebp, 108
-    mov edx, dword ptr [r15 + 1088]
-    mov byte ptr [r15 + 320], cl
-    mov rbp, qword ptr [r15 + 1024]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r9, rcx
-    movsxd r9, dword ptr [r14 + 704]
-    mov rsi, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], dl
-    movzx edx, dl
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 448]
-    mov eax, edx
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8, qword ptr [r14 + 960]
-    movzx edi, byte ptr [r14 + 1152]
+    mov byte ptr [r15 + 1152], al
+    mov eax, 214
+    mov byte ptr [r15 + 128], al
+    movsxd rcx, dword ptr [r15 + 768]
+    mov eax, 59
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r8
+    movzx ebp, cl
+    mov ebp, ecx
+    mov rbp, rbp
+    mov rbp, rbp
+    movzx ecx, al
+    mov ecx, ecx
+    mov rax, qword ptr [r15 + 832]
+    movzx edx, byte ptr [r15 + 64]
+    mov r9, qword ptr [r14 + 704]
+    mov rdi, qword ptr [r14 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 128 bytes, 1 chunk(s), 14 chunk executions per call
+// block 8: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 10781032]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 10781032], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov rdx, qword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r14 + 0]
     test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 20
-    jnz 1f
-1:
-    mov ecx, 81
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 78
     jnz 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    lea ecx, [rbx + rbx*2]
+    and ecx, 63
+    cmp ecx, 10
+    jae 1f
 1:
-    shr r9d, 19
-    test ebx, 23808
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 30
+    test ebx, 1073741824
     jz 1f
 1:
     inc rbx
@@ -3180,170 +3219,138 @@ ditto_body_c1:
     jmp .Lc1_b9_c63
     .p2align 6
 .Lc1_b9_c0:
-    lea rcx, [rip + .Lc1_d1888_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1888_s_t
-.Lc1_d1888_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1888_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d1893_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1893_s_t
-.Lc1_d1893_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1893_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d1898_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1898_s_t
-.Lc1_d1898_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1898_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d1903_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1903_s_t
-.Lc1_d1903_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1903_s:
-    ret
-    .popsection
+    add rcx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7616]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 149
+    movzx ecx, sil
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], cl
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 24
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 0], 118
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 118
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 1280], dl
-    and ebp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 1152], bpl
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    or ebp, ebp
-    add rbp, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    mov rbp, r10
+    mov dword ptr [r15 + r9 + 1472], r9d
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 7616]
     jmp 1f
 1:
     jmp 1f
 1:
+    vmovdqu ymm12, ymmword ptr [r15 + 704]
     jmp 1f
 1:
+    vmovdqu ymm15, ymmword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    lea rcx, [rip + .Lc1_d1950_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1950_s_t
-.Lc1_d1950_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1950_s:
-    ret
-    .popsection
-    mov rbp, r10
-    sub rcx, rbp
-    and rbp, 8128
-    inc dword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + 1152], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
+    and r9d, dword ptr [r14 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    inc ecx
-    mov ebp, 242
-    inc dword ptr [r15 + 1088]
-    mov ecx, 65
-    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r14 + 0], r9b
+    lock xadd qword ptr [r15 + 64], r9
+    mov esi, 243
+    mov r8, r10
+    mov edi, 171
+    mov edi, 107
+    and esi, dword ptr [r15 + 256]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7616], r9
+    mov rdi, r9
+    and esi, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    lea rcx, [rip + .Lc1_d1981_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1981_s_t
-.Lc1_d1981_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1981_s:
-    ret
-    .popsection
-    mov byte ptr [r15 + 768], cl
-    mov rbp, rcx
-    mov dword ptr [r15 + 704], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ecx, ecx
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    vmovdqu ymm4, ymmword ptr [r15 + 768]
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1472], al
+    movzx esi, r8b
+    shl r8, 22
+    mov dword ptr [r15 + 192], esi
+    mov byte ptr [r14 + 256], sil
+    test r8d, r8d
+    and r8d, dword ptr [r14 + 0]
+    mov r9, r10
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7616], cl
-    xor dword ptr [r15 + 1088], ebp
-    shr ecx, 3
     jmp 1f
 1:
-    lea rbp, [rbp + rbp*2 + 26]
+    and r9, 8128
+    add rsi, qword ptr [r15 + r9 + 7616]
+    mov rdx, r8
+    lea rdx, [r8 + r8*2 + 112]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3353,126 +3360,114 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    inc ebp
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    shl rbp, 30
+    shl r8, 24
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rbp, 71
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, 2
+    mov edx, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ebp
-    mov dword ptr [r15 + 448], 51
-    mov qword ptr [r15 + 768], rbp
+    inc edx
+    mov dword ptr [r14 + 256], 186
     jmp 1f
 1:
     jmp 1f
 1:
-    shl rbp, 20
+    mov byte ptr [r14 + 192], dl
+    jmp 1f
+1:
+    movzx edx, dl
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 192], rdx
+    mov qword ptr [r14 + 256], rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    lea rcx, [rip + .Lc1_d2041_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2041_s_t
-.Lc1_d2041_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2041_s:
-    ret
-    .popsection
+    neg rdx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, rdx
+    movzx edx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    inc edx
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm8, ymmword ptr [r15 + 512]
     mov rbp, r10
-    mov rcx, rcx
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], 239
-    inc ecx
-    neg rcx
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], 205
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 704], ecx
-    mov rbp, rcx
+    mov rbp, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    xor dword ptr [r14 + 128], ebp
+    mov rbp, r10
+    mov dword ptr [r14 + 128], 176
+    or ecx, ebp
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1472], rcx
+    add rcx, qword ptr [r15 + 704]
+    vpaddd ymm3, ymm12, ymmword ptr [r14 + 704]
+    add rbp, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
-    cmp rbp, rbp
-    add rbp, qword ptr [r15 + 768]
+    shr ebp, 13
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    shr r8d, 1
-    or qword ptr [r15 + 576], 52
-    mov dword ptr [r14 + 512], 67
-    mov qword ptr [r14 + 1344], rbp
-    xor dword ptr [r15 + 448], ebp
-    xor ebp, r8d
-    or ebp, r8d
-    add rbp, qword ptr [r15 + 512]
-    mov esi, r8d
-    or qword ptr [r15 + 448], 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor ebp, ecx
+    vmovdqu ymm15, ymmword ptr [r15 + 768]
+    cmp rcx, rcx
+    vpaddd ymm11, ymm15, ymmword ptr [r14 + 256]
     jmp 1f
 1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    lea rcx, [rip + .Lc1_d2097_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2097_s_t
-.Lc1_d2097_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2097_s:
-    ret
-    .popsection
-    jmp 1f
-1:
+    lock add qword ptr [r15 + 256], r8
     jmp 1f
 1:
     jmp 1f
@@ -3482,139 +3477,136 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    or ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r14 + 64]
+    movzx r9d, r8b
+    and r8, 960
+    add rdi, qword ptr [r15 + r8 + 1536]
     jmp 1f
 1:
-    sub rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    or qword ptr [r14 + 64], 14
-    and r9, 8128
-    xor dword ptr [r14 + r9 + 7616], eax
-    xor dword ptr [r15 + 448], eax
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 192]
+    vmovdqu ymm6, ymmword ptr [r15 + r8 + 1472]
+    vmovdqu ymm0, ymmword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    lea rcx, [rip + .Lc1_d2131_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2131_s_t
-.Lc1_d2131_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2131_s:
-    ret
-    .popsection
+    mov r8d, 32
+    mov byte ptr [r14 + 192], al
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 1408]
+    and r9d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9, r10
-    sub rcx, r9
-    mov qword ptr [r15 + 704], r9
-    mov byte ptr [r14 + 512], cl
-    and r9, 8128
-    mov dword ptr [r14 + r9 + 7616], ecx
-    xor ecx, r9d
-    and ecx, dword ptr [r15 + 128]
-    test r9d, r9d
-    add qword ptr [r14 + 768], r9
-    mov rdi, r9
-    mov byte ptr [r14 + 704], r9b
+    mov qword ptr [r15 + 768], r8
+    mov qword ptr [r15 + 256], r8
+    mov rax, r9
+    mov dword ptr [r15 + 448], r9d
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    xor eax, r9d
+    mov rax, r8
+    and r8, 960
+    add r9, qword ptr [r15 + r8 + 1472]
+    sub rax, r8
+    vmovdqu ymm1, ymmword ptr [r14 + r8 + 1536]
+    test r8d, r8d
+    mov dword ptr [r15 + 192], 140
+    mov byte ptr [r14 + 0], r8b
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
+    vpaddd ymm1, ymm12, ymmword ptr [r14 + 512]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 1216], 70
-    mov dword ptr [r15 + 448], 204
-    mov dword ptr [r15 + 768], r8d
-    shr r9d, 30
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
     jmp 1f
 1:
-    inc dword ptr [r15 + 1152]
-    mov r9, r9
-    movzx r9d, byte ptr [r14 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr esi, 29
+    mov dword ptr [r14 + 192], 241
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov dword ptr [r14 + 704], esi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea rcx, [rip + .Lc1_d2182_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2182_s_t
-.Lc1_d2182_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2182_s:
-    ret
-    .popsection
-    and r9d, dword ptr [r14 + 64]
-    jmp 1f
-1:
-    inc ecx
-    jmp 1f
-1:
-    movzx edx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r14 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc ecx
-    mov dword ptr [r15 + 640], edx
-    or edx, edx
-    shr edx, 31
-    mov byte ptr [r15 + 64], cl
+    vpaddd ymm7, ymm12, ymmword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
+    or esi, edx
+    mov dword ptr [r15 + 256], edx
+    mov byte ptr [r14 + 192], sil
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov ecx, 250
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1472], 69
+    mov rdx, rsi
     jmp 1f
 1:
-    mov rdx, rdx
-    mov qword ptr [r15 + 128], rcx
-    add rcx, qword ptr [r15 + 64]
-    add qword ptr [r14 + 704], rdx
-    movzx edx, cl
-    inc dword ptr [r15 + 128]
+    lock xadd qword ptr [r15 + 192], rsi
+    inc edx
+    mov edx, 250
+    movzx edx, bpl
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + rbp + 1536]
+    movzx edx, dl
+    vmovdqu ymm8, ymmword ptr [r14 + 256]
+    mov qword ptr [r15 + 768], rsi
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -3623,224 +3615,217 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rdx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 256], 66
+    mov dword ptr [r14 + 0], 31
     jmp 1f
 1:
-    mov dword ptr [r14 + 128], 175
-    and rcx, rcx
+    mov dword ptr [r14 + 0], 110
+    mov edx, ecx
+    and rdx, rcx
+    vmovdqu ymm3, ymmword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r14 + 704], rdx
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 216
-    mov ecx, ecx
-    add rcx, qword ptr [r14 + 448]
-    and rcx, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 64], 24
-    jmp 1f
-1:
-    xor ecx, edi
-    mov byte ptr [r15 + 1088], cl
-    and rsi, rcx
-    movzx edi, cl
-    mov qword ptr [r15 + 128], rsi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    lea rcx, [rip + .Lc1_d2247_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2247_s_t
-.Lc1_d2247_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2247_s:
-    ret
-    .popsection
+    mov dword ptr [r14 + 448], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    shl rcx, 26
+    mov r12, qword ptr [r15 + r12 + 56]
     add rdi, rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 2
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shr edi, 26
-    shl rdi, 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov byte ptr [r14 + 704], dil
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rdi
-    mov byte ptr [r14 + 768], bpl
-    and rbp, 2097088
-    add qword ptr [r15 + rbp + 286336], rdi
-    add r11, 64
-    add r10, r11
+    add rdi, 51
+    and edi, dword ptr [r14 + 256]
+    mov byte ptr [r14 + 192], r8b
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    lea rcx, [rip + .Lc1_d2276_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2276_s_t
-.Lc1_d2276_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2276_s:
-    ret
-    .popsection
+    lock xadd qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    and ecx, dword ptr [r14 + 576]
-    mov rbp, rcx
-    jmp 1f
-1:
-    xor ecx, ebp
-    mov ecx, 120
-    jmp 1f
-1:
-    movzx ecx, bpl
+    sub rdi, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    and r9, 8128
+    and ecx, dword ptr [r14 + r9 + 7616]
+    mov byte ptr [r15 + 256], dil
+    cmp rdi, rdi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r14 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    or qword ptr [r15 + 512], 64
-    and rbp, 8128
-    inc dword ptr [r14 + rbp + 7616]
+    mov r9d, 127
+    jmp 1f
+1:
+    shl rdi, 23
+    jmp 1f
+1:
+    movzx eax, r9b
+    xor edi, r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    mov qword ptr [r15 + 448], rbp
-    inc dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r9
-    inc ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 0], r8d
+    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    cmp rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
     jmp 1f
 1:
-    mov r9d, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
     inc r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 113
     jmp 1f
 1:
-    mov qword ptr [r14 + 704], r9
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7616], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    neg r9
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 1152], r9d
-    mov eax, ebp
-    mov byte ptr [r14 + 1280], r9b
+    mov r9d, r9d
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1536], rbp
+    neg r8
+    mov qword ptr [r14 + 192], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + r9 + 1472], r9b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    lea rcx, [rip + .Lc1_d2341_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2341_s_t
-.Lc1_d2341_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2341_s:
-    ret
-    .popsection
-    and eax, dword ptr [r15 + 1152]
-    movzx ecx, cl
+    movzx r9d, sil
+    mov dword ptr [r15 + 640], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 17
+    mov r9d, 119
+    test ebp, esi
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    neg r9
+    test esi, ebp
+    neg rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r9d, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    and r8, 2097088
-    movzx edi, byte ptr [r14 + r8 + 286336]
-    mov dword ptr [r15 + 1088], 16
-    mov rcx, rdi
-    inc dword ptr [r14 + 448]
-    mov r8d, r8d
-    neg r8
-    mov dword ptr [r14 + 512], edi
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r14 + 128], 244
+    vpaddd ymm15, ymm1, ymmword ptr [r15 + 64]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], esi
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    lea rcx, [rip + .Lc1_d2369_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2369_s_t
-.Lc1_d2369_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2369_s:
-    ret
-    .popsection
-    mov r8, qword ptr [r14 + 1344]
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 448]
+    lea r9, [r10 + r10*1]
+    and r9, 8128
+    and ebp, dword ptr [r14 + r9 + 7616]
+    movzx edx, r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -3849,518 +3834,527 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], dl
+    add rbp, 10
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 768]
-    movzx edx, sil
     jmp 1f
 1:
-    add r8, qword ptr [r14 + 128]
-    mov esi, 206
-    mov byte ptr [r14 + 128], r8b
-    mov rsi, rdx
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c17:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [rsi + rsi*2 + 18]
-    jmp 1f
-1:
-    neg rdx
-    cmp r8, r8
-    neg rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 92
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 640], esi
-    shr esi, 12
-    and esi, dword ptr [r15 + 1088]
-    mov dword ptr [r15 + 704], esi
-    mov dword ptr [r15 + 64], 164
-    and rdx, rsi
-    mov edx, 159
-    add rdx, qword ptr [r14 + 512]
-    neg rdx
+    mov edx, 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rbp, rdx
     jmp 1f
 1:
-    inc esi
     jmp 1f
 1:
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c18:
-    lea rcx, [rip + .Lc1_d2430_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2430_s_t
-.Lc1_d2430_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2430_s:
-    ret
-    .popsection
-    inc dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov rdx, rcx
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, rcx
-    inc ecx
-    mov ecx, 232
-    mov rcx, rdx
-    mov ecx, edx
-    mov rbp, r10
-    jmp 1f
-1:
-    mov edx, 7
-    and rbp, 8128
-    movzx edx, byte ptr [r14 + rbp + 7616]
-    and edx, dword ptr [r15 + 1152]
-    add rdx, rcx
-    add rdx, qword ptr [r14 + 64]
-    jmp 1f
-1:
+    mov rdx, rbp
+    add rdx, qword ptr [r14 + r9 + 7680]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
+.Lc1_b9_c17:
+    mov rbp, r10
+    jmp 1f
+1:
+    neg rdx
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1472], edx
+    jmp 1f
+1:
+    neg rbp
+    mov edx, 92
+    vpaddd ymm4, ymm3, ymmword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 92
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [rbp + rbp*2 + 34]
+    add rbp, qword ptr [r14 + 256]
+    and ebp, dword ptr [r15 + 192]
+    add rbp, qword ptr [r14 + 128]
+    mov byte ptr [r15 + 448], sil
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 512]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c18:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 3
+    mov ebp, 153
+    mov ebp, edi
+    vmovdqu ymm12, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    jmp 1f
+1:
+    inc ebp
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm6, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd ymm7, ymm6, ymmword ptr [r15 + 0]
+    add rdi, qword ptr [r14 + 768]
+    vpaddd ymm6, ymm6, ymmword ptr [r14 + 704]
+    mov ebp, 178
+    mov qword ptr [r14 + 256], rdi
+    jmp 1f
+1:
+    mov rdi, rdi
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
 .Lc1_b9_c19:
-    movzx ecx, byte ptr [r14 + 768]
     jmp 1f
 1:
-    mov ebp, ecx
-    lea rdx, [rcx + rcx*2 + 23]
     jmp 1f
 1:
-    xor dword ptr [r14 + 192], ecx
+    add rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, 78
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [rcx + r8*2 + 104]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    add rdx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rdx, [rcx + rcx*2 + 115]
-    jmp 1f
-1:
-    shl rcx, 16
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 64], ecx
+    lea r8, [rcx + rcx*2 + 68]
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7616]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], edx
-    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
-    lea rcx, [rcx + rcx*2 + 54]
-    mov byte ptr [r15 + 448], cl
-    mov rdx, rcx
-    mov rdx, qword ptr [r14 + 512]
+    mov rbp, r8
+    vmovdqu ymm1, ymmword ptr [r14 + 192]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    lea rcx, [rip + .Lc1_d2495_s]
+    lea rcx, [rip + .Lc1_d2487_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2495_s_t
-.Lc1_d2495_j:
+    call .Lc1_d2487_s_t
+.Lc1_d2487_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2495_s:
+.Lc1_d2487_s:
     ret
     .popsection
-    and rdx, rcx
+    add rcx, qword ptr [r14 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    mov qword ptr [r14 + 640], rcx
+    mov qword ptr [r14 + 0], rcx
+    mov qword ptr [r15 + 128], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r14 + 256], r8b
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1472], al
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 1088]
-    xor ecx, esi
-    mov r8, r10
-    xor edx, ecx
-    mov dword ptr [r14 + 704], r8d
-    mov rsi, rdx
-    and r8, 2097088
-    mov byte ptr [r15 + r8 + 286336], cl
-    shl rdx, 27
+    add qword ptr [r15 + 192], r9
+    xor r9d, eax
+    xor r9d, eax
+    mov dword ptr [r14 + 256], eax
+    mov r9, r9
+    mov byte ptr [r14 + 448], al
+    and eax, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d2525_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2525_s_t
-.Lc1_d2525_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2525_s:
-    ret
-    .popsection
-    xor dword ptr [r14 + 192], ecx
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r14 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymm11, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov rax, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    neg rcx
+    neg rax
+    jmp 1f
+1:
+    or edx, eax
+    jmp 1f
+1:
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 320]
-    mov rdx, rcx
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 1152]
-    or edi, ecx
-    inc dword ptr [r14 + 128]
+    mov dword ptr [r14 + 0], 107
+    mov dword ptr [r14 + 0], 161
+    vmovdqu ymm3, ymmword ptr [r14 + 192]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
+    lea rcx, [rip + .Lc1_d2546_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2546_s_t
+.Lc1_d2546_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2546_s:
+    ret
+    .popsection
     jmp 1f
 1:
-    add rdi, rdi
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, rdi
     jmp 1f
 1:
-    xor dword ptr [r14 + 128], edi
-    inc edi
+    mov ecx, eax
+    mov dword ptr [r14 + 192], 254
+    mov dword ptr [r15 + 256], ecx
+    inc ecx
+    cmp r8, rbp
     jmp 1f
 1:
+    test ecx, ecx
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 448]
-    and rdi, rdi
-    jmp 1f
-1:
-    mov eax, edi
-    jmp 1f
-1:
-    and edi, dword ptr [r14 + 256]
-    and edi, dword ptr [r15 + 1088]
-    cmp rax, rax
-    mov dword ptr [r15 + 512], eax
+    inc dword ptr [r14 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r14 + 576]
+    mov rbp, r10
+    add rcx, rdi
+    and rbp, 960
+    and ecx, dword ptr [r15 + rbp + 1472]
+    and ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rcx, [rip + .Lc1_d2583_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2583_s_t
-.Lc1_d2583_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2583_s:
-    ret
-    .popsection
+    lea rbp, [rcx + rcx*2 + 95]
+    mov ebp, ecx
     jmp 1f
 1:
+    mov ecx, 9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 128]
-    mov ebp, 61
-    neg rbp
-    mov ebp, dword ptr [r14 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or ecx, r9d
-    add rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], ebp
     inc ebp
-    mov r9d, ecx
-    lea r9, [rbp + rbp*2 + 117]
-    mov dword ptr [r15 + 1408], ecx
-    mov r9d, ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    mov ebp, ebp
+    mov dword ptr [r14 + 128], ecx
+    vmovdqu ymm8, ymmword ptr [r15 + 512]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1472], ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    mov rbp, r9
+    lea rcx, [rip + .Lc1_d2612_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2612_s_t
+.Lc1_d2612_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2612_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r9
-    add rcx, 81
+    lock add qword ptr [r15 + 0], rcx
+    and ebp, dword ptr [r14 + 640]
+    jmp 1f
+1:
+    and ecx, dword ptr [r14 + 448]
     or ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 187
+    and ebp, dword ptr [r14 + 576]
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], ecx
+    mov rsi, rcx
     jmp 1f
 1:
+    mov rcx, rbp
+    add qword ptr [r15 + 256], rbp
+    or esi, ebp
+    mov ecx, 108
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor ecx, r9d
-    or ecx, r9d
-    mov dword ptr [r14 + 640], r9d
-    mov ebp, 7
-    mov dword ptr [r15 + 448], r9d
-    mov rcx, r9
-    test ebp, ebp
-    inc r9d
-    or qword ptr [r15 + 768], 33
-    mov ebp, 232
-    lea rbp, [rcx + rcx*2 + 38]
+    lea rbp, [rsi + rsi*2 + 50]
+    mov dword ptr [r15 + 192], esi
+    mov ebp, 253
     and rbp, rcx
     neg rbp
+    mov esi, 225
     jmp 1f
 1:
-    add r9, qword ptr [r14 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d2651_s]
+    lea rcx, [rip + .Lc1_d2646_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2651_s_t
-.Lc1_d2651_j:
+    call .Lc1_d2646_s_t
+.Lc1_d2646_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2651_s:
+.Lc1_d2646_s:
     ret
     .popsection
-    mov r9d, ecx
-    add qword ptr [r14 + 384], rcx
+    shr ecx, 30
+    add rcx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov byte ptr [r14 + 256], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    xor ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 1
-    xor r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, r9d
-    mov rax, r9
-    mov byte ptr [r15 + 1216], cl
-    mov rax, r9
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov qword ptr [r14 + 0], rcx
-    neg rcx
-    mov r9d, dword ptr [r15 + 704]
-    or r9d, eax
-    neg r9
-    add r9, qword ptr [r15 + 320]
+    or ebp, ebp
+    mov dword ptr [r14 + 0], edx
+    or edx, ebp
+    mov qword ptr [r14 + 0], rbp
+    and ebp, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    lea rcx, [rip + .Lc1_d2681_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2681_s_t
-.Lc1_d2681_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2681_s:
-    ret
-    .popsection
-    add r9, qword ptr [r14 + 1280]
-    mov ecx, 192
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and ecx, dword ptr [r14 + 320]
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl r9, 21
-    mov r8, rcx
-    mov r8d, r9d
-    xor r8d, ecx
-    jmp 1f
-1:
-    mov r9d, 101
-    sub r9, rcx
-    shr r9d, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor r8d, r9d
-    movzx ecx, r9b
+    xor ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr edx, 5
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r14 + 960]
+    mov rdx, rdx
+    jmp 1f
+1:
+    movzx eax, bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r14 + 1152]
+    mov ebp, 125
+    jmp 1f
+1:
+    sub rdx, rax
+    mov ebp, 140
+    mov ebp, eax
+    and ebp, dword ptr [r14 + 704]
+    jmp 1f
+1:
+    mov r8, r10
+    add rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r8, 960
+    and ebp, dword ptr [r15 + r8 + 1472]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    add rcx, r9
+    lea rcx, [rip + .Lc1_d2710_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2710_s_t
+.Lc1_d2710_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2710_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, rcx
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r9
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor ebp, r9d
+    cmp r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 640]
-    mov edx, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 576], 0
-    and r9, rcx
-    xor r9d, edx
-    mov rcx, qword ptr [r14 + 448]
-    mov edx, 224
-    jmp 1f
-1:
-    cmp rdx, rdx
-    xor dword ptr [r15 + 128], r9d
-    lea rdx, [rcx + rcx*2 + 12]
-    mov edx, r9d
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    xor ecx, edx
-    jmp 1f
-1:
+    mov r9d, ebp
+    xor r9d, ebp
+    mov r9d, 189
+    lea r9, [rbp + rbp*2 + 107]
+    add r9, qword ptr [r14 + 448]
+    add r9, rsi
+    mov ebp, esi
+    mov dword ptr [r14 + 512], 1
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    lea rcx, [rip + .Lc1_d2748_s]
+    lea rcx, [rip + .Lc1_d2743_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2748_s_t
-.Lc1_d2748_j:
+    call .Lc1_d2743_s_t
+.Lc1_d2743_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2748_s:
+.Lc1_d2743_s:
     ret
     .popsection
-    mov edx, ecx
-    add rdx, qword ptr [r15 + 768]
-    movsxd r9, dword ptr [r14 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + 448]
-    jmp 1f
-1:
+    mov ecx, ecx
+    add rcx, qword ptr [r14 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 5
-    jmp 1f
-1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 16
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 1088]
-    shl rsi, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r14 + 576], 87
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddd ymm6, ymm3, ymmword ptr [r14 + 768]
+    shl rcx, 18
+    jmp 1f
+1:
+    mov dword ptr [r14 + 1024], 57
     mov edi, ecx
     jmp 1f
 1:
-    mov ecx, 249
+    mov ecx, 229
     jmp 1f
 1:
     jmp 1f
@@ -4369,208 +4363,192 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
+    mov byte ptr [r14 + 64], dil
     and rdi, rcx
-    jmp 1f
-1:
-    mov esi, 152
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    movzx edi, dil
-    mov byte ptr [r15 + 1152], cl
-    mov dword ptr [r15 + 320], esi
+    inc edi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    movzx esi, cl
-    inc esi
-    mov edi, 22
-    xor edi, esi
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 384], 48
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 20
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 29
+    mov ecx, 13
+    add rcx, qword ptr [r15 + 0]
+    movzx edi, sil
     jmp 1f
 1:
-    mov byte ptr [r14 + 192], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], ecx
+    mov esi, 9
+    and esi, dword ptr [r15 + 832]
+    xchg qword ptr [r15 + 704], rsi
+    mov ecx, 31
+    mov dword ptr [r14 + 192], 160
     jmp 1f
 1:
     jmp 1f
 1:
-    shl rdi, 10
+    mov qword ptr [r15 + 448], rsi
+    jmp 1f
+1:
+    mov byte ptr [r14 + 512], cl
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    lea rcx, [rip + .Lc1_d2814_s]
+    lea rcx, [rip + .Lc1_d2807_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2814_s_t
-.Lc1_d2814_j:
+    call .Lc1_d2807_s_t
+.Lc1_d2807_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2814_s:
+.Lc1_d2807_s:
     ret
     .popsection
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rdi
-    mov eax, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    xor dword ptr [r14 + 0], edi
-    mov ebp, ecx
-    mov ebp, dword ptr [r14 + 0]
-    movzx edi, cl
-    movzx edi, byte ptr [r14 + 320]
-    movzx r9d, byte ptr [r15 + 960]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    shr edi, 6
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 512], 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 11
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 768], rcx
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 128], 62
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d2843_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2843_s_t
-.Lc1_d2843_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2843_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 64], 125
-    mov ecx, 144
-    jmp 1f
-1:
-    inc r8d
-    sub r8, rcx
-    neg r8
-    and r8, rcx
-    jmp 1f
-1:
-    lea rcx, [rcx + rcx*2 + 104]
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 0]
-    or r8d, ecx
-    shl r8, 27
+    lock add qword ptr [r15 + 192], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, r8
-    cmp r8, r8
     jmp 1f
 1:
-    movzx ecx, r8b
+    shr ecx, 29
+    mov edx, 92
+    neg rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rcx + rcx*2 + 51]
+    mov edx, edx
     jmp 1f
 1:
-    add r8, r8
-    mov rcx, qword ptr [r14 + 512]
+    sub rcx, rdx
+    sub rcx, rdx
+    cmp rdx, rdx
     jmp 1f
 1:
-    shr r8d, 12
-    movzx esi, byte ptr [r14 + 256]
-    or qword ptr [r15 + 128], 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    and rdx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdx, 4
+    add rdx, qword ptr [r14 + 704]
+    and edx, dword ptr [r14 + 64]
+    mov dword ptr [r14 + 256], 164
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    add rcx, r8
-    shl rcx, 7
-    mov ecx, dword ptr [r15 + 64]
-    or ecx, esi
-    mov qword ptr [r15 + 448], rcx
-    test ecx, ecx
-    mov qword ptr [r15 + 576], rcx
-    lea rsi, [rcx + rcx*2 + 8]
-    test ecx, ecx
-    inc ecx
-    mov qword ptr [r14 + 1152], rsi
-    mov r8d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r14 + 128]
-    add rsi, 94
-    xor esi, ecx
-    sub rsi, rcx
-    lea rcx, [r8 + r8*2 + 52]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r8d, 62
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2866_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2866_s_t
+.Lc1_d2866_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2866_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 320]
-    mov r8, r8
-    mov r8d, 85
-    mov r8d, dword ptr [r15 + 1088]
-    mov rdx, rsi
-    sub rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 245
+    mov qword ptr [r14 + 640], r9
+    mov qword ptr [r14 + 640], rcx
+    shl rcx, 20
+    mov r9d, ebp
+    sub r9, rcx
+    mov r9, rcx
     jmp 1f
 1:
+    mov ebp, dword ptr [r14 + 1152]
+    jmp 1f
+1:
+    mov ecx, 15
+    mov r9, r10
+    add rbp, 126
+    and r9, 960
+    and ecx, dword ptr [r15 + r9 + 1472]
+    xor ecx, ebp
+    add rcx, qword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 576], r9
+    test r9d, r9d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    lea rcx, [rip + .Lc1_d2913_s]
+    lea rcx, [rip + .Lc1_d2898_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2913_s_t
-.Lc1_d2913_j:
+    call .Lc1_d2898_s_t
+.Lc1_d2898_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2913_s:
+.Lc1_d2898_s:
     ret
     .popsection
-    jmp 1f
-1:
-    add rcx, rcx
-    mov r8d, dword ptr [r15 + 704]
-    mov qword ptr [r14 + 192], rcx
-    mov dword ptr [r14 + 384], 2
-    shr edx, 2
-    mov rcx, rcx
+    shr ecx, 30
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    cmp r8, r8
-    jmp 1f
-1:
-    inc ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 448], 11
+    mov qword ptr [r14 + 512], rcx
+    add rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    xor edx, ecx
-    inc dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov byte ptr [r15 + 1344], r8b
+    xchg qword ptr [r15 + 192], r8
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    inc r8d
+    xor r8d, ecx
+    mov edi, dword ptr [r14 + 576]
     jmp 1f
 1:
     inc rbx
@@ -4579,30 +4557,30 @@ ditto_body_c1:
 .Lc1_b9_c34:
     inc ecx
     inc ecx
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 256]
-    mov r9, r10
-    mov rcx, qword ptr [r14 + 512]
-    mov rdx, qword ptr [r15 + 832]
-    and r9, 2097088
-    mov byte ptr [r15 + r9 + 286336], r8b
-    mov eax, dword ptr [r14 + 1024]
-    or eax, r8d
-    mov qword ptr [r15 + 64], r8
-    xor r9d, ecx
-    mov byte ptr [r15 + 128], dl
-    movzx r8d, dl
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or edi, ecx
+    mov r8, r10
+    mov byte ptr [r15 + 256], cl
+    xor edi, r8d
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7616], rdi
+    movzx ecx, dil
+    mov byte ptr [r15 + 768], r8b
     jmp 1f
 1:
-    mov edx, 145
-    mov rdx, rcx
-    movzx r8d, cl
+    movzx edi, byte ptr [r14 + 128]
+    mov r8, qword ptr [r14 + 704]
+    mov dword ptr [r15 + 64], 100
+    jmp 1f
+1:
+    mov esi, 144
+    mov rsi, rcx
+    movzx esi, r8b
     jmp 1f
 1:
     add r11, 64
@@ -4611,44 +4589,44 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    lea rcx, [rip + .Lc1_d2973_s]
+    lea rcx, [rip + .Lc1_d2956_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2973_s_t
-.Lc1_d2973_j:
+    call .Lc1_d2956_s_t
+.Lc1_d2956_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2973_s:
+.Lc1_d2956_s:
     ret
     .popsection
+    or ecx, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 44
-    shl rcx, 10
+    movzx esi, cl
+    shl rsi, 23
+    add rsi, qword ptr [r15 + 704]
+    mov dword ptr [r14 + 640], 250
     movzx ecx, cl
-    inc dword ptr [r14 + 64]
-    movzx edi, cl
-    imul rdi, qword ptr [r15 + 128]
+    mov rcx, rsi
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 896], rsi
+    mov ecx, 147
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rcx, 8
-    or ecx, edi
-    mov ecx, 7
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
+    mov qword ptr [r15 + 960], rcx
     jmp 1f
 1:
-    cmp rcx, rcx
-    jmp 1f
-1:
-    sub rcx, rdi
-    add qword ptr [r14 + 384], rdi
-    add rdi, qword ptr [r14 + 128]
-    shr edi, 5
-    add rdi, 125
+    sub rsi, rcx
+    add rsi, 31
+    add rsi, qword ptr [r14 + 448]
+    shr esi, 4
+    add rsi, 19
     jmp 1f
 1:
     jmp 1f
@@ -4657,866 +4635,842 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d3007_s]
+    lea rcx, [rip + .Lc1_d2989_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3007_s_t
-.Lc1_d3007_j:
+    call .Lc1_d2989_s_t
+.Lc1_d2989_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3007_s:
+.Lc1_d2989_s:
     ret
     .popsection
+    mov rcx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    shr edi, 20
+    shr ecx, 7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    xor dword ptr [r15 + 0], edi
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movzx edi, dil
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r14 + 64], rcx
+    mov dword ptr [r14 + 128], edx
+    mov ecx, edx
     jmp 1f
 1:
-    add rbp, qword ptr [r14 + 0]
-    mov edi, dword ptr [r14 + 0]
-    mov esi, ecx
-    mov dword ptr [r15 + 128], 171
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 896]
-    mov dword ptr [r15 + 768], 166
-    movzx r9d, byte ptr [r14 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 512], edx
+    mov dword ptr [r14 + 576], 20
+    mov dword ptr [r14 + 1088], 116
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    add rdi, 117
-    mov ebp, r9d
-    mov ecx, dword ptr [r15 + 192]
-    and ecx, dword ptr [r15 + 0]
-    and rcx, rbp
-    test edi, edi
-    movzx r9d, bpl
-    mov r9d, dword ptr [r15 + 0]
-    lea rdi, [rbp + rdi*2 + 94]
-    inc edi
-    or edi, ecx
-    lea rbp, [rcx + rcx*2 + 72]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 44
-    mov ecx, 97
+    add rdx, 117
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [rbp + rbp*2 + 92]
-    add rdi, 39
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, rcx
-    mov edi, edi
-    add rdi, rcx
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], dil
-    sub rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r14 + 320]
-    mov ecx, dword ptr [r14 + 64]
+    inc edx
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdx, [rdx + rdx*2 + 37]
+    mov r9d, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r9d, 85
+    mov r9d, edx
+    sub r9, rdx
+    test edx, edx
+    mov byte ptr [r14 + 128], dl
+    and r9, rdx
+    add r9, rdx
+    mov r9d, edx
+    mov r9d, dword ptr [r14 + 576]
+    mov qword ptr [r15 + 128], rbp
+    and edx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    cmp rbp, rbp
+    and r9d, dword ptr [r14 + 192]
+    movzx ebp, dl
+    inc dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea rcx, [rip + .Lc1_d3071_s]
+    lea rcx, [rip + .Lc1_d3044_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3071_s_t
-.Lc1_d3071_j:
+    call .Lc1_d3044_s_t
+.Lc1_d3044_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3071_s:
+.Lc1_d3044_s:
     ret
     .popsection
     jmp 1f
 1:
     jmp 1f
 1:
-    or qword ptr [r14 + 1088], 66
+    mov rbp, r10
+    vpaddd ymm3, ymm5, ymmword ptr [r14 + 768]
+    jmp 1f
+1:
+    and rbp, 960
+    add qword ptr [r14 + rbp + 1472], rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov edi, 195
+    xor edi, ebp
     neg rdi
+    jmp 1f
+1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], dil
+    movzx ebp, byte ptr [r15 + 256]
+    lea rdi, [rdi + rdi*2 + 98]
+    test ebp, ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 640]
-    lea rcx, [rdi + rdi*2 + 55]
-    mov ecx, 169
-    sub rcx, rdi
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
-    movzx ecx, dil
-    test edi, edi
-    xor edi, ecx
-    and edi, dword ptr [r14 + 128]
-    mov byte ptr [r14 + 448], al
-    mov ecx, eax
-    test eax, eax
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 704]
+    test ebp, ebp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    mov eax, 185
-    shl rax, 24
-    movzx edi, al
-    mov rcx, qword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 384]
-    mov qword ptr [r14 + 0], rcx
-    movzx edi, byte ptr [r15 + 1152]
-    jmp 1f
-1:
-    shl rcx, 6
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 640], r8
+    mov ebp, 205
+    mov ebp, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 163
-    xor eax, edi
-    neg rax
-    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 13
-    mov qword ptr [r14 + 768], rax
-    and eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    or qword ptr [r15 + 192], 123
     jmp 1f
 1:
-    imul rdi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    shl r8, 19
+    and r8d, dword ptr [r14 + 128]
+    or qword ptr [r15 + 704], 37
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    add r8, 81
+    vpaddd ymm6, ymm9, ymmword ptr [r14 + 192]
     jmp 1f
 1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    lea rcx, [rip + .Lc1_d3132_s]
+    lea rcx, [rip + .Lc1_d3105_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3132_s_t
-.Lc1_d3132_j:
+    call .Lc1_d3105_s_t
+.Lc1_d3105_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3132_s:
+.Lc1_d3105_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r14 + 0]
-    or qword ptr [r14 + 0], 45
-    mov rcx, qword ptr [r15 + 1152]
     mov r8, r10
-    mov edx, 142
-    mov qword ptr [r15 + 448], rdi
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7616]
-    shr edx, 7
-    or qword ptr [r14 + 1088], 80
     jmp 1f
 1:
-    mov qword ptr [r15 + 1408], r8
+    and r8, 960
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    mov rax, qword ptr [r15 + 64]
+    mov r8d, 91
+    mov qword ptr [r15 + 1152], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 192], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 2
+    mov eax, esi
+    movsxd rax, dword ptr [r14 + 128]
+    add rax, qword ptr [r15 + 256]
+    mov ecx, 72
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    lea rcx, [rip + .Lc1_d3159_s]
+    lea rcx, [rip + .Lc1_d3135_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3159_s_t
-.Lc1_d3159_j:
+    call .Lc1_d3135_s_t
+.Lc1_d3135_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3159_s:
+.Lc1_d3135_s:
     ret
     .popsection
-    add qword ptr [r15 + 0], rcx
-    mov rdx, rcx
-    inc edx
-    movzx edx, byte ptr [r15 + 448]
-    mov ecx, 72
-    lea rcx, [rdx + rdx*2 + 85]
-    inc dword ptr [r15 + 320]
-    sub rdx, rcx
+    movzx ecx, byte ptr [r14 + 512]
+    lea rax, [rsi + rsi*2 + 51]
+    mov rax, rcx
+    shr eax, 20
     jmp 1f
 1:
-    mov esi, 122
-    movzx edx, cl
-    mov edx, ecx
-    mov dword ptr [r14 + 0], 174
-    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 448], ecx
+    mov eax, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 47
+    mov dword ptr [r15 + 128], 154
+    inc eax
     jmp 1f
 1:
-    add qword ptr [r14 + 512], rdx
-    shr ecx, 16
-    add rcx, rdx
     jmp 1f
 1:
-    movzx esi, byte ptr [r14 + 512]
+    jmp 1f
+1:
+    add rax, rax
+    movzx ecx, sil
+    mov dword ptr [r15 + 256], 227
+    jmp 1f
+1:
+    movzx eax, al
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 126
+    sub rax, rcx
+    mov eax, 36
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r14 + 768]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    inc edx
-    mov dword ptr [r15 + 576], ecx
-    mov rsi, rcx
+    inc ecx
+    and rcx, rax
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rdx + rsi*2 + 7]
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 101
-    mov qword ptr [r14 + 0], rsi
-    mov edx, dword ptr [r14 + 0]
-    xor edx, ecx
-    add rdx, rcx
-    mov byte ptr [r15 + 1216], cl
-    movzx esi, cl
-    add rsi, rdx
-    mov rcx, rdx
-    mov byte ptr [r15 + 640], dl
-    imul rdx, qword ptr [r14 + 384]
+    lea r9, [rcx + rcx*2 + 73]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, r9d
+    add rax, r9
+    mov qword ptr [r14 + 832], r9
+    movzx ecx, r9b
+    vpaddd ymm3, ymm3, ymmword ptr [r14 + 64]
+    mov rax, rax
+    jmp 1f
+1:
+    mov byte ptr [r14 + 1088], cl
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    or esi, esi
-    mov esi, dword ptr [r15 + 640]
-    test ecx, edx
+    or r9d, eax
+    mov byte ptr [r15 + 576], al
+    test eax, eax
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 1024]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea rcx, [rip + .Lc1_d3220_s]
+    lea rcx, [rip + .Lc1_d3201_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3220_s_t
-.Lc1_d3220_j:
+    call .Lc1_d3201_s_t
+.Lc1_d3201_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3220_s:
+.Lc1_d3201_s:
     ret
     .popsection
-    lea rsi, [rcx + rcx*2 + 34]
+    xor ecx, edi
     jmp 1f
 1:
-    cmp rcx, rcx
     jmp 1f
 1:
-    sub rcx, rsi
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r14 + 192]
+    jmp 1f
+1:
+    sub r9, rcx
+    lea rdi, [rcx + rcx*2 + 79]
+    lock or dword ptr [r15 + 1152], 101
     mov r12, qword ptr [r15 + r12 + 56]
-    inc esi
     mov r12, qword ptr [r15 + r12 + 56]
+    sub rdi, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r9, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    sub rcx, rsi
-    sub rcx, rsi
-    or ecx, esi
+    inc r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], edi
     jmp 1f
 1:
-    imul rsi, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r14 + 0], esi
-    mov r9d, dword ptr [r15 + 576]
-    xor r9d, ecx
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shr ecx, 30
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov dword ptr [r14 + 64], esi
-    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 640], r9d
+    shr edi, 31
+    mov qword ptr [r14 + 512], r9
+    or r9d, r9d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
     jmp 1f
 1:
-    mov r9d, 31
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    test r9d, r9d
-    jmp 1f
-1:
-    xor r9d, ecx
-    mov r9d, 36
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 31
+    mov edi, 180
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 249
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    cmp rdi, rdi
+    movzx r8d, dil
+    xor r8d, ebp
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    xor ecx, r9d
-    movzx r9d, byte ptr [r15 + 0]
-    add qword ptr [r15 + 512], rcx
-    cmp r9, r9
-    mov rcx, r9
-    add rcx, qword ptr [r15 + 960]
-    mov eax, 238
+    mov edi, dword ptr [r14 + 64]
     jmp 1f
 1:
-    mov r9d, 125
-    mov dword ptr [r14 + 448], 180
-    movsxd r9, dword ptr [r15 + 1024]
-    movzx ebp, cl
     jmp 1f
 1:
-    inc eax
-    xor eax, ebp
-    xor eax, r9d
+    inc edi
+    jmp 1f
+1:
+    add r8, qword ptr [r14 + 1088]
+    xor r8d, edi
+    mov edx, 251
+    xor edx, edi
+    mov rdx, qword ptr [r14 + 768]
+    jmp 1f
+1:
+    mov edi, 181
+    mov edi, r8d
+    xor edi, r8d
+    test r8d, edx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea rcx, [rip + .Lc1_d3294_s]
+    lea rcx, [rip + .Lc1_d3273_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3294_s_t
-.Lc1_d3294_j:
+    call .Lc1_d3273_s_t
+.Lc1_d3273_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3294_s:
+.Lc1_d3273_s:
     ret
     .popsection
-    and ebp, dword ptr [r14 + 640]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd ymm6, ymm6, ymmword ptr [r15 + 896]
+    mov byte ptr [r14 + 1344], cl
+    mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc ecx
+    add rcx, rdi
     jmp 1f
 1:
-    mov ebp, ecx
-    lock or dword ptr [r15 + 0], 120
-    movzx ebp, byte ptr [r14 + 448]
-    inc ebp
-    add rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 704], cl
+    inc dword ptr [r15 + 448]
+    add rcx, 29
+    test esi, ebp
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rsi, rcx
+    lock or dword ptr [r15 + 128], 43
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    and ecx, dword ptr [r14 + 0]
-    test ebp, ebp
-    jmp 1f
-1:
-    add rbp, 43
-    add qword ptr [r15 + 1280], rcx
-    imul rcx, qword ptr [r14 + 832]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d3326_s]
+    lea rcx, [rip + .Lc1_d3306_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3326_s_t
-.Lc1_d3326_j:
+    call .Lc1_d3306_s_t
+.Lc1_d3306_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3326_s:
+.Lc1_d3306_s:
     ret
     .popsection
-    mov rbp, qword ptr [r14 + 576]
-    or ebp, ecx
-    movzx edi, cl
-    mov dword ptr [r15 + 0], 230
-    movzx r8d, cl
-    inc r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    add rcx, 32
+    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
+    add rsi, qword ptr [r14 + 1408]
+    xor esi, ecx
+    inc esi
     mov ecx, 224
+    mov ecx, esi
+    movsxd rcx, dword ptr [r14 + 960]
+    jmp 1f
+1:
+    movzx eax, sil
+    or eax, esi
+    movzx eax, sil
+    mov dword ptr [r15 + 256], 102
+    mov dword ptr [r15 + 64], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    add rbp, 4
+    movzx esi, cl
     jmp 1f
 1:
-    xor edi, ecx
-    jmp 1f
-1:
-    xor r8d, ecx
-    mov edi, ebp
-    add rdi, qword ptr [r15 + 1088]
-    mov ecx, ebp
-    mov ecx, dword ptr [r14 + 320]
-    shl rcx, 24
-    mov rbp, qword ptr [r15 + 512]
-    and ebp, dword ptr [r15 + 128]
-    movzx r8d, r8b
-    mov r8d, 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rsi, 24
+    or qword ptr [r14 + 448], 38
+    mov ecx, 255
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov edi, 63
-    mov dword ptr [r15 + 768], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ebp
-    inc ebp
-    mov r8, rdi
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, edi
-    mov rbp, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or edi, r8d
-    inc edi
-    jmp 1f
-1:
-    mov r8d, ecx
+    mov dword ptr [r15 + 768], 38
+    inc eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    inc eax
+    jmp 1f
+1:
+    mov esi, eax
+    mov esi, eax
+    or esi, eax
+    jmp 1f
+1:
+    mov eax, eax
+    xor eax, esi
+    mov eax, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov eax, eax
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 896]
-    sub rbp, r8
-    movsxd rdi, dword ptr [r14 + 128]
-    test ebp, ebp
-    mov r8d, ecx
+    sub rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], eax
+    inc esi
+    mov rax, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    xor edi, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 159
-    add rcx, qword ptr [r14 + 384]
-    mov r8, r8
-    mov r8d, edi
-    test edi, edi
+    add rax, qword ptr [r15 + 704]
+    add rax, qword ptr [r14 + 1024]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d3396_s]
+    lea rcx, [rip + .Lc1_d3371_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3396_s_t
-.Lc1_d3396_j:
+    call .Lc1_d3371_s_t
+.Lc1_d3371_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3396_s:
+.Lc1_d3371_s:
     ret
     .popsection
-    jmp 1f
-1:
-    neg r8
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 128], r8d
-    add r8, rcx
-    jmp 1f
-1:
-    mov rdi, r8
-    movzx ecx, byte ptr [r15 + 320]
-    movzx r8d, dil
-    or r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor edi, r8d
-    shr edi, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl r8, 16
-    mov qword ptr [r15 + 704], rcx
-    movzx edi, byte ptr [r15 + 64]
-    inc edi
-    add rdi, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 384]
     inc ecx
+    mov qword ptr [r15 + 832], r9
+    mov eax, dword ptr [r14 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rcx
+    xor ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    vmovdqu ymm3, ymmword ptr [r14 + 576]
     inc ecx
-    mov qword ptr [r14 + 640], rdi
+    mov dword ptr [r15 + 576], eax
+    xor dword ptr [r15 + 640], r9d
+    jmp 1f
+1:
+    inc ecx
+    jmp 1f
+1:
+    mov eax, r9d
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    shr r9d, 8
+    and r9d, dword ptr [r14 + 512]
+    mov qword ptr [r14 + 704], rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    mov edi, dword ptr [r14 + 0]
-    mov r8, rcx
-    mov r8, rcx
-    mov r8d, ecx
+    lea rcx, [rip + .Lc1_d3401_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3401_s_t
+.Lc1_d3401_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3401_s:
+    ret
+    .popsection
+    mov rcx, rcx
+    mov rcx, rdx
     jmp 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], dil
-    mov dword ptr [r15 + 0], 45
-    mov dword ptr [r15 + 0], edi
+    lock or dword ptr [r15 + 192], 96
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 192], 66
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    and r8, rsi
-    mov rdi, r8
+    add rcx, qword ptr [r14 + 896]
+    mov edx, edx
+    add rdx, qword ptr [r15 + 960]
+    and edx, dword ptr [r15 + 128]
+    mov qword ptr [r14 + 640], rcx
+    add rcx, 85
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    xor ecx, r8d
-    and ecx, dword ptr [r15 + 1152]
-    mov esi, r8d
-    add rsi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    inc edi
-    add rdi, 89
-    mov dword ptr [r15 + 768], 214
-    mov r8, qword ptr [r15 + 448]
-    mov edi, 49
+    mov dword ptr [r15 + 64], 2
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    lea rcx, [rip + .Lc1_d3462_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3462_s_t
-.Lc1_d3462_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3462_s:
-    ret
-    .popsection
-    add rsi, rcx
+    add rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov rdi, rcx
-    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     add rcx, rdi
-    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    cmp rdi, rsi
-    cmp rsi, rdi
-    add rdi, qword ptr [r15 + 0]
+    cmp rdi, rdi
+    cmp rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rcx
     test ecx, ecx
     jmp 1f
 1:
-    inc ecx
-    mov dword ptr [r15 + 0], 40
-    mov rsi, rdi
-    or esi, edi
-    mov esi, edi
-    mov esi, 126
-    test ecx, ecx
+    inc edi
+    add rdi, qword ptr [r15 + 320]
+    mov rcx, r8
+    or ecx, edi
+    mov ecx, edi
+    mov ecx, 111
+    add qword ptr [r14 + 0], rdi
     jmp 1f
 1:
-    add qword ptr [r14 + 0], rcx
+    mov dword ptr [r15 + 1152], 209
     jmp 1f
 1:
-    and edi, dword ptr [r14 + 0]
+    and edi, dword ptr [r14 + 448]
     jmp 1f
 1:
-    add rcx, rsi
-    mov dword ptr [r15 + 1088], 124
+    add rcx, rcx
+    mov dword ptr [r15 + 128], 122
     jmp 1f
 1:
-    mov esi, edi
+    mov ecx, edi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d3501_s]
+    lea rcx, [rip + .Lc1_d3461_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3501_s_t
-.Lc1_d3501_j:
+    call .Lc1_d3461_s_t
+.Lc1_d3461_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3501_s:
+.Lc1_d3461_s:
     ret
     .popsection
-    mov edi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     neg rdi
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 7
+    sub rcx, rdi
+    jmp 1f
+1:
+    mov edi, ecx
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, rsi
     jmp 1f
 1:
-    mov edx, esi
-    mov rcx, rsi
-    add rcx, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov rsi, rcx
-    shr esi, 11
-    mov esi, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 320], 2
-    mov edx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], 22
-    mov dword ptr [r14 + 320], 251
+    mov rcx, rcx
+    shr ecx, 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg qword ptr [r15 + 768], rdi
+    add qword ptr [r14 + 64], rcx
+    mov dword ptr [r14 + 512], 57
+    mov dword ptr [r14 + 128], 2
     jmp 1f
 1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    mov ecx, edx
-    mov rsi, rdx
-    mov esi, 63
+    neg rcx
+    mov dword ptr [r14 + 704], 18
+    lock xadd qword ptr [r15 + 64], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    xor edx, esi
-    movzx edx, cl
+    mov ecx, 100
+    add rcx, 56
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ecx, 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    and ecx, dword ptr [r15 + 576]
+    add rcx, qword ptr [r14 + 768]
+    add rcx, qword ptr [r15 + 1216]
+    mov edi, r8d
+    jmp 1f
+1:
+    inc dword ptr [r14 + 256]
+    mov dword ptr [r15 + 448], 0
+    mov r8d, ecx
+    mov r8, rdi
+    shr r8d, 19
+    jmp 1f
+1:
+    mov edi, edi
+    mov r8, r8
+    and r8, rdi
+    xor r8d, edi
+    cmp rdi, rdi
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c53:
+    lea rcx, [rip + .Lc1_d3522_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3522_s_t
+.Lc1_d3522_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3522_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 38
+    and ecx, dword ptr [r15 + 512]
+    mov dword ptr [r14 + 1024], r9d
+    shl r8, 15
+    mov dword ptr [r15 + 704], 232
+    shl rcx, 2
+    mov dword ptr [r14 + 448], 89
+    and r8, r8
+    mov dword ptr [r15 + 640], ecx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c54:
+    lea rcx, [rip + .Lc1_d3548_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3548_s_t
+.Lc1_d3548_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3548_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 832], r8d
+    shr ecx, 31
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, rcx
+    movsxd r8, dword ptr [r14 + 192]
+    xor r8d, ecx
+    jmp 1f
+1:
     mov rbp, r10
-    add rcx, qword ptr [r15 + 0]
-    add rcx, 112
-    and rbp, 262080
-    and edx, dword ptr [r15 + rbp + 24192]
-    mov dword ptr [r15 + 384], 220
-    and rsi, rsi
-    neg rsi
-    add rsi, qword ptr [r15 + 960]
+    mov ecx, ecx
+    sub rcx, r8
+    and rbp, 960
+    movzx r8d, byte ptr [r14 + rbp + 1472]
+    neg r8
     jmp 1f
 1:
-    lock xadd qword ptr [r15 + 512], rbp
-    mov eax, edx
-    and eax, dword ptr [r14 + 0]
-    shr eax, 4
-    mov edx, 144
-    mov edx, ebp
+    mov rbp, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    cmp rax, rax
+    movzx ebp, cl
+    and ebp, dword ptr [r14 + 256]
+    mov ecx, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d3565_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3565_s_t
-.Lc1_d3565_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3565_s:
-    ret
-    .popsection
-    movzx ebp, byte ptr [r15 + 832]
-    or ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rbp, rbp
-    mov dword ptr [r15 + 0], 75
-    and ecx, dword ptr [r14 + 320]
-    add rcx, 66
-    mov dword ptr [r14 + 1024], ecx
-    mov dword ptr [r15 + 704], 232
-    shl rbp, 2
-    mov dword ptr [r14 + 64], ecx
-    shl rcx, 7
-    movsxd rcx, dword ptr [r15 + 1152]
-    and rcx, rbp
-    movzx r9d, byte ptr [r15 + 384]
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c54:
-    mov rbp, qword ptr [r15 + 128]
-    test ecx, ecx
-    movzx r9d, cl
-    shr r9d, 31
-    mov ecx, dword ptr [r15 + 0]
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 768], ecx
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov ecx, ebp
-    add rcx, rbp
-    lea r9, [rbp + rbp*2 + 70]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 896]
-    xor ebp, ecx
-    movzx r9d, r9b
-    jmp 1f
-1:
-    sub rcx, r9
-    jmp 1f
-1:
-    neg rbp
-    movsxd rcx, dword ptr [r14 + 640]
-    movzx r9d, byte ptr [r14 + 1344]
-    add r9, qword ptr [r15 + 64]
-    mov r8, rbp
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
 .Lc1_b9_c55:
-    lea rcx, [rip + .Lc1_d3625_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3625_s_t
-.Lc1_d3625_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3625_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 320], ecx
+    add r8, qword ptr [r14 + 448]
     jmp 1f
 1:
-    inc ebp
-    shr ebp, 9
-    and rbp, rcx
-    sub rbp, rax
-    test ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shr r8d, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    shr r8d, 29
+    and r8, rcx
+    inc r8d
+    cmp rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r8, r10
-    add rcx, 94
-    cmp r8, r8
-    shr ebp, 8
-    and r8, 2097088
-    lock add qword ptr [r15 + r8 + 286336], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], ecx
-    mov dword ptr [r14 + 576], ecx
-    xor r8d, ebp
-    and r8d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], r8d
+    lock add qword ptr [r15 + 768], r8
+    and r8, 960
+    vmovdqu ymm6, ymmword ptr [r14 + r8 + 1472]
+    mov dword ptr [r15 + 128], r8d
+    add r8, qword ptr [r15 + 64]
+    or qword ptr [r14 + 576], 82
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    lea rcx, [rip + .Lc1_d3660_s]
+    lea rcx, [rip + .Lc1_d3615_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3660_s_t
-.Lc1_d3660_j:
+    call .Lc1_d3615_s_t
+.Lc1_d3615_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3660_s:
+.Lc1_d3615_s:
     ret
     .popsection
+    neg rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    neg r8
+    shr r8d, 11
     jmp 1f
 1:
-    or ecx, ecx
-    jmp 1f
-1:
-    shr r8d, 4
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     shl rcx, 4
-    mov r8d, dword ptr [r15 + 1408]
-    and r8d, dword ptr [r14 + 704]
-    mov dword ptr [r15 + 128], 38
-    or ecx, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 1088]
+    jmp 1f
+1:
     test r8d, r8d
+    and ecx, dword ptr [r14 + 896]
     jmp 1f
 1:
-    lea rcx, [r8 + r8*2 + 8]
     jmp 1f
 1:
-    imul r8, qword ptr [r14 + 64]
-    mov ecx, dword ptr [r15 + 448]
-    neg rcx
-    and ecx, dword ptr [r14 + 128]
+    lea r8, [rcx + rcx*2 + 15]
+    and r8d, dword ptr [r15 + 640]
+    neg r8
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + 128]
     jmp 1f
 1:
-    imul r8, qword ptr [r15 + 512]
+    vmovdqu ymm9, ymmword ptr [r14 + 1152]
     jmp 1f
 1:
     and rcx, r8
@@ -5524,281 +5478,255 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    mov byte ptr [r15 + 384], r8b
-    xor r8d, ecx
-    sub r8, rcx
-    movzx r8d, cl
-    mov r8d, 195
-    lea r8, [r8 + r8*2 + 29]
-    movzx ecx, byte ptr [r15 + 0]
+    mov r8, rcx
+    add r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r8, rcx
-    movsxd r8, dword ptr [r15 + 0]
+    cmp rdx, r9
+    vpaddd ymm9, ymm9, ymmword ptr [r14 + 448]
+    add r8, r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, 23
-    add rcx, r8
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, 29
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], cl
-    mov dword ptr [r14 + 0], 223
-    add r8, rcx
-    or r8d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r8b
     test r8d, r8d
-    add r8, qword ptr [r15 + 320]
-    mov rcx, rcx
-    cmp r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    add rsi, r8
     jmp 1f
 1:
+    cmp r8, r8
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 1088], sil
+    mov dword ptr [r15 + 512], 230
+    mov r8d, 134
+    xor r8d, esi
+    or r8d, esi
+    and r8d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rcx, r8
-    cmp r8, r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d3729_s]
+    lea rcx, [rip + .Lc1_d3679_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3729_s_t
-.Lc1_d3729_j:
+    call .Lc1_d3679_s_t
+.Lc1_d3679_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3729_s:
+.Lc1_d3679_s:
     ret
     .popsection
-    jmp 1f
-1:
-    shr r8d, 16
-    xchg qword ptr [r15 + 0], r8
-    xor dword ptr [r15 + 0], ecx
-    mov rdx, rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rdx + rdx*2 + 42]
-    lea rcx, [rcx + rcx*2 + 65]
-    mov rdx, qword ptr [r14 + 1088]
-    mov dword ptr [r15 + 960], 195
-    lea rcx, [rdx + rdx*2 + 98]
     jmp 1f
 1:
-    and r8d, dword ptr [r14 + 64]
-    movsxd rdx, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [r8 + r8*2 + 107]
+    and ecx, dword ptr [r14 + 640]
+    xchg qword ptr [r15 + 64], rcx
     test r8d, r8d
-    and ecx, dword ptr [r14 + 0]
+    mov rax, r8
+    shr eax, 24
+    mov dword ptr [r15 + 128], 130
+    and r8d, dword ptr [r14 + 320]
+    mov dword ptr [r15 + 384], 195
+    jmp 1f
+1:
+    and r8d, dword ptr [r14 + 192]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d3759_s]
+    lea rcx, [rip + .Lc1_d3706_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3759_s_t
-.Lc1_d3759_j:
+    call .Lc1_d3706_s_t
+.Lc1_d3706_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3759_s:
+.Lc1_d3706_s:
     ret
     .popsection
-    movzx r8d, cl
-    mov qword ptr [r14 + 0], rcx
-    mov edx, 28
     jmp 1f
 1:
-    mov dword ptr [r14 + 0], 41
-    add rcx, qword ptr [r14 + 0]
-    add rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], r8d
-    mov edi, 197
+    lea rcx, [rcx + rcx*2 + 117]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    lea rdx, [rcx + rcx*2 + 9]
+    and r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
     test ecx, ecx
-    test ecx, edi
-    mov eax, 32
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 768]
+    mov ecx, 17
+    mov ecx, 153
+    movzx ecx, r8b
+    vmovdqu ymm5, ymmword ptr [r15 + 64]
+    movzx ecx, r8b
     jmp 1f
 1:
-    xchg qword ptr [r15 + 576], rdi
-    mov rbp, rdx
-    lea rdx, [rax + rax*2 + 66]
-    jmp 1f
-1:
-    movzx edx, al
-    imul rdx, qword ptr [r14 + 1024]
-    jmp 1f
-1:
+    add r8, qword ptr [r14 + 384]
+    vmovdqu ymm8, ymmword ptr [r15 + 1280]
+    lea rdi, [rcx + rcx*2 + 96]
+    mov edi, 38
+    test ecx, ecx
+    mov qword ptr [r15 + 384], r8
+    mov rcx, r8
+    mov dword ptr [r14 + 512], r8d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    add rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov r8, r10
+    and r8, 2097088
+    mov dword ptr [r14 + r8 + 286336], 50
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 832], 232
-    cmp rax, rax
-    xor eax, edx
-    movzx eax, byte ptr [r15 + 512]
-    movzx r9d, dl
-    movzx r9d, byte ptr [r14 + 0]
-    mov rsi, rdx
-    mov esi, dword ptr [r14 + 0]
-    or esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, r8
     jmp 1f
 1:
-    mov eax, 99
-    movzx eax, byte ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r8, r8
+    mov dword ptr [r14 + 448], r8d
+    mov ebp, 122
+    movzx ebp, r8b
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 1152]
-    mov rdi, rsi
-    mov rdi, rsi
-    mov dword ptr [r15 + 128], 250
+    mov dword ptr [r15 + 128], 98
+    mov r8, rbp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d3819_s]
+    lea rcx, [rip + .Lc1_d3763_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3819_s_t
-.Lc1_d3819_j:
+    call .Lc1_d3763_s_t
+.Lc1_d3763_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3819_s:
+.Lc1_d3763_s:
     ret
     .popsection
-    mov ebp, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 74
-    shl rcx, 5
-    shr ecx, 27
+    shr ecx, 20
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    xor ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, ecx
-    mov ecx, 98
+    shl rcx, 11
+    xor ecx, esi
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rsi, [rcx + rcx*2 + 2]
+    movzx esi, cl
+    mov dword ptr [r15 + 704], ecx
     jmp 1f
 1:
-    neg rbp
-    lea rcx, [rcx + rcx*2 + 71]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r14 + 576]
-    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    sub rbp, r8
-    add rbp, r8
-    mov r8, rcx
-    and r8d, dword ptr [r14 + 64]
-    movzx ecx, cl
-    test r8d, r8d
+    xchg qword ptr [r15 + 576], rcx
+    movsxd r9, dword ptr [r14 + 512]
+    sub r9, rsi
+    mov edx, 161
+    and edx, dword ptr [r14 + 320]
+    mov esi, 57
+    mov rsi, rcx
+    add rsi, rcx
+    mov rsi, qword ptr [r15 + 960]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    jmp 1f
-1:
-    movzx ebp, r8b
-    cmp r8, r8
-    or r8d, ecx
-    movzx ecx, bpl
+    lea rcx, [rip + .Lc1_d3794_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3794_s_t
+.Lc1_d3794_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3794_s:
+    ret
+    .popsection
+    movzx ecx, cl
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, 54
-    imul rbp, qword ptr [r15 + 0]
-    or ebp, r8d
-    test r8d, r8d
-    mov ecx, 90
+    test ecx, ecx
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rsi, [rcx + rcx*2 + 76]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or edi, ecx
+    mov edi, 38
+    cmp rsi, rsi
+    mov byte ptr [r15 + 64], sil
+    mov dword ptr [r14 + 256], 238
     jmp 1f
 1:
-    mov r8, rcx
-    mov r8d, 226
-    cmp rbp, rbp
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, ebp
-    test ecx, ecx
-    mov dword ptr [r14 + 0], 116
-    or ebp, ecx
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 512], cl
-    mov dword ptr [r15 + 320], 9
-    lea rcx, [r8 + rcx*2 + 83]
-    and ecx, dword ptr [r15 + 896]
-    shl rcx, 18
-    mov r8d, ebp
-    add r8, 84
-    mov byte ptr [r14 + 768], bpl
+    or ecx, esi
+    and ecx, dword ptr [r14 + 448]
+    movzx esi, byte ptr [r14 + 1024]
+    or esi, edi
+    mov edi, 112
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 384]
+    inc dword ptr [r15 + 640]
+    mov rdi, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    lea rcx, [rip + .Lc1_d3884_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3884_s_t
-.Lc1_d3884_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3884_s:
-    ret
-    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov ecx, 7
-    shr ecx, 30
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, rcx
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr esi, 27
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    or qword ptr [r14 + 128], 96
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r14 + 448]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r9d, dword ptr [r14 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    mov edx, r8d
-    lock or dword ptr [r15 + 640], 97
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 1216]
-    shl r8, 8
-    cmp rcx, r9
-    mov edi, 139
+    movzx esi, byte ptr [r14 + 832]
+    movzx ecx, byte ptr [r15 + 512]
+    vpaddd ymm6, ymm9, ymmword ptr [r15 + 448]
+    mov qword ptr [r14 + 576], rsi
+    movzx eax, cl
+    lock or dword ptr [r15 + 64], 123
+    mov esi, ecx
+    cmp rcx, rcx
+    mov esi, 237
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -5922,52 +5850,59 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
-    add rcx, rcx
+    pmovmskb ecx, xmm4
+    mov rsi, rdi
+    movzx ecx, cl
+    add rsi, qword ptr [r15 + 320]
     test bl, 54
     jnz 1f
 1:
-    test eax, eax
-    mov rdx, r8
+    mov byte ptr [r15 + 960], sil
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 4309104]
-    lea rcx, [rbx + 3]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 4309104], rcx
-    mov r13d, 3
+    mov r13d, 2
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov edx, ecx
-    imul ecx, edx, 68
-    mov edx, 198
-    movdqu xmmword ptr [r15 + 448], xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 104
     test bl, 78
     jnz 1f
 1:
-    mov edx, 34
-    pxor xmm4, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc eax
-    mov eax, 96
+    mov ecx, 87
+    movdqu xmm15, xmmword ptr [r15 + 704]
+    and edi, dword ptr [r15 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rdx, rax
-    xor edx, eax
-    mov dword ptr [r15 + 384], 38
+    mov ebp, 225
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rbp, r10
+    nop
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 16320
+    add rax, qword ptr [r15 + rbp + 10560]
+    or esi, 1
+    xor edx, edx
+    div esi
+    movsxd rdi, dword ptr [r14 + 768]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -5980,15 +5915,18 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rbp, rcx
-    mov rdx, rbp
-    mov r8d, 122
+    mov rdi, rcx
+    mov rcx, rdi
+    mov rdi, rcx
+    mov byte ptr [r15 + 384], dil
+    mov rdi, rcx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rdx, rdx
-    movq qword ptr [r14 + 1088], xmm4
-    or edx, edx
+    mov ecx, 207
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 704], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -6039,36 +5977,40 @@ ditto_body_c2:
     jmp .Lc2_b3_c15
     .p2align 6
 .Lc2_b3_c0:
-    mov r9, r11
-    and r9, 16320
-    movdqu xmmword ptr [r14 + r9 + 10560], xmm11
-    imul r9, qword ptr [r14 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    neg rdi
+    mov ecx, eax
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 3264
     jnz 1f
 1:
-    add rdi, 93
-    por xmm4, xmm9
-    mov edi, r9d
-    mov rbp, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rdi, rbp
-    movzx r8d, dil
-    mov edi, 67
+    mov edi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsd qword ptr [r14 + 384], xmm15
+    mov rdi, rax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx edx, r8b
-    imul esi, edx, 117
-    mov edx, esi
-    movzx esi, dl
-    add r11, 64
+    mov edi, 72
+    movzx ecx, dil
+    paddd xmm10, xmm2
+    paddq xmm10, xmmword ptr [r14 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    mov eax, edi
+    mov edi, edi
+    mov eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], cl
+    pshufd xmm4, xmm10, 245
+    movzx ecx, cl
+    imul rax, qword ptr [r14 + 320]
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -6076,592 +6018,562 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 4309080]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 4309080], rax
-    mov r8, r11
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 960
-    movq qword ptr [r14 + r8 + 1344], xmm4
-    mov r8, r8
+    mov eax, 225
+    mov r8, rax
+    add rdi, qword ptr [r14 + 1024]
     cmp dword ptr [r15 + 4309084], 0x2d413ccd
     jb 1f
 1:
-    mov r9, rax
-    imul r9, r9
-    movq qword ptr [r14 + 960], xmm3
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, r10
+    mov r9d, eax
+    paddd xmm4, xmm10
+    jmp 1f
 1:
-    mov ebp, r8d
-    or ebp, ebp
-    test ebp, ebp
-    mov ebp, 158
+    and r8, 16320
+    mov r9, r10
+    imul rcx, qword ptr [r14 + r8 + 10560]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    imul ecx, ebp, 102
-    imul edi, ecx, 111
-    sub rdi, rbp
+    imul r8, qword ptr [r14 + 384]
+    and r9, 960
+    add rcx, qword ptr [r14 + r9 + 1344]
+    mov qword ptr [r14 + 768], rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    inc edi
-    mov r8, r11
-    mov rdi, r8
-    and r8, 8128
-    paddq xmm15, xmmword ptr [r14 + r8 + 2368]
-    neg r8
-    sub r8, rdi
+    mov byte ptr [r15 + 704], r9b
+    mov r9, rcx
+    mov ecx, 62
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov eax, 105
-    movdqu xmmword ptr [r14 + 256], xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor eax, r8d
+    lea r8, [r10 + r10*1]
+    .byte 0x66, 0x90
+    and r8, 960
+    and ecx, dword ptr [r15 + r8 + 1344]
+    and r9d, dword ptr [r14 + r8 + 1408]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    pmovmskb esi, xmm12
-    mov r9d, esi
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, 26
-    shl r9, 8
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    sub r9, rsi
-    mov ebp, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm3, xmmword ptr [r14 + 192]
+    and r8, 16320
+    mov qword ptr [r14 + r8 + 10560], rcx
+    mov byte ptr [r15 + 768], r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    imul rbp, rbp
-    shl rbp, 25
-    add rbp, 80
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    por xmm7, xmm13
+    pshufd xmm13, xmm7, 51
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r9d, 54
     mov r12, qword ptr [r15 + r12 + 56]
-    or ebp, ebp
-    imul r8d, ebp, 40
+    mov r9, rcx
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    imul rcx, qword ptr [r15 + 704]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    por xmm0, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor edx, r8d
-    mov dword ptr [r14 + 0], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 448], rdx
-    mov rsi, rdx
-    neg rsi
-    test ebx, 1472
-    jnz 1f
-1:
-    mov edi, 107
-    mov ecx, edi
-    add rcx, 107
+    mov rax, rcx
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 256], r9
+    mov byte ptr [r14 + 0], cl
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    inc ecx
-    add rcx, 78
-    mov r9, rcx
-    cmp r9, r9
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 155
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    cmp rcx, rcx
-    sub rcx, r9
-    movzx r8d, cl
-    movq xmm4, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov dword ptr [r14 + 960], ebp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov eax, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 178
-    test ebx, 1632
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm7, xmm14
-    inc edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 1024], rdx
+    mov dword ptr [r15 + 384], 43
+    pcmpeqb xmm5, xmmword ptr [r14 + 384]
+    mov r9, r11
+    paddq xmm5, xmmword ptr [r15 + 320]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 10560], r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    inc edx
-    movq qword ptr [r14 + 384], xmm7
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm13, xmm6
-    movzx r9d, dl
-    or r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, eax
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    test ebx, 3392
     jnz 1f
 1:
-    movzx ebp, r9b
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 320], 121
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 2368], 62
+    and rbp, 960
+    paddq xmm5, xmmword ptr [r14 + rbp + 1344]
+    mov dword ptr [r14 + 320], 132
+    add r8, qword ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, r8
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movq xmm7, rbp
-    mov dword ptr [r14 + 512], 146
-    paddd xmm7, xmm7
-    add rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm1, xmm2
+    pcmpeqb xmm1, xmmword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movdqu xmm1, xmmword ptr [r15 + 384]
+    add rbp, qword ptr [r14 + 768]
+    mov rcx, rbp
+    movdqu xmm5, xmmword ptr [r14 + 0]
     test ebx, 3648
     jnz 1f
 1:
-    imul rbp, qword ptr [r14 + 832]
-    neg rbp
-    pmovmskb edx, xmm7
-    or edx, edx
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
+    movq xmm5, r8
+    and r8, 960
+    and ecx, dword ptr [r15 + r8 + 1344]
+    paddd xmm5, xmm5
+    mov dword ptr [r15 + 704], r8d
+    jmp 1f
 1:
-    pshufd xmm0, xmm2, 52
-    and r8, 8128
-    paddq xmm0, xmmword ptr [r14 + r8 + 2368]
-    paddd xmm0, xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    pmovmskb ecx, xmm0
-    imul rcx, rcx
-    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 181
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm1, xmmword ptr [r14 + 1024]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdx, qword ptr [r14 + 384]
+    add rdx, qword ptr [r15 + 320]
     movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rdi, rdx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ecx, 227
-    lea rsi, [rcx + rcx*2 + 72]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rsi, 15
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    movdqu xmm2, xmmword ptr [r14 + 0]
+    pcmpeqb xmm5, xmmword ptr [r15 + 192]
+    mov dword ptr [r14 + 1216], 167
     mov edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rdi, rdi
-    pshufd xmm13, xmm2, 23
-    sub rdi, rsi
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c8:
-    xor edi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul edi, edi, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm2, xmm1, 89
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsd qword ptr [r14 + 0], xmm15
-    movzx ecx, dl
+    mov edi, 100
     mov r9, r11
-    mov ecx, 252
-    and r9, 960
-    movdqu xmmword ptr [r14 + r9 + 1344], xmm15
-    mov qword ptr [r14 + 1152], r9
+    movdqu xmm2, xmmword ptr [r15 + 256]
+    and r9, 16320
+    add rdi, qword ptr [r15 + r9 + 10560]
+    jmp 1f
+1:
+    imul r9, qword ptr [r14 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, dil
+    mov edi, esi
+    pcmpeqb xmm5, xmmword ptr [r15 + 960]
+    movzx esi, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c9:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 234
-    movzx ebp, sil
+    mov ebp, 234
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx r8d, bpl
-    add r8, r8
-    and r9, 8128
-    imul r8, qword ptr [r14 + r9 + 2368]
-    mov r9d, r8d
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 768], rdi
+    mov edi, edi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov edi, 86
-    imul rdi, qword ptr [r14 + 960]
-    mov qword ptr [r14 + 0], rdi
-    por xmm15, xmm4
+    mov esi, 43
+    pshufd xmm15, xmm2, 102
+    movdqu xmm2, xmmword ptr [r14 + 1280]
+    paddq xmm15, xmmword ptr [r14 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rdx, rdi
-    por xmm15, xmm15
-    inc edx
-    mov r9d, 184
-    add r11, 64
+    mov rsi, rsi
+    jmp 1f
+1:
+    imul rsi, qword ptr [r15 + 704]
+    mov edi, 157
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c10:
-    add rax, 106
-    lea rbp, [r11 + r11*1]
-    paddd xmm4, xmm4
+    mov rbp, r11
     and rbp, 960
-    mov dword ptr [r14 + rbp + 1344], ebp
-    mov r9, r11
-    pshufd xmm15, xmm4, 20
-    test ebx, 1073741824
-    jnz 1f
+    and edi, dword ptr [r14 + rbp + 1344]
+    movdqu xmm15, xmmword ptr [r14 + 704]
+    lea rdi, [r15 + 4300864]
+    lea rsi, [r15 + 4304960]
+    mov ecx, 314
+    rep movsb
+    jmp 1f
 1:
-    movq qword ptr [r14 + rbp + 1408], xmm4
-    and r9, 8128
-    paddq xmm1, xmmword ptr [r14 + r9 + 2368]
-    mov r9d, r9d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    pxor xmm1, xmm8
-    mov qword ptr [r14 + 448], r9
-    mov rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, r9b
+    paddq xmm15, xmmword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rdi, 27
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmm10, xmmword ptr [r15 + 192]
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, sil
+    mov byte ptr [r15 + 768], sil
+    mov esi, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c11:
-    lea r8, [r11 + r11*2]
-    and r8, 8128
-    imul rdi, qword ptr [r14 + r8 + 2432]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm15, xmmword ptr [r15 + 1024]
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    imul rdi, rdi
-    sub rdi, r8
-    and rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, rdi
-    shl rdi, 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rdi, qword ptr [r15 + r8 + 2496]
-    mov qword ptr [r14 + r8 + 2368], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 16320
+    add rsi, qword ptr [r15 + r9 + 10560]
+    imul rsi, qword ptr [r15 + r9 + 10624]
+    mov dword ptr [r14 + 1216], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movdqu xmm4, xmmword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c12:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    lea rax, [rax + rax*2 + 106]
+    imul rsi, qword ptr [r14 + 704]
+    pmovmskb eax, xmm4
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
     test ebx, 1376
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, rax
-    mov r8, rax
-    cmp dword ptr [r15 + 4309083], 0x16a09e6
-    jb 1f
-1:
-    sub rax, r8
-    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp r8, r8
-    test ebx, 1728
+    imul r8, qword ptr [r15 + 0]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1824
     jnz 1f
 1:
-    movzx edx, sil
-    mov ebp, edx
-    imul rbp, qword ptr [r14 + 192]
+    and r9, 8128
+    and r8d, dword ptr [r14 + r9 + 26944]
+    mov r9, r11
+    mov rax, r9
+    mov ebp, eax
+    and r9, 16320
+    add r8, qword ptr [r15 + r9 + 10560]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c13:
-    sub rbp, rdx
-    mov eax, ebp
-    lea rbp, [rax + rax*2 + 57]
+    imul r8, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 864
     jnz 1f
 1:
-    test ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r8d, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    neg rax
-    neg rax
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    lea rdi, [r15 + 4300864]
-    lea rsi, [r15 + 4304960]
-    mov ecx, 314
-    rep movsb
-    and rbp, 8128
-    pcmpeqb xmm13, xmmword ptr [r14 + rbp + 2368]
-    mov dword ptr [r15 + 320], ebp
-    add r11, 64
+    popcnt r8, rbp
+    add rbp, qword ptr [r14 + 768]
+    mov dword ptr [r15 + 320], 220
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c14:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 239
-    shl rdi, 27
+    mov r8d, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 222
+    mov ebp, 235
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 235
-    movzx esi, cl
-    movzx ecx, sil
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 144
+    paddq xmm5, xmmword ptr [r14 + 704]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    add rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 384], r8
+    mov r8d, 230
+    movzx edx, r8b
+    and edx, dword ptr [r15 + 768]
+    mov r8d, 149
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c15:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [rdx + rdx*2 + 45]
-    shl r9, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov esi, 89
+    mov ecx, esi
+    and rbp, 16320
+    movdqu xmm5, xmmword ptr [r15 + rbp + 10560]
+    imul rcx, qword ptr [r15 + 704]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 58
-    inc eax
-    pxor xmm5, xmm3
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    xor r8d, eax
-    or r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pmovmskb ebp, xmm10
-    mov ecx, 27
-    mov rbp, rcx
-    mov rcx, rbp
-    test ebx, 576
     jz 1f
 1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov r8d, 239
-    add r8, 106
-    mov rdi, r8
+    mov edx, 58
+    mov dword ptr [r15 + 320], 0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    movdqu xmm5, xmmword ptr [r14 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rbp, qword ptr [r14 + 320]
+    mov ecx, 246
+    mov esi, 127
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 44 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 52 chunk executions per call
     mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 44]
+    lea rcx, [rbx + 52]
     mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 44
+    mov r13d, 52
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    lea rcx, [rip + .Lc2_d577_s]
-    add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d577_s_t
-.Lc2_d577_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc2_d577_s:
-    ret
-    .popsection
-    mov r8d, dword ptr [r15 + 384]
-    movdqu xmm5, xmmword ptr [r14 + 320]
+    shl rcx, 23
+    mov ecx, dword ptr [r14 + 256]
+    movsxd rbp, dword ptr [r14 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea rbp, [rcx + rcx*2 + 117]
+    imul edx, edx, 44
+    mov r8d, 234
+    movdqu xmmword ptr [r14 + 192], xmm1
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 60 chunk executions per call
-    mov r13d, 60
+// block 5: 64 bytes, 1 chunk(s), 45 chunk executions per call
+    mov r13d, 45
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    movdqu xmm13, xmmword ptr [r15 + 192]
-    movzx ebp, byte ptr [r14 + 640]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm5, xmmword ptr [r15 + 256]
+    mov qword ptr [r15 + 832], r8
+    movzx r9d, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 192]
+    movdqu xmm7, xmmword ptr [r14 + 640]
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 13 chunk executions per call
-    mov r13d, 13
+// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309144]
+    lea rcx, [rbx + 7]
+    mov qword ptr [r15 + 4309144], rcx
+    mov r13d, 7
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    imul rdi, qword ptr [r14 + 512]
-    mov r8d, edi
-    shr r8d, 19
-    pshufd xmm2, xmm5, 51
+    mov edx, dword ptr [r15 + 1088]
+    movdqu xmm1, xmmword ptr [r15 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 384]
+    mov esi, edx
+    inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 84 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 90 chunk executions per call
     mov rbx, qword ptr [r15 + 4309152]
-    lea rcx, [rbx + 84]
+    lea rcx, [rbx + 90]
     mov qword ptr [r15 + 4309152], rcx
-    mov r13d, 84
+    mov r13d, 90
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    cmp rcx, rcx
-    movzx ebp, bpl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 189
-    and rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r8, r8
+    and r8, rcx
+    inc dword ptr [r15 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 95 chunk executions per call
-    mov r13d, 95
+// block 8: 64 bytes, 1 chunk(s), 52 chunk executions per call
+    mov r13d, 52
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r14 + 704], 52
-    mov esi, dword ptr [r15 + 576]
-    and esi, dword ptr [r15 + 320]
+    mov r8, r10
+    and r8, 8128
+    mov edx, dword ptr [r14 + r8 + 2368]
+    pshufd xmm6, xmm4, 81
+    pmovmskb r8d, xmm6
+    mov dword ptr [r15 + 576], 110
+    mov dword ptr [r15 + 512], r8d
+    add r11, 64
+    add r10, r11
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 121 chunk executions per call
-    mov r13d, 121
+// block 9: 64 bytes, 1 chunk(s), 106 chunk executions per call
+    mov r13d, 106
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov dword ptr [r14 + 192], 109
-    cmp rsi, rsi
-    .byte 0x66, 0x90
-    pcmpeqb xmm1, xmm4
-    cvtsi2sd xmm1, ebp
+    lea rcx, [rip + .Lc2_d610_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d610_s_t
+.Lc2_d610_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d610_s:
+    ret
+    .popsection
+    subsd xmm5, xmm5
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
@@ -6670,15 +6582,15 @@ ditto_body_c2:
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    movzx ecx, sil
-    cmp rcx, rcx
-    xchg qword ptr [r15 + 448], rcx
-    add rcx, qword ptr [r15 + 0]
+    movzx r8d, r8b
+    cmp r8, r8
+    xchg qword ptr [r15 + 448], r8
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    addsd xmm1, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r14 + 0]
+    addsd xmm6, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], r8b
+    mov r8, qword ptr [r14 + 0]
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
@@ -6748,179 +6660,149 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d577_s_t:
+.Lc2_d610_s_t:
     jmp rcx
-.Lc1_d1003_s_t:
+.Lc1_d1014_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d1049_s_t:
+.Lc1_d1068_s_t:
     jmp rcx
-.Lc1_d1096_s_t:
+.Lc1_d1112_s_t:
     jmp rcx
-.Lc1_d1145_s_t:
+.Lc1_d1159_s_t:
     jmp rcx
-.Lc1_d1193_s_t:
+.Lc1_d1207_s_t:
     jmp rcx
-.Lc1_d1198_s_t:
+.Lc1_d1212_s_t:
     jmp rcx
-.Lc1_d1243_s_t:
+.Lc1_d1255_s_t:
     jmp rcx
-.Lc1_d1292_s_t:
+.Lc1_d1300_s_t:
     jmp rcx
-.Lc1_d1341_s_t:
+.Lc1_d1347_s_t:
     jmp rcx
-.Lc1_d1390_s_t:
+.Lc1_d1394_s_t:
     jmp rcx
-.Lc1_d1395_s_t:
+.Lc1_d1507_s_t:
     jmp rcx
-.Lc1_d1501_s_t:
+.Lc1_d1548_s_t:
     jmp rcx
-.Lc1_d1543_s_t:
+.Lc1_d1598_s_t:
     jmp rcx
-.Lc1_d1592_s_t:
+.Lc1_d1643_s_t:
     jmp rcx
-.Lc1_d1638_s_t:
+.Lc1_d1648_s_t:
     jmp rcx
-.Lc1_d1685_s_t:
+.Lc1_d1689_s_t:
     jmp rcx
-.Lc1_d1690_s_t:
-    jmp rcx
-.Lc1_d1732_s_t:
+.Lc1_d1734_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d53_s_t:
+.Lc1_d49_s_t:
     jmp rcx
-.Lc1_d108_s_t:
+.Lc1_d54_s_t:
     jmp rcx
-.Lc1_d163_s_t:
+.Lc1_d105_s_t:
     jmp rcx
-.Lc1_d213_s_t:
+.Lc1_d161_s_t:
     jmp rcx
-.Lc1_d218_s_t:
+.Lc1_d212_s_t:
     jmp rcx
-.Lc1_d264_s_t:
+.Lc1_d266_s_t:
     jmp rcx
-.Lc1_d320_s_t:
+.Lc1_d331_s_t:
     jmp rcx
-.Lc1_d380_s_t:
+.Lc1_d336_s_t:
     jmp rcx
-.Lc1_d437_s_t:
+.Lc1_d391_s_t:
     jmp rcx
-.Lc1_d492_s_t:
+.Lc1_d450_s_t:
     jmp rcx
-.Lc1_d497_s_t:
+.Lc1_d513_s_t:
     jmp rcx
-.Lc1_d551_s_t:
+.Lc1_d576_s_t:
     jmp rcx
-.Lc1_d612_s_t:
+.Lc1_d637_s_t:
     jmp rcx
-.Lc1_d680_s_t:
+.Lc1_d642_s_t:
     jmp rcx
-.Lc1_d741_s_t:
+.Lc1_d698_s_t:
     jmp rcx
-.Lc1_d805_s_t:
+.Lc1_d758_s_t:
     jmp rcx
-.Lc1_d810_s_t:
+.Lc1_d820_s_t:
     jmp rcx
-.Lc1_d866_s_t:
+.Lc1_d881_s_t:
     jmp rcx
-.Lc1_d933_s_t:
+.Lc1_d942_s_t:
     jmp rcx
-.Lc1_d1793_s_t:
+.Lc1_d947_s_t:
     jmp rcx
-.Lc1_d1818_s_t:
+.Lc1_d1792_s_t:
+    jmp rcx
+.Lc1_d1819_s_t:
     jmp rcx
 .Lc0_d123_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc1_d1888_s_t:
+.Lc1_d2487_s_t:
     jmp rcx
-.Lc1_d1893_s_t:
+.Lc1_d2546_s_t:
     jmp rcx
-.Lc1_d1898_s_t:
+.Lc1_d2612_s_t:
     jmp rcx
-.Lc1_d1903_s_t:
+.Lc1_d2646_s_t:
     jmp rcx
-.Lc1_d1950_s_t:
+.Lc1_d2710_s_t:
     jmp rcx
-.Lc1_d1981_s_t:
+.Lc1_d2743_s_t:
     jmp rcx
-.Lc1_d2041_s_t:
+.Lc1_d2807_s_t:
     jmp rcx
-.Lc1_d2097_s_t:
+.Lc1_d2866_s_t:
     jmp rcx
-.Lc1_d2131_s_t:
+.Lc1_d2898_s_t:
     jmp rcx
-.Lc1_d2182_s_t:
+.Lc1_d2956_s_t:
     jmp rcx
-.Lc1_d2247_s_t:
+.Lc1_d2989_s_t:
     jmp rcx
-.Lc1_d2276_s_t:
+.Lc1_d3044_s_t:
     jmp rcx
-.Lc1_d2341_s_t:
+.Lc1_d3105_s_t:
     jmp rcx
-.Lc1_d2369_s_t:
+.Lc1_d3135_s_t:
     jmp rcx
-.Lc1_d2430_s_t:
+.Lc1_d3201_s_t:
     jmp rcx
-.Lc1_d2495_s_t:
+.Lc1_d3273_s_t:
     jmp rcx
-.Lc1_d2525_s_t:
+.Lc1_d3306_s_t:
     jmp rcx
-.Lc1_d2583_s_t:
+.Lc1_d3371_s_t:
     jmp rcx
-.Lc1_d2651_s_t:
+.Lc1_d3401_s_t:
     jmp rcx
-.Lc1_d2681_s_t:
+.Lc1_d3461_s_t:
     jmp rcx
-.Lc1_d2748_s_t:
+.Lc1_d3522_s_t:
     jmp rcx
-.Lc1_d2814_s_t:
+.Lc1_d3548_s_t:
     jmp rcx
-.Lc1_d2843_s_t:
+.Lc1_d3615_s_t:
     jmp rcx
-.Lc1_d2913_s_t:
+.Lc1_d3679_s_t:
     jmp rcx
-.Lc1_d2973_s_t:
+.Lc1_d3706_s_t:
     jmp rcx
-.Lc1_d3007_s_t:
+.Lc1_d3763_s_t:
     jmp rcx
-.Lc1_d3071_s_t:
-    jmp rcx
-.Lc1_d3132_s_t:
-    jmp rcx
-.Lc1_d3159_s_t:
-    jmp rcx
-.Lc1_d3220_s_t:
-    jmp rcx
-.Lc1_d3294_s_t:
-    jmp rcx
-.Lc1_d3326_s_t:
-    jmp rcx
-.Lc1_d3396_s_t:
-    jmp rcx
-.Lc1_d3462_s_t:
-    jmp rcx
-.Lc1_d3501_s_t:
-    jmp rcx
-.Lc1_d3565_s_t:
-    jmp rcx
-.Lc1_d3625_s_t:
-    jmp rcx
-.Lc1_d3660_s_t:
-    jmp rcx
-.Lc1_d3729_s_t:
-    jmp rcx
-.Lc1_d3759_s_t:
-    jmp rcx
-.Lc1_d3819_s_t:
-    jmp rcx
-.Lc1_d3884_s_t:
+.Lc1_d3794_s_t:
     jmp rcx
 .Lc0_d283_s_t:
     jmp rcx

@@ -98,6 +98,16 @@ pub const FIXED: &[&str] = &[
     "test bl, 3",
     "test dword ptr [r15 + 64], 3",
     "cmp dword ptr [r15 + 64], 0x5a82799a",
+    // Counter-field compares (`BranchSource::Field`), short and long immediates, with and
+    // without REX.
+    "lea ecx, [rbx + rbx*2]",
+    "lea r9d, [rbx + rbx*4]",
+    "and eax, 63",
+    "and ebp, 16320",
+    "and r8d, 1040384",
+    "cmp eax, 10",
+    "cmp esi, 1664",
+    "cmp r9d, 81920",
     "jb 1f\n1:",
     "jae 1f\n1:",
     "inc rbx",

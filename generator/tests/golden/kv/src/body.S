@@ -48,51 +48,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, 45
+    mov rbp, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
+    mov esi, 45
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    sete dil
     test bl, 32
     jz 1f
 1:
-    mov edi, edi
-    vcvtsi2sd xmm15, xmm15, edx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 890
+    rep movsb
+    sete bpl
+    mov eax, edi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r8, r10
-    bt rdi, rdi
-    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 672
+    jz 1f
+1:
+    bt r8, r8
+    mov r9d, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 640]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], r8d
     mov rbp, r10
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3008]
-    vpaddd ymm11, ymm15, ymmword ptr [r15 + 768]
-    test ebx, 2912
+    mov rdx, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r14 + 0]
+    test ebx, 1888
     jnz 1f
 1:
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], ebp
-    mov qword ptr [r15 + 896], rbp
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 576], bpl
-    test ebx, 6000
-    jnz 1f
+    and rbp, 960
+    movsxd r8, dword ptr [r15 + rbp + 1984]
+    movsxd r9, dword ptr [r14 + 64]
+    movzx ebp, byte ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movsxd rdx, dword ptr [r14 + 448]
-    movzx edi, byte ptr [r15 + 640]
-    lock xadd qword ptr [r15 + 704], rdx
-    mov rcx, qword ptr [r15 + 640]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 892
+    rep movsb
+    mov r8, qword ptr [r15 + 128]
+    inc dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -105,55 +113,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536871040
     setz al
-    lea rcx, [rip + .Lc1_d83_s]
+    lea rcx, [rip + .Lc1_d89_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d83_s_t
+    jmp .Lc1_d89_s_t
     .p2align 3
-.Lc1_d83_s:
+.Lc1_d89_s:
     .p2align 3
-    jmp .Lc1_d83_j
+    jmp .Lc1_d89_j
     .p2align 3
-    jmp .Lc1_d83_j
-.Lc1_d83_j:
-    movzx ebp, byte ptr [r15 + 704]
-    movzx ecx, cl
-    bt rbp, rbp
+    jmp .Lc1_d89_j
+.Lc1_d89_j:
+    mov r8, qword ptr [r14 + 640]
+    movzx edx, cl
+    mov r9, r8
     test bl, 32
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
-    xor dword ptr [r15 + 0], ecx
+    sete r9b
+    mov qword ptr [r15 + 128], r9
+    mov ebp, 200
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 448]
+    bt rbp, rbp
+    mov rdx, rax
     test ebx, 15216
     jz 1f
 1:
-    mov qword ptr [r15 + 512], rax
-    mov qword ptr [r15 + 576], rax
-    test ebx, 672
+    mov dword ptr [r14 + 0], 116
+    mov qword ptr [r15 + 448], rdx
+    mov edi, edx
+    test ebx, 288
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 70
-    mov ebp, edx
-    mov rcx, rbp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 890
+    rep movsb
+    mov edx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 15824
+    jnz 1f
 1:
-    mov r9, rbp
-    mov rax, qword ptr [r14 + 576]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov dword ptr [r14 + 0], 167
-    mov esi, dword ptr [r15 + 320]
+    or qword ptr [r15 + 0], 17
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 15824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 384]
-    mov edx, 5
+    movzx r8d, byte ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -161,55 +171,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 0], eax
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, al
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 123
-    mov r8d, ecx
-    mov rbp, r10
-    test ebx, 416
-    jz 1f
-1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 186
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 1472]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    lea rcx, [rip + .Lc1_d139_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d139_j_t
+.Lc1_d139_j:
+    mov qword ptr [r15 + 0], rcx
+    vmulsd xmm7, xmm7, xmm7
+    mov r9d, dword ptr [r15 + 0]
+    bswap rdi
+    test bl, 160
+    jnz 1f
 1:
     mov rcx, r9
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    mov rdx, qword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    xchg r9, r9
+    movzx edx, r9b
+    mov rbp, r9
+    test bl, 96
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 213
+    mov edi, ebp
+    mov esi, dword ptr [r15 + 0]
     test ebx, 64944
     jz 1f
 1:
-    mov r8d, ecx
-    bswap rdi
-    movsxd rbp, dword ptr [r15 + 768]
-    test ebx, 5872
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    mov rdx, rbp
-    mov byte ptr [r15 + 448], al
-    test ebx, 60400
+    sete bpl
+    movsxd r8, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 2784
     jz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    movsxd rdx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 191
+    mov r8, rcx
+    mov r9d, r8d
+    mov rbp, r10
+    test bl, 32
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov rdx, qword ptr [r15 + 512]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 960]
+    test bl, 224
+    jnz 1f
+1:
+    mov byte ptr [r15 + 896], bpl
+    mov rdx, qword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rsi, dword ptr [r15 + 704]
+    movzx r8d, sil
+    movzx ecx, byte ptr [r14 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -219,120 +238,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388610
-    setz al
-    lea rcx, [rip + .Lc1_d181_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d181_s_t
-    .p2align 3
-.Lc1_d181_s:
-    .p2align 3
-    jmp .Lc1_d181_j
-    .p2align 3
-    jmp .Lc1_d181_j
-.Lc1_d181_j:
+    movzx edx, byte ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 10
-    mov r8d, esi
-    test ebx, 12128
-    jz 1f
+    mov dword ptr [r15 + 0], 241
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    test ebx, 3424
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    not qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov edx, 244
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov ebp, dword ptr [r15 + 0]
+    movzx edi, al
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 86
+    test ebx, 6096
+    jnz 1f
 1:
-    mov dword ptr [r15 + 512], 203
-    movzx edx, byte ptr [r15 + 704]
-    mov edi, edi
-    lea rbp, [r10 + r10*1]
-    test ebx, 12016
-    jz 1f
-1:
-    mov ecx, 161
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3072], cl
-    test bl, 224
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r10
-    mov byte ptr [r15 + rbp + 3008], r9b
+    not qword ptr [r15 + 0]
+    bt rbp, rbp
+    mov rsi, qword ptr [r15 + 448]
+    lea r9, [r10*4]
+    mov edi, esi
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    movzx ebp, byte ptr [r14 + 768]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 1088]
+    movzx eax, byte ptr [r14 + 576]
+    mov dword ptr [r15 + 320], 155
+    movsxd rbp, dword ptr [r15 + 832]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx edi, byte ptr [r15 + 768]
+    mov byte ptr [r15 + r9 + 1024], bpl
+    mov byte ptr [r15 + r9 + 960], dil
+    movzx edx, dil
+    test ebx, 6064
+    jz 1f
+1:
+    mov esi, edx
+    add qword ptr [r14 + 0], rsi
+    movzx eax, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + r9 + 1152]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rcx, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d245_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d245_j_t
+.Lc1_d245_j:
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     movsxd rbp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 160
+    movzx esi, bpl
+    test bl, 32
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 800
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, rdx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx r9d, bpl
+    mov edi, dword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
+    mov ecx, 112
+    xchg r8, r8
     test ebx, 288
     jnz 1f
 1:
-    mov ecx, 201
-    movzx r9d, byte ptr [r14 + 0]
-    movsxd rax, dword ptr [r14 + 0]
-    xchg rsi, r8
+    movzx esi, r8b
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1504
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 69
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 512]
+    test ebx, 2912
+    jnz 1f
+1:
+    mov eax, 250
+    movzx ebp, byte ptr [r15 + 576]
+    mov eax, dword ptr [r14 + 128]
+    mov r9, r10
+    mov r8d, 181
+    test ebx, 288
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1472], edx
+    sete r9b
     test bl, 32
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 128]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 49
-    mov ecx, 236
-    mov r9, qword ptr [r15 + 576]
-    mov eax, 158
-    mov r8, r10
-    test ebx, 608
+    mov edi, dword ptr [r15 + 128]
+    mov rax, r9
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 704]
+    test bl, 160
     jnz 1f
 1:
-    mov rbp, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], ebp
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 1984]
-    add qword ptr [r15 + 576], rbp
+    add qword ptr [r15 + 640], r8
+    mov edx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
@@ -342,119 +364,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d285_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d285_j_t
-.Lc1_d285_j:
-    mov r9, r10
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7104]
-    mov r8d, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 95
-    mov rbp, r8
-    test bl, 32
+    mov r9, rax
+    mov edi, 126
+    movzx r8d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 2032
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov edx, dword ptr [r15 + 0]
+    test bl, 224
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov r8, rsi
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, r8b
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    add qword ptr [r15 + 0], r8
+    mov rdx, rsi
     mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], edi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov rax, rdi
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 992
+    mov esi, 68
+    xor dword ptr [r15 + 896], esi
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r14 + 512]
+    mov r8, qword ptr [r15 + 640]
+    test ebx, 288
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 7888
-    jz 1f
-1:
-    mov esi, 76
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + 64]
     mov r9, rax
-    test ebx, 7920
-    jnz 1f
-1:
-    mov qword ptr [r15 + 832], r9
-    mov r8, r10
-    mov edx, 210
-    and r8, 960
-    movsxd rax, dword ptr [r14 + r8 + 1984]
-    test bl, 32
+    mov rax, qword ptr [r14 + 64]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 576]
+    test bl, 64
     jz 1f
 1:
-    xor dword ptr [r15 + 896], eax
-    movzx esi, al
-    movsxd r9, dword ptr [r15 + 768]
-    add r11, 64
-    add r10, r11
+    movsxd rbp, dword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 768], 49
+    mov esi, 208
+    test ebx, 13296
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r15 + 704], rcx
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d358_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d358_j_t
+.Lc1_d358_j:
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    movzx edx, al
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov edx, eax
+    test ebx, 1760
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    movsxd rdi, dword ptr [r15 + 0]
     inc dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 187
+    test ebx, 6064
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r14 + 64], rdi
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 832]
+    test ebx, 8080
+    jz 1f
+1:
+    mov rbp, r10
+    add qword ptr [r15 + 768], r9
+    mov rax, rbp
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 960
+    movsxd rdi, dword ptr [r15 + rbp + 1984]
+    test ebx, 3488
+    jz 1f
+1:
+    mov ebp, ebp
+    mov r8, r10
+    movzx r9d, byte ptr [r14 + 0]
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 64240
+    jnz 1f
+1:
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 1472]
+    mov edi, 116
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 704]
     test bl, 32
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 175
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 224
-    jnz 1f
-1:
-    mov edx, r8d
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    mov esi, dword ptr [r15 + 704]
-    test bl, 160
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 832]
-    mov byte ptr [r14 + 64], sil
-    mov esi, dword ptr [r14 + 64]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r8d, esi
-    mov r9d, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + rbp + 1536]
-    test ebx, 3424
-    jnz 1f
-1:
-    mov rdx, rcx
-    movsxd rax, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 128]
-    test bl, 32
-    jnz 1f
-1:
-    mov esi, 56
-    add qword ptr [r15 + 704], rax
-    movzx edx, byte ptr [r15 + 512]
+    movzx edx, r8b
+    mov byte ptr [r15 + 128], dl
+    mov r9d, 237
     add r11, 64
     add r10, r11
     inc rbx
@@ -464,174 +490,172 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d391_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d391_j_t
-.Lc1_d391_j:
-    mov dword ptr [r15 + 768], ecx
+    mov qword ptr [r15 + 0], rax
     movzx edx, al
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 128]
-    and r8, 960
-    movsxd r9, dword ptr [r15 + r8 + 1984]
-    test ebx, 16272
+    cmovne rax, rdx
+    cmovne rdx, rdx
+    test ebx, 672
     jz 1f
 1:
-    movzx edx, r9b
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 231
+    mov rcx, rdx
+    mov ebp, dword ptr [r15 + 0]
+    movzx r8d, cl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    mov r9d, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, 1
+    test bl, 160
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rbp, rcx
+    mov dword ptr [r15 + 768], esi
+    mov r9, r10
+    test ebx, 31200
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1472]
+    mov r9d, r9d
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    mov rsi, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, sil
     test ebx, 800
     jz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rcx
-    mov eax, 179
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    movzx edx, al
-    movsxd r8, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 3872
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 704]
-    mov edi, edx
-    test ebx, 288
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], edi
-    mov dword ptr [r15 + 640], r8d
-    mov rcx, rdx
+    movzx r8d, byte ptr [r15 + 128]
+    mov esi, 254
+    mov dword ptr [r14 + 128], 94
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    cmovne rdx, rcx
-    mov rax, rcx
-    mov r9d, 55
+    mov r9d, dword ptr [r15 + 896]
+    xor dword ptr [r15 + 64], r9d
+    mov r9d, 16
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 98 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 109 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 98]
+    lea rcx, [rbx + 109]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 98
+    mov r13d, 109
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    vpcmpeqb xmm4, xmm4, xmm12
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, ecx
-    mov r9, rcx
-    test bl, 228
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r14 + 0]
+    lea ecx, [rbx + rbx*2]
+    and ecx, 255
+    cmp ecx, 11
+    jb 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 448]
+    vpcmpeqb xmm8, xmm8, xmm9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 83
-    crc32 rsi, rsi
-    neg rsi
-    test bl, 4
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    add rsi, 5
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 320], sil
-    jmp 1f
+    add rcx, 68
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 3998
-    jnz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 576]
     movsxd rcx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 704]
-    mov r9d, 125
-    test r9d, r9d
+    mov dword ptr [r15 + 320], edi
+    lock xadd qword ptr [r15 + 192], rcx
+    test ecx, ecx
+    mov r9d, ecx
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 32
+    mov r13d, 33
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d485_j]
+    lea rcx, [rip + .Lc1_d509_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d485_j_t
-.Lc1_d485_j:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edi, 205
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 364
+    jmp .Lc1_d509_j_t
+.Lc1_d509_j:
+    movzx ebp, byte ptr [r15 + 832]
+    mov r9d, 205
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 1516
     jz 1f
 1:
-    popcnt rax, rdi
-    mov dword ptr [r15 + 0], 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 12
+    mov r8, r10
+    crc32 ecx, dil
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1984], rcx
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rbp, rcx
+    mov ebp, 120
+    mov dword ptr [r15 + 0], 156
+    popcnt rsi, rbp
     test bl, 84
     jnz 1f
 1:
-    xchg qword ptr [r15 + 0], rax
-    cmovne rcx, rbp
-    or eax, 1
-    xor edx, edx
-    div eax
+    movzx edi, sil
+    cmovne r8, rsi
+    mov dword ptr [r15 + 704], 146
     test bl, 24
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 217
-    or qword ptr [r15 + 0], 99
-    mov dword ptr [r15 + 0], 146
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov eax, 254
+    jmp 1f
 1:
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 832]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], rcx
-    mov rdx, rcx
-    test bl, 76
-    jnz 1f
-1:
-    mov r8, rcx
-    movsxd rax, dword ptr [r14 + 64]
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    test bl, 12
+    vpaddd ymm13, ymm8, ymmword ptr [r15 + 768]
+    test bl, 4
     jz 1f
 1:
-    mov esi, r9d
-    and r9, 960
-    movsxd rdx, dword ptr [r15 + r9 + 1984]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7104]
+    mov dword ptr [r15 + 576], 3
+    mov rax, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rax
+    movsxd r8, dword ptr [r15 + 640]
+    mov r9, r10
+    or qword ptr [r15 + 128], 58
+    test bl, 28
+    jnz 1f
+1:
+    mov esi, edx
+    and r9, 4032
+    movsxd rbp, dword ptr [r14 + r9 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -687,53 +711,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d550_j]
+    lea rcx, [rip + .Lc1_d574_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d550_j_t
-.Lc1_d550_j:
-    movzx r9d, byte ptr [r15 + 576]
-    sete al
-    mov rdi, r9
+    jmp .Lc1_d574_j_t
+.Lc1_d574_j:
+    mov rbp, r10
+    mov esi, ecx
+    bswap rcx
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 88
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    popcnt r9, rdi
-    mov esi, dword ptr [r15 + 448]
-    mov edi, 85
-    test ebx, 4064
+    mov r9, rbp
+    mov byte ptr [r15 + 896], sil
+    movzx eax, byte ptr [r14 + 832]
+    test ebx, 1984
     jz 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 128], dil
-    and r8, 33554368
-    mov dword ptr [r14 + r8 + 33554432], 82
     movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
+    sete sil
+    mov edx, 55
+    test ebx, 1216
+    jz 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    bswap rcx
-    mov byte ptr [r15 + 64], r9b
-    movzx edi, cl
-    test ebx, 32064
+    test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 704], rdi
-    mov ebp, 248
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov byte ptr [r15 + 0], r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 64
+    jnz 1f
 1:
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 896]
-    mov ecx, dword ptr [r15 + 832]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1472], rcx
+    movzx edx, cl
+    btc dword ptr [r15 + 0], 3
+    mov eax, dword ptr [r15 + 512]
+    test ebx, 56288
+    jnz 1f
+1:
+    mov rbp, r10
+    popcnt rsi, rax
+    mov r9d, 252
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3008]
+    mov r8, r10
+    test ebx, 1216
+    jnz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1984], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -743,54 +773,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 640]
-    mov edi, 221
-    mov rcx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
+    lea rcx, [rip + .Lc1_d628_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d628_j_t
+.Lc1_d628_j:
+    mov rsi, qword ptr [r15 + 704]
+    popcnt r9, rcx
+    mov rbp, qword ptr [r14 + 832]
+    test bl, 192
     jnz 1f
 1:
-    popcnt r9, rcx
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    movzx r8d, bpl
+    mov eax, ebp
+    movsxd rdi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, edi
-    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movzx r9d, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, ebp
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], cl
-    lea r8, [r10 + r10*1]
-    test ebx, 15072
+    mov dword ptr [r15 + 0], r9d
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r14 + 448]
+    test ebx, 1760
     jnz 1f
 1:
-    mov eax, 3
-    movsxd rsi, dword ptr [r14 + 512]
-    and r8, 4032
-    mov r9, r10
-    mov dword ptr [r14 + r8 + 3008], 199
-    and r9, 960
-    mov edi, dword ptr [r15 + r9 + 1984]
-    test ebx, 576
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 33554368
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 33554432], bpl
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 16
+    test ebx, 7360
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + r8 + 3072]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov byte ptr [r15 + rbp + 33554496], r8b
+    mov eax, r8d
+    mov ebp, 85
+    test bl, 192
+    jz 1f
 1:
-    mov qword ptr [r15 + rbp + 33554496], rsi
-    mov byte ptr [r15 + 768], dil
-    movzx r9d, cl
+    mov r9, qword ptr [r15 + 128]
+    mov r8, r10
+    mov edi, 42
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3008], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -800,57 +831,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d649_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d649_j_t
-.Lc1_d649_j:
+    movzx r9d, byte ptr [r15 + 640]
+    movsxd rbp, dword ptr [r14 + 0]
+    movzx edi, r9b
+    mov edx, dword ptr [r15 + 576]
+    test ebx, 23520
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], edx
+    movzx eax, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, 53
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test ebx, 704
+    jz 1f
+1:
+    vucomisd xmm8, xmm8
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 200
     movsxd r8, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov esi, 150
-    mov r9, r8
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 7136
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 7360
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 576]
-    mov edi, dword ptr [r15 + 128]
+    movzx r9d, dil
+    mov byte ptr [r15 + 0], dil
+    mov edx, dword ptr [r15 + 0]
+    mov rbp, r10
+    test bl, 128
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], eax
+    movzx r8d, byte ptr [r14 + 576]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3008]
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r14 + 640]
-    test ebx, 130464
-    jnz 1f
-1:
-    vmulsd xmm4, xmm4, xmm4
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], edx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 64]
-    or qword ptr [r14 + 0], 64
+    mov r9d, dword ptr [r15 + 640]
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    and r8, 960
+    mov rdx, qword ptr [r15 + r8 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -860,54 +891,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 448], al
-    vpaddd ymm12, ymm12, ymmword ptr [r15 + 576]
-    inc dword ptr [r15 + 0]
-    test ebx, 1344
+    lea rcx, [rip + .Lc1_d731_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d731_j_t
+.Lc1_d731_j:
+    mov dword ptr [r15 + 64], ecx
+    movzx esi, cl
+    mov r9, qword ptr [r14 + 896]
+    mov byte ptr [r15 + 448], sil
+    test ebx, 7904
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    bt rax, rax
-    mov edx, r9d
-    test ebx, 576
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r9, r10
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], r9d
+    mov rdx, qword ptr [r15 + 0]
+    bt r9, r9
+    bswap rcx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3008]
-    mov dword ptr [r15 + 64], r9d
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1101
-    rep movsb
-    mov rbp, r10
+    mov qword ptr [r15 + 0], rcx
+    mov rax, rcx
+    mov dword ptr [r15 + 0], ecx
     test bl, 64
     jz 1f
 1:
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rdi
-    movzx eax, bpl
-    mov rdx, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, 36
+    mov esi, r8d
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov r9, r10
-    mov ecx, 200
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 960]
+    movsxd rax, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov rcx, rax
     test ebx, 576
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 896]
-    bt rdi, rdi
-    movzx esi, byte ptr [r14 + 128]
+    mov r9, r10
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 640]
+    and r9, 448
+    mov r8, r10
+    mov rbp, r10
+    mov qword ptr [r15 + r9 + 1472], r8
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3008]
+    test ebx, 704
+    jnz 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 960]
+    bt r8, r8
+    movzx eax, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -917,59 +950,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d751_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d751_j_t
-.Lc1_d751_j:
-    mov edi, ecx
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rax
+    mov ecx, eax
+    mov dword ptr [r15 + 0], eax
     test ebx, 576
-    jz 1f
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edx, 139
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov byte ptr [r15 + 0], cl
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 704
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    mov ecx, r8d
-    movsxd rax, dword ptr [r15 + 640]
-    test ebx, 448
-    jz 1f
-1:
-    bt rcx, rax
-    mov edi, dword ptr [r15 + 64]
-    mov rax, rax
-    mov byte ptr [r15 + 128], dil
+    mov r9d, esi
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, r9d
+    mov dword ptr [r15 + 0], 228
     test bl, 64
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov edi, 164
+    mov ebp, 227
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r8, r10
+    test bl, 192
+    jnz 1f
+1:
     mov r9, r10
-    movsxd rcx, dword ptr [r15 + 704]
-    test bl, 64
-    jz 1f
-1:
-    movzx eax, byte ptr [r14 + 512]
+    mov esi, dword ptr [r15 + 832]
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], sil
     and r9, 960
-    movsxd r8, dword ptr [r15 + r9 + 1984]
-    mov dword ptr [r15 + 64], 76
+    mov ebp, dword ptr [r15 + r9 + 1984]
+    mov rcx, r9
+    test ebx, 3520
+    jnz 1f
+1:
+    mov edx, 237
+    movsxd rax, dword ptr [r14 + 0]
+    bt rdx, rdx
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r14 + 0], 193
-    movzx ebp, al
-    mov edi, r8d
+    mov rbp, r10
+    movzx ecx, al
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7104]
+    mov r8d, dword ptr [r15 + 576]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 704]
+    mov dword ptr [r14 + 128], 70
+    mov ecx, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -979,61 +1014,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rcx, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 239
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 16096
-    jz 1f
-1:
-    movzx r8d, sil
-    movzx r9d, cl
-    movzx eax, r8b
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, r9d
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    inc dword ptr [r15 + 0]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], al
-    test ebx, 832
-    jz 1f
-1:
-    mov rdx, rbp
-    movzx esi, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 768], dl
-    movzx ecx, sil
-    test ebx, 7904
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 640]
-    movzx r8d, cl
-    mov r9d, 36
-    test ebx, 28128
-    jnz 1f
-1:
-    mov ebp, 51
-    lea r8, [r10 + r10*1]
-    mov r9, r10
-    vmaxsd xmm12, xmm12, xmm12
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 1024]
-    and r9, 960
-    mov rdx, qword ptr [r15 + r9 + 1984]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 12
+    setz al
+    lea rcx, [rip + .Lc1_d839_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d839_s_t
+    .p2align 3
+.Lc1_d839_s:
+    .p2align 3
+    jmp .Lc1_d839_j
+    .p2align 3
+    jmp .Lc1_d839_j
+.Lc1_d839_j:
+    mov r9d, 239
+    mov r8, r10
+    movzx esi, r9b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 248
     test bl, 192
+    jz 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    mov rbp, r10
+    mov rdi, rsi
+    test ebx, 56800
     jnz 1f
 1:
-    movzx ecx, dl
-    xor dword ptr [r15 + 576], edx
-    movzx eax, byte ptr [r15 + r8 + 960]
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1984]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1216
+    jz 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r14 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    xor dword ptr [r15 + 576], eax
+    mov ecx, 40
     add r11, 64
     add r10, r11
     inc rbx
@@ -1043,53 +1078,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d861_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d861_j_t
-.Lc1_d861_j:
     movsxd rdi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 192
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 125920
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 31200
-    jnz 1f
-1:
+    movsxd rdi, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    and r8, 448
-    mov rcx, qword ptr [r14 + r8 + 1024]
-    movzx r9d, r8b
-    test ebx, 1216
-    jnz 1f
+    movzx r9d, dil
+    test ebx, 128864
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    lea rbp, [r10 + r10*1]
-    mov ecx, edx
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 448]
-    test ebx, 24288
-    jnz 1f
+    mov rcx, qword ptr [r15 + 512]
+    mov r8d, r9d
+    mov dword ptr [r15 + 448], 63
+    test ebx, 576
+    jz 1f
 1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3072]
-    mov rcx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 768], al
+    mov rbp, r10
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 128]
+    and rbp, 960
+    movzx esi, byte ptr [r14 + rbp + 1984]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rdi, qword ptr [r15 + 896]
+    mov byte ptr [r15 + 768], sil
+    mov r9, r10
+    movzx r8d, byte ptr [r14 + 576]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx edx, byte ptr [r15 + 576]
-    movzx ecx, byte ptr [r14 + 0]
-    mov qword ptr [r15 + 832], rdx
-    test ebx, 128736
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 640]
-    inc dword ptr [r15 + rbp + 3008]
-    movsxd rax, dword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + 704], r9
+    mov rbp, r10
+    and r9, 448
+    inc dword ptr [r15 + r9 + 1472]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1099,55 +1132,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 128], bpl
-    mov r8, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 56
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, rbp
-    and r8, 960
-    mov rax, qword ptr [r15 + r8 + 1984]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 64480
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 14048
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov rbp, r10
-    test bl, 64
+    lea rcx, [rip + .Lc1_d938_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d938_j_t
+.Lc1_d938_j:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, rcx
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, rdi
+    test ebx, 448
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rax
+    sete cl
+    mov ebp, r9d
+    mov byte ptr [r15 + 0], cl
+    mov r8, rbp
+    test ebx, 576
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    vucomisd xmm8, xmm8
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 992
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov edx, dword ptr [r15 + 0]
+    mov eax, esi
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 5056
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 832]
+    test ebx, 3776
+    jz 1f
+1:
+    mov esi, dword ptr [r14 + 640]
+    mov rbp, r10
+    inc dword ptr [r15 + 128]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    mov eax, dword ptr [r15 + 896]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 704]
-    inc dword ptr [r15 + 64]
-    test bl, 192
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + 0]
-    mov rax, qword ptr [r14 + 576]
+    mov dword ptr [r15 + 64], 99
+    mov dword ptr [r14 + 0], 97
+    movzx r9d, byte ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1157,52 +1197,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d960_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d960_j_t
-.Lc1_d960_j:
-    movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
+    mov r8, r10
+    mov edx, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], cl
+    mov rsi, r8
+    test ebx, 576
     jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 127968
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1344
+    jz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r14 + 0], rbp
-    test bl, 192
+    mov ecx, dword ptr [r15 + 704]
+    mov r8d, ebp
+    test ebx, 704
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r10
-    mov dword ptr [r15 + 128], 79
-    mov esi, 117
+    mov eax, 125
+    sete sil
+    mov dword ptr [r14 + 0], 104
+    movsxd rdx, dword ptr [r14 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], sil
-    sete sil
-    mov eax, ebp
-    test bl, 64
+    mov ecx, 241
+    mov r8, qword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 448]
+    test bl, 192
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    bt rax, rax
-    mov r9, qword ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov edi, dword ptr [r15 + 512]
+    mov eax, 251
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 512], 101
+    test bl, 192
+    jnz 1f
 1:
-    mov r8, r10
-    mov edx, dword ptr [r15 + 64]
-    and r8, 960
-    mov r9, qword ptr [r15 + r8 + 1984]
-    movzx ecx, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movsxd rbp, dword ptr [r15 + 896]
-    mov esi, 186
+    bt r9, r9
+    and r9, 960
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 2048]
+    mov rcx, qword ptr [r15 + r9 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1212,57 +1257,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, eax
-    mov ebp, eax
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 4
+    lea rcx, [rip + .Lc1_d1047_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1047_j_t
+.Lc1_d1047_j:
+    lea rbp, [r10 + r10*2]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 889
+    rep movsb
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 1088]
+    mov r9d, 110
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 8096
+    mov eax, 45
+    mov dword ptr [r14 + 0], r9d
+    movzx edx, byte ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov edi, edx
+    mov dword ptr [r15 + 0], 69
+    test ebx, 7360
     jz 1f
 1:
-    mov r9d, 70
-    mov eax, 205
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 768]
-    test ebx, 130464
+    movsxd rax, dword ptr [r15 + 0]
+    mov rsi, rcx
+    mov r9d, eax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rdx, r9
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
-    mov r9d, 154
-    mov rdx, qword ptr [r15 + 512]
-    mov rbp, r10
-    mov dword ptr [r14 + 0], edx
-    lea r8, [r10 + r10*1]
-    test ebx, 1600
+    movzx esi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + rbp + 960]
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 576
     jnz 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    xor dword ptr [r15 + 128], ebp
-    movsxd rax, dword ptr [r14 + r8 + 1536]
-    test ebx, 3520
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 640]
-    mov rsi, rax
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdx, rsi
-    test ebx, 320
+    xor dword ptr [r15 + 64], ecx
+    mov edx, 212
+    mov edi, 246
+    test ebx, 704
     jnz 1f
 1:
-    bswap r8
-    mov r9d, 45
-    mov rbp, qword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + rbp + 1024]
+    mov r9, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1272,58 +1319,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1061_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1061_j_t
-.Lc1_d1061_j:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 22496
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, r9d
     mov esi, dword ptr [r15 + 0]
-    test ebx, 704
+    mov edx, 13
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, 192
-    mov qword ptr [r15 + 0], rsi
-    mov eax, 83
-    lea r8, [r10 + r10*1]
-    test ebx, 6976
+    cmovne r9, rdi
+    mov r8d, ecx
+    mov eax, r9d
+    lea rbp, [r10 + r10*2]
+    test ebx, 130720
+    jnz 1f
+1:
+    mov edx, eax
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1088]
+    mov ecx, 193
+    test ebx, 114592
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 64], rcx
+    movsxd rdx, dword ptr [r15 + 128]
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rdx
+    test bl, 64
     jz 1f
 1:
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 1024]
-    mov eax, r8d
-    movsxd rcx, dword ptr [r14 + r8 + 960]
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    movzx edi, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 576]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r9, r10
-    btc dword ptr [r15 + 64], 3
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1472]
-    cmovne r8, r9
-    test ebx, 7360
+    mov ecx, 89
+    mov rdx, qword ptr [r15 + rbp + 1024]
+    movzx ebp, cl
+    btc dword ptr [r14 + 0], 26
+    test ebx, 60896
     jz 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + 640]
-    mov ebp, ecx
-    test ebx, 28128
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 128]
-    mov r9d, 216
-    test bl, 192
+    mov r8d, ebp
+    movzx edi, byte ptr [r15 + 640]
+    mov qword ptr [r15 + r9 + 33554496], r8
+    test bl, 64
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1333,57 +1380,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, 235
-    lock xadd qword ptr [r15 + 0], rsi
-    mov edx, 218
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    or qword ptr [r15 + 0], 27
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    vmulsd xmm4, xmm4, xmm4
-    movzx esi, al
-    mov r8, r10
-    test ebx, 30144
+    lea rcx, [rip + .Lc1_d1154_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1154_j_t
+.Lc1_d1154_j:
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov ebp, 77
+    mov byte ptr [r15 + 0], dl
+    test bl, 64
     jnz 1f
 1:
-    mov eax, esi
-    mov byte ptr [r15 + 0], r8b
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1472], al
-    test ebx, 7360
-    jz 1f
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 768], 31
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
+    vmovdqu xmm8, xmmword ptr [r15 + 640]
+    movzx ebp, r8b
     lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 128], r8
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 1024]
-    mov r8, r10
-    mov ecx, esi
-    test ebx, 1216
+    mov ecx, ebp
+    test ebx, 6592
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7104]
-    mov ecx, 33
-    test ebx, 576
+    mov qword ptr [r15 + 64], rcx
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1024]
+    mov esi, 157
+    movsxd rax, dword ptr [r14 + 0]
+    test bl, 64
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov edi, 208
-    movzx eax, sil
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    mov r8d, esi
+    mov byte ptr [r15 + r9 + 960], al
+    movzx ecx, r8b
+    test bl, 64
+    jz 1f
+1:
+    mov rbp, r10
+    mov edx, 196
+    and rbp, 4032
+    movsxd rdi, dword ptr [r14 + rbp + 3008]
+    mov esi, 129
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 960]
-    mov rdi, rax
-    mov r9d, 169
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 1472]
+    mov rax, r8
+    mov ecx, 169
     add r11, 64
     add r10, r11
     inc rbx
@@ -1393,59 +1442,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1166_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1166_j_t
-.Lc1_d1166_j:
-    vsubsd xmm15, xmm15, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test bl, 64
-    jnz 1f
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, 241
+    movzx esi, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov edi, dword ptr [r15 + 0]
+    mov ebp, esi
+    movzx r9d, byte ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
     test ebx, 320
     jz 1f
 1:
-    mov r9d, edi
-    mov rax, qword ptr [r15 + 704]
-    mov rsi, r9
-    test ebx, 1344
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov ebp, esi
-    movsxd rdx, dword ptr [r14 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov edi, 38
-    mov eax, dword ptr [r14 + 0]
-    vucomisd xmm4, xmm4
-    mov r9, r10
+    mov qword ptr [r15 + 0], r9
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, r9
     test ebx, 576
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 576]
+    movzx r8d, dl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 896]
+    mov byte ptr [r15 + 832], al
+    test bl, 64
     jz 1f
 1:
-    and r9, 960
-    mov edx, dword ptr [r15 + r9 + 1984]
-    mov ecx, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 512]
     mov rbp, r10
-    test ebx, 576
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 512]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], r8d
+    movsxd rdi, dword ptr [r14 + 0]
+    mov r9, r10
+    test ebx, 128736
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
+    mov rbp, r10
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1472]
+    mov eax, dword ptr [r15 + 128]
     and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dl
-    mov byte ptr [r15 + 640], bpl
-    test bl, 192
-    jnz 1f
+    mov byte ptr [r15 + rbp + 33554432], al
+    test bl, 64
+    jz 1f
 1:
-    mov edi, dword ptr [r15 + 576]
-    movzx r9d, dl
-    popcnt rsi, rdi
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 448]
+    popcnt rdi, rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1455,56 +1500,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, al
-    mov byte ptr [r15 + 128], al
-    mov edx, 9
-    movzx ebp, r8b
+    lea rcx, [rip + .Lc1_d1259_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1259_j_t
+.Lc1_d1259_j:
+    mov edi, 150
+    movzx edx, cl
+    mov ebp, 197
+    movsxd r8, dword ptr [r15 + 448]
+    test ebx, 32544
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx eax, r8b
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 832
+    jnz 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx edi, sil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, 4
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov edx, 118
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov edi, 36
-    mov r9, qword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, dl
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 6112
+    mov rbp, r10
+    mov ecx, 229
+    movsxd rax, dword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], eax
+    test ebx, 57248
     jz 1f
 1:
-    mov ebp, 4
-    mov eax, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    mov rdx, rbp
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 576]
+    test ebx, 1952
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, 229
-    movsxd rax, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    lea r8, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r9d
-    mov dword ptr [r14 + 0], r8d
-    test ebx, 48064
-    jnz 1f
-1:
-    mov rax, r9
+    movsxd rcx, dword ptr [r15 + 512]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1101
+    mov ecx, 890
     rep movsb
-    mov dword ptr [r15 + r8 + 1024], 104
+    mov dword ptr [r14 + 0], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -1517,114 +1567,117 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 66
     setz al
-    lea rcx, [rip + .Lc1_d1272_s]
+    lea rcx, [rip + .Lc1_d1315_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1272_s_t
+    jmp .Lc1_d1315_s_t
     .p2align 3
-.Lc1_d1272_s:
+.Lc1_d1315_s:
     .p2align 3
-    jmp .Lc1_d1272_j
+    jmp .Lc1_d1315_j
     .p2align 3
-    jmp .Lc1_d1272_j
-.Lc1_d1272_j:
-    mov r8d, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 704]
+    jmp .Lc1_d1315_j
+.Lc1_d1315_j:
+    cmovne rax, rcx
+    mov r9, qword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, edi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, esi
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, rax
-    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 448]
     test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 704], 130
-    test ebx, 24384
+    and r9, 448
+    mov qword ptr [r15 + r9 + 960], rcx
+    mov dword ptr [r14 + 0], 130
+    movzx ebp, r9b
+    test ebx, 12192
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 832]
-    movsxd rcx, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 832]
+    mov esi, dword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov r9, r10
-    movzx eax, byte ptr [r14 + 448]
+    mov qword ptr [r15 + 576], rdi
+    movzx ecx, byte ptr [r14 + 640]
+    mov rbp, qword ptr [r15 + 704]
     test ebx, 13792
     jz 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7104], rax
-    mov rcx, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1320_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1320_j_t
-.Lc1_d1320_j:
-    mov edx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edx
-    test ebx, 1600
+    mov rdi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 896], 75
+    mov dword ptr [r15 + 0], edi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 6976
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 133
-    mov r9, r9
-    lea rbp, [r10 + r10*1]
-    test ebx, 704
+    mov rdx, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    movzx eax, dl
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 61152
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554496], rax
-    mov r9, r10
-    movzx ecx, bpl
-    test ebx, 128928
-    jnz 1f
-1:
-    mov edx, 133
+    lea r9, [r10 + r10*1]
+    mov ecx, ebp
+    movzx edi, r9b
+    mov ebp, dword ptr [r15 + 0]
     and r9, 448
-    mov dword ptr [r15 + r9 + 960], 168
-    movzx ecx, r9b
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov eax, ecx
-    mov edx, ecx
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 5568
+    add qword ptr [r15 + r9 + 960], rbp
+    test ebx, 10208
     jz 1f
 1:
-    mov esi, 204
-    mov r9, rcx
-    mov qword ptr [r15 + 128], rsi
-    test ebx, 24384
-    jz 1f
-1:
-    cmovne rdx, r9
-    mov r8d, dword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], r9
+    mov eax, 244
+    mov ecx, 70
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 33554432], 190
-    add qword ptr [r14 + 64], rax
+    mov r8, r10
+    mov rdx, rcx
+    mov rbp, r10
+    mov esi, edx
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rsi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 255
+    test ebx, 320
+    jz 1f
+1:
+    mov edi, 159
+    movzx ecx, byte ptr [r15 + 64]
+    cmovne rax, rdi
+    mov edx, 9
+    test ebx, 5952
+    jnz 1f
+1:
+    mov rbp, qword ptr [r14 + r9 + 1024]
+    mov r9, rdx
+    xchg rsi, rsi
+    mov r8, qword ptr [r15 + 704]
+    test ebx, 24416
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1645,59 +1698,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 268435526
     setz al
-    lea rcx, [rip + .Lc1_d1378_s]
+    lea rcx, [rip + .Lc1_d1424_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1378_s_t
+    jmp .Lc1_d1424_s_t
     .p2align 3
-.Lc1_d1378_s:
+.Lc1_d1424_s:
     .p2align 3
-    jmp .Lc1_d1378_j
+    jmp .Lc1_d1424_j
     .p2align 3
-    jmp .Lc1_d1378_j
-.Lc1_d1378_j:
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx edx, cl
-    mov r8, rdi
+    jmp .Lc1_d1424_j
+.Lc1_d1424_j:
+    mov r8, qword ptr [r15 + 640]
+    mov rdi, rcx
+    or qword ptr [r15 + 0], 123
     test bl, 32
     jnz 1f
 1:
+    movzx eax, dil
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1712
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 83
+    mov r8d, r9d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
     mov rcx, r8
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 7864
-    jz 1f
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov r8, qword ptr [r15 + 896]
-    mov dword ptr [r15 + 0], 26
-    test ebx, 4040
+    movzx eax, cl
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, r10
+    test ebx, 336
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, al
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 16080
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 0]
+    and r9, 448
     mov rbp, r10
-    movzx eax, byte ptr [r15 + 128]
-    test bl, 176
-    jnz 1f
-1:
-    popcnt rdi, rbp
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3008]
-    test ebx, 1073741824
+    mov esi, dword ptr [r15 + r9 + 1472]
+    test bl, 48
     jz 1f
 1:
-    mov r8, r10
-    mov esi, ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], esi
+    popcnt rax, rsi
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3008]
+    test bl, 80
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 576], ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1707,61 +1759,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, al
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    movzx edi, al
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 16344
+    jz 1f
 1:
-    movzx esi, cl
-    xor dword ptr [r15 + 0], ecx
-    movsxd r8, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov ecx, ebp
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 16080
+    jz 1f
 1:
-    movzx ebp, r8b
-    or qword ptr [r15 + 0], 68
-    movzx eax, byte ptr [r15 + 0]
+    mov r8, r9
+    movzx esi, dil
+    mov eax, 216
     movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1936
-    jz 1f
-1:
-    mov esi, edi
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test bl, 144
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, 44
-    mov r8d, edx
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    bt rdx, rdx
-    inc dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rbp, r10
     test bl, 48
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 640]
-    and rbp, 960
-    movzx esi, byte ptr [r15 + rbp + 1984]
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 576]
-    mov rcx, qword ptr [r14 + 128]
-    test bl, 16
+    vmulsd xmm13, xmm13, xmm13
+    mov ecx, edi
+    movsxd rbp, dword ptr [r15 + 0]
+    bt rcx, rcx
+    test bl, 80
+    jnz 1f
+1:
+    mov r8d, 152
+    mov byte ptr [r15 + 0], bpl
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 890
+    rep movsb
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx eax, cl
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 832], rax
+    movsxd rbp, dword ptr [r15 + 576]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov esi, dword ptr [r15 + 896]
+    mov rdi, qword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 896]
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 752
     jz 1f
 1:
-    and r8, 448
-    xor dword ptr [r15 + r8 + 1472], ecx
-    movsxd rax, dword ptr [r15 + 832]
-    mov ebp, dword ptr [r15 + 768]
-    add r11, 64
-    add r10, r11
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 448]
+    mov eax, dword ptr [r14 + 64]
+    movsxd rsi, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -1769,62 +1823,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1485_j]
+    lea rcx, [rip + .Lc1_d1532_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1485_j_t
-.Lc1_d1485_j:
-    mov rdx, rcx
-    or qword ptr [r15 + 0], 30
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, edx
-    test bl, 16
+    jmp .Lc1_d1532_j_t
+.Lc1_d1532_j:
+    or qword ptr [r15 + 0], 44
+    mov rdx, rax
+    mov dword ptr [r15 + 0], 26
+    mov byte ptr [r15 + 0], dl
+    test bl, 32
     jz 1f
 1:
-    bswap rdx
-    movzx r9d, byte ptr [r15 + 0]
+    mov edi, edx
+    mov r9d, dword ptr [r15 + 0]
+    movzx esi, dil
+    test bl, 144
+    jz 1f
+1:
     movsxd rbp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 72
+    bt rax, rax
+    test ebx, 400
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test ebx, 15824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rbp, rcx
+    mov r9d, 120
+    test ebx, 31672
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movzx eax, r9b
+    bswap rdx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    test ebx, 8016
+    mov byte ptr [r15 + 0], al
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 64]
+    test bl, 80
     jnz 1f
 1:
-    inc dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 0]
-    and r8, 448
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + r8 + 1024]
-    test bl, 16
-    jz 1f
-1:
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3008]
-    mov r9d, 155
-    movsxd rax, dword ptr [r15 + 512]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], esi
+    movzx r8d, byte ptr [r14 + 640]
     test bl, 16
     jnz 1f
 1:
-    movzx ecx, al
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + r8 + 960], 0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    mov r8d, 24
+    movzx ecx, byte ptr [r15 + 704]
     mov r9, qword ptr [r14 + 0]
-    test ebx, 1872
-    jnz 1f
-1:
-    movzx edx, byte ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + 896]
-    mov r9d, dword ptr [r15 + 704]
-    add r11, 64
-    add r10, r11
+    movsxd rdi, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -1834,56 +1891,58 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 3
-    lea rcx, [rip + .Lc1_d1540_s]
+    lea rcx, [rip + .Lc1_d1589_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1540_s_t
+    jmp .Lc1_d1589_s_t
     .p2align 3
-.Lc1_d1540_s:
+.Lc1_d1589_s:
     .p2align 3
-    jmp .Lc1_d1540_j
+    jmp .Lc1_d1589_j
     .p2align 3
-    jmp .Lc1_d1540_j
+    jmp .Lc1_d1589_j
     .p2align 3
-    jmp .Lc1_d1540_j
+    jmp .Lc1_d1589_j
     .p2align 3
-    jmp .Lc1_d1540_j
-.Lc1_d1540_j:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r9d, cl
-    mov qword ptr [r15 + 0], rsi
+    jmp .Lc1_d1589_j
+.Lc1_d1589_j:
     mov r8, r10
-    test ebx, 5616
+    mov esi, 17
+    and r8, 960
+    mov r9, r10
+    mov edi, dword ptr [r15 + r8 + 1984]
+    test ebx, 880
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 448]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3008]
+    test bl, 16
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    test bl, 16
+    jnz 1f
+1:
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 0]
     and r8, 448
-    inc dword ptr [r15 + r8 + 960]
-    mov eax, 121
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7104]
-    mov esi, dword ptr [r15 + r9 + 7168]
-    xor dword ptr [r15 + 128], ecx
-    test ebx, 4016
+    mov byte ptr [r15 + r8 + 1472], cl
+    test ebx, 12248
     jnz 1f
 1:
-    mov r8d, esi
-    mov dword ptr [r14 + 0], r9d
-    mov rbp, r10
-    test ebx, 1073741824
+    xor dword ptr [r15 + 64], r8d
+    test bl, 144
     jnz 1f
 1:
-    vmovdqu ymm15, ymmword ptr [r14 + 64]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], r8b
-    movzx eax, byte ptr [r15 + 448]
-    test bl, 176
+    vpaddq xmm8, xmm8, xmmword ptr [r14 + 128]
+    mov esi, r8d
+    test bl, 144
     jnz 1f
 1:
-    mov r9d, eax
-    vsubsd xmm15, xmm15, xmm15
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 889
+    rep movsb
     add r11, 64
     add r10, r11
     inc rbx
@@ -1901,64 +1960,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, eax
-    vmaxsd xmm15, xmm15, xmm15
-    movsxd rbp, dword ptr [r15 + 768]
-    mov edx, 255
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 704]
+    mov byte ptr [r14 + 640], al
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov rbp, rax
+    mov edx, dword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, 104
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov edi, ecx
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 5104
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 5104
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, 14
+    test ebx, 992
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, 154
+    mov ecx, 12
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 28400
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    or qword ptr [r15 + 0], 75
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r9d, dword ptr [r15 + 768]
     test bl, 160
     jz 1f
 1:
-    mov r9, rdi
-    and r8d, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 3824
-    jnz 1f
+    mov byte ptr [r14 + 0], bpl
+    mov r8, r10
+    cmovne rsi, rbp
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 1472]
+    mov ecx, r8d
+    test ebx, 880
+    jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    movzx ebp, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 640]
-    test bl, 64
-    jnz 1f
+    add qword ptr [r15 + 704], rdi
+    mov rax, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 512]
+    cmovne rbp, rax
+    test ebx, 12144
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 832], rax
-    mov rdx, qword ptr [r15 + 512]
-    test ebx, 24480
-    jnz 1f
-1:
-    movzx esi, dl
-    vmovdqu ymm12, ymmword ptr [r15 + 704]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1101
-    rep movsb
+    mov byte ptr [r15 + 768], al
+    movzx r9d, dl
+    movsxd rax, dword ptr [r15 + 448]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 576]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -1967,58 +2026,61 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r8d, 201
-    mov rbp, qword ptr [r15 + 896]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, sil
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
+    movzx edi, al
+    movzx ebp, r8b
+    mov dword ptr [r15 + 0], 163
+    test ebx, 65232
     jz 1f
 1:
     mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx edi, bpl
-    test ebx, 11744
-    jnz 1f
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 496
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov esi, 25
     mov qword ptr [r15 + 0], rcx
-    mov rdi, rsi
-    not qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov dword ptr [r15 + 64], 85
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r10
-    mov dword ptr [r15 + 128], 166
-    mov rdx, qword ptr [r15 + 768]
-    test ebx, 3952
+    mov eax, dword ptr [r15 + 0]
+    mov r8, rdi
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov rsi, r8
+    vcvtsi2sd xmm13, xmm13, r8d
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
-    mov rcx, r8
-    mov rax, r9
-    mov rsi, qword ptr [r15 + 128]
-    test ebx, 288
+    not qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, r10
+    mov byte ptr [r15 + 512], cl
+    test bl, 32
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 0]
-    mov ebp, dword ptr [r15 + 448]
-    mov qword ptr [r14 + 704], rdi
+    movzx edi, r9b
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 960]
+    mov r8, qword ptr [r15 + 704]
+    mov rbp, r10
+    test bl, 96
+    jz 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 55
+    mov edx, dword ptr [r15 + 384]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2031,122 +2093,123 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1310728
     setz al
-    lea rcx, [rip + .Lc1_d1704_s]
+    lea rcx, [rip + .Lc1_d1757_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1704_s_t
+    jmp .Lc1_d1757_s_t
     .p2align 3
-.Lc1_d1704_s:
+.Lc1_d1757_s:
     .p2align 3
-    jmp .Lc1_d1704_j
+    jmp .Lc1_d1757_j
     .p2align 3
-    jmp .Lc1_d1704_j
-.Lc1_d1704_j:
-    popcnt rdi, rcx
-    movzx r8d, cl
-    movzx r9d, dil
-    test ebx, 800
+    jmp .Lc1_d1757_j
+.Lc1_d1757_j:
+    mov rbp, r10
+    mov r9, r10
+    movzx edi, bpl
+    and r9, 448
+    movzx edx, byte ptr [r14 + r9 + 1472]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    test ebx, 288
     jnz 1f
 1:
-    mov rbp, r8
-    mov qword ptr [r15 + 0], r9
-    mov esi, ebp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1472]
-    mov r9d, r8d
-    test bl, 224
+    mov rcx, rax
+    mov qword ptr [r15 + 64], rdx
+    test ebx, 3872
     jz 1f
 1:
-    mov rdi, rbp
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, rdi
+    mov rdi, rcx
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov esi, dword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    mov rax, qword ptr [r15 + 0]
+    mov ebp, r9d
+    test ebx, 1952
+    jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 64], r9d
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1984]
+    mov rsi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    test ebx, 416
+    jnz 1f
+1:
+    movzx eax, cl
+    mov byte ptr [r15 + 128], sil
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    mov r8, rcx
+    mov dword ptr [r15 + 128], eax
+    mov r9d, dword ptr [r15 + 448]
+    mov ebp, eax
+    test ebx, 29680
+    jnz 1f
+1:
+    popcnt r8, r9
+    mov rdx, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov edi, eax
-    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 6640
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     mov rcx, qword ptr [r15 + 0]
-    test ebx, 13808
+    test bl, 32
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg rax, r8
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, r9
-    mov rbp, r10
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 960]
-    test ebx, 5872
+    movzx esi, bpl
+    and rbp, 448
+    movsxd r9, dword ptr [r14 + rbp + 1024]
+    mov rax, qword ptr [r15 + rbp + 960]
+    test ebx, 2784
     jnz 1f
 1:
-    and rbp, 960
-    movzx edx, byte ptr [r15 + rbp + 1984]
-    movzx r8d, byte ptr [r15 + 640]
-    movsxd rax, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 89
-    mov r9d, 254
-    movzx ecx, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov r8, r10
-    mov edi, 194
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3008]
-    test ebx, 7984
-    jz 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    movsxd rdx, dword ptr [r15 + 448]
-    mov eax, edi
+    movzx edx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 704], al
+    movzx ecx, byte ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 832]
     test bl, 32
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edx, al
-    mov ecx, r9d
+    mov r9d, ecx
+    mov r8d, dword ptr [r15 + 64]
+    xchg rsi, rsi
+    mov rdx, r8
+    test bl, 160
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 768]
+    and rbp, 960
+    movzx r9d, byte ptr [r15 + rbp + 1984]
+    mov qword ptr [r15 + 512], rbp
+    test bl, 32
+    jz 1f
+1:
+    mov edi, 208
+    mov ecx, 115
+    mov esi, 237
+    mov r8, r10
+    mov eax, 216
+    test bl, 32
+    jz 1f
+1:
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 223
+    mov edi, r8d
+    mov edx, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2159,61 +2222,64 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d1812_s]
+    lea rcx, [rip + .Lc1_d1866_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1812_s_t
+    jmp .Lc1_d1866_s_t
     .p2align 3
-.Lc1_d1812_s:
+.Lc1_d1866_s:
     .p2align 3
-    jmp .Lc1_d1812_j
+    jmp .Lc1_d1866_j
     .p2align 3
-    jmp .Lc1_d1812_j
-.Lc1_d1812_j:
-    mov esi, ecx
-    mov rdx, rax
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edx
-    movzx edi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 1
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov ecx, 176
-    mov qword ptr [r14 + 0], r8
-    mov eax, dword ptr [r14 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rdx, rax
-    mov esi, 244
-    mov r9d, edx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov r8d, eax
-    mov rdi, qword ptr [r15 + 832]
-    xor dword ptr [r15 + 896], r8d
-    test ebx, 352
+    jmp .Lc1_d1866_j
+.Lc1_d1866_j:
+    mov edi, 130
+    mov r8, rax
+    mov esi, edi
+    test ebx, 57200
     jz 1f
 1:
-    sete al
-    mov edx, r8d
-    mov rcx, qword ptr [r15 + 64]
+    mov edx, esi
+    mov ebp, esi
+    mov rcx, qword ptr [r15 + 128]
+    test ebx, 288
+    jz 1f
+1:
+    sete r8b
+    mov qword ptr [r15 + 0], rbp
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, rax
+    mov dword ptr [r15 + 0], 44
+    test bl, 32
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 320]
+    mov edx, edi
+    test bl, 160
+    jz 1f
+1:
+    mov rbp, r10
+    mov rcx, rdx
+    mov qword ptr [r14 + 0], rbp
+    and rbp, 960
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 1984]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov r9, rcx
-    vaddsd xmm12, xmm12, xmm12
+    mov esi, ecx
+    mov rax, qword ptr [r15 + 896]
+    mov r9d, 249
+    test bl, 96
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    vmovdqu xmm13, xmmword ptr [r15 + 576]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -2221,191 +2287,198 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    add qword ptr [r15 + 0], rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ebp, eax
+    mov ecx, edx
+    mov esi, 202
+    mov r8d, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, dil
+    bt rcx, rdx
+    mov byte ptr [r15 + 0], r8b
+    movzx edx, bpl
     cmovne rax, rcx
-    test bl, 64
+    test bl, 32
     jnz 1f
 1:
-    mov r8, rax
-    mov dword ptr [r15 + 0], eax
+    bswap rcx
     mov r9d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 19
-    mov edi, ebp
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 135
     test ebx, 288
     jnz 1f
 1:
-    mov eax, r9d
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    mov dword ptr [r15 + 704], eax
-    movsxd rdx, dword ptr [r14 + 128]
+    mov dword ptr [r15 + 0], edi
+    mov rsi, rcx
+    or qword ptr [r15 + 0], 15
+    mov dword ptr [r15 + 0], 165
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 832]
+    mov rdx, r8
     test ebx, 16368
     jz 1f
 1:
-    mov r9, rdx
-    mov r8, r10
-    movsxd rbp, dword ptr [r14 + 0]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
+    xor dword ptr [r15 + 448], edx
+    vmovdqu xmm14, xmmword ptr [r14 + 0]
+    mov rax, rbp
+    movzx r9d, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     test ebx, 800
     jz 1f
 1:
-    mov esi, r8d
-    mov rax, qword ptr [r15 + 512]
-    xor dword ptr [r15 + 576], esi
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1024], rcx
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], ebp
     test ebx, 800
     jnz 1f
 1:
-    mov rcx, rsi
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 832]
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rdx
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    mov r8, qword ptr [r15 + 640]
+    mov ebp, r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1920_j]
+    lea rcx, [rip + .Lc1_d1976_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1920_j_t
-.Lc1_d1920_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, cl
-    test ebx, 6896
+    jmp .Lc1_d1976_j_t
+.Lc1_d1976_j:
+    cmovne rbp, rcx
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, dil
+    test ebx, 1648
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx edx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    vpaddd ymm12, ymm12, ymmword ptr [r15 + 0]
-    mov rax, rbp
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 96
+    mov dword ptr [r15 + 0], edi
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    vmaxsd xmm13, xmm13, xmm8
+    test ebx, 32368
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    mov r8d, edx
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, r8d
+    movzx ecx, dl
     test bl, 32
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, r10
-    mov eax, esi
-    mov ebp, r8d
-    test ebx, 2912
-    jnz 1f
-1:
-    and r8, 8128
+    movsxd rbp, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     mov r9, r10
-    add qword ptr [r15 + r8 + 7104], r8
+    test ebx, 672
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r8, r10
     and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1472]
-    mov esi, dword ptr [r15 + 896]
+    mov rax, qword ptr [r15 + r9 + 1472]
+    and r8, 4032
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 3008]
     test bl, 32
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    cmovne rax, rsi
-    movzx ebp, dl
-    mov r8, r10
-    test ebx, 31456
+    vmovdqu xmm13, xmmword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 896]
+    test ebx, 20464
     jnz 1f
 1:
-    and r8, 960
-    mov rdi, qword ptr [r15 + r8 + 1984]
-    xor dword ptr [r14 + 640], r8d
+    mov r8, r10
+    mov esi, dword ptr [r14 + 128]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + 768], r8b
+    test ebx, 2784
+    jnz 1f
+1:
+    movzx esi, dil
+    mov r9, r8
+    inc dword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea r9, [r10 + r10*1]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 960]
-    mov rdx, r9
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, edx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor dword ptr [r15 + 0], eax
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r8d, 11
+    test ebx, 30448
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 15216
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 1648
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, sil
-    movzx esi, r8b
-    mov rax, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vaddsd xmm4, xmm4, xmm7
-    test bl, 160
+    movzx esi, bpl
+    mov dword ptr [r15 + 0], 7
+    mov dword ptr [r15 + 384], 0
+    test ebx, 5104
     jz 1f
 1:
-    movzx r8d, bpl
-    xchg rax, rdi
-    mov ecx, dword ptr [r14 + 64]
-    vpaddd ymm15, ymm4, ymmword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 11248
-    jz 1f
+    movzx eax, sil
+    mov r9, rsi
+    mov rdi, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8d, 139
-    mov dword ptr [r15 + 128], 82
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu xmm14, xmmword ptr [r15 + 832]
     mov rbp, r10
-    mov eax, dword ptr [r15 + 832]
+    mov rcx, r8
     test bl, 32
     jz 1f
 1:
-    and rbp, 4032
-    vmovdqu ymm12, ymmword ptr [r14 + rbp + 3008]
-    mov dword ptr [r15 + 448], 199
-    mov r8, rbp
-    mov dword ptr [r15 + 512], eax
-    test bl, 32
+    mov rdi, qword ptr [r15 + 704]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 1472]
+    mov r9, r10
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 672
     jz 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + r9 + 1024], 235
-    cmovne rsi, r8
-    mov edi, dword ptr [r15 + 768]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], eax
+    movzx edx, r9b
+    vmovdqu xmm14, xmmword ptr [r15 + 128]
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r8, 960
+    mov dword ptr [r14 + r8 + 1984], 82
+    cmovne rax, r8
+    mov edi, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 28
+    mov r13d, 26
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2415,53 +2488,58 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d2030_s]
+    lea rcx, [rip + .Lc1_d2093_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2030_s_t
+    jmp .Lc1_d2093_s_t
     .p2align 3
-.Lc1_d2030_s:
+.Lc1_d2093_s:
     .p2align 3
-    jmp .Lc1_d2030_j
+    jmp .Lc1_d2093_j
     .p2align 3
-    jmp .Lc1_d2030_j
-.Lc1_d2030_j:
-    lea rcx, [rip + .Lc1_d2039_j]
+    jmp .Lc1_d2093_j
+.Lc1_d2093_j:
+    lea rcx, [rip + .Lc1_d2102_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2039_j_t
-.Lc1_d2039_j:
-    lea r9, [r10 + r10*2]
-    movzx edi, cl
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 1088]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov edx, dword ptr [r14 + r9 + 960]
-    mov ebp, dword ptr [r14 + 128]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov eax, 233
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov byte ptr [r15 + r9 + 1024], dl
-    mov dword ptr [r15 + 896], edx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov edi, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 8128
-    xor dword ptr [r15 + rbp + 7104], ecx
-    test ebx, 3820
+    jmp .Lc1_d2102_j_t
+.Lc1_d2102_j:
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    mov esi, dword ptr [r14 + r8 + 1024]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 8
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rbp
+    movzx r9d, sil
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 920
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    or esi, 1
+    xor edx, edx
+    div esi
+    test ebx, 3060
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 960]
+    mov r8d, 161
+    test ebx, 872
+    jz 1f
+1:
+    mov ebp, edx
+    lea r9, [r10 + r10*1]
+    xor dword ptr [r15 + 896], ebp
+    test bl, 8
+    jnz 1f
+1:
+    and r9, 448
+    inc dword ptr [r15 + r9 + 1472]
+    mov ecx, dword ptr [r15 + r9 + 1536]
+    test ebx, 8164
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 576]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2471,55 +2549,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    bt rax, rax
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 16340
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, r8b
-    mov rbp, rdi
-    mov r8d, 88
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rsi, rcx
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 220
+    lea rbp, [r10 + r10*2]
+    add qword ptr [r14 + 0], rax
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 1024]
+    bt rbp, rbp
+    mov rcx, rax
+    test ebx, 2020
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ebp, edx
-    mov r8d, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 320]
+    mov rdi, rbp
+    movzx r9d, cl
+    mov ecx, edi
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 105
     test bl, 8
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 832]
-    mov qword ptr [r15 + 384], rax
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
+    movzx r9d, byte ptr [r15 + 704]
+    mov ecx, 53
+    mov esi, dword ptr [r15 + 128]
+    mov r8, r10
+    mov byte ptr [r15 + 64], sil
+    test bl, 8
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rdi
+    movsxd rax, dword ptr [r14 + 768]
+    test bl, 8
     jz 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    mov rbp, r10
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3072], rbp
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 448
-    movzx edi, byte ptr [r14 + rbp + 1472]
-    lea r9, [r10 + r10*1]
-    test ebx, 376
-    jz 1f
+    mov rsi, qword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + rbp + 960]
+    mov r9d, dword ptr [r15 + rbp + 1088]
+    test ebx, 3052
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 3008]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 1024]
-    movsxd rsi, dword ptr [r15 + r9 + 960]
+    mov r8, r10
+    mov edi, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 832]
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2534,14 +2610,22 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d2131_j]
+    lea rcx, [rip + .Lc1_d2197_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2131_j_t
-.Lc1_d2131_j:
-    movsxd rsi, dword ptr [r15 + 128]
+    jmp .Lc1_d2197_j_t
+.Lc1_d2197_j:
+    mov qword ptr [r15 + 0], rcx
+    inc dword ptr [r15 + 0]
     test ebx, 412
     jnz 1f
 1:
+    cmovne rcx, rcx
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 20
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
+    movsxd r8, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -2592,60 +2676,69 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 8128
-    jnz 1f
+    lea rcx, [rip + .Lc1_d2224_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2224_j_t
+.Lc1_d2224_j:
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 32672
+    jz 1f
 1:
-    mov ecx, ecx
-    movzx edi, byte ptr [r15 + 0]
+    mov r8d, edx
+    mov edx, ebp
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 448
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 960]
-    test bl, 64
+    test ebx, 16032
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    sete dil
-    movzx esi, byte ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    mov edx, r9d
+    movzx ebp, byte ptr [r15 + 0]
+    sete r8b
+    mov r9, r10
+    test ebx, 1344
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9d, edx
-    test ebx, 1216
+    mov edi, dword ptr [r15 + 0]
+    mov esi, r9d
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 1472]
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 320
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1024], rdi
-    mov rcx, qword ptr [r14 + 128]
-    movzx edi, byte ptr [r15 + 128]
-    mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov ecx, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 512]
+    movzx edi, cl
+    test bl, 192
+    jnz 1f
 1:
-    movzx r8d, r8b
-    mov r9d, dword ptr [r15 + 704]
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3008]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, qword ptr [r14 + 0]
+    movzx ebp, byte ptr [r15 + 128]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 832], r9
+    mov r8, r10
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], r8d
+    test ebx, 6592
+    jnz 1f
+1:
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 1984]
+    movzx eax, byte ptr [r14 + r9 + 1024]
+    mov edx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2655,119 +2748,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 29
-    movzx edi, byte ptr [r14 + 128]
-    mov rdx, qword ptr [r15 + 0]
+    mov esi, 29
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov rbp, rdi
     test ebx, 14048
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ebp
     xchg rax, rax
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, edx
-    mov ebp, r8d
+    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, esi
+    mov ecx, edx
     test ebx, 130720
     jz 1f
 1:
-    popcnt rdx, rdx
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], edx
+    popcnt r9, rcx
+    mov dword ptr [r15 + 0], ecx
+    movzx edi, byte ptr [r14 + 0]
     test ebx, 576
     jz 1f
 1:
-    mov eax, 139
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 6592
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
-    bswap r9
-    mov rbp, qword ptr [r15 + 576]
-    mov rdx, r9
-    lea r9, [r10 + r10*1]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r8, r10
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7104]
-    and r8, 4032
-    xor dword ptr [r15 + r8 + 3008], esi
-    movzx eax, r8b
-    test bl, 64
+    lea rbp, [r10 + r10*1]
+    mov edx, 255
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3072], dl
+    mov eax, dword ptr [r15 + rbp + 3008]
+    test ebx, 1216
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 7168]
+    movzx esi, byte ptr [r14 + 64]
+    bswap rdi
+    vmulsd xmm14, xmm14, xmm14
+    mov rcx, rdi
+    test ebx, 129952
+    jz 1f
+1:
+    mov r8, r10
+    mov r9, qword ptr [r15 + 448]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], r9d
+    movzx eax, r8b
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
     mov rbp, r10
-    movsxd r9, dword ptr [r15 + 64]
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1984]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7104]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea rcx, [rip + .Lc1_d2258_j]
+    lea rcx, [rip + .Lc1_d2339_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2258_j_t
-.Lc1_d2258_j:
-    lea r8, [r10 + r10*2]
-    mov rbp, r10
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 1024]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7104], rsi
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    mov edi, dword ptr [r15 + 0]
+    jmp .Lc1_d2339_j_t
+.Lc1_d2339_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], cl
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 24288
     jnz 1f
 1:
-    not qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], r8b
-    xchg qword ptr [r15 + 0], rsi
+    movsxd r9, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, r10
     test ebx, 320
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r9, r9
-    test ebx, 7360
+    mov qword ptr [r15 + 0], rbp
+    not qword ptr [r15 + 0]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rbp
+    test ebx, 704
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
-    movzx ecx, sil
-    xchg rsi, rsi
-    mov qword ptr [r15 + 576], rcx
-    test ebx, 1600
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + 640]
-    mov r9d, dword ptr [r15 + r8 + 1088]
-    mov r8d, dword ptr [r14 + 896]
-    test bl, 64
-    jz 1f
-1:
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 127
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rcx
-    test bl, 64
+    mov qword ptr [r15 + 512], r8
+    lea r8, [r10 + r10*2]
+    mov dword ptr [r15 + 768], r9d
+    movzx r9d, r8b
+    test ebx, 14176
     jnz 1f
 1:
-    mov rdi, r8
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], edi
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 960]
+    xchg r9, r9
+    movzx ecx, byte ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 448]
+    test ebx, 576
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 896], 127
+    mov eax, dword ptr [r14 + 704]
+    test ebx, 48576
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    inc dword ptr [r15 + r8 + 1088]
+    mov rbp, qword ptr [r15 + 128]
+    test bl, 192
+    jnz 1f
+1:
+    mov rsi, rbp
+    mov edi, dword ptr [r15 + r8 + 1024]
+    mov r8d, dword ptr [r14 + 0]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2777,52 +2872,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    movsxd rdx, dword ptr [r14 + 0]
-    and r8, 448
-    mov rsi, qword ptr [r14 + r8 + 1472]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     mov ecx, 171
-    mov rbp, qword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 768]
-    movzx edx, dil
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1344
+    mov dword ptr [r15 + 0], 49
+    or qword ptr [r15 + 0], 53
+    movzx edi, r9b
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 576
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r8, r10
+    mov qword ptr [r15 + 0], rsi
+    movzx eax, byte ptr [r15 + 0]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 1472]
+    test ebx, 448
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    or qword ptr [r15 + 0], 35
-    mov dword ptr [r15 + 0], ebp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 576]
+    movzx r9d, dl
+    mov rbp, qword ptr [r15 + 640]
+    lea r9, [r10 + r10*1]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], 164
-    mov r9, rcx
-    mov dword ptr [r15 + 64], 0
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 16192
+    movsxd rdi, dword ptr [r15 + 640]
+    mov rsi, r9
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 960]
+    mov eax, dword ptr [r14 + 0]
+    test ebx, 8096
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, rdx
-    mov qword ptr [r15 + 128], rax
+    mov r8, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 448]
+    mov rdi, r8
+    movzx esi, byte ptr [r15 + 512]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    movsxd rsi, dword ptr [r15 + 832]
-    movzx ecx, byte ptr [r15 + 512]
+    mov dword ptr [r14 + r9 + 1024], 77
+    add qword ptr [r15 + 64], rsi
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2832,58 +2929,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2361_j]
+    lea rcx, [rip + .Lc1_d2445_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2361_j_t
-.Lc1_d2361_j:
-    mov r9, r10
-    mov edx, esi
-    movsxd rbp, dword ptr [r15 + 64]
-    and r9, 960
-    mov rsi, qword ptr [r15 + r9 + 1984]
-    test ebx, 704
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov eax, r9d
-    and rbp, 4032
-    mov rdx, qword ptr [r14 + rbp + 3072]
-    test ebx, 22496
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov ecx, 94
-    test ebx, 832
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 7136
-    jnz 1f
-1:
-    movzx edi, cl
-    mov r9, qword ptr [r15 + 128]
-    mov ecx, 63
+    jmp .Lc1_d2445_j_t
+.Lc1_d2445_j:
+    mov edi, 183
+    mov rsi, qword ptr [r15 + 832]
     mov r8, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 889
+    rep movsb
+    test ebx, 576
+    jnz 1f
+1:
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3008]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 126816
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, al
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov byte ptr [r15 + rbp + 3008], al
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 960]
-    test ebx, 448
+    mov dword ptr [r15 + 0], edi
+    mov rsi, qword ptr [r15 + 0]
+    mov r8, r10
+    test ebx, 3008
     jz 1f
 1:
-    mov r9, rax
-    mov rdx, qword ptr [r15 + 128]
-    test bl, 64
+    mov rcx, qword ptr [r15 + 0]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], cl
+    test ebx, 7488
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    movsxd r8, dword ptr [r14 + 896]
+    mov eax, r8d
+    mov r9, r10
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 5952
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 0]
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1984]
+    test ebx, 14240
+    jnz 1f
+1:
+    mov esi, edi
+    mov r8, rdi
+    test ebx, 44992
+    jnz 1f
+1:
+    mov ecx, 238
+    movsxd rbp, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2893,183 +2994,190 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov edx, edi
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1024]
-    mov r9, qword ptr [r14 + 64]
-    mov byte ptr [r15 + 832], dil
+    mov byte ptr [r15 + 0], al
+    mov edx, eax
+    mov edi, eax
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test ebx, 128928
     jz 1f
 1:
-    mov r8d, edx
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    test ebx, 1216
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 72
+    mov byte ptr [r15 + 0], cl
+    test ebx, 576
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    mov eax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
+    lea r9, [r10 + r10*1]
+    mov rax, rsi
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    test ebx, 448
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], ecx
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 63456
-    jnz 1f
-1:
-    mov ecx, r8d
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 34
-    xchg r9, r9
+    movzx ebp, dl
+    mov byte ptr [r14 + 0], dl
+    movsxd r8, dword ptr [r14 + 0]
+    mov rcx, rbp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    mov r8, qword ptr [r15 + 576]
-    test ebx, 6592
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 64]
-    vmovdqu xmm15, xmmword ptr [r15 + 128]
+    xchg rax, rsi
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    vmovdqu xmm14, xmmword ptr [r15 + 128]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    movzx eax, sil
-    add qword ptr [r15 + 448], rcx
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 1472]
+    mov dword ptr [r15 + 576], 255
+    mov rax, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 704]
+    test ebx, 63968
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov edx, ebp
+    movzx ebp, r8b
+    vmaxsd xmm8, xmm8, xmm14
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2468_j]
+    lea rcx, [rip + .Lc1_d2551_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2468_j_t
-.Lc1_d2468_j:
-    mov r9, qword ptr [r14 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 640]
-    movzx esi, r9b
-    mov r8, r10
-    test ebx, 65088
+    jmp .Lc1_d2551_j_t
+.Lc1_d2551_j:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, esi
+    test ebx, 16160
     jz 1f
 1:
-    mov eax, r9d
-    and r8, 448
-    movsxd rdi, dword ptr [r14 + r8 + 960]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1216
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, 201
+    mov dword ptr [r15 + 0], 73
+    mov dword ptr [r15 + 0], 51
+    test bl, 64
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], 131
-    test ebx, 12192
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    bt rcx, rcx
+    mov esi, dword ptr [r15 + 0]
+    mov eax, 238
+    mov r9d, esi
+    test bl, 64
     jz 1f
 1:
-    bt rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 320
+    movzx r8d, al
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, r8b
+    test ebx, 448
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 704], sil
-    xchg qword ptr [r15 + 128], rsi
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx edi, byte ptr [r15 + 768]
-    mov rcx, r9
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 158
+    mov rdx, rbp
+    mov edi, 194
+    movzx ecx, byte ptr [r14 + 576]
+    movzx esi, dil
     test ebx, 1600
     jnz 1f
 1:
-    mov eax, esi
-    movzx ebp, cl
-    mov esi, eax
-    test ebx, 704
+    movzx r8d, byte ptr [r15 + 128]
+    movzx eax, sil
+    mov byte ptr [r14 + 896], r8b
+    movsxd r9, dword ptr [r15 + 640]
+    test bl, 192
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    mov edx, 40
-    add r11, 64
-    add r10, r11
+    mov edx, 54
+    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, ecx
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov qword ptr [r15 + 576], rdx
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, eax
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 7904
+    mov r8, r10
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], edi
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 832], r8
+    mov edx, r8d
+    test ebx, 1888
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov r9d, 236
+    mov ebp, dword ptr [r15 + 0]
+    movzx ecx, r9b
+    inc dword ptr [r15 + 0]
+    test ebx, 704
+    jz 1f
+1:
     movzx esi, byte ptr [r15 + 0]
-    movzx edi, r8b
-    sete r8b
-    test ebx, 320
-    jz 1f
-1:
-    mov rdx, rdx
-    mov eax, 107
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5056
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov esi, 107
-    movzx r9d, r8b
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, esi
     test bl, 64
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    bswap rdx
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], dl
-    mov r9, r10
-    test ebx, 30144
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], r8d
-    mov rax, qword ptr [r15 + 128]
-    movzx edi, dil
+    mov byte ptr [r15 + 0], dl
+    mov r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, r8b
+    test ebx, 1344
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r9d, 97
+    movzx ebp, cl
+    bswap rdi
+    test ebx, 1344
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, 246
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    sete dil
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov rcx, rdx
     test bl, 192
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r8, r10
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], r8
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7104]
-    test ebx, 15264
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 4032
+    movzx esi, byte ptr [r14 + rbp + 3008]
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 448]
+    test ebx, 24032
     jnz 1f
 1:
-    mov edi, ebp
-    mov r9, qword ptr [r14 + 896]
-    movzx edx, byte ptr [r15 + 832]
+    mov rcx, qword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 128], ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -3079,59 +3187,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2576_j]
+    lea rcx, [rip + .Lc1_d2669_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2576_j_t
-.Lc1_d2576_j:
-    mov esi, eax
-    mov r8d, 168
-    lea r9, [r10 + r10*1]
-    mov eax, 101
-    mov dword ptr [r14 + 640], r9d
+    jmp .Lc1_d2669_j_t
+.Lc1_d2669_j:
+    mov ebp, ecx
+    mov edi, 168
+    lea r8, [r10 + r10*1]
+    mov edx, 101
+    mov dword ptr [r15 + 448], r8d
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7104]
-    mov esi, 207
-    mov edi, 80
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7104]
+    mov ebp, 207
+    mov ecx, 80
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 576
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r14 + 576]
+    movzx edx, byte ptr [r14 + 512]
     mov dword ptr [r15 + 0], 36
-    test ebx, 12224
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 41
-    mov rax, rsi
-    test ebx, 13280
+    test ebx, 1984
     jz 1f
 1:
-    mov ecx, ebp
-    mov qword ptr [r15 + 0], rsi
+    mov rsi, rdi
+    mov edi, edx
     inc dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 0], 230
     mov ebp, 229
-    test ebx, 30176
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 87
-    movzx edx, sil
-    inc dword ptr [r15 + 768]
-    test ebx, 5056
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    mov ebp, 126
-    mov edi, 72
-    test ebx, 3776
+    inc dword ptr [r15 + 704]
+    movzx ecx, bpl
+    test bl, 192
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 7168]
+    mov edx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + r8 + 7168]
+    mov r8d, 126
+    mov esi, 72
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov qword ptr [r14 + 0], rsi
     xor dword ptr [r15 + 64], esi
-    sete bpl
+    sete cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -3141,59 +3246,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 640], eax
-    mov rdi, qword ptr [r15 + 576]
-    mov rdx, rbp
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 15776
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rbp
-    test ebx, 8032
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 250
-    mov r8, r10
-    movzx edi, byte ptr [r14 + 0]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], dil
-    test ebx, 15072
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov edx, r8d
-    mov ebp, r9d
-    mov rax, qword ptr [r15 + 128]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1077936128
+    setz al
+    lea rcx, [rip + .Lc1_d2721_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2721_s_t
+    .p2align 3
+.Lc1_d2721_s:
+    .p2align 3
+    jmp .Lc1_d2721_j
+    .p2align 3
+    jmp .Lc1_d2721_j
+.Lc1_d2721_j:
+    mov r9d, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movzx esi, bpl
-    mov edi, 188
-    movsxd rbp, dword ptr [r15 + 704]
-    popcnt rdx, rdi
-    test ebx, 576
+    movzx r8d, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, r8
+    test ebx, 31712
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov rcx, rdi
-    movzx r9d, byte ptr [r15 + 64]
-    mov esi, 61
-    test ebx, 6976
-    jz 1f
+    mov dword ptr [r15 + 0], esi
+    popcnt rax, rdx
+    test ebx, 832
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 896]
-    mov ebp, 139
-    inc dword ptr [r15 + 448]
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    and r9, 960
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 1984]
+    test ebx, 53216
+    jnz 1f
+1:
+    mov rbp, r9
+    mov byte ptr [r15 + 896], cl
+    movsxd rsi, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov edx, 68
+    mov r8d, esi
+    test ebx, 3904
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], 7
+    test ebx, 320
+    jnz 1f
+1:
+    mov r9d, eax
+    mov ecx, 1
     add r11, 64
     add r10, r11
     inc rbx
@@ -3203,55 +3312,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2684_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2684_j_t
-.Lc1_d2684_j:
-    lea r8, [r10 + r10*2]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], 85
-    movzx edx, byte ptr [r14 + r8 + 1024]
-    movzx esi, r8b
-    test ebx, 448
-    jz 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx edx, r8b
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1102
-    rep movsb
-    test ebx, 448
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov eax, edx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r9, rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 768]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3008]
-    test ebx, 24384
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    xor dword ptr [r15 + 896], eax
+    mov rbp, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rsi
-    xor dword ptr [r14 + r8 + 1088], ecx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 890
+    rep movsb
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, edi
+    test ebx, 704
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 960]
+    mov ecx, dword ptr [r15 + 64]
+    bswap rsi
+    test ebx, 16032
+    jz 1f
+1:
+    movzx eax, cl
+    movzx ecx, sil
+    movzx esi, byte ptr [r15 + 768]
+    mov r9, r10
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, esi
+    mov rsi, qword ptr [r15 + 640]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3008]
+    test ebx, 320
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, rcx
+    test ebx, 576
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 832]
+    movzx esi, bpl
+    mov dword ptr [r14 + 832], 197
     add r11, 64
     add r10, r11
     inc rbx
@@ -3261,121 +3374,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1344
+    lea rcx, [rip + .Lc1_d2829_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2829_j_t
+.Lc1_d2829_j:
+    vsubsd xmm8, xmm8, xmm8
+    mov qword ptr [r15 + 0], rcx
+    mov r8d, eax
+    test ebx, 1216
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 81
-    mov qword ptr [r15 + 0], rcx
-    not qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, edx
+    test bl, 64
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 3296
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 73
+    mov dword ptr [r15 + 128], esi
+    test ebx, 13280
+    jnz 1f
+1:
+    movzx ecx, sil
+    mov esi, dword ptr [r14 + 0]
+    mov byte ptr [r15 + 704], cl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov ebp, ecx
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 576], r9b
-    test ebx, 13792
-    jnz 1f
-1:
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], edx
-    mov rsi, qword ptr [r15 + 448]
-    test ebx, 1600
-    jnz 1f
-1:
+    not qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1102
+    mov ecx, 890
     rep movsb
-    mov r8d, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 832]
-    test ebx, 1600
+    test bl, 192
     jz 1f
 1:
-    mov qword ptr [r14 + 640], rdx
-    xor dword ptr [r15 + 384], edx
-    mov rbp, rsi
-    test bl, 192
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edi, sil
     mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov ebp, r8d
+    mov rax, rdi
+    movzx r9d, byte ptr [r15 + 896]
+    mov rbp, r10
     and r8, 448
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1472]
+    mov qword ptr [r14 + r8 + 1472], rbp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and rbp, 448
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 960]
+    mov edx, ebp
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    lea rcx, [rip + .Lc1_d2783_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2783_j_t
-.Lc1_d2783_j:
-    mov dword ptr [r15 + 0], edi
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 0], al
+    popcnt rdi, rax
+    mov dword ptr [r15 + 0], eax
+    mov r8d, 43
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
 1:
+    mov esi, 6
+    mov ebp, 73
     mov dword ptr [r15 + 0], esi
-    xchg rcx, rcx
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, bpl
+    movzx edx, byte ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
-    test ebx, 114144
-    jz 1f
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
 1:
-    mov eax, dword ptr [r15 + 896]
-    mov r8d, 73
-    mov ebp, eax
-    movzx edi, byte ptr [r15 + 128]
-    test ebx, 1216
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 3008
     jnz 1f
 1:
-    mov esi, 222
-    movsxd rbp, dword ptr [r14 + 0]
-    mov ecx, 253
-    test bl, 192
-    jz 1f
-1:
+    xchg rdx, r9
+    mov rsi, qword ptr [r15 + 128]
+    mov ebp, edx
     mov r8, r10
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 128]
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], edi
-    test ebx, 32320
+    mov eax, dword ptr [r15 + 768]
+    test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r14 + 128], bpl
+    mov edi, 5
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 64]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 1472]
+    movsxd rax, dword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
     mov r8, r10
-    popcnt rbp, rdi
-    mov r9, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 4
-    test ebx, 27616
-    jz 1f
-1:
-    and r9, 960
-    mov edx, dword ptr [r15 + r9 + 1984]
-    movzx esi, r9b
-    mov rax, qword ptr [r15 + 64]
-    movzx edi, sil
-    test ebx, 320
-    jz 1f
-1:
-    mov ecx, 47
-    movsxd r8, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 64]
+    movzx ecx, al
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], ecx
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3385,57 +3501,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 896]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, 216
-    test ebx, 14176
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097668
+    setz al
+    lea rcx, [rip + .Lc1_d2940_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2940_s_t
+    .p2align 3
+.Lc1_d2940_s:
+    .p2align 3
+    jmp .Lc1_d2940_j
+    .p2align 3
+    jmp .Lc1_d2940_j
+.Lc1_d2940_j:
+    mov edi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rdi
-    mov r8, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov edx, 91
-    mov dword ptr [r15 + 0], r8d
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 448
-    jz 1f
-1:
-    mov ecx, 168
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, rcx
-    test ebx, 320
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 512], edx
-    mov rbp, r10
-    test bl, 64
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7104]
-    mov edi, dword ptr [r14 + 640]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + 832]
-    mov r9, r10
+    mov r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 576]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1472]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r14 + 512], r9d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r10
+    mov eax, dword ptr [r14 + 832]
+    mov r8, r10
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7104]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    mov r9d, dword ptr [r15 + 576]
+    test bl, 192
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 640]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov ebp, 99
+    movzx ecx, byte ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3445,55 +3560,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d2895_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2895_s_t
-    .p2align 3
-.Lc1_d2895_s:
-    .p2align 3
-    jmp .Lc1_d2895_j
-    .p2align 3
-    jmp .Lc1_d2895_j
-.Lc1_d2895_j:
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7104]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov qword ptr [r15 + 448], rax
+    movzx edx, al
+    mov esi, eax
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r10
+    test ebx, 65312
+    jnz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1024], bpl
-    mov rcx, r9
-    test ebx, 3776
-    jz 1f
-1:
-    xor dword ptr [r15 + 128], ecx
-    movzx eax, cl
-    mov r8, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3008]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3904
-    jz 1f
-1:
-    xor dword ptr [r14 + r9 + 960], r8d
-    mov ebp, dword ptr [r15 + 704]
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], r8b
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r9d, esi
+    mov edi, 124
+    mov ecx, dword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1101
+    mov ecx, 889
     rep movsb
+    test ebx, 3520
+    jz 1f
+1:
+    movzx edx, dil
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test bl, 64
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    popcnt r8, rax
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 64]
+    mov r9, r10
+    test bl, 64
+    jz 1f
+1:
+    xor dword ptr [r15 + 64], ecx
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3008]
+    xor dword ptr [r15 + 896], r9d
+    test ebx, 1888
+    jz 1f
+1:
+    mov rax, r9
+    mov rsi, qword ptr [r14 + 128]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3506,58 +3625,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d2943_s]
+    lea rcx, [rip + .Lc1_d3042_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2943_s_t
+    jmp .Lc1_d3042_s_t
     .p2align 3
-.Lc1_d2943_s:
+.Lc1_d3042_s:
     .p2align 3
-    jmp .Lc1_d2943_j
+    jmp .Lc1_d3042_j
     .p2align 3
-    jmp .Lc1_d2943_j
-.Lc1_d2943_j:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 140
-    movsxd rdi, dword ptr [r15 + 0]
+    jmp .Lc1_d3042_j
+.Lc1_d3042_j:
+    bt rcx, rcx
+    mov ebp, dword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r14 + 0]
     test ebx, 576
     jz 1f
 1:
-    mov r9d, 160
-    mov dword ptr [r15 + 0], 174
+    movzx r9d, byte ptr [r14 + 0]
+    mov byte ptr [r15 + 0], bpl
     test bl, 64
     jz 1f
 1:
-    movzx ecx, dil
-    movzx esi, dil
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 3008
+    mov dword ptr [r15 + 0], 186
+    movzx esi, cl
+    movzx ecx, r9b
+    test ebx, 1216
     jnz 1f
 1:
-    bt rsi, rsi
-    mov dword ptr [r15 + 0], 29
+    mov dword ptr [r15 + 0], 250
+    mov eax, 30
+    test ebx, 320
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 234
+    mov ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r14 + 0]
-    mov r9, r10
+    mov rsi, r9
+    mov r8, r10
+    mov dword ptr [r15 + 0], 193
     test bl, 64
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 1472]
-    mov eax, dword ptr [r15 + 832]
-    test ebx, 6592
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 64], 91
+    mov ebp, dword ptr [r15 + 768]
+    test ebx, 1600
     jnz 1f
-1:
-    mov rdi, rdx
-    mov ecx, dword ptr [r15 + 768]
-    test ebx, 15840
-    jz 1f
 1:
     sete r9b
-    mov dword ptr [r15 + 448], 237
+    mov rax, qword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3666,69 +3786,63 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov dword ptr [r14 + 0], ecx
-    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r8, rdi
     .byte 0x66, 0x90
-    mov eax, r8d
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1018
-    jz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 0]
+    lea edi, [rbx + rbx*4]
+    and edi, 4095
+    cmp edi, 12
+    jb 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r8, r8
-    test bl, 4
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    add rbp, qword ptr [r14 + 384]
-    mov ecx, r8d
-    mov eax, 95
+    movsxd rbp, dword ptr [r14 + 0]
+    mov r8d, 207
+    vpaddd xmm2, xmm2, xmm3
+    mov rax, qword ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + 384]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 22 chunk executions per call
-    mov r13d, 22
+// block 1: 64 bytes, 1 chunk(s), 23 chunk executions per call
+    mov r13d, 23
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov qword ptr [r15 + 0], rcx
-    imul esi, ebp, 77
-    and esi, dword ptr [r15 + 0]
-    mov r8, rsi
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r14 + 0]
-    xor esi, edi
-    xchg r8, r8
+    mov qword ptr [r15 + 0], r8
+    imul edx, ebp, 77
+    and edx, dword ptr [r15 + 0]
+    mov rdi, rdx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r14 + 0]
+    xor ecx, edi
+    xchg rdx, rdx
     inc dword ptr [r15 + 64]
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 12 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 9464]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 9464], rcx
-    mov r13d, 12
+    mov r13d, 14
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    vmovq xmm15, rcx
-    movzx eax, byte ptr [r14 + 192]
-    movzx ebp, byte ptr [r14 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 0]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 320], rcx
+    xchg qword ptr [r15 + 0], rcx
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg qword ptr [r15 + 0], rax
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 320], rdi
-    test eax, eax
-    mov ebp, eax
+    movzx r9d, byte ptr [r14 + 192]
+    jmp 1f
+1:
+    test ecx, ecx
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3784,71 +3898,73 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d485_j_t:
+.Lc1_d509_j_t:
     jmp rcx
-.Lc1_d2030_s_t:
+.Lc1_d2093_s_t:
     jmp rcx
-.Lc1_d2039_j_t:
+.Lc1_d2102_j_t:
     jmp rcx
-.Lc1_d1378_s_t:
+.Lc1_d1424_s_t:
     jmp rcx
-.Lc1_d1485_j_t:
+.Lc1_d1532_j_t:
     jmp rcx
-.Lc1_d1540_s_t:
+.Lc1_d1589_s_t:
     jmp rcx
-.Lc1_d1704_s_t:
+.Lc1_d1757_s_t:
     jmp rcx
-.Lc1_d1812_s_t:
+.Lc1_d1866_s_t:
     jmp rcx
-.Lc1_d1920_j_t:
+.Lc1_d1976_j_t:
     jmp rcx
-.Lc1_d83_s_t:
+.Lc1_d89_s_t:
     jmp rcx
-.Lc1_d181_s_t:
+.Lc1_d139_j_t:
     jmp rcx
-.Lc1_d285_j_t:
+.Lc1_d245_j_t:
     jmp rcx
-.Lc1_d391_j_t:
+.Lc1_d358_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d2131_j_t:
+.Lc1_d2197_j_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d550_j_t:
+.Lc1_d574_j_t:
     jmp rcx
-.Lc1_d649_j_t:
+.Lc1_d628_j_t:
     jmp rcx
-.Lc1_d751_j_t:
+.Lc1_d731_j_t:
     jmp rcx
-.Lc1_d861_j_t:
+.Lc1_d839_s_t:
     jmp rcx
-.Lc1_d960_j_t:
+.Lc1_d938_j_t:
     jmp rcx
-.Lc1_d1061_j_t:
+.Lc1_d1047_j_t:
     jmp rcx
-.Lc1_d1166_j_t:
+.Lc1_d1154_j_t:
     jmp rcx
-.Lc1_d1272_s_t:
+.Lc1_d1259_j_t:
     jmp rcx
-.Lc1_d1320_j_t:
+.Lc1_d1315_s_t:
     jmp rcx
-.Lc1_d2258_j_t:
+.Lc1_d2224_j_t:
     jmp rcx
-.Lc1_d2361_j_t:
+.Lc1_d2339_j_t:
     jmp rcx
-.Lc1_d2468_j_t:
+.Lc1_d2445_j_t:
     jmp rcx
-.Lc1_d2576_j_t:
+.Lc1_d2551_j_t:
     jmp rcx
-.Lc1_d2684_j_t:
+.Lc1_d2669_j_t:
     jmp rcx
-.Lc1_d2783_j_t:
+.Lc1_d2721_s_t:
     jmp rcx
-.Lc1_d2895_s_t:
+.Lc1_d2829_j_t:
     jmp rcx
-.Lc1_d2943_s_t:
+.Lc1_d2940_s_t:
+    jmp rcx
+.Lc1_d3042_s_t:
     jmp rcx
     .text
 
