@@ -23,8 +23,7 @@
 
 use std::sync::OnceLock;
 
-/// Rate bins, as in the profile's branch histograms; the last is "never".
-const BINS: usize = 11;
+use crate::plan::{rate_bin, BINS};
 /// `lea` scales: the count is multiplied by 3 or 5.
 const MULTIPLIERS: [u32; 2] = [3, 5];
 const MIN_FIELD_BITS: u32 = 2;
@@ -66,19 +65,6 @@ impl FieldCompare {
     pub fn top_bit(&self, shift: u32) -> u32 {
         shift + self.bits - 1
     }
-}
-
-/// The bin of a rate: bin i holds (2^−(i+2), 2^−(i+1)], the last bin everything below.
-fn rate_bin(r: f64) -> usize {
-    if r.is_nan() || r <= 0.0 {
-        return BINS - 1;
-    }
-    if r >= 0.5 {
-        return 0;
-    }
-    ((-r.log2()).floor() as usize)
-        .saturating_sub(1)
-        .min(BINS - 1)
 }
 
 /// log2 distance of `r` from the middle of bin `b`, or `None` when it is within `EDGE_MARGIN` of

@@ -56,7 +56,7 @@ use crate::isa::{
     R10, R11, R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, RSP, XMM0,
 };
 use crate::knobs::Knobs;
-use crate::plan::{rep_kind, BodyPlan, DataClass, BINS, LINE};
+use crate::plan::{rate_bin, rep_kind, BodyPlan, DataClass, BINS, LINE};
 use crate::rng::{stream_id, substream, Rng};
 use ditto_profile::IndirectBranches;
 
@@ -609,19 +609,6 @@ fn disp_bytes(disp: u64) -> u64 {
         1..=127 => 1,
         _ => 4,
     }
-}
-
-/// Rate → bin of the profile's branch distributions: bin i holds (2^−(i+2), 2^−(i+1)].
-fn rate_bin(r: f64) -> usize {
-    if r.is_nan() || r <= 0.0 {
-        return BINS - 1;
-    }
-    if r >= 0.5 {
-        return 0;
-    }
-    ((-r.log2()).floor() as usize)
-        .saturating_sub(1)
-        .min(BINS - 1)
 }
 
 /// The change-rate distribution left to the dispatches once ring entries, a share `entry_share` of
