@@ -23,7 +23,9 @@
 
 use std::sync::OnceLock;
 
-use crate::plan::{rate_bin, BINS};
+use ditto_profile::Branches;
+
+use crate::plan::BINS;
 /// `lea` scales: the count is multiplied by 3 or 5.
 const MULTIPLIERS: [u32; 2] = [3, 5];
 const MIN_FIELD_BITS: u32 = 2;
@@ -50,11 +52,6 @@ pub struct FieldCompare {
 }
 
 impl FieldCompare {
-    /// Whether the compare holds at the chunk's `l`-th execution (ring position 0, phase 0).
-    pub fn holds(&self, l: u64) -> bool {
-        (l * u64::from(self.multiplier)) % (1u64 << self.bits) < u64::from(self.below)
-    }
-
     /// The mask and threshold for a chunk whose own count starts at bit `shift` of the counter:
     /// `and` by the first, `cmp` (`jb` in the minority) with the second.
     pub fn at(&self, shift: u32) -> (u32, u32) {
@@ -70,7 +67,7 @@ impl FieldCompare {
 /// log2 distance of `r` from the middle of bin `b`, or `None` when it is within `EDGE_MARGIN` of
 /// an edge of its bin, in another bin, or in the "never" bin.
 fn mid_distance(r: f64, b: usize) -> Option<f64> {
-    if rate_bin(r) != b || b >= BINS - 1 {
+    if Branches::bin(r) != b || b >= BINS - 1 {
         return None;
     }
     let x = -r.log2();
@@ -87,22 +84,6 @@ fn rates(multiplier: u32, bits: u32, below: u32) -> (f64, f64) {
     )
 }
 
-/// The rates of `c` by walking one period, transitions counted cyclically: the reference the
-/// closed form is checked against.
-pub fn simulate(c: &FieldCompare) -> (f64, f64) {
-    let period = 1u64 << c.bits;
-    let mut taken = 0u64;
-    let mut changes = 0u64;
-    let mut prev = c.holds(period - 1);
-    for l in 0..period {
-        let h = c.holds(l);
-        taken += u64::from(h);
-        changes += u64::from(h != prev);
-        prev = h;
-    }
-    (taken as f64 / period as f64, changes as f64 / period as f64)
-}
-
 /// Per (taken bin × BINS + transition bin), the best candidates (nearest both middles first).
 fn table() -> &'static [Vec<FieldCompare>] {
     static TABLE: OnceLock<Vec<Vec<FieldCompare>>> = OnceLock::new();
@@ -112,7 +93,7 @@ fn table() -> &'static [Vec<FieldCompare>] {
             for bits in MIN_FIELD_BITS..=MAX_FIELD_BITS {
                 for below in 1..(1u32 << (bits - 1)) {
                     let (rate, transition) = rates(multiplier, bits, below);
-                    let (t, r) = (rate_bin(rate), rate_bin(transition));
+                    let (t, r) = (Branches::bin(rate), Branches::bin(transition));
                     let (Some(dt), Some(dr)) = (mid_distance(rate, t), mid_distance(transition, r))
                     else {
                         continue;
@@ -165,6 +146,23 @@ pub fn candidates(taken: usize, transition: usize) -> &'static [FieldCompare] {
 mod tests {
     use super::*;
 
+    /// The rates of `c` by walking one period (ring position 0, phase 0), transitions counted
+    /// cyclically: the reference the closed form is checked against.
+    fn simulate(c: &FieldCompare) -> (f64, f64) {
+        let period = 1u64 << c.bits;
+        let holds = |l: u64| (l * u64::from(c.multiplier)) % period < u64::from(c.below);
+        let mut taken = 0u64;
+        let mut changes = 0u64;
+        let mut prev = holds(period - 1);
+        for l in 0..period {
+            let h = holds(l);
+            taken += u64::from(h);
+            changes += u64::from(h != prev);
+            prev = h;
+        }
+        (taken as f64 / period as f64, changes as f64 / period as f64)
+    }
+
     fn all() -> impl Iterator<Item = &'static FieldCompare> {
         (0..BINS).flat_map(|t| (0..BINS).flat_map(move |r| candidates(t, r)))
     }
@@ -174,8 +172,8 @@ mod tests {
         for t in 0..BINS {
             for r in 0..BINS {
                 for c in candidates(t, r) {
-                    assert_eq!(rate_bin(c.rate), t, "{c:?}");
-                    assert_eq!(rate_bin(c.transition), r, "{c:?}");
+                    assert_eq!(Branches::bin(c.rate), t, "{c:?}");
+                    assert_eq!(Branches::bin(c.transition), r, "{c:?}");
                     for (x, b) in [(-c.rate.log2(), t), (-c.transition.log2(), r)] {
                         assert!(x - (b as f64 + 1.0) >= EDGE_MARGIN, "{c:?}");
                         assert!((b as f64 + 2.0) - x >= EDGE_MARGIN, "{c:?}");

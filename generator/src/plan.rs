@@ -10,20 +10,6 @@ use crate::knobs::Knobs;
 
 /// Number of bins of the branch-rate and dependency-distance distributions.
 pub const BINS: usize = 11;
-
-/// Rate → bin of the profile's branch distributions: bin i holds (2^−(i+2), 2^−(i+1)], the last
-/// ("never") everything below.
-pub fn rate_bin(r: f64) -> usize {
-    if r.is_nan() || r <= 0.0 {
-        return BINS - 1;
-    }
-    if r >= 0.5 {
-        return 0;
-    }
-    ((-r.log2()).floor() as usize)
-        .saturating_sub(1)
-        .min(BINS - 1)
-}
 pub const LINE: u64 = 64;
 
 /// One instruction block: straight-line code of `bytes` bytes, executing `share` of the body's

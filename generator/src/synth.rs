@@ -56,9 +56,9 @@ use crate::isa::{
     R10, R11, R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, RSP, XMM0,
 };
 use crate::knobs::Knobs;
-use crate::plan::{rate_bin, rep_kind, BodyPlan, DataClass, BINS, LINE};
+use crate::plan::{rep_kind, BodyPlan, DataClass, BINS, LINE};
 use crate::rng::{stream_id, substream, Rng};
-use ditto_profile::IndirectBranches;
+use ditto_profile::{Branches, IndirectBranches};
 
 /// Indirect jumps one chunk may start with. A few keep a hot one-chunk loop near the profile's
 /// count without turning it into a chain of dispatches.
@@ -1428,8 +1428,12 @@ impl Composer<'_> {
         self.account((Class::Branch, Opnd::Reg), w);
         // Minority rate `loop_rate`, two direction changes per exit; a rate of 0 is a branch that
         // keeps one direction, bin "never".
-        self.record_bins(rate_bin(loop_rate), rate_bin((2.0 * loop_rate).min(0.5)), w);
-        self.count_majority(rate_bin(loop_rate), w, loop_majority_taken);
+        self.record_bins(
+            Branches::bin(loop_rate),
+            Branches::bin((2.0 * loop_rate).min(0.5)),
+            w,
+        );
+        self.count_majority(Branches::bin(loop_rate), w, loop_majority_taken);
         self.cond_weight += w;
         self.static_cond += 1;
         let mut bytes = 5u64;
@@ -1490,35 +1494,36 @@ impl Composer<'_> {
                     None => self.pattern(w, shift),
                 };
                 repeatable.push(r);
-                if let Item::Pattern {
-                    source: BranchSource::Field { .. },
-                    ..
-                } = p
-                {
-                    // `lea` and `and` before the compare (`count_counter_branch`). They do not
-                    // add to the branches owed: a block of more than one branch in four
-                    // instructions (memcached's hottest runs 0.4) would then owe a branch after
-                    // every compare, and with only hot sites in it never reach its other
-                    // instructions (a random profile's body grew without end). The block's branch
-                    // density falls by their share instead.
-                    bytes += FIELD_TEST_BYTES - COUNTER_TEST_BYTES;
-                    instrs += 2;
+                match p {
+                    Item::Pattern {
+                        source: BranchSource::Field { .. },
+                        ..
+                    } => {
+                        // `lea` and `and` before the compare (`count_counter_branch`). They do not
+                        // add to the branches owed: a block of more than one branch in four
+                        // instructions (memcached's hottest runs 0.4) would then owe a branch
+                        // after every compare, and with only hot sites in it never reach its other
+                        // instructions (a random profile's body grew without end). The block's
+                        // branch density falls by their share instead.
+                        bytes += FIELD_TEST_BYTES - COUNTER_TEST_BYTES;
+                    }
+                    Item::Pattern {
+                        source: BranchSource::Random { .. },
+                        ..
+                    } => {
+                        bytes += RANDOM_TEST_BYTES - COUNTER_TEST_BYTES;
+                        let (i, b) = self.step_rng_once(&mut steps_rng, w);
+                        instrs += i;
+                        bytes += b;
+                        self.cond_acc += i as f64 * ratio;
+                    }
+                    _ => {}
                 }
-                if let Item::Pattern {
-                    source: BranchSource::Random { .. },
-                    ..
-                } = p
-                {
-                    bytes += RANDOM_TEST_BYTES - COUNTER_TEST_BYTES;
-                    let (i, b) = self.step_rng_once(&mut steps_rng, w);
-                    instrs += i;
-                    bytes += b;
-                    self.cond_acc += i as f64 * ratio;
-                }
-                patterns.push(p);
-                // A counter test and its jcc: 5 bytes with a byte mask, 8 with a dword one.
+                // A counter test and its jcc: 5 bytes with a byte mask, 8 with a dword one (a
+                // field compare's `lea` and `and` come on top).
                 bytes += 6;
-                instrs += 2;
+                instrs += item_instrs(&p);
+                patterns.push(p);
                 self.cond_acc += 2.0 * ratio - 1.0;
                 continue;
             }
@@ -2021,7 +2026,7 @@ impl Composer<'_> {
     fn data_dependent_branch(&mut self, w: f64, t: usize) -> Item {
         let threshold = random_threshold(t);
         let q = f64::from(threshold) / 2f64.powi(32);
-        self.record_bins(t, rate_bin(2.0 * q * (1.0 - q)), w);
+        self.record_bins(t, Branches::bin(2.0 * q * (1.0 - q)), w);
         // `jb` (the `jz` flag) is taken in the minority.
         let jz = match self.majority_taken(t, w) {
             Some(majority_taken) => !majority_taken,

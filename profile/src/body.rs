@@ -155,6 +155,19 @@ impl IndirectBranches {
 }
 
 impl Branches {
+    /// Bins of [`Branches::taken_rate`] and [`Branches::transition_rate`].
+    pub const BINS: usize = 11;
+
+    /// The bin of a taken or transition rate: bin `i` holds `(2^-(i+2), 2^-(i+1)]`, the last bin
+    /// the rest (rates below 2^-10, and 0).
+    pub fn bin(rate: f64) -> usize {
+        if rate <= 0.0 || !rate.is_finite() {
+            return Self::BINS - 1;
+        }
+        let k = (-rate.log2()).floor() as i64 - 1;
+        k.clamp(0, Self::BINS as i64 - 1) as usize
+    }
+
     /// The share of all conditional branch executions that come from majority-taken branches, when
     /// the profile records majorities.
     pub fn majority_taken_share(&self) -> Option<f64> {
@@ -195,7 +208,17 @@ pub struct Dependencies {
 
 #[cfg(test)]
 mod tests {
-    use super::IndirectBranches;
+    use super::{Branches, IndirectBranches};
+
+    #[test]
+    fn rate_bins_halve_from_one_half_down_to_the_last_bin() {
+        assert_eq!(Branches::bin(0.5), 0);
+        assert_eq!(Branches::bin(0.3), 0);
+        assert_eq!(Branches::bin(0.25), 1);
+        assert_eq!(Branches::bin(1.0 / 1024.0), 9);
+        assert_eq!(Branches::bin(1.0 / 4096.0), 10);
+        assert_eq!(Branches::bin(0.0), 10);
+    }
 
     #[test]
     fn target_change_bins_hold_never_changing_sites_apart_and_tenths_above() {

@@ -21,7 +21,7 @@ use crate::stream::{self, Header, SbDefinition};
 
 pub const MIX_SLOTS: usize = CLASSES.len() * OPERANDS.len();
 pub const DEP_BINS: usize = 11;
-pub const RATE_BINS: usize = 11;
+pub const RATE_BINS: usize = ditto_profile::Branches::BINS;
 /// A load chases a pointer when an address register came from a load at most this many instructions
 /// earlier: about a reorder window, within which the dependency serialises the two misses. (A base
 /// pointer loaded once long ago does not make every later access a chase.)
@@ -728,15 +728,6 @@ pub struct ProcessCounts {
     pub static_instructions: u64,
 }
 
-/// Log2 bin of a rate for the branch histograms: bin `i` holds `(2^-(i+2), 2^-(i+1)]`, bin 10 the rest.
-pub fn rate_bin(rate: f64) -> usize {
-    if rate <= 0.0 || !rate.is_finite() {
-        return RATE_BINS - 1;
-    }
-    let k = (-rate.log2()).floor() as i64 - 1;
-    k.clamp(0, RATE_BINS as i64 - 1) as usize
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -993,16 +984,6 @@ mod tests {
             a.feed(&[control(crate::stream::TAG_END, 0)]).unwrap();
             assert_eq!(a.snapshot().threads[0].instructions, whole);
         }
-    }
-
-    #[test]
-    fn rate_bins_follow_the_schema() {
-        assert_eq!(rate_bin(0.5), 0);
-        assert_eq!(rate_bin(0.3), 0);
-        assert_eq!(rate_bin(0.25), 1);
-        assert_eq!(rate_bin(1.0 / 1024.0), 9);
-        assert_eq!(rate_bin(1.0 / 4096.0), 10);
-        assert_eq!(rate_bin(0.0), 10);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use ditto_profile::{
     MixShare,
 };
 
-use crate::analysis::{rate_bin, ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS};
+use crate::analysis::{ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS};
 use crate::cache::CurveSim;
 use crate::classes::{CLASSES, OPERANDS};
 
@@ -249,12 +249,12 @@ fn cluster_body(
         for b in merged.iter().filter(|b| b.executions > 0) {
             let p_taken = b.taken as f64 / b.executions as f64;
             let t = b.transitions as f64 / b.executions as f64;
-            let bin = rate_bin(p_taken.min(1.0 - p_taken));
+            let bin = Branches::bin(p_taken.min(1.0 - p_taken));
             taken_hist[bin] += b.executions;
             if p_taken > 0.5 {
                 majority_taken_hist[bin] += b.executions;
             }
-            transition_hist[rate_bin(t.min(1.0 - t))] += b.executions;
+            transition_hist[Branches::bin(t.min(1.0 - t))] += b.executions;
             executions += b.executions;
             static_count += 1;
         }
