@@ -440,7 +440,7 @@ struct Block {
     /// The single-chunk loop whose count takes the balance of the call's instructions
     /// (`align_windows`, then after the prologue is rendered).
     absorbs: bool,
-    /// Its index before the blocks are shuffled into their code order: what `BlockFit` and the
+    /// Its index before the blocks are shuffled into their rendering order: what `BlockFit` and the
     /// fitting rounds of `synthesize` know it by.
     origin: usize,
 }
@@ -773,10 +773,41 @@ fn loop_taken_share(j: u64, x: u64, ring: u64, aligned: bool) -> f64 {
 /// (`test`, `jcc`), and the chunk keeps room for the mix.
 const MAX_BRANCH_DENSITY: f64 = 0.4;
 
+/// log2 of the alignment of a body function and of its largest blocks: 4 KiB, an L1i way (64 sets of
+/// 64 bytes in a 32 KiB 8-way or a 48 KiB 12-way cache) and a page.
+///
+/// Why a fixed layout: a block's cache sets, and so which of the runtime's lines and of the other
+/// blocks' it competes with, follow from its address modulo a way. Laid out in random order after
+/// whatever came before it, every block moved when the seed changed and whenever an earlier function
+/// or block came out a line longer or shorter, which a data-knob step does through its operands'
+/// displacements. memcached's clone then read L1i miss rates 0.00030 / 0.00111 at data size ×1.0 /
+/// ×1.1 and 0.00030 / 0.00041 / 0.00069 at seeds 1 / 2 / 3 (`validation/bench/regeneration-noise.sh
+/// memcached`), so `ditto tune` saw a data step move the L1i by ×3.7. Functions start on a way, blocks
+/// follow largest first (`code_order`), each on a multiple of its own size up to a way, so a block's
+/// sets follow from the plan (docs/generator.md, "Code layout", for what still moves). The padding
+/// between blocks is jumped over and never fetched.
+const CODE_ALIGN_LOG2: u32 = 12;
+
+/// The blocks' order in the code: largest first, then by their place in the plan, so that each
+/// one, aligned to its size, sits where the plan alone puts it (`CODE_ALIGN_LOG2`).
+fn code_order(blocks: &[Block]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..blocks.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(blocks[i].bytes), blocks[i].origin));
+    order
+}
+
+/// The alignment (log2) of a block of `bytes`: its own size (a power of two), at least a line and
+/// at most `CODE_ALIGN_LOG2`.
+fn block_align_log2(bytes: u64) -> u32 {
+    let pow = 63 - bytes.max(1).leading_zeros();
+    pow.clamp(LINE.trailing_zeros(), CODE_ALIGN_LOG2)
+}
+
 /// Compositions at most per body: the first, then recompositions while the static branch count is
 /// more than 10 % off (one correction: more steps do not converge where the loop branches' floor or
-/// the cap binds, nginx's body without its skeleton stays at 1,365 against 1,080) or the dispatch
-/// length moves (`dispatch_length`).
+/// the cap binds, nginx's body without its skeleton stays at 1,365 against 1,080), the settled
+/// dynamic count calls for another level (`branch_level`), or the dispatch length moves
+/// (`dispatch_length`).
 const COMPOSE_PASSES: usize = 3;
 
 /// The bytes per instruction the next pass places dispatches by: `current`, corrected by how many
@@ -802,6 +833,23 @@ fn dispatch_length(current: f64, realised: f64, owed: f64, plan_len: f64) -> f64
     steps * plan_len / 16.0
 }
 
+/// The dynamic level (`branch_densities`) the next pass composes at: `current` times the plan's
+/// conditional branches per call (`owed`) over those the settled body runs (`realised`), rounded to
+/// a 32nd, between 1/2 and 2.
+///
+/// The densities keep the count on the blocks' estimated shapes, but `settle_windows` hands what
+/// the rings' aligned counts leave to the single-chunk loops, which carry the densest branches:
+/// nginx's request body (static branches concentrated) ran 2,085 a call against 1,872, Pix
+/// baseline's 16,877 against 14,843. One correction brings them to 1,814 and 15,060–15,400. Rounded,
+/// as `dispatch_length` is, so that a small knob step finds the same level, not a threshold that
+/// recomposes the body on one side of it.
+fn branch_level(current: f64, realised: f64, owed: f64) -> f64 {
+    if realised <= 0.0 || owed <= 0.0 {
+        return current;
+    }
+    ((32.0 * current * owed / realised).round() / 32.0).clamp(0.5, 2.0)
+}
+
 /// What `branch_densities` needs of a block.
 #[derive(Debug, Clone, Copy)]
 struct BlockShape {
@@ -823,19 +871,22 @@ struct BlockShape {
 /// ∝ runs^α, capped at `MAX_BRANCH_DENSITY` and normalised to keep the dynamic count, put the branches
 /// where the code runs often; α is bisected for the static target. Without a target, or when even
 /// spread gives fewer static branches than the target, the density is uniform (1).
-fn branch_densities(blocks: &[BlockShape], ratio: f64, static_target: u64) -> Vec<f64> {
-    let uniform = vec![1.0; blocks.len()];
+///
+/// `level` scales the dynamic count kept (1: the plan's), so the composer can correct what the
+/// estimated shapes got wrong without moving the static target's solution.
+fn branch_densities(blocks: &[BlockShape], ratio: f64, static_target: u64, level: f64) -> Vec<f64> {
+    let cap = (MAX_BRANCH_DENSITY / ratio.max(1e-12)).max(1.0);
+    let uniform = vec![level.min(cap); blocks.len()];
     if static_target == 0 || ratio <= 0.0 || blocks.is_empty() {
         return uniform;
     }
     let loops: f64 = blocks.iter().map(|b| b.chunks as f64).sum();
     let patterns_wanted = (static_target as f64 - loops).max(0.0);
-    let cap = (MAX_BRANCH_DENSITY / ratio).max(1.0);
     let dynamic: Vec<f64> = blocks
         .iter()
         .map(|b| b.static_instrs * b.runs_per_chunk)
         .collect();
-    let total: f64 = dynamic.iter().sum();
+    let total: f64 = level * dynamic.iter().sum::<f64>();
     if total <= 0.0 {
         return uniform;
     }
@@ -3536,28 +3587,41 @@ fn synthesize_trimmed(
     let want = plan.static_branches as f64;
     let mut static_target = plan.static_branches;
     let mut dispatch_len = mean_len;
+    let want_dynamic = plan.instructions * plan.cond_branch_ratio;
+    let mut level = 1.0;
     for pass in 0..COMPOSE_PASSES {
         if pass > 0 {
             let got = comp.static_cond as f64;
             let density_ok = want == 0.0 || got == 0.0 || (got - want).abs() <= 0.1 * want;
+            // Counted as the body will run: `settle_windows` hands what the rings' aligned counts
+            // leave to the single-chunk loops, whose branches are the densest.
+            let mut settled = blocks.clone();
+            if absorber.is_some() {
+                settle_windows(&mut settled, fine);
+            }
+            let dynamic = executions_per_call(&settled, |i| {
+                matches!(i, Item::Pattern { .. } | Item::LoopEnd { .. })
+            });
+            let next_level = branch_level(level, dynamic, want_dynamic);
             let composed_len = dispatch_length(
                 dispatch_len,
-                executions_per_call(&blocks, |i| matches!(i, Item::Indirect(..))),
+                executions_per_call(&settled, |i| matches!(i, Item::Indirect(..))),
                 plan.indirect_ratio * plan.instructions - ring_entries,
                 mean_len,
             );
-            if density_ok && composed_len == dispatch_len {
+            if density_ok && next_level == level && composed_len == dispatch_len {
                 break;
             }
             if !density_ok {
                 static_target = (static_target as f64 * want / got).round() as u64;
             }
+            level = next_level;
             dispatch_len = composed_len;
             comp = comp_start.clone();
             blocks = blocks_start.clone();
         }
         comp.dispatch_len = dispatch_len;
-        let densities = branch_densities(&shapes, plan.cond_branch_ratio, static_target);
+        let densities = branch_densities(&shapes, plan.cond_branch_ratio, static_target, level);
         for &bi in &order {
             comp.density = densities[bi];
             let ring = blocks[bi].ring();
@@ -3584,6 +3648,8 @@ fn synthesize_trimmed(
         settle_windows(&mut blocks, fine);
         blocks[k].absorbs = true;
     }
+    // The order the blocks are rendered in, which the register choice's running distances follow
+    // (`Deps`); their order in the code is the plan's (`code_order`).
     rng.shuffle(&mut blocks);
 
     // Layout of the private buffer: class regions (+ slack), chase chain, rep scratch, header.
@@ -3644,7 +3710,7 @@ fn synthesize_trimmed(
     // ---- body function
     let _ = writeln!(
         r.out,
-        "\n// ---- cluster {name}: {:.0} instructions per call, {} blocks\n    .text\n    .globl {body_symbol}\n    .type {body_symbol}, @function\n    .p2align 6\n{body_symbol}:",
+        "\n// ---- cluster {name}: {:.0} instructions per call, {} blocks\n    .text\n    .globl {body_symbol}\n    .type {body_symbol}, @function\n    .p2align {CODE_ALIGN_LOG2}\n{body_symbol}:",
         plan.instructions,
         blocks.len()
     );
@@ -3732,7 +3798,9 @@ fn synthesize_trimmed(
     let mut entry_instrs = 0f64;
     let mut block_stats = Vec::new();
     let mut dynamic = 0f64;
+    let mut block_texts = Vec::with_capacity(blocks.len());
     for (bi, b) in blocks.iter().enumerate() {
+        let text_start = r.out.len();
         let ring = b.ring();
         let w_chunk = b.x as f64 / ring as f64;
         let lbl = |s: &str| format!(".L{name}_b{bi}_{s}");
@@ -3779,7 +3847,8 @@ fn synthesize_trimmed(
         let entered = r.static_instrs - before + u64::from(indirect);
         debug_assert_eq!(entered, b.entry_instrs(), "block {bi}'s entry");
         entry_instrs += entered as f64;
-        let _ = writeln!(r.out, "    .p2align 6");
+        // At a multiple of its size (`CODE_ALIGN_LOG2`); the padding follows a jump.
+        let _ = writeln!(r.out, "    .p2align {}", block_align_log2(b.bytes));
         let before_chunks = r.static_instrs;
         r.w = w_chunk;
         for (j, c) in b.chunks.iter().enumerate() {
@@ -3802,6 +3871,12 @@ fn synthesize_trimmed(
             instructions: b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 * w_chunk,
             assembled_bytes: 0,
         });
+        block_texts.push(r.out.split_off(text_start));
+    }
+    // Each block's text runs from its entry to its `_done` label and falls into the next one's,
+    // so any order is a valid body; each call runs the blocks in code order.
+    for bi in code_order(&blocks) {
+        r.out.push_str(&block_texts[bi]);
     }
     // ---- epilogue
     r.w = 1.0;
@@ -4284,9 +4359,9 @@ mod tests {
         };
         let uniform = [1.0; 3];
         // No target, or a target above what even spread gives: uniform.
-        assert_eq!(branch_densities(&blocks, ratio, 0), uniform);
-        assert_eq!(branch_densities(&blocks, ratio, 1_000_000), uniform);
-        let g = branch_densities(&blocks, ratio, 500);
+        assert_eq!(branch_densities(&blocks, ratio, 0, 1.0), uniform);
+        assert_eq!(branch_densities(&blocks, ratio, 1_000_000, 1.0), uniform);
+        let g = branch_densities(&blocks, ratio, 500, 1.0);
         assert!((dynamic(&g) - dynamic(&uniform)).abs() < 1e-6 * dynamic(&uniform));
         assert!((statics(&g) - 500.0).abs() < 1.0, "{g:?}: {}", statics(&g));
         // Hot code gets the branches, up to the cap; the swept ring almost none.
@@ -4295,6 +4370,45 @@ mod tests {
             g.iter().all(|d| d * ratio <= MAX_BRANCH_DENSITY + 1e-12),
             "{g:?}"
         );
+    }
+
+    #[test]
+    fn branch_level_corrects_by_owed_over_realised_in_32nds_within_a_factor_of_two() {
+        // nginx's concentrated body: 2,085 a call against 1,872.
+        assert_eq!(branch_level(1.0, 2085.0, 1872.0), 29.0 / 32.0);
+        // A small step keeps the level: no recomposition on one side of a threshold.
+        assert_eq!(branch_level(1.0, 1880.0, 1872.0), 1.0);
+        assert_eq!(branch_level(1.0, 1850.0, 1872.0), 1.0);
+        assert_eq!(branch_level(29.0 / 32.0, 1872.0, 1872.0), 29.0 / 32.0);
+        assert_eq!(branch_level(1.0, 10.0, 1872.0), 2.0);
+        assert_eq!(branch_level(1.0, 0.0, 1872.0), 1.0);
+    }
+
+    #[test]
+    fn branch_densities_at_a_level_scale_the_dynamic_count_and_keep_the_static_target() {
+        let blocks = [
+            shape(16.0, 48.0, 1),
+            shape(2.0, 400.0, 8),
+            shape(0.05, 12_000.0, 256),
+        ];
+        let ratio = 0.16;
+        let weighted = |g: &[f64], per: fn(&BlockShape) -> f64| -> f64 {
+            blocks.iter().zip(g).map(|(b, d)| per(b) * ratio * d).sum()
+        };
+        let dynamic = |g: &[f64]| weighted(g, |b| b.static_instrs * b.runs_per_chunk);
+        let patterns = |g: &[f64]| weighted(g, |b| b.static_instrs);
+        let at_one = branch_densities(&blocks, ratio, 500, 1.0);
+        for level in [0.85, 1.1] {
+            let g = branch_densities(&blocks, ratio, 500, level);
+            let want = level * dynamic(&at_one);
+            assert!((dynamic(&g) - want).abs() < 1e-6 * want, "{level}: {g:?}");
+            assert!(
+                (patterns(&g) - patterns(&at_one)).abs() < 1.0,
+                "{level}: {g:?}"
+            );
+        }
+        // Without a static target the level is the uniform density.
+        assert_eq!(branch_densities(&blocks, ratio, 0, 0.9), [0.9; 3]);
     }
 
     /// A block of `bytes` in chunks of 64 bytes, `x` of them a call.

@@ -125,7 +125,10 @@ fn static_branches_approach_the_profiles_count_without_losing_dynamic_ones() {
     // branches (1,080 before, the same 1,873 per request) rendered a mean of 1,718.5 (8.2 % short).
     // Since each ring takes its nearest aligned count (`synth::balance_rings`), the single-chunk
     // loops take a larger balance than the one planned from the estimated instructions per chunk,
-    // and they have the body's densest branches: the mean went to 2,085 (11.4 % over), hence 12 %.
+    // and they have the body's densest branches: the mean went to 2,085 (11.4 % over), and spread
+    // evenly to 1,722 (8 % short). The composer now counts the settled body and recomposes at a
+    // corrected level (`synth::branch_level`): 1,876 and 1,875 (seeds 1–4: 1,835–1,951 and
+    // 1,865–1,887).
     let want = body.branches.per_request;
     let mean_of_seeds = |static_count: u64| {
         (1..=4)
@@ -138,7 +141,7 @@ fn static_branches_approach_the_profiles_count_without_losing_dynamic_ones() {
         ("even", mean_of_seeds(0)),
     ] {
         assert!(
-            (per_call - want).abs() <= 0.12 * want,
+            (per_call - want).abs() <= 0.05 * want,
             "{what}: {per_call} against {want} per call"
         );
     }
@@ -562,12 +565,13 @@ fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms
     let body = common::committed_body("pix-baseline", "c1");
     // Every pattern branch on the counter: at the default data-dependent share, most of Pix
     // baseline's non-"never" branches test the pseudo-random word, which repeats leave alone.
-    let with_share = |share: f64| {
+    let with_share_seeded = |share: f64, seed: u64| {
         let mut knobs = Knobs::default();
         knobs.branches.data_dependent_scale = 0.0;
         knobs.branches.independent_share = share;
-        synth_with(&body, &knobs)
+        synth_seeded(&body, &knobs, seed)
     };
+    let with_share = |share: f64| with_share_seeded(share, 1);
     let independent = with_share(1.0);
     let half = with_share(0.5);
     let repeated = with_share(0.0);
@@ -609,8 +613,17 @@ fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms
         }
         n
     };
-    let (r0, r1) = (repeats_in_text(&repeated), repeats_in_text(&independent));
-    assert!(r0 >= r1 + 8, "{r0} repeated tests at share 0, {r1} at 1");
+    // Summed over four seeds: one body has 6–18 more at share 0 than at 1 (seeds 1–4: 17 / 11,
+    // 21 / 7, 21 / 11, 21 / 13), so one seed's margin says little.
+    let (mut r0, mut r1) = (repeats_in_text(&repeated), repeats_in_text(&independent));
+    for seed in 2..=4 {
+        r0 += repeats_in_text(&with_share_seeded(0.0, seed));
+        r1 += repeats_in_text(&with_share_seeded(1.0, seed));
+    }
+    assert!(
+        r0 >= r1 + 20,
+        "{r0} repeated tests at share 0, {r1} at 1 (seeds 1-4)"
+    );
 
     // The histograms stay the profile's: a repeat is taken only for bins both still owe.
     for asm in [&half, &repeated] {

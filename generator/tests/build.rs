@@ -340,17 +340,18 @@ fn threads_with_different_streams_walk_the_shared_buffer_apart() {
         same.iter().any(|b| b.1 > 20),
         "no body wrote more than 20 lines: {same:?}"
     );
-    // Apart, some body writes hundreds of lines only one stream writes. Which body that is follows
+    // Apart, some body writes tens to hundreds of lines only one stream writes. How many follows
     // the draws: a body whose windowed stores cover a small shared region writes all of it from
     // either phase (memcached's worker, after the rep split changed its draws, wrote the same 325
     // lines from both, and its acceptor 504 of 1,570 lines from one only; before, the worker 1,925
-    // of 2,088). With the phases equal, no body writes a line only one stream does.
+    // of 2,088; with the composer's dynamic branch level, the worker 80 of 434). With the phases
+    // equal, no body writes a line only one stream does.
     let apart = lines("1", "2");
     assert!(
         apart
             .iter()
-            .any(|(_, written, only_one)| *only_one > 100
-                && *only_one as f64 > 0.25 * *written as f64),
+            .any(|(_, written, only_one)| *only_one >= 50
+                && *only_one as f64 > 0.15 * *written as f64),
         "streams 1 and 2 wrote the same lines: {apart:?}"
     );
 }

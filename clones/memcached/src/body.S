@@ -8,7 +8,7 @@
     .text
     .globl ditto_body_c0
     .type ditto_body_c0, @function
-    .p2align 6
+    .p2align 12
 ditto_body_c0:
     push rbx
     push rbp
@@ -52,422 +52,68 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128168]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2128168], rcx
-    mov r13d, 1
-    jmp .Lc0_b0_c0
-    .p2align 6
-.Lc0_b0_c0:
-    mov rax, qword ptr [r15 + 2128152]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2128152], rax
-    xor eax, eax
-    test dword ptr [r15 + 2128155], 1342324740
-    setz al
-    lea rcx, [rip + .Lc0_d50_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc0_d50_s_t
-.Lc0_d50_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d50_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rcx, [rip + .Lc0_d59_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d59_s_t
-.Lc0_d59_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d59_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc0_d64_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d64_s_t
-.Lc0_d64_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d64_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc0_d69_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d69_s_t
-.Lc0_d69_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d69_s:
-    ret
-    .popsection
-    mov rbp, r11
-    and rbp, 1984
-    movzx r9d, byte ptr [r14 + rbp + 2880]
+// block 10: 1024 bytes, 4 chunk(s), 500 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128248]
+    lea rcx, [rbx + 500]
+    mov qword ptr [r15 + 2128248], rcx
+    mov r13d, 500
+    jmp .Lc0_b10_c0
+    .p2align 10
+.Lc0_b10_c0:
+    mov dword ptr [r15 + 576], 82
+    mov rax, r8
+    mov r8, qword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r14 + 192]
+    movsxd rax, dword ptr [r15 + 384]
+    mov edx, 54
+    movsxd rdx, dword ptr [r15 + 448]
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 2880], rbp
+    mov byte ptr [r14 + 192], dl
+    test ebx, 104448
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 704]
+    mov edi, ecx
+    mov rcx, rdi
+    mov dword ptr [r14 + 576], ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r9, r9
-    mov rbp, r11
+    mov byte ptr [r14 + 640], r9b
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 2944]
+    mov rbp, r9
+    mov dword ptr [r15 + 320], 115
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r14 + rbp + 1856]
-    test ebx, 1073741824
+    mov dword ptr [r14 + 256], ebp
+    mov dword ptr [r15 + 640], 40
+    mov byte ptr [r15 + 512], cl
+    test bl, 32
     jnz 1f
 1:
-    mov esi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc0_b0_c0
-.Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 3374 chunk executions per call
-    mov r13d, 3374
-    jmp .Lc0_b1_c0
-    .p2align 6
-.Lc0_b1_c0:
-    mov edx, dword ptr [r14 + 0]
-    mov rcx, rdx
-    test esi, esi
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    popcnt r9, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 25
-    and eax, dword ptr [r15 + 192]
-    shl rax, 23
-    dec r13
-    jnz .Lc0_b1_c0
-.Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 2416 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128184]
-    lea rcx, [rbx + 2416]
-    mov qword ptr [r15 + 2128184], rcx
-    mov r13d, 2416
-    jmp .Lc0_b2_c0
-    .p2align 6
-.Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d123_j]
-    add rcx, qword ptr [r15 + 2128160]
-    jmp .Lc0_d123_j_t
-.Lc0_d123_j:
-    mov dword ptr [r15 + 448], 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, cl
-    inc rbx
-    dec r13
-    jnz .Lc0_b2_c0
-.Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 1248 chunk executions per call
-    mov r13d, 1248
-    jmp .Lc0_b3_c0
-    .p2align 6
-.Lc0_b3_c0:
-    mov esi, dword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    dec r13
-    jnz .Lc0_b3_c0
-.Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 919 chunk executions per call
-    mov r13d, 919
-    jmp .Lc0_b4_c0
-    .p2align 6
-.Lc0_b4_c0:
-    movzx edi, cl
-    movzx ecx, byte ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 4928], rbp
-    mov byte ptr [r14 + 384], sil
-    add r11, 64
-    dec r13
-    jnz .Lc0_b4_c0
-.Lc0_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128208]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2128208], rcx
-    mov r13d, 1
-    jmp .Lc0_b5_c0
-    .p2align 6
-.Lc0_b5_c0:
-    mov rax, qword ptr [r15 + 2128152]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2128152], rax
-    xor eax, eax
-    test dword ptr [r15 + 2128156], 813959168
-    setz al
-    lea rcx, [rip + .Lc0_d167_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc0_d167_s_t
-.Lc0_d167_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d167_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    xor eax, eax
-    test dword ptr [r15 + 2128155], 184551425
-    setz al
-    lea rcx, [rip + .Lc0_d176_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc0_d176_s_t
-.Lc0_d176_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d176_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    xor eax, eax
-    test dword ptr [r15 + 2128156], 100376
-    setz al
-    lea rcx, [rip + .Lc0_d185_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc0_d185_s_t
-.Lc0_d185_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d185_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    xor eax, eax
-    test dword ptr [r15 + 2128156], 1073776770
-    setz al
-    lea rcx, [rip + .Lc0_d194_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc0_d194_s_t
-.Lc0_d194_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d194_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    movsxd r8, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 2128156], 0x5a82799a
-    jae 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc rbx
-    dec r13
-    jnz .Lc0_b5_c0
-.Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 798 chunk executions per call
-    mov r13d, 798
-    jmp .Lc0_b6_c0
-    .p2align 6
-.Lc0_b6_c0:
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 13120], ebp
-    mov qword ptr [r14 + 192], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock xadd qword ptr [r15 + 576], r8
-    add r11, 64
-    dec r13
-    jnz .Lc0_b6_c0
-.Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1647 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128224]
-    lea rcx, [rbx + 1647]
-    mov qword ptr [r15 + 2128224], rcx
-    mov r13d, 1647
-    jmp .Lc0_b7_c0
-    .p2align 6
-.Lc0_b7_c0:
-    mov dword ptr [r14 + 576], 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, qword ptr [r15 + 256]
-    inc rbx
-    dec r13
-    jnz .Lc0_b7_c0
-.Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 705 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128232]
-    lea rcx, [rbx + 705]
-    mov qword ptr [r15 + 2128232], rcx
-    mov r13d, 705
-    jmp .Lc0_b8_c0
-    .p2align 6
-.Lc0_b8_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    mov qword ptr [r15 + 768], r8
-    movzx r8d, byte ptr [r15 + 448]
-    inc rbx
-    dec r13
-    jnz .Lc0_b8_c0
-.Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1990 chunk executions per call
-    mov r13d, 1990
-    jmp .Lc0_b9_c0
-    .p2align 6
-.Lc0_b9_c0:
-    mov rbp, r10
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    movzx r8d, dil
+    nop
     add r11, 64
     add r10, r11
-    dec r13
-    jnz .Lc0_b9_c0
-.Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 464 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128248]
-    lea rcx, [rbx + 464]
-    mov qword ptr [r15 + 2128248], rcx
-    mov r13d, 464
-    jmp .Lc0_b10_c0
-    .p2align 6
-.Lc0_b10_c0:
-    mov rax, qword ptr [r15 + 2128152]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2128152], rax
-    xor eax, eax
-    test dword ptr [r15 + 2128155], 35143684
-    setz al
-    lea rcx, [rip + .Lc0_d283_s]
-    lea rcx, [rcx + rax*8]
-    call .Lc0_d283_s_t
-.Lc0_d283_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d283_s:
-    ret
-    .p2align 3, 0xcc
-    ret
-    .popsection
-    lea rcx, [rip + .Lc0_d292_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d292_s_t
-.Lc0_d292_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d292_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc0_d297_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d297_s_t
-.Lc0_d297_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc0_d297_s:
-    ret
-    .popsection
-    mov r8, r11
-    mov edi, r8d
-    and r8, 448
-    mov byte ptr [r14 + r8 + 1344], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rdi
-    mov rdx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 640], 153
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    paddq xmm5, xmmword ptr [r15 + r9 + 2880]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 142
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b10_done
@@ -475,65 +121,63 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d342_s]
-    add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d342_s_t
-.Lc0_d342_j:
+    xor eax, eax
+    test dword ptr [r15 + 2128155], 269615617
+    setz al
+    lea rcx, [rip + .Lc0_d272_s]
+    lea rcx, [rcx + rax*8]
+    call .Lc0_d272_s_t
+.Lc0_d272_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d342_s:
+.Lc0_d272_s:
+    ret
+    .p2align 3, 0xcc
     ret
     .popsection
-    mov ecx, 128
-    mov esi, 228
-    jmp 1f
-1:
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    por xmm5, xmm5
-    cmp dword ptr [r15 + 2128155], 0x5a82799a
-    jae 1f
-1:
-    jmp 1f
-1:
-    movq qword ptr [r14 + 512], xmm5
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 192]
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 4928]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
+    mov rbp, r10
+    movzx edx, bpl
+    mov edx, 17
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1856]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov byte ptr [r14 + r8 + 13120], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    movzx esi, dl
+    mov qword ptr [r15 + rbp + 1856], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 320]
-    movzx r9d, dil
-    mov edi, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 448]
+    mov byte ptr [r14 + 512], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 384], r9
-    movdqu xmmword ptr [r15 + 704], xmm5
+    mov dword ptr [r15 + 320], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 246
+    mov eax, 179
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 384], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
@@ -541,61 +185,58 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d392_s]
+    lea rcx, [rip + .Lc0_d322_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d392_s_t
-.Lc0_d392_j:
+    call .Lc0_d322_s_t
+.Lc0_d322_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d392_s:
+.Lc0_d322_s:
     ret
     .popsection
-    jmp 1f
-1:
-    mov rsi, rcx
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 256], 4
-    mov r9, r11
+    movq qword ptr [r15 + 512], xmm9
+    mov edi, 5
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 448
-    mov byte ptr [r14 + r9 + 1344], r9b
+    mov edi, dword ptr [r15 + 384]
     and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 13120]
-    mov rbp, r9
+    movsxd r9, dword ptr [r15 + r8 + 4928]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 448]
-    movsxd rdi, dword ptr [r15 + 256]
-    mov rax, rdi
+    movsxd r9, dword ptr [r15 + 448]
+    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 384]
+    mov byte ptr [r14 + 320], al
     test ebx, 1073741824
     jz 1f
 1:
-    paddq xmm11, xmmword ptr [r15 + 384]
-    mov esi, 188
-    jmp 1f
-1:
+    mov rcx, rax
+    mov byte ptr [r15 + 192], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 192]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movq xmm7, rsi
+    movsxd rdx, dword ptr [r15 + r8 + 4992]
+    inc dword ptr [r15 + 256]
     cmp dword ptr [r15 + 2128155], 0x5a82799a
     jb 1f
 1:
-    mov rbp, rsi
-    movsxd rsi, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + r8 + 13184]
+    movsxd rdx, dword ptr [r14 + 448]
+    mov rbp, r10
+    mov byte ptr [r14 + 512], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ebp
+    and rbp, 448
+    movsxd r9, dword ptr [r14 + rbp + 1344]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
@@ -603,95 +244,315 @@ ditto_body_c0:
     mov rax, qword ptr [r15 + 2128152]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2128152], rax
-    lea rcx, [rip + .Lc0_d441_s]
+    lea rcx, [rip + .Lc0_d369_s]
     add rcx, qword ptr [r15 + 2128160]
-    call .Lc0_d441_s_t
-.Lc0_d441_j:
+    call .Lc0_d369_s_t
+.Lc0_d369_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc0_d441_s:
+.Lc0_d369_s:
     ret
     .popsection
-    mov ecx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov rdx, rbp
-    mov rbp, rdx
+    movzx ecx, byte ptr [r15 + 512]
+    movzx esi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], edx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
+    mov rbp, rcx
+    mov rcx, rbp
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 320], 88
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx esi, dl
-    nop
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1344], 205
+    pshufd xmm15, xmm10, 152
     cmp dword ptr [r15 + 2128156], 0x5a82799a
     jae 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r14 + 640]
-    mov r8, r11
-    mov dword ptr [r15 + 512], 144
+    mov eax, 121
+    mov eax, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 2128155], 0x5a82799a
     jae 1f
 1:
-    mov r9d, 82
-    and r8, 8128
-    pcmpeqb xmm11, xmmword ptr [r14 + r8 + 13120]
-    mov dword ptr [r15 + 256], 49
+    mov byte ptr [r15 + 768], al
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, al
+    pmovmskb eax, xmm10
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 320], dil
+    mov byte ptr [r15 + 384], r9b
+    and r9, 2097088
+    movzx esi, byte ptr [r15 + r9 + 22144]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r14 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 791 chunk executions per call
-    mov rbx, qword ptr [r15 + 2128256]
-    lea rcx, [rbx + 791]
-    mov qword ptr [r15 + 2128256], rcx
-    mov r13d, 791
-    jmp .Lc0_b11_c0
-    .p2align 6
-.Lc0_b11_c0:
-    mov r9, r11
-    mov r8d, r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1344], 89
+// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128168]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 2128168], rcx
+    mov r13d, 1
+    jmp .Lc0_b0_c0
+    .p2align 8
+.Lc0_b0_c0:
+    mov rax, qword ptr [r15 + 2128152]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2128152], rax
+    mov dword ptr [r15 + 576], 225
+    mov dword ptr [r15 + 320], 192
+    mov eax, dword ptr [r15 + 320]
+    mov r8, r10
+    cmp dword ptr [r15 + 2128155], 0x5a82799a
+    jae 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 1856]
+    mov r8, r8
+    and rbp, 448
+    add qword ptr [r15 + rbp + 896], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 640], r8b
+    mov dword ptr [r15 + 384], eax
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], 109
+    mov esi, dword ptr [r15 + rbp + 832]
+    test bl, 8
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov rsi, r8
+    movzx r8d, byte ptr [r15 + 256]
+    test bl, 8
+    jnz 1f
+1:
+    mov qword ptr [r15 + 640], r8
+    mov rax, rsi
     add r11, 64
+    add r10, r11
     inc rbx
+    dec r13
+    jnz .Lc0_b0_c0
+.Lc0_b0_done:
+// block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov r13d, 1
+    jmp .Lc0_b5_c0
+    .p2align 6
+.Lc0_b5_c0:
+    paddq xmm14, xmmword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 256]
+    dec r13
+    jnz .Lc0_b5_c0
+.Lc0_b5_done:
+// block 6: 64 bytes, 1 chunk(s), 479 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128216]
+    lea rcx, [rbx + 479]
+    mov qword ptr [r15 + 2128216], rcx
+    mov r13d, 479
+    jmp .Lc0_b6_c0
+    .p2align 6
+.Lc0_b6_c0:
+    lea rcx, [rip + .Lc0_d163_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d163_s_t
+.Lc0_d163_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d163_s:
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 4928]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc0_b6_c0
+.Lc0_b6_done:
+// block 11: 64 bytes, 1 chunk(s), 863 chunk executions per call
+    mov r13d, 863
+    jmp .Lc0_b11_c0
+    .p2align 6
+.Lc0_b11_c0:
+    mov rbp, r10
+    and rbp, 448
+    lock or dword ptr [r15 + rbp + 1344], 7
+    mov dword ptr [r14 + 448], 51
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
+// block 3: 64 bytes, 1 chunk(s), 970 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128192]
+    lea rcx, [rbx + 970]
+    mov qword ptr [r15 + 2128192], rcx
+    mov r13d, 970
+    jmp .Lc0_b3_c0
+    .p2align 6
+.Lc0_b3_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    inc rbx
+    dec r13
+    jnz .Lc0_b3_c0
+.Lc0_b3_done:
+// block 4: 64 bytes, 1 chunk(s), 1086 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128200]
+    lea rcx, [rbx + 1086]
+    mov qword ptr [r15 + 2128200], rcx
+    mov r13d, 1086
+    jmp .Lc0_b4_c0
+    .p2align 6
+.Lc0_b4_c0:
+    mov ebp, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 192]
+    movzx edi, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    inc rbx
+    dec r13
+    jnz .Lc0_b4_c0
+.Lc0_b4_done:
+// block 8: 64 bytes, 1 chunk(s), 1107 chunk executions per call
+    mov r13d, 1107
+    jmp .Lc0_b8_c0
+    .p2align 6
+.Lc0_b8_c0:
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r14 + 320]
+    mov edx, ebp
+    mov qword ptr [r14 + 384], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    dec r13
+    jnz .Lc0_b8_c0
+.Lc0_b8_done:
+// block 7: 64 bytes, 1 chunk(s), 1852 chunk executions per call
+    mov r13d, 1852
+    jmp .Lc0_b7_c0
+    .p2align 6
+.Lc0_b7_c0:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 13120]
+    add r11, 64
+    add r10, r11
+    dec r13
+    jnz .Lc0_b7_c0
+.Lc0_b7_done:
+// block 9: 64 bytes, 1 chunk(s), 1684 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128240]
+    lea rcx, [rbx + 1684]
+    mov qword ptr [r15 + 2128240], rcx
+    mov r13d, 1684
+    jmp .Lc0_b9_c0
+    .p2align 6
+.Lc0_b9_c0:
+    movzx r8d, byte ptr [r14 + 704]
+    mov r9, r10
+    mov edi, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 448], edi
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc0_b9_c0
+.Lc0_b9_done:
+// block 1: 64 bytes, 1 chunk(s), 2898 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128176]
+    lea rcx, [rbx + 2898]
+    mov qword ptr [r15 + 2128176], rcx
+    mov r13d, 2898
+    jmp .Lc0_b1_c0
+    .p2align 6
+.Lc0_b1_c0:
+    mov ecx, dword ptr [r14 + 0]
+    shl rcx, 25
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    and eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    popcnt rbp, r8
+    jmp 1f
+1:
+    mov r8, rax
+    mov dword ptr [r15 + 0], 162
+    inc rbx
+    dec r13
+    jnz .Lc0_b1_c0
+.Lc0_b1_done:
+// block 2: 64 bytes, 1 chunk(s), 2230 chunk executions per call
+    mov rbx, qword ptr [r15 + 2128184]
+    lea rcx, [rbx + 2230]
+    mov qword ptr [r15 + 2128184], rcx
+    mov r13d, 2230
+    jmp .Lc0_b2_c0
+    .p2align 6
+.Lc0_b2_c0:
+    lea rcx, [rip + .Lc0_d109_s]
+    add rcx, qword ptr [r15 + 2128160]
+    call .Lc0_d109_s_t
+.Lc0_d109_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc0_d109_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 576], 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    inc rbx
+    dec r13
+    jnz .Lc0_b2_c0
+.Lc0_b2_done:
     mov qword ptr [r15 + 2128128], r11
     mov qword ptr [r15 + 2128136], r10
     mov qword ptr [r15 + 2128144], r12
@@ -762,7 +623,7 @@ ditto_body_init_c0:
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
-    .p2align 6
+    .p2align 12
 ditto_body_c1:
     push rbx
     push rbp
@@ -791,2292 +652,6 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 10780968]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 10780968], rcx
-    mov r13d, 1
-    jmp .Lc1_b0_c0
-    .p2align 6
-.Lc1_b0_c0:
-    mov dword ptr [r14 + 512], 235
-    test ebx, 14080
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 448]
-    inc rbx
-    dec r13
-    jnz .Lc1_b0_c0
-.Lc1_b0_done:
-// block 1: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 10780976]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 10780976], rcx
-    mov r13d, 8
-    mov eax, ebx
-    and eax, 15
-    lea rcx, [rip + .Lc1_b1_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b1_stubs_t
-    .p2align 3
-.Lc1_b1_stubs:
-    .p2align 3
-    jmp .Lc1_b1_c0
-    .p2align 3
-    jmp .Lc1_b1_c1
-    .p2align 3
-    jmp .Lc1_b1_c2
-    .p2align 3
-    jmp .Lc1_b1_c3
-    .p2align 3
-    jmp .Lc1_b1_c4
-    .p2align 3
-    jmp .Lc1_b1_c5
-    .p2align 3
-    jmp .Lc1_b1_c6
-    .p2align 3
-    jmp .Lc1_b1_c7
-    .p2align 3
-    jmp .Lc1_b1_c8
-    .p2align 3
-    jmp .Lc1_b1_c9
-    .p2align 3
-    jmp .Lc1_b1_c10
-    .p2align 3
-    jmp .Lc1_b1_c11
-    .p2align 3
-    jmp .Lc1_b1_c12
-    .p2align 3
-    jmp .Lc1_b1_c13
-    .p2align 3
-    jmp .Lc1_b1_c14
-    .p2align 3
-    jmp .Lc1_b1_c15
-    .p2align 6
-.Lc1_b1_c0:
-    lea rcx, [rip + .Lc1_d49_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d49_s_t
-.Lc1_d49_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d49_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d54_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d54_s_t
-.Lc1_d54_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d54_s:
-    ret
-    .popsection
-    mov dword ptr [r14 + 0], ecx
-    test eax, eax
-    or edx, ecx
-    lea rax, [rdx + rdx*2 + 125]
-    mov dword ptr [r14 + 0], 215
-    movsxd rax, dword ptr [r14 + 128]
-    add rdx, rax
-    shr ecx, 16
-    sub rax, rcx
-    mov byte ptr [r15 + 256], al
-    mov eax, edx
-    movsxd rcx, dword ptr [r15 + 896]
-    cmp rcx, rcx
-    mov eax, edx
-    lea rbp, [rax + rax*2 + 108]
-    shl rax, 18
-    mov edx, dword ptr [r14 + 576]
-    mov rax, qword ptr [r14 + 1216]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1472], r8d
-    mov qword ptr [r15 + 448], rax
-    sub rdx, rax
-    mov rbp, r10
-    add rdx, 17
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3520]
-    movzx ebp, dl
-    lock add qword ptr [r15 + 704], rbp
-    and ecx, dword ptr [r15 + 192]
-    or ecx, ecx
-    or r8d, edx
-    movzx r9d, byte ptr [r15 + 512]
-    add r8, 75
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c1:
-    lea rcx, [rip + .Lc1_d105_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d105_s_t
-.Lc1_d105_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d105_s:
-    ret
-    .popsection
-    mov ecx, 29
-    mov r9d, 97
-    mov ecx, dword ptr [r14 + 960]
-    mov r9d, ecx
-    vpxor ymm9, ymm3, ymm11
-    mov rcx, rcx
-    mov dword ptr [r14 + 64], 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov dword ptr [r15 + 0], ecx
-    shr ecx, 8
-    mov rcx, rcx
-    movzx r9d, cl
-    add r9, 57
-    or r9d, r9d
-    mov qword ptr [r15 + 0], r9
-    or ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], r9d
-    and rcx, r9
-    or ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r9 + r9*2 + 41]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, ecx
-    mov r9, r9
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 255
-    mov r9d, 185
-    and r9, r9
-    mov byte ptr [r15 + 640], r9b
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    xor r9d, ecx
-    mov r9, r9
-    movzx ecx, byte ptr [r15 + 192]
-    vmovdqu ymm4, ymmword ptr [r14 + 64]
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rdi, rcx
-    add rdi, qword ptr [r14 + 576]
-    xor dword ptr [r14 + 1088], edi
-    vpaddd ymm14, ymm4, ymmword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 768]
-    mov r9, qword ptr [r14 + 512]
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d161_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d161_s_t
-.Lc1_d161_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d161_s:
-    ret
-    .popsection
-    mov rbp, r10
-    shr r9d, 5
-    and rbp, 8388544
-    mov r9, r10
-    mov dword ptr [r14 + rbp + 2383488], 226
-    add rdi, qword ptr [r15 + 448]
-    and r9, 8128
-    mov rcx, qword ptr [r14 + r9 + 7616]
-    add qword ptr [r15 + 704], rcx
-    xor r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    shr ebp, 16
-    inc ebp
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    or edi, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 15808], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp rcx, rdi
-    mov rbp, rdi
-    mov dword ptr [r15 + 640], ebp
-    xor ecx, edi
-    or qword ptr [r15 + 128], 116
-    movzx edi, r9b
-    vpaddd ymm5, ymm4, ymmword ptr [r15 + 1152]
-    cmp rbp, rbp
-    mov dword ptr [r15 + 512], 24
-    and r9d, dword ptr [r14 + 256]
-    shl r9, 3
-    xchg qword ptr [r15 + 192], r9
-    add r9, qword ptr [r14 + 64]
-    mov rbp, r9
-    and ebp, dword ptr [r15 + 384]
-    sub rbp, r9
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c3:
-    lea rcx, [rip + .Lc1_d212_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d212_s_t
-.Lc1_d212_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d212_s:
-    ret
-    .popsection
-    neg rbp
-    and ebp, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r14 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr edi, 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    xor ebp, r9d
-    xor ebp, r9d
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    lea rbp, [rcx + rcx*2 + 7]
-    and r9, 960
-    lock or dword ptr [r15 + r9 + 1472], 9
-    movzx ecx, byte ptr [r15 + 128]
-    shr ecx, 30
-    mov r9, rcx
-    mov ecx, dword ptr [r15 + 1280]
-    or ecx, ecx
-    mov qword ptr [r14 + 1024], rcx
-    mov rcx, rbp
-    mov ebp, 214
-    add rbp, qword ptr [r14 + 192]
-    mov dword ptr [r14 + 576], 165
-    jmp 1f
-1:
-    mov eax, 113
-    mov r8, r10
-    lea rcx, [r8 + r8*2 + 48]
-    inc ecx
-    and r8, 2097088
-    imul r9, qword ptr [r15 + r8 + 286336]
-    mov qword ptr [r14 + 192], r9
-    movzx r8d, byte ptr [r15 + 448]
-    add r8, qword ptr [r15 + 320]
-    movzx eax, r8b
-    mov r8d, 180
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d266_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d266_s_t
-.Lc1_d266_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d266_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ecx
-    test eax, eax
-    sub rcx, r8
-    or ecx, ecx
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, 64
-    movzx esi, r8b
-    and rsi, rsi
-    mov r8d, 47
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 44
-    mov r8d, 238
-    mov rsi, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rsi, 94
-    and rsi, rsi
-    cmp rsi, rsi
-    jmp 1f
-1:
-    add r8, rsi
-    mov dword ptr [r15 + 1088], r8d
-    mov r8d, esi
-    test r8d, r8d
-    add rcx, qword ptr [r14 + 640]
-    mov r8, rcx
-    shl rsi, 27
-    movzx r8d, sil
-    inc r8d
-    vpaddd ymm15, ymm10, ymmword ptr [r15 + 832]
-    mov rsi, qword ptr [r14 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test r8d, r8d
-    neg rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 384], esi
-    mov qword ptr [r15 + 192], rsi
-    mov qword ptr [r14 + 768], rcx
-    mov esi, 208
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c5:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d331_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d331_s_t
-.Lc1_d331_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d331_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d336_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d336_s_t
-.Lc1_d336_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d336_s:
-    ret
-    .popsection
-    mov rcx, rcx
-    xor ecx, esi
-    add rax, rcx
-    add rax, rax
-    add rax, qword ptr [r14 + 256]
-    movzx esi, byte ptr [r15 + 64]
-    and rsi, rsi
-    mov rbp, r10
-    mov byte ptr [r14 + 256], bpl
-    mov ecx, ecx
-    and rbp, 960
-    and ecx, dword ptr [r15 + rbp + 2496]
-    jmp 1f
-1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    add rax, 65
-    and rsi, rax
-    mov rax, qword ptr [r15 + 64]
-    inc dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 1344], 212
-    or qword ptr [r15 + 704], 100
-    sub rbp, rsi
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    add rcx, rax
-    mov esi, dword ptr [r14 + 896]
-    xor esi, ebp
-    inc esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rax, qword ptr [r14 + 576]
-    neg rax
-    sub rax, rsi
-    sub rax, rsi
-    movzx esi, al
-    add rcx, rsi
-    lea rax, [rcx + rcx*2 + 61]
-    jmp 1f
-1:
-    add rbp, rsi
-    mov ecx, ebp
-    jmp 1f
-1:
-    add rcx, 112
-    imul rcx, qword ptr [r14 + 448]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c6:
-    lea rcx, [rip + .Lc1_d391_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d391_s_t
-.Lc1_d391_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d391_s:
-    ret
-    .popsection
-    mov rcx, rax
-    mov dword ptr [r14 + 256], ecx
-    mov byte ptr [r14 + 128], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    add rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 57
-    xor dword ptr [r15 + 0], ecx
-    mov esi, 73
-    add qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 176
-    jmp 1f
-1:
-    neg rax
-    mov ecx, 54
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, 70
-    add rcx, 85
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 576], cl
-    mov edx, ecx
-    movzx ecx, dl
-    mov rdx, qword ptr [r15 + 640]
-    movzx ecx, byte ptr [r14 + 512]
-    neg rcx
-    lock add qword ptr [r15 + 960], rcx
-    mov byte ptr [r15 + 128], dl
-    cmp rdx, rdx
-    sub rcx, rdx
-    add rcx, qword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r14 + 768]
-    movsxd r9, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 1152], r9b
-    and esi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], sil
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d450_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d450_s_t
-.Lc1_d450_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d450_s:
-    ret
-    .popsection
-    and r9, rax
-    jmp 1f
-1:
-    xor esi, ecx
-    jmp 1f
-1:
-    add rax, 36
-    xor eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 156
-    or ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg r9
-    movzx eax, r9b
-    jmp 1f
-1:
-    vmovdqu ymm11, ymmword ptr [r15 + 0]
-    imul rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov esi, 97
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    jmp 1f
-1:
-    or eax, ecx
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], al
-    movzx ecx, al
-    vmovdqu ymm11, ymmword ptr [r15 + 256]
-    mov r8, r10
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 4032
-    movsxd rax, dword ptr [r14 + r8 + 3520]
-    movzx r8d, byte ptr [r14 + 192]
-    mov rdi, r8
-    mov qword ptr [r15 + 64], rdi
-    mov r8, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], r8b
-    xor r9d, ecx
-    neg r9
-    mov ecx, 148
-    mov qword ptr [r14 + 512], rcx
-    neg rax
-    shr eax, 11
-    jmp 1f
-1:
-    or r8d, r9d
-    sub r8, r9
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c8:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d513_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d513_s_t
-.Lc1_d513_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d513_s:
-    ret
-    .popsection
-    mov rcx, rax
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    lea rax, [rax + rax*2 + 123]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shl r8, 5
-    jmp 1f
-1:
-    or eax, r8d
-    jmp 1f
-1:
-    mov eax, ecx
-    movzx eax, al
-    shr eax, 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    cmp rax, rax
-    lea rcx, [rax + rax*2 + 100]
-    mov eax, 198
-    jmp 1f
-1:
-    mov byte ptr [r15 + 1088], al
-    movsxd rax, dword ptr [r15 + 1024]
-    mov ebp, eax
-    add rbp, 82
-    and ebp, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r14 + 704]
-    lea rdx, [rsi + rsi*2 + 10]
-    movsxd rsi, dword ptr [r14 + 256]
-    inc esi
-    mov r9, r10
-    and ecx, dword ptr [r15 + 192]
-    lea rdi, [rcx + rcx*2 + 118]
-    mov rcx, rdi
-    and r9, 960
-    mov dword ptr [r14 + r9 + 1472], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r14 + 1408], r9d
-    lock xadd qword ptr [r15 + 64], rbp
-    mov r9, qword ptr [r14 + 576]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d576_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d576_s_t
-.Lc1_d576_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d576_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    vpaddd ymm4, ymm12, ymmword ptr [r15 + 1152]
-    neg rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, rdx
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 239
-    jmp 1f
-1:
-    mov r9, rcx
-    imul r9, qword ptr [r15 + 448]
-    add r9, 125
-    neg r9
-    mov ecx, r9d
-    shl rcx, 30
-    lea r9, [rcx + rcx*2 + 100]
-    add r9, qword ptr [r14 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r9d
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r9d, r9d
-    mov rcx, qword ptr [r14 + 64]
-    or ecx, ecx
-    mov r9d, dword ptr [r14 + 256]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 192], 47
-    jmp 1f
-1:
-    shl rbp, 17
-    bswap rbp
-    jmp 1f
-1:
-    add rbp, qword ptr [r14 + 128]
-    inc ebp
-    test ebp, ebp
-    shr r8d, 5
-    inc r8d
-    inc r8d
-    mov qword ptr [r15 + 256], r8
-    add rcx, 81
-    jmp 1f
-1:
-    and r9, rbp
-    mov ebp, 65
-    movsxd rbp, dword ptr [r15 + 832]
-    test ebp, ebp
-    sub r9, r8
-    sub r9, rcx
-    .byte 0x0f, 0x1f, 0x00
-    and r8, rbp
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d637_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d637_s_t
-.Lc1_d637_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d637_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d642_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d642_s_t
-.Lc1_d642_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d642_s:
-    ret
-    .popsection
-    movzx ecx, bpl
-    mov ecx, 223
-    xor ecx, r9d
-    jmp 1f
-1:
-    sub r9, r8
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    jmp 1f
-1:
-    cmp r9, r9
-    and r8d, dword ptr [r15 + 320]
-    vpaddd ymm11, ymm4, ymmword ptr [r14 + 448]
-    test edi, ecx
-    mov r9d, dword ptr [r14 + 256]
-    inc dword ptr [r15 + 192]
-    or r9d, edi
-    mov rcx, r9
-    add rcx, rcx
-    lea rdi, [rcx + rcx*2 + 1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov dword ptr [r14 + 64], 96
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 192], edi
-    mov edi, ecx
-    mov dword ptr [r15 + 128], 250
-    movsxd rdi, dword ptr [r15 + 896]
-    add rdi, rdi
-    jmp 1f
-1:
-    mov ecx, r8d
-    xor ecx, edi
-    shl rcx, 28
-    jmp 1f
-1:
-    movzx r8d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 576], 8
-    movzx edi, byte ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, rcx
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c11:
-    lea rcx, [rip + .Lc1_d698_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d698_s_t
-.Lc1_d698_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d698_s:
-    ret
-    .popsection
-    mov byte ptr [r14 + 64], cl
-    mov rcx, rcx
-    cmp rcx, rcx
-    mov byte ptr [r15 + 960], dil
-    mov qword ptr [r15 + 0], rcx
-    inc r8d
-    shr r8d, 28
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rcx, r8
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, r8d
-    mov ecx, ecx
-    neg rcx
-    or qword ptr [r15 + 0], 96
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    imul r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, 73
-    shr ecx, 10
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 1088]
-    add rcx, rcx
-    and ecx, dword ptr [r15 + 384]
-    cmp rcx, rcx
-    mov r8, rcx
-    mov rbp, r10
-    lea rdi, [r15 + 10772736]
-    mov ecx, 126
-    rep stosb
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1472], 52
-    mov ecx, r8d
-    mov edi, dword ptr [r14 + 128]
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], 198
-    add rcx, qword ptr [r14 + 0]
-    inc ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    neg rbp
-    mov ebp, dword ptr [r15 + 640]
-    movzx edx, byte ptr [r14 + 512]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d758_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d758_s_t
-.Lc1_d758_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d758_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, rcx
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 0], rbp
-    mov ecx, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    test r9d, r9d
-    movsxd rdx, dword ptr [r15 + 128]
-    and r9, 2097088
-    add rbp, qword ptr [r15 + r9 + 286336]
-    mov r9d, ebp
-    jmp 1f
-1:
-    add rcx, rdx
-    or ecx, ecx
-    mov ebp, ecx
-    movzx edx, bpl
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg r9
-    jmp 1f
-1:
-    sub r9, rcx
-    lea r9, [r9 + r9*2 + 113]
-    mov dword ptr [r14 + 256], 93
-    jmp 1f
-1:
-    neg rdx
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov rcx, rdx
-    movsxd rdx, dword ptr [r14 + 64]
-    cmp rdx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, 52
-    lea rbp, [rbp + rbp*2 + 20]
-    or ebp, ebp
-    mov ebp, 157
-    movzx ebp, byte ptr [r14 + 192]
-    mov qword ptr [r15 + 1216], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    lock or dword ptr [r15 + 576], 59
-    and ecx, dword ptr [r14 + 0]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d820_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d820_s_t
-.Lc1_d820_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d820_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    shl rcx, 10
-    shr ecx, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rdx + rdx*2 + 72]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    lea rcx, [rdx + rdx*2 + 49]
-    mov edx, 252
-    mov byte ptr [r14 + 0], dl
-    vmovdqu ymm4, ymmword ptr [r14 + 0]
-    add rcx, 8
-    inc ecx
-    and ecx, dword ptr [r15 + 704]
-    mov edx, ecx
-    movzx ecx, dl
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov edx, 232
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 640], ecx
-    mov dword ptr [r14 + 128], 197
-    sub rdx, rcx
-    add rdx, qword ptr [r15 + 256]
-    mov ecx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 213
-    mov r8, r10
-    mov edx, 131
-    and r8, 8388544
-    mov rdx, qword ptr [r15 + r8 + 2383488]
-    shl rdx, 7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 230
-    xor ecx, edx
-    or qword ptr [r15 + 192], 67
-    jmp 1f
-1:
-    and r8, rdx
-    sub r8, rcx
-    jmp 1f
-1:
-    xor dword ptr [r14 + 1024], ecx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c14:
-    lea rcx, [rip + .Lc1_d881_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d881_s_t
-.Lc1_d881_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d881_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    mov dword ptr [r14 + 1152], ecx
-    or r8d, ecx
-    xor r8d, ecx
-    mov dword ptr [r15 + 512], r8d
-    test edx, edx
-    xchg qword ptr [r15 + 64], rcx
-    or ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, r8d
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    sub r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    xor ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    lea rcx, [r8 + r8*2 + 59]
-    shl rcx, 15
-    inc ecx
-    movsxd r8, dword ptr [r15 + 128]
-    mov esi, 132
-    mov rbp, r10
-    mov rax, rbp
-    jmp 1f
-1:
-    movzx esi, sil
-    and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 2496]
-    mov qword ptr [r15 + 192], rsi
-    add qword ptr [r14 + 832], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r14 + 768]
-    add rax, qword ptr [r15 + 448]
-    add rax, qword ptr [r14 + 640]
-    mov ebp, eax
-    xor ebp, ecx
-    jmp 1f
-1:
-    and rsi, rcx
-    imul rsi, qword ptr [r14 + 576]
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c15:
-    lea rcx, [rip + .Lc1_d942_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d942_s_t
-.Lc1_d942_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d942_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d947_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d947_s_t
-.Lc1_d947_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d947_s:
-    ret
-    .popsection
-    .byte 0x66, 0x90
-    and eax, dword ptr [r15 + 128]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, eax
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc esi
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr esi, 31
-    jmp 1f
-1:
-    or qword ptr [r15 + 896], 118
-    jmp 1f
-1:
-    mov qword ptr [r15 + 1280], rax
-    or ecx, eax
-    imul rcx, qword ptr [r14 + 448]
-    shr ecx, 28
-    jmp 1f
-1:
-    add rsi, 18
-    mov eax, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    shr ecx, 11
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r14 + 64]
-    mov dword ptr [r14 + 1088], 196
-    jmp 1f
-1:
-    movzx eax, cl
-    inc eax
-    mov qword ptr [r14 + 576], rax
-    mov ecx, 49
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, r10
-    lea rcx, [r9 + r9*2 + 123]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3520]
-    mov r9d, edi
-    movzx r9d, r9b
-    shl r9, 10
-    add r9, 5
-    shr r9d, 17
-    mov qword ptr [r15 + 256], r9
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b1_c0
-.Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 10780984]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 10780984], rcx
-    mov r13d, 2
-    jmp .Lc1_b2_c0
-    .p2align 6
-.Lc1_b2_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1014_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1014_s_t
-.Lc1_d1014_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1014_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 30
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 24304
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc rbx
-    dec r13
-    jnz .Lc1_b2_c0
-.Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 10780992]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 10780992], rcx
-    mov r13d, 8
-    jmp .Lc1_b3_c0
-    .p2align 6
-.Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d1068_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1068_s_t
-.Lc1_d1068_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1068_s:
-    ret
-    .popsection
-    mov rbp, r10
-    mov dword ptr [r14 + 448], ebp
-    and rbp, 960
-    movzx edx, byte ptr [r14 + rbp + 1472]
-    mov ecx, 94
-    mov rbp, qword ptr [r15 + 192]
-    mov r8, qword ptr [r14 + 1088]
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, r10
-    movzx edi, r9b
-    and r9, 2097088
-    mov rbp, r10
-    lock add qword ptr [r15 + r9 + 286336], rbp
-    mov rdi, r8
-    and rbp, 8388544
-    imul rdx, qword ptr [r15 + rbp + 2383488]
-    mov qword ptr [r15 + 256], rdx
-    or qword ptr [r15 + 832], 40
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 64], dil
-    mov r9d, ebp
-    mov dword ptr [r15 + 448], r9d
-    vpaddd ymm11, ymm3, ymmword ptr [r14 + 320]
-    and ebp, dword ptr [r15 + 384]
-    imul rbp, qword ptr [r15 + 128]
-    mov rdi, qword ptr [r14 + 320]
-    mov edx, 1
-    mov rdx, qword ptr [r15 + 1280]
-    mov byte ptr [r14 + 384], dl
-    mov r9, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 64]
-    mov rax, rsi
-    mov eax, dword ptr [r15 + 320]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d1112_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1112_s_t
-.Lc1_d1112_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1112_s:
-    ret
-    .popsection
-    mov rcx, qword ptr [r14 + 576]
-    mov rsi, rcx
-    mov dword ptr [r15 + 128], 220
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    movzx ecx, dil
-    movzx ecx, byte ptr [r15 + 64]
-    movzx esi, cl
-    mov rsi, rsi
-    mov ecx, dword ptr [r14 + 640]
-    mov byte ptr [r15 + 256], cl
-    mov qword ptr [r15 + 896], rdi
-    mov ecx, dword ptr [r15 + 448]
-    mov rdi, rcx
-    and edi, dword ptr [r15 + 1088]
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock or dword ptr [r15 + 320], 84
-    mov qword ptr [r15 + 576], rdi
-    xor dword ptr [r15 + 192], ecx
-    mov rsi, qword ptr [r15 + 256]
-    mov edi, 204
-    mov qword ptr [r14 + 512], rdi
-    mov rcx, rsi
-    imul rcx, qword ptr [r15 + 384]
-    mov rdi, rcx
-    movzx edi, byte ptr [r14 + 128]
-    mov esi, dword ptr [r15 + 640]
-    mov r8, r10
-    mov rax, qword ptr [r15 + 1152]
-    and r8, 8388544
-    mov rbp, qword ptr [r15 + r8 + 2383488]
-    mov r8d, ebp
-    mov r8d, dword ptr [r15 + 384]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c2:
-    lea rcx, [rip + .Lc1_d1159_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1159_s_t
-.Lc1_d1159_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1159_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    mov eax, dword ptr [r15 + 512]
-    imul rax, qword ptr [r15 + 128]
-    mov ecx, eax
-    mov ecx, dword ptr [r14 + 64]
-    mov r8d, dword ptr [r14 + 704]
-    mov r9, qword ptr [r15 + 256]
-    movzx edx, r9b
-    mov r9, r10
-    mov rdi, r9
-    and r9, 960
-    mov byte ptr [r15 + r9 + 2496], r9b
-    lock xadd qword ptr [r15 + 128], rax
-    mov r9, r10
-    mov rsi, qword ptr [r14 + 448]
-    mov rdi, rsi
-    vpaddd ymm4, ymm12, ymmword ptr [r15 + 128]
-    and r9, 4032
-    mov rsi, qword ptr [r14 + r9 + 3520]
-    mov r9d, esi
-    mov r9, qword ptr [r15 + 1152]
-    xor dword ptr [r15 + 192], r9d
-    mov r9, rdi
-    mov r9d, 112
-    mov qword ptr [r15 + 384], r9
-    mov r9, r10
-    movzx ebp, r9b
-    and r9, 960
-    mov rbp, qword ptr [r14 + r9 + 1472]
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 576]
-    mov dword ptr [r14 + 64], 73
-    mov rsi, qword ptr [r15 + 320]
-    and esi, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 768]
-    mov ebp, 124
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c3:
-    lea rcx, [rip + .Lc1_d1207_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1207_s_t
-.Lc1_d1207_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1207_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d1212_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1212_s_t
-.Lc1_d1212_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1212_s:
-    ret
-    .popsection
-    movzx ecx, byte ptr [r14 + 1344]
-    xor dword ptr [r15 + 576], ecx
-    mov r8, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 704]
-    mov edx, 147
-    movzx edx, byte ptr [r14 + 192]
-    mov dword ptr [r15 + 512], 5
-    mov r9d, 52
-    and r9d, dword ptr [r15 + 640]
-    inc dword ptr [r15 + 128]
-    movzx ebp, cl
-    mov rbp, rbp
-    mov ecx, ebp
-    mov dword ptr [r15 + 64], ecx
-    vpaddd ymm15, ymm12, ymmword ptr [r15 + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 256]
-    mov r9d, edx
-    movsxd r9, dword ptr [r14 + 448]
-    movzx ebp, r9b
-    mov ecx, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 256], cl
-    mov byte ptr [r14 + 960], dl
-    mov dword ptr [r15 + 192], 93
-    add rcx, qword ptr [r15 + 384]
-    mov r9, r10
-    movzx edx, r9b
-    mov edx, edx
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1472]
-    mov r8d, dword ptr [r15 + 192]
-    popcnt r9, r8
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c4:
-    lea rcx, [rip + .Lc1_d1255_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1255_s_t
-.Lc1_d1255_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1255_s:
-    ret
-    .popsection
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 1088]
-    mov r9d, 87
-    mov r9d, 140
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3520]
-    mov ebp, 110
-    mov r8d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rcx
-    mov ebp, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 704]
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx r9d, dil
-    vpaddd ymm11, ymm8, ymmword ptr [r14 + 512]
-    mov edi, 201
-    movzx edi, dil
-    movzx edi, bpl
-    mov edi, 234
-    mov rbp, r10
-    mov rdi, rbp
-    mov edi, 236
-    mov dword ptr [r14 + 576], edi
-    and rbp, 960
-    mov edi, dword ptr [r14 + rbp + 1472]
-    mov esi, 208
-    movzx ebp, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], edi
-    movsxd rdi, dword ptr [r15 + 192]
-    add rdi, qword ptr [r14 + 640]
-    and edi, dword ptr [r15 + 64]
-    mov byte ptr [r14 + 256], bpl
-    lock add qword ptr [r15 + 256], rbp
-    movsxd rbp, dword ptr [r15 + 832]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c5:
-    lea rcx, [rip + .Lc1_d1300_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1300_s_t
-.Lc1_d1300_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1300_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r14 + 448]
-    mov rbp, qword ptr [r15 + 64]
-    mov edi, ebp
-    mov rsi, qword ptr [r15 + 896]
-    add rsi, qword ptr [r15 + 1408]
-    movzx ebp, cl
-    mov rbp, rbp
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9, r10
-    mov edx, dword ptr [r15 + 512]
-    mov rax, rdx
-    and r9, 262080
-    mov r8, r10
-    add rsi, qword ptr [r15 + r9 + 24192]
-    mov dword ptr [r15 + 192], esi
-    and r8, 2097088
-    mov qword ptr [r14 + r8 + 286336], r9
-    mov esi, 174
-    mov dword ptr [r15 + 512], esi
-    mov r8, r9
-    mov r8, r10
-    mov r9, r8
-    mov r9d, r9d
-    and r8, 960
-    movzx eax, byte ptr [r15 + r8 + 2496]
-    or qword ptr [r15 + 768], 44
-    movzx r9d, byte ptr [r15 + 576]
-    mov r8d, dword ptr [r14 + 384]
-    mov dword ptr [r15 + 320], 128
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8d, 5
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, 99
-    mov qword ptr [r15 + 1152], rsi
-    movsxd rsi, dword ptr [r14 + 192]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1347_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1347_s_t
-.Lc1_d1347_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1347_s:
-    ret
-    .popsection
-    add qword ptr [r14 + 640], rsi
-    mov ecx, ecx
-    add r8, 27
-    mov dword ptr [r14 + 960], r8d
-    mov rsi, rsi
-    mov ecx, 71
-    imul rcx, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 1088]
-    mov r8, qword ptr [r15 + 448]
-    test r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r8d, 72
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, eax
-    mov qword ptr [r15 + 0], r8
-    add rsi, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r14 + 576]
-    mov r8d, dword ptr [r15 + 192]
-    neg r8
-    add r8, qword ptr [r14 + 1024]
-    movsxd rdi, dword ptr [r14 + 704]
-    movzx edx, byte ptr [r15 + 192]
-    mov ebp, 237
-    mov dword ptr [r15 + 320], esi
-    neg rsi
-    movsxd rsi, dword ptr [r14 + 128]
-    movzx ebp, byte ptr [r15 + 256]
-    mov rcx, rbp
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 256]
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c7:
-    lea rcx, [rip + .Lc1_d1394_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1394_s_t
-.Lc1_d1394_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1394_s:
-    ret
-    .popsection
-    movzx ecx, byte ptr [r15 + 320]
-    mov rbp, rcx
-    mov dword ptr [r15 + 448], ebp
-    mov ecx, r8d
-    mov ecx, ecx
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    shl rbp, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rcx
-    movzx r8d, cl
-    mov r8d, r8d
-    lock add qword ptr [r15 + 0], r8
-    movzx ecx, bpl
-    mov ecx, 154
-    mov dword ptr [r14 + 256], 182
-    and rbp, r8
-    add rbp, 50
-    mov ecx, 254
-    mov r8, qword ptr [r15 + 832]
-    add qword ptr [r14 + 768], r8
-    movzx ebp, bpl
-    vmovdqu xmm3, xmmword ptr [r14 + 0]
-    and r8d, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 80
-    mov dword ptr [r14 + 0], ecx
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, 118
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    xor ebp, r8d
-    imul rbp, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], rbp
-    or r8d, ecx
-    cmp r8, r8
-    add rbp, qword ptr [r15 + 1152]
-    add rbp, qword ptr [r15 + 192]
-    add rcx, qword ptr [r15 + 256]
-    inc rbx
-    dec r13
-    jnz .Lc1_b3_c0
-.Lc1_b3_done:
-// block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 10781000]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 10781000], rcx
-    mov r13d, 1
-    jmp .Lc1_b4_c0
-    .p2align 6
-.Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov r8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    test bl, 58
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r8, qword ptr [r14 + 448]
-    test bl, 106
-    jz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1264
-    jz 1f
-1:
-    lock or dword ptr [r15 + 64], 121
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    test bl, 106
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx r8d, r8b
-    test ebx, 20224
-    jz 1f
-1:
-    test ebx, 27392
-    jz 1f
-1:
-    inc rbx
-    dec r13
-    jnz .Lc1_b4_c0
-.Lc1_b4_done:
-// block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 10781008]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 10781008], rcx
-    mov r13d, 2
-    jmp .Lc1_b5_c0
-    .p2align 6
-.Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1507_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1507_s_t
-.Lc1_d1507_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1507_s:
-    ret
-    .popsection
-    vpaddd ymm4, ymm3, ymmword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], cl
-    inc dword ptr [r15 + 64]
-    mov rcx, rcx
-    mov dword ptr [r14 + 256], ecx
-    movsxd rdi, dword ptr [r14 + 448]
-    mov ecx, 104
-    mov rcx, qword ptr [r15 + 576]
-    mov dword ptr [r14 + 128], ecx
-    mov esi, edi
-    inc dword ptr [r14 + 320]
-    mov rcx, qword ptr [r15 + 192]
-    mov edi, 14
-    mov edi, 12
-    mov dword ptr [r15 + 512], 135
-    mov r9d, dword ptr [r15 + 1216]
-    mov edi, dword ptr [r14 + 192]
-    mov edx, 150
-    mov edx, dword ptr [r15 + 192]
-    mov rbp, rcx
-    add qword ptr [r15 + 256], r9
-    mov rcx, qword ptr [r15 + 256]
-    vmovdqu ymm11, ymmword ptr [r15 + 896]
-    movzx r9d, byte ptr [r15 + 576]
-    mov eax, r9d
-    mov qword ptr [r15 + 192], rbp
-    mov r9d, ecx
-    or qword ptr [r15 + 128], 57
-    vmovdqu ymm8, ymmword ptr [r15 + 640]
-    mov byte ptr [r14 + 384], cl
-    movzx ebp, al
-    movsxd rcx, dword ptr [r15 + 320]
-    vmovdqu ymm15, ymmword ptr [r15 + 960]
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d1548_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1548_s_t
-.Lc1_d1548_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1548_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 576], rcx
-    movzx eax, cl
-    movzx eax, al
-    mov eax, eax
-    mov rcx, qword ptr [r15 + 1152]
-    mov eax, dword ptr [r15 + 768]
-    add qword ptr [r15 + 448], rax
-    mov rdx, qword ptr [r15 + 640]
-    mov rax, qword ptr [r14 + 832]
-    mov dword ptr [r15 + 192], eax
-    mov r8, r10
-    mov rax, r8
-    mov dword ptr [r14 + 256], 179
-    mov eax, dword ptr [r15 + 320]
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1472], r8b
-    mov dword ptr [r14 + 192], 157
-    mov r8d, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 1088]
-    movzx esi, bpl
-    mov rbp, r10
-    inc dword ptr [r14 + 640]
-    movsxd rdi, dword ptr [r15 + 1024]
-    mov r9, rdi
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 2496]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ebp, 56
-    mov ebp, dword ptr [r15 + 704]
-    mov ebp, 45
-    mov ebp, 83
-    mov ebp, ebp
-    mov rbp, rdi
-    mov qword ptr [r15 + 384], rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b5_c0
-.Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 10781016]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 10781016], rcx
-    mov r13d, 4
-    jmp .Lc1_b6_c0
-    .p2align 6
-.Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1598_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1598_s_t
-.Lc1_d1598_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1598_s:
-    ret
-    .popsection
-    mov rcx, rcx
-    mov r9, r10
-    mov qword ptr [r14 + 576], r9
-    vmovdqu ymm12, ymmword ptr [r14 + 192]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1472], 121
-    mov rcx, qword ptr [r15 + 960]
-    mov byte ptr [r15 + 128], cl
-    movzx r9d, r9b
-    lock or dword ptr [r15 + 320], 73
-    nop
-    mov r9d, dword ptr [r15 + 256]
-    inc dword ptr [r14 + 256]
-    nop
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 384]
-    mov edx, r9d
-    mov rdx, qword ptr [r15 + 1088]
-    movzx esi, byte ptr [r15 + 1280]
-    movsxd rdi, dword ptr [r15 + 1344]
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r10
-    mov r8d, 164
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 384]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3520]
-    mov ebp, 100
-    mov qword ptr [r15 + 896], r8
-    mov ebp, 174
-    movzx ebp, bpl
-    mov qword ptr [r14 + 128], rbp
-    mov r8, qword ptr [r14 + 512]
-    mov ebp, 205
-    mov byte ptr [r15 + 704], cl
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d1643_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1643_s_t
-.Lc1_d1643_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1643_s:
-    ret
-    .popsection
-    lea rcx, [rip + .Lc1_d1648_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1648_s_t
-.Lc1_d1648_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1648_s:
-    ret
-    .popsection
-    mov byte ptr [r14 + 448], cl
-    mov edi, 221
-    mov dword ptr [r14 + 64], 40
-    mov byte ptr [r15 + 128], cl
-    imul rdi, qword ptr [r15 + 320]
-    mov rbp, r10
-    or qword ptr [r14 + 832], 58
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7616]
-    mov qword ptr [r14 + 256], r8
-    lock or dword ptr [r15 + 768], 87
-    movzx ebp, dil
-    movsxd rbp, dword ptr [r15 + 1024]
-    mov r8, rbp
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 320]
-    imul rdi, qword ptr [r15 + 192]
-    mov esi, edi
-    mov esi, esi
-    mov byte ptr [r15 + 192], bpl
-    mov edi, 114
-    add qword ptr [r14 + 192], rdi
-    movzx ebp, r8b
-    mov rbp, rbp
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], r8d
-    movzx edi, byte ptr [r14 + 704]
-    mov r8d, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d1689_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1689_s_t
-.Lc1_d1689_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1689_s:
-    ret
-    .popsection
-    mov r8d, 132
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, 144
-    mov ecx, dword ptr [r15 + 768]
-    mov rdx, rcx
-    mov rdx, qword ptr [r15 + 256]
-    mov r9, rax
-    movsxd r9, dword ptr [r14 + 960]
-    movsxd rsi, dword ptr [r15 + 640]
-    mov r8d, esi
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 200
-    mov qword ptr [r15 + 512], rax
-    movzx eax, r9b
-    mov eax, 34
-    mov byte ptr [r14 + 448], al
-    imul rdx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, eax
-    imul rsi, qword ptr [r14 + 192]
-    mov dword ptr [r15 + 576], esi
-    xor dword ptr [r14 + 128], eax
-    movzx eax, dl
-    add r8, qword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 1152]
-    movzx eax, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r14 + 64]
-    movzx r9d, sil
-    movzx r9d, r9b
-    mov esi, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 896]
-    movzx ebp, byte ptr [r15 + 64]
-    mov edi, dword ptr [r14 + 576]
-    vmovdqu xmm3, xmmword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 320]
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c3:
-    lea rcx, [rip + .Lc1_d1734_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1734_s_t
-.Lc1_d1734_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1734_s:
-    ret
-    .popsection
-    mov esi, edx
-    mov r9d, esi
-    inc dword ptr [r15 + 704]
-    mov rdx, qword ptr [r14 + 384]
-    mov esi, edx
-    mov esi, esi
-    vmovdqu ymm3, ymmword ptr [r15 + 192]
-    mov qword ptr [r15 + 768], r9
-    mov byte ptr [r15 + 192], r9b
-    mov rsi, rdx
-    movzx r9d, sil
-    lock or dword ptr [r15 + 384], 105
-    add rcx, qword ptr [r15 + 320]
-    mov edx, ecx
-    mov rdx, rdx
-    movzx ecx, dl
-    movzx ecx, cl
-    mov dword ptr [r14 + 1408], ecx
-    mov dword ptr [r15 + 704], 50
-    mov edx, 231
-    mov edx, edx
-    lock or dword ptr [r15 + 384], 20
-    mov dword ptr [r15 + 1216], ecx
-    mov rdx, r9
-    add qword ptr [r14 + 1024], rdx
-    lea rdi, [r15 + 10772736]
-    mov ecx, 126
-    rep stosb
-    movzx edx, byte ptr [r14 + 320]
-    vpaddd ymm8, ymm3, ymmword ptr [r15 + 64]
-    nop
-    mov rdi, qword ptr [r15 + 768]
-    inc dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 192]
-    add rcx, qword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 640]
-    mov eax, 45
-    mov rax, rax
-    imul rax, qword ptr [r15 + 256]
-    movzx esi, dil
-    inc rbx
-    dec r13
-    jnz .Lc1_b6_c0
-.Lc1_b6_done:
-// block 7: 256 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 10781024]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 10781024], rcx
-    mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b7_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b7_stubs_t
-    .p2align 3
-.Lc1_b7_stubs:
-    .p2align 3
-    jmp .Lc1_b7_c0
-    .p2align 3
-    jmp .Lc1_b7_c1
-    .p2align 6
-.Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1792_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1792_s_t
-.Lc1_d1792_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1792_s:
-    ret
-    .popsection
-    mov eax, 94
-    mov rbp, r10
-    mov ecx, ecx
-    mov ecx, dword ptr [r14 + 320]
-    and rbp, 2097088
-    xor dword ptr [r14 + rbp + 286336], eax
-    movzx ebp, byte ptr [r15 + 1088]
-    mov eax, eax
-    mov eax, dword ptr [r14 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    mov rax, qword ptr [r15 + 512]
-    mov byte ptr [r14 + 384], cl
-    movzx ecx, cl
-    xor dword ptr [r14 + 128], ecx
-    mov qword ptr [r14 + 256], rbp
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1819_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1819_s_t
-.Lc1_d1819_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1819_s:
-    ret
-    .popsection
-    mov byte ptr [r15 + 1152], al
-    mov eax, 214
-    mov byte ptr [r15 + 128], al
-    movsxd rcx, dword ptr [r15 + 768]
-    mov eax, 59
-    movsxd rax, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, r8
-    movzx ebp, cl
-    mov ebp, ecx
-    mov rbp, rbp
-    mov rbp, rbp
-    movzx ecx, al
-    mov ecx, ecx
-    mov rax, qword ptr [r15 + 832]
-    movzx edx, byte ptr [r15 + 64]
-    mov r9, qword ptr [r14 + 704]
-    mov rdi, qword ptr [r14 + 256]
-    inc rbx
-    dec r13
-    jnz .Lc1_b7_c0
-.Lc1_b7_done:
-// block 8: 128 bytes, 1 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 10781032]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 10781032], rcx
-    mov r13d, 16
-    jmp .Lc1_b8_c0
-    .p2align 6
-.Lc1_b8_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    mov rdx, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea ecx, [rbx + rbx*2]
-    and ecx, 63
-    cmp ecx, 10
-    jae 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 30
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc rbx
-    dec r13
-    jnz .Lc1_b8_c0
-.Lc1_b8_done:
 // block 9: 8192 bytes, 64 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 10781040]
     lea rcx, [rbx + 1]
@@ -3217,108 +792,89 @@ ditto_body_c1:
     jmp .Lc1_b9_c62
     .p2align 3
     jmp .Lc1_b9_c63
-    .p2align 6
+    .p2align 12
 .Lc1_b9_c0:
-    add rcx, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 99
+    mov eax, 99
+    mov qword ptr [r15 + 1280], rcx
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
+    and rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov rcx, r8
+    add rcx, r8
+    inc ecx
+    sub rcx, rax
+    or ecx, eax
+    and rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 149
-    movzx ecx, sil
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], cl
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    xchg qword ptr [r15 + r9 + 2496], r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
+    mov dword ptr [r15 + 64], r9d
+    mov ecx, 237
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 0], 118
-    jmp 1f
-1:
+    shr r9d, 17
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    popcnt rsi, rcx
+    inc esi
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov ecx, 237
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    mov rbp, r10
-    mov dword ptr [r15 + r9 + 1472], r9d
-    and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 7616]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymm12, ymmword ptr [r15 + 704]
-    jmp 1f
-1:
-    vmovdqu ymm15, ymmword ptr [r15 + 768]
+    or qword ptr [r15 + 0], 110
+    add rcx, rsi
+    and r9, 8128
+    and esi, dword ptr [r15 + r9 + 7616]
+    inc dword ptr [r15 + 1408]
+    test esi, esi
+    mov r9d, ecx
+    mov dword ptr [r15 + 1344], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
+    mov qword ptr [r15 + 832], r9
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    inc esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], r9b
-    lock xadd qword ptr [r15 + 64], r9
-    mov esi, 243
-    mov r8, r10
-    mov edi, 171
-    mov edi, 107
-    and esi, dword ptr [r15 + 256]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7616], r9
-    mov rdi, r9
-    and esi, dword ptr [r15 + 704]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 768]
+    mov r8, rdx
+    test esi, esi
+    .byte 0x66, 0x90
+    mov rbp, r10
+    mov byte ptr [r15 + 128], sil
+    mov eax, 107
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 2496], 167
+    mov esi, 244
+    mov r8d, 48
     add r11, 64
     add r10, r11
     inc rbx
@@ -3326,109 +882,88 @@ ditto_body_c1:
     jz .Lc1_b9_done
 .Lc1_b9_c3:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rsi, rsi
+    sub rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    vmovdqu ymm4, ymmword ptr [r15 + 768]
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1472], al
-    movzx esi, r8b
-    shl r8, 22
-    mov dword ptr [r15 + 192], esi
-    mov byte ptr [r14 + 256], sil
-    test r8d, r8d
-    and r8d, dword ptr [r14 + 0]
-    mov r9, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7616]
-    mov rdx, r8
-    lea rdx, [r8 + r8*2 + 112]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov dword ptr [r15 + 0], 37
+    mov rbp, r10
+    mov byte ptr [r15 + 896], sil
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 2496], al
+    and r8, rax
+    xor r8d, eax
+    mov dword ptr [r15 + 192], eax
+    mov rbp, rbp
+    mov dword ptr [r15 + 960], r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d1931_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1931_s_t
+.Lc1_d1931_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1931_s:
+    ret
+    .popsection
+    lea rbp, [r10 + r10*1]
     shl r8, 24
-    jmp 1f
-1:
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 2560], cl
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 51
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, 2
-    mov edx, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc edx
-    mov dword ptr [r14 + 256], 186
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 192], dl
-    jmp 1f
-1:
-    movzx edx, dl
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 192], rdx
-    mov qword ptr [r14 + 256], rax
+    xor dword ptr [r15 + 1024], ecx
+    mov dword ptr [r15 + rbp + 2496], 33
+    sub rbp, rdx
+    neg rbp
+    or ebp, r8d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    neg rdx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    shl r8, 18
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rdx
-    movzx edx, cl
-    jmp 1f
-1:
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc edx
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, rdx
-    jmp 1f
-1:
+    mov r8d, 241
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], 205
     mov r12, qword ptr [r15 + r12 + 56]
+    shr ebp, 29
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm8, ymmword ptr [r15 + 512]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], 205
-    jmp 1f
-1:
+    xor r8d, ebp
+    mov dword ptr [r15 + 0], 217
+    cmp r8, r8
+    add rbp, qword ptr [r15 + 64]
+    or ebp, r8d
+    inc dword ptr [r15 + 832]
+    mov r8, r10
+    mov rsi, rbp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7616], 122
     mov rbp, rbp
     add r11, 64
     add r10, r11
@@ -3436,2301 +971,4013 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
+    lea rcx, [rip + .Lc1_d1988_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1988_s_t
+.Lc1_d1988_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1988_s:
+    ret
+    .popsection
     mov rbp, r10
-    mov dword ptr [r14 + 128], 176
-    or ecx, ebp
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1472], rcx
-    add rcx, qword ptr [r15 + 704]
-    vpaddd ymm3, ymm12, ymmword ptr [r14 + 704]
-    add rbp, qword ptr [r15 + 192]
+    lock add qword ptr [r15 + 256], rcx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3520], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebp, ebp
+    inc ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    shr ebp, 13
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    xor ebp, ecx
-    vmovdqu ymm15, ymmword ptr [r15 + 768]
-    cmp rcx, rcx
-    vpaddd ymm11, ymm15, ymmword ptr [r14 + 256]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], 109
+    mov dword ptr [r15 + 64], ecx
+    mov ebp, ecx
+    mov qword ptr [r14 + 704], rcx
+    mov ecx, 249
+    mov qword ptr [r14 + 192], rbp
+    shr ebp, 29
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    lock add qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2016_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2016_s_t
+.Lc1_d2016_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2016_s:
+    ret
+    .popsection
+    mov ecx, ecx
+    vpaddd ymm8, ymm5, ymmword ptr [r14 + 256]
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 1
+    rep movsb
+    add rsi, 71
+    lea rsi, [rcx + rcx*2 + 62]
+    sete sil
+    and rsi, rcx
+    cmp rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    neg rdi
+    mov esi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r14 + 64]
-    movzx r9d, r8b
-    and r8, 960
-    add rdi, qword ptr [r15 + r8 + 1536]
-    jmp 1f
-1:
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 192]
-    vmovdqu ymm6, ymmword ptr [r15 + r8 + 1472]
-    vmovdqu ymm0, ymmword ptr [r14 + 0]
+    and rcx, rdi
+    and r9, 8128
+    imul rdi, qword ptr [r14 + r9 + 7616]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov r8d, 32
-    mov byte ptr [r14 + 192], al
-    and r9d, dword ptr [r15 + 0]
+    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], r8
-    mov qword ptr [r15 + 256], r8
-    mov rax, r9
-    mov dword ptr [r15 + 448], r9d
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    xor eax, r9d
-    mov rax, r8
-    and r8, 960
-    add r9, qword ptr [r15 + r8 + 1472]
-    sub rax, r8
-    vmovdqu ymm1, ymmword ptr [r14 + r8 + 1536]
-    test r8d, r8d
-    mov dword ptr [r15 + 192], 140
-    mov byte ptr [r14 + 0], r8b
-    jmp 1f
-1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 2496], 55
+    inc dword ptr [r14 + 768]
+    mov qword ptr [r15 + 896], r9
+    mov rsi, r9
+    mov r8, r10
+    mov byte ptr [r15 + 192], r9b
+    mov qword ptr [r15 + 960], r9
+    and r9, r9
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3520], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    vpaddd ymm1, ymm12, ymmword ptr [r14 + 512]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2069_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2069_s_t
+.Lc1_d2069_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2069_s:
+    ret
+    .popsection
+    add r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 205
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
+    mov eax, 238
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    shr esi, 29
-    mov dword ptr [r14 + 192], 241
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov dword ptr [r14 + 704], esi
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c10:
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd ymm7, ymm12, ymmword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or esi, edx
-    mov dword ptr [r15 + 256], edx
-    mov byte ptr [r14 + 192], sil
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1472], 69
-    mov rdx, rsi
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 192], rsi
-    inc edx
-    mov edx, 250
-    movzx edx, bpl
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + rbp + 1536]
-    movzx edx, dl
-    vmovdqu ymm8, ymmword ptr [r14 + 256]
-    mov qword ptr [r15 + 768], rsi
-    jmp 1f
-1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    xchg qword ptr [r15 + r9 + 2496], r9
+    mov dword ptr [r14 + 1024], 74
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
+.Lc1_b9_c10:
+    lea rcx, [rip + .Lc1_d2097_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2097_s_t
+.Lc1_d2097_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2097_s:
+    ret
+    .popsection
+    movzx ecx, cl
+    mov dword ptr [r14 + 704], 238
+    add qword ptr [r14 + 1216], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 1
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov ecx, 70
+    add rcx, 80
+    mov rsi, rsi
+    shr esi, 31
+    mov rcx, rdi
+    mov dword ptr [r14 + 0], edi
+    xor edi, ecx
+    and edi, dword ptr [r14 + 0]
+    xor dword ptr [r14 + 256], esi
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
 .Lc1_b9_c11:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rsi, rdi
+    xor esi, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rdx, rcx
-    jmp 1f
-1:
+    xor edi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 256], 66
-    mov dword ptr [r14 + 0], 31
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], 110
-    mov edx, ecx
-    and rdx, rcx
-    vmovdqu ymm3, ymmword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov qword ptr [r14 + 704], rdx
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 960
+    mov qword ptr [r14 + rbp + 1472], rdi
+    mov r8, r10
+    test ebp, ebp
+    add qword ptr [r14 + 768], r8
+    and r8, 960
+    mov qword ptr [r15 + r8 + 2496], rbp
+    add rdi, 125
+    mov dword ptr [r14 + 0], 236
+    add rbp, qword ptr [r15 + 1280]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov dword ptr [r14 + 448], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    shl rcx, 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 2
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rcx
+    lea rcx, [rip + .Lc1_d2151_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2151_s_t
+.Lc1_d2151_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2151_s:
+    ret
+    .popsection
+    shr r8d, 23
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, 51
-    and edi, dword ptr [r14 + 256]
-    mov byte ptr [r14 + 192], r8b
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, r8
+    movzx ecx, cl
+    mov r8, r10
+    mov qword ptr [r14 + 832], rcx
+    movzx edx, r8b
+    and r8, 960
+    mov dword ptr [r14 + r8 + 2496], 14
+    sub rcx, r8
+    imul rcx, qword ptr [r15 + 192]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    lock xadd qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    sub rdi, rcx
-    jmp 1f
-1:
+    test ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    mov rdx, rcx
+    xor edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 160
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    and r9, 8128
-    and ecx, dword ptr [r14 + r9 + 7616]
-    mov byte ptr [r15 + 256], dil
-    cmp rdi, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov r9d, 127
-    jmp 1f
-1:
-    shl rdi, 23
-    jmp 1f
-1:
-    movzx eax, r9b
-    xor edi, r9d
+    mov qword ptr [r15 + 704], rcx
+    lea r9, [r10 + r10*1]
+    imul rdx, qword ptr [r15 + 896]
+    and r9, 4032
+    imul rcx, qword ptr [r14 + r9 + 3584]
+    .byte 0x66, 0x90
+    mov dword ptr [r14 + r9 + 3520], ecx
+    movzx eax, dl
+    vmovdqu ymm11, ymmword ptr [r15 + 256]
+    inc r9d
+    add r9, qword ptr [r15 + 192]
+    shr r9d, 7
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 0], r8d
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    jmp 1f
-1:
-    inc r9d
+    lea rcx, [rip + .Lc1_d2207_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2207_s_t
+.Lc1_d2207_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2207_s:
+    ret
+    .popsection
+    mov eax, 92
+    mov rax, rcx
+    mov dword ptr [r14 + 256], 150
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 113
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
-    lea r9, [r10 + r10*1]
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1536], rbp
-    neg r8
-    mov qword ptr [r14 + 192], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    mov byte ptr [r15 + r9 + 1472], r9b
+    and rbp, 960
+    and ecx, dword ptr [r14 + rbp + 2496]
+    mov dword ptr [r15 + 128], 200
+    mov rbp, r10
+    inc eax
+    and rbp, 960
+    imul rcx, qword ptr [r14 + rbp + 1472]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    movzx r9d, sil
-    mov dword ptr [r15 + 640], ebp
+    lea rcx, [rip + .Lc1_d2232_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2232_s_t
+.Lc1_d2232_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2232_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
-    or r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 17
-    mov r9d, 119
-    test ebp, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
     mov r12, qword ptr [r15 + r12 + 56]
-    neg r9
-    test esi, ebp
-    neg rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r9d, r9d
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r14 + 128], 244
-    vpaddd ymm15, ymm1, ymmword ptr [r15 + 64]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], esi
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
+    mov rcx, rsi
+    movzx ecx, dil
+    and rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdi
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc edi
+    mov dword ptr [r14 + 1344], 90
+    mov dword ptr [r14 + 64], esi
+    shl rcx, 13
+    mov edi, esi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    lea r9, [r10 + r10*1]
-    and r9, 8128
-    and ebp, dword ptr [r14 + r9 + 7616]
-    movzx edx, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rsi, 33
+    add rsi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    add rbp, 10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    neg rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ecx, sil
+    mov ecx, 182
+    mov rcx, rsi
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 38
+    lea rsi, [rcx + rcx*2 + 37]
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rbp, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    add rdx, qword ptr [r14 + r9 + 7680]
+    xor edi, esi
+    mov qword ptr [r15 + 128], rcx
+    and ecx, dword ptr [r15 + 192]
+    and ecx, dword ptr [r14 + 0]
+    mov r8, r10
+    lea rdx, [rsi + rsi*2 + 106]
+    cmp rdi, rdi
+    and r8, 4032
+    inc dword ptr [r14 + r8 + 3520]
+    test ecx, ecx
+    inc edi
+    mov r8, rcx
+    mov r8, rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    mov rbp, r10
-    jmp 1f
-1:
-    neg rdx
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1472], edx
-    jmp 1f
-1:
-    neg rbp
-    mov edx, 92
-    vpaddd ymm4, ymm3, ymmword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], ebp
+    lea rcx, [rip + .Lc1_d2292_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2292_s_t
+.Lc1_d2292_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2292_s:
+    ret
+    .popsection
+    mov r8, r10
+    and r8, 4032
+    mov dword ptr [r14 + r8 + 3520], 215
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    shr ecx, 23
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [rbp + rbp*2 + 34]
-    add rbp, qword ptr [r14 + 256]
-    and ebp, dword ptr [r15 + 192]
-    add rbp, qword ptr [r14 + 128]
-    mov byte ptr [r15 + 448], sil
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 512]
+    mov r8d, 92
+    mov dword ptr [r15 + 256], ecx
+    add rcx, r8
+    mov ecx, 92
+    mov dword ptr [r15 + 1408], 245
+    or qword ptr [r14 + 960], 71
+    add r8, 34
+    mov dword ptr [r15 + 1024], 240
+    mov byte ptr [r15 + 832], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2317_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2317_s_t
+.Lc1_d2317_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2317_s:
+    ret
+    .popsection
+    add r8, rcx
+    mov r8d, 153
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 3
-    mov ebp, 153
-    mov ebp, edi
-    vmovdqu ymm12, ymmword ptr [r15 + 0]
+    mov ecx, 217
+    xor ecx, r8d
+    neg rcx
+    add rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    jmp 1f
-1:
-    inc ebp
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm6, ymmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd ymm7, ymm6, ymmword ptr [r15 + 0]
-    add rdi, qword ptr [r14 + 768]
-    vpaddd ymm6, ymm6, ymmword ptr [r14 + 704]
-    mov ebp, 178
-    mov qword ptr [r14 + 256], rdi
-    jmp 1f
-1:
-    mov rdi, rdi
+    movzx r8d, r8b
+    shl r8, 12
+    mov qword ptr [r15 + 768], rcx
+    mov dword ptr [r14 + 768], 246
+    mov dword ptr [r14 + 192], 95
+    mov r8, rcx
+    mov r8d, 218
+    imul r8, qword ptr [r14 + 704]
+    movzx ecx, cl
+    mov ecx, r8d
+    mov rcx, r8
+    mov rcx, r8
+    movzx ecx, r8b
+    or ecx, r8d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, rdi
+    and r8d, dword ptr [r14 + 256]
+    vpaddd ymm8, ymm11, ymmword ptr [r14 + 192]
+    mov r9, r10
+    xor ecx, r8d
+    mov dword ptr [r15 + 128], 127
+    and r9, 8128
+    imul r8, qword ptr [r15 + r9 + 7616]
+    mov rcx, r9
+    and ecx, dword ptr [r15 + 256]
+    lea r9, [r9 + r8*2 + 105]
+    lea r9, [rcx + rcx*2 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, 78
-    mov ebp, ebp
-    jmp 1f
-1:
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [rcx + r8*2 + 104]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 64], ecx
-    lea r8, [rcx + rcx*2 + 68]
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7616]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    vmovdqu ymm1, ymmword ptr [r14 + 192]
+    and r9, 960
+    and r8d, dword ptr [r15 + r9 + 2496]
+    mov qword ptr [r15 + 64], r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    lea rcx, [rip + .Lc1_d2487_s]
+    lea rcx, [rip + .Lc1_d2370_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2487_s_t
-.Lc1_d2487_j:
+    call .Lc1_d2370_s_t
+.Lc1_d2370_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2487_s:
+.Lc1_d2370_s:
     ret
     .popsection
-    add rcx, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r14 + 0], rcx
-    mov qword ptr [r15 + 128], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1472], al
-    jmp 1f
-1:
-    add qword ptr [r15 + 192], r9
-    xor r9d, eax
-    xor r9d, eax
-    mov dword ptr [r14 + 256], eax
-    mov r9, r9
-    mov byte ptr [r14 + 448], al
-    and eax, dword ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 960
+    mov qword ptr [r14 + r8 + 2496], rbp
+    and rbp, 4032
+    mov qword ptr [r14 + rbp + 3520], r8
+    mov qword ptr [r15 + r8 + 2560], rbp
+    xor r8d, ebp
+    add r8, qword ptr [r15 + 64]
+    add r8, 33
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
+    lea rcx, [rip + .Lc1_d2396_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2396_s_t
+.Lc1_d2396_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2396_s:
+    ret
+    .popsection
+    mov ecx, 45
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymm11, ymmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov rax, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, 225
+    cmp rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, r8d
+    shr ecx, 17
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rax
-    jmp 1f
-1:
-    or edx, eax
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 0], 107
-    mov dword ptr [r14 + 0], 161
-    vmovdqu ymm3, ymmword ptr [r14 + 192]
+    test r8d, r8d
+    mov dword ptr [r14 + 1216], 242
+    mov r8, rcx
+    mov r8, rcx
+    or qword ptr [r15 + 192], 38
+    and ecx, dword ptr [r14 + 128]
+    mov dword ptr [r14 + 0], r8d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea rcx, [rip + .Lc1_d2546_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2546_s_t
-.Lc1_d2546_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2546_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, eax
-    mov dword ptr [r14 + 192], 254
-    mov dword ptr [r15 + 256], ecx
+    lea r8, [r10 + r10*1]
     inc ecx
-    cmp r8, rbp
-    jmp 1f
-1:
-    test ecx, ecx
-    jmp 1f
-1:
-    inc dword ptr [r14 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    add rcx, rdi
-    and rbp, 960
-    and ecx, dword ptr [r15 + rbp + 1472]
-    and ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    and r8, 4032
+    lock add qword ptr [r15 + r8 + 3584], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 0]
+    neg rcx
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    or ecx, r8d
+    mov dword ptr [r14 + 64], 159
+    add rdi, qword ptr [r14 + 0]
+    and edi, dword ptr [r15 + 1280]
+    mov byte ptr [r15 + 896], cl
+    or ecx, ecx
+    mov rcx, rdi
+    test edi, edi
+    mov ecx, edi
+    imul rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + r8 + 3520], rdi
+    movzx edx, dil
+    mov qword ptr [r14 + 512], rcx
+    test edx, edx
+    add rdi, 9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rbp, [rcx + rcx*2 + 95]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov ecx, 9
+    lea rcx, [rip + .Lc1_d2453_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2453_s_t
+.Lc1_d2453_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2453_s:
+    ret
+    .popsection
+    lea rcx, [rcx + rcx*2 + 95]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ebp
-    jmp 1f
-1:
+    or edi, ecx
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    mov ebp, ebp
-    mov dword ptr [r14 + 128], ecx
-    vmovdqu ymm8, ymmword ptr [r15 + 512]
+    neg rcx
+    mov rcx, rdi
+    mov ecx, edi
+    mov rcx, rdi
+    add rcx, qword ptr [r14 + 960]
+    mov edi, 19
+    shl rdi, 30
+    or edi, ecx
+    movzx edi, cl
+    inc dword ptr [r15 + 1024]
+    add rcx, qword ptr [r14 + 0]
+    movzx edi, dil
+    mov edi, ecx
+    mov dword ptr [r15 + 128], 32
+    or ecx, edi
+    mov ecx, edi
+    mov ecx, edi
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c24:
     mov rbp, r10
-    jmp 1f
-1:
+    mov edi, 91
     and rbp, 960
-    mov dword ptr [r14 + rbp + 1472], ecx
+    mov dword ptr [r15 + rbp + 2496], 45
+    mov dword ptr [r15 + 704], 47
+    mov dword ptr [r15 + 832], edi
+    xor ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 206
+    mov dword ptr [r14 + 192], ecx
+    mov rbp, rcx
+    add rbp, qword ptr [r15 + 640]
+    add qword ptr [r14 + 256], rcx
+    test edi, edi
+    mov dword ptr [r15 + 448], 135
+    cmp rdi, rdi
+    inc ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c24:
-    lea rcx, [rip + .Lc1_d2612_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2612_s_t
-.Lc1_d2612_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2612_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 0], rcx
-    and ebp, dword ptr [r14 + 640]
-    jmp 1f
-1:
-    and ecx, dword ptr [r14 + 448]
-    or ecx, ebp
-    jmp 1f
-1:
-    and ebp, dword ptr [r14 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov rcx, rbp
-    add qword ptr [r15 + 256], rbp
-    or esi, ebp
-    mov ecx, 108
-    jmp 1f
-1:
-    lea rbp, [rsi + rsi*2 + 50]
-    mov dword ptr [r15 + 192], esi
-    mov ebp, 253
-    and rbp, rcx
-    neg rbp
-    mov esi, 225
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d2646_s]
+    lea rcx, [rip + .Lc1_d2509_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2646_s_t
-.Lc1_d2646_j:
+    call .Lc1_d2509_s_t
+.Lc1_d2509_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2646_s:
+.Lc1_d2509_s:
     ret
     .popsection
-    shr ecx, 30
-    add rcx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov byte ptr [r14 + 256], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor ebp, r9d
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or ebp, ebp
-    mov dword ptr [r14 + 0], edx
-    or edx, ebp
-    mov qword ptr [r14 + 0], rbp
-    and ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov rcx, rsi
+    mov rcx, rsi
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    add rsi, rcx
+    mov dword ptr [r14 + 192], ecx
+    or qword ptr [r14 + 768], 27
+    cmp rcx, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    xor ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr edx, 5
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r14 + 960]
-    mov rdx, rdx
-    jmp 1f
-1:
-    movzx eax, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 125
-    jmp 1f
-1:
-    sub rdx, rax
-    mov ebp, 140
-    mov ebp, eax
-    and ebp, dword ptr [r14 + 704]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2536_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2536_s_t
+.Lc1_d2536_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2536_s:
+    ret
+    .popsection
+    mov r9, r10
+    mov ecx, 248
+    mov rcx, r9
+    and r9, 4032
+    mov dword ptr [r14 + r9 + 3520], 146
+    or ecx, r9d
     mov r8, r10
-    add rbp, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    lock or dword ptr [r15 + 704], 79
     and r8, 960
-    and ebp, dword ptr [r15 + r8 + 1472]
+    mov byte ptr [r14 + r8 + 2496], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg r9
+    add r9, rcx
+    mov byte ptr [r15 + 0], r8b
+    add rcx, qword ptr [r15 + 768]
+    xor ecx, r8d
+    mov r9, r8
+    add r9, qword ptr [r14 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea rcx, [rip + .Lc1_d2710_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2710_s_t
-.Lc1_d2710_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2710_s:
-    ret
-    .popsection
+    mov r8, r10
+    mov rcx, r9
+    mov rbp, r10
+    mov r9d, ecx
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3520]
+    and rbp, 960
+    lock or dword ptr [r15 + rbp + 1472], 93
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, rcx
+    add r8, qword ptr [r15 + 576]
     mov rbp, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor ebp, r9d
-    cmp r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ebp
-    xor r9d, ebp
-    mov r9d, 189
-    lea r9, [rbp + rbp*2 + 107]
-    add r9, qword ptr [r14 + 448]
-    add r9, rsi
-    mov ebp, esi
-    mov dword ptr [r14 + 512], 1
+    mov ebp, 63
+    mov rbp, r10
+    and r9d, dword ptr [r14 + 704]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 2496], 107
+    mov rax, r8
+    and eax, dword ptr [r15 + 256]
+    mov qword ptr [r14 + 1344], r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    lea rcx, [rip + .Lc1_d2743_s]
+    lea rcx, [rip + .Lc1_d2588_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2743_s_t
-.Lc1_d2743_j:
+    call .Lc1_d2588_s_t
+.Lc1_d2588_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2743_s:
+.Lc1_d2588_s:
     ret
     .popsection
-    mov ecx, ecx
-    add rcx, qword ptr [r14 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 16
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm6, ymm3, ymmword ptr [r14 + 768]
-    shl rcx, 18
-    jmp 1f
-1:
-    mov dword ptr [r14 + 1024], 57
-    mov edi, ecx
-    jmp 1f
-1:
-    mov ecx, 229
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 4032
+    add rcx, qword ptr [r14 + r8 + 3520]
+    inc ecx
+    add qword ptr [r14 + 896], rbp
+    mov r8d, ecx
+    mov r8d, ecx
+    lock add qword ptr [r15 + 64], rcx
+    movzx ebp, cl
+    and ebp, dword ptr [r15 + 192]
+    vpaddd ymm8, ymm13, ymmword ptr [r15 + 256]
+    shl r8, 17
+    and r8d, dword ptr [r14 + 128]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    mov byte ptr [r14 + 64], dil
-    and rdi, rcx
-    inc edi
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2616_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2616_s_t
+.Lc1_d2616_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2616_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, 26
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 13
-    add rcx, qword ptr [r15 + 0]
+    or ecx, edi
+    sub rcx, rdi
+    .byte 0x0f, 0x1f, 0x40, 0x00
     movzx edi, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
+    shl rdi, 30
+    test esi, esi
+    mov rdx, rsi
+    mov edx, 31
+    and rdx, rcx
+    mov esi, 123
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], ecx
-    mov esi, 9
-    and esi, dword ptr [r15 + 832]
-    xchg qword ptr [r15 + 704], rsi
-    mov ecx, 31
-    mov dword ptr [r14 + 192], 160
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rsi
-    jmp 1f
-1:
-    mov byte ptr [r14 + 512], cl
+    imul rcx, qword ptr [r14 + 640]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    lea rcx, [rip + .Lc1_d2807_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2807_s_t
-.Lc1_d2807_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2807_s:
-    ret
-    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
+    mov edi, 156
+    movzx edi, cl
+    mov edi, ecx
+    mov edi, ecx
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 768], rcx
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 128], 62
+    mov ecx, edi
+    movzx esi, dil
+    vpaddd ymm11, ymm0, ymmword ptr [r14 + 1408]
+    mov edi, 50
+    movzx edi, sil
+    mov rdi, rcx
+    mov r9, r10
+    shl rsi, 6
+    add rsi, qword ptr [r14 + 64]
+    mov dword ptr [r15 + 576], 124
+    and r9, 960
+    vmovdqu ymm10, ymmword ptr [r14 + r9 + 2496]
+    inc ecx
+    neg rcx
+    cmp rsi, rsi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lock add qword ptr [r15 + 192], rdx
+    lea rcx, [rip + .Lc1_d2674_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2674_s_t
+.Lc1_d2674_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2674_s:
+    ret
+    .popsection
+    add r9, rcx
+    inc r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    shr ecx, 29
-    mov edx, 92
-    neg rdx
+    mov r9d, ecx
+    lea r9, [rcx + rcx*2 + 110]
+    mov r9d, 240
+    add r9, 104
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rcx + rcx*2 + 51]
-    mov edx, edx
-    jmp 1f
-1:
-    sub rcx, rdx
-    sub rcx, rdx
-    cmp rdx, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    and rdx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rdx, 4
-    add rdx, qword ptr [r14 + 704]
-    and edx, dword ptr [r14 + 64]
-    mov dword ptr [r14 + 256], 164
+    mov ecx, 126
+    inc ecx
+    mov dword ptr [r14 + 128], 236
+    mov dword ptr [r15 + 1088], r9d
+    mov byte ptr [r15 + 64], r9b
+    mov qword ptr [r15 + 768], r9
+    movzx eax, r9b
+    lock xadd qword ptr [r15 + 192], rax
+    mov dword ptr [r14 + 256], 201
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d2866_s]
+    lea rcx, [rip + .Lc1_d2700_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2866_s_t
-.Lc1_d2866_j:
+    call .Lc1_d2700_s_t
+.Lc1_d2700_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2866_s:
+.Lc1_d2700_s:
     ret
     .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 245
-    mov qword ptr [r14 + 640], r9
-    mov qword ptr [r14 + 640], rcx
-    shl rcx, 20
-    mov r9d, ebp
-    sub r9, rcx
-    mov r9, rcx
-    jmp 1f
-1:
-    mov ebp, dword ptr [r14 + 1152]
-    jmp 1f
-1:
-    mov ecx, 15
-    mov r9, r10
-    add rbp, 126
-    and r9, 960
-    and ecx, dword ptr [r15 + r9 + 1472]
-    xor ecx, ebp
-    add rcx, qword ptr [r15 + 512]
-    add rcx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 576], r9
-    test r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 245
+    or eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 448], al
+    mov qword ptr [r15 + 512], rax
+    mov rbp, r10
+    mov qword ptr [r14 + 960], rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3520], eax
+    mov eax, ebp
+    mov rax, rbp
+    mov byte ptr [r14 + 704], bpl
+    imul rbp, qword ptr [r15 + 448]
+    mov edx, 238
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    lea rcx, [rip + .Lc1_d2898_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2898_s_t
-.Lc1_d2898_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2898_s:
-    ret
-    .popsection
-    shr ecx, 30
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov ebp, 183
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 448], 11
-    mov qword ptr [r14 + 512], rcx
-    add rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    xchg qword ptr [r15 + 192], r8
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    inc r8d
-    xor r8d, ecx
-    mov edi, dword ptr [r14 + 576]
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c34:
-    inc ecx
-    inc ecx
-    movzx ecx, dil
+    test ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or edi, ecx
+    mov byte ptr [r14 + 704], bpl
     mov r8, r10
-    mov byte ptr [r15 + 256], cl
-    xor edi, r8d
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7616], rdi
-    movzx ecx, dil
-    mov byte ptr [r15 + 768], r8b
-    jmp 1f
-1:
-    movzx edi, byte ptr [r14 + 128]
-    mov r8, qword ptr [r14 + 704]
-    mov dword ptr [r15 + 64], 100
-    jmp 1f
-1:
-    mov esi, 144
-    mov rsi, rcx
-    movzx esi, r8b
-    jmp 1f
-1:
+    mov rbp, rbp
+    mov qword ptr [r15 + 512], r8
+    cmp rbp, rbp
+    and r8, 960
+    and ebp, dword ptr [r14 + r8 + 1472]
+    or qword ptr [r15 + 768], 49
+    add qword ptr [r14 + 128], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c35:
-    lea rcx, [rip + .Lc1_d2956_s]
+.Lc1_b9_c34:
+    lea rcx, [rip + .Lc1_d2752_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2956_s_t
-.Lc1_d2956_j:
+    call .Lc1_d2752_s_t
+.Lc1_d2752_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2956_s:
+.Lc1_d2752_s:
     ret
     .popsection
-    or ecx, ecx
-    jmp 1f
-1:
-    movzx esi, cl
-    shl rsi, 23
-    add rsi, qword ptr [r15 + 704]
-    mov dword ptr [r14 + 640], 250
-    movzx ecx, cl
-    mov rcx, rsi
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 896], rsi
-    mov ecx, 147
-    jmp 1f
-1:
+    mov dword ptr [r15 + 512], 24
+    mov dword ptr [r15 + 1024], ecx
+    movzx r8d, cl
+    xor dword ptr [r14 + 0], ecx
+    and ecx, dword ptr [r14 + 64]
+    mov r8d, 34
+    mov qword ptr [r15 + 1152], rcx
+    movzx esi, r8b
+    mov rsi, r8
+    mov esi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 960], rcx
-    jmp 1f
-1:
-    sub rsi, rcx
-    add rsi, 31
-    add rsi, qword ptr [r14 + 448]
-    shr esi, 4
-    add rsi, 19
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r14 + 448]
+    mov dword ptr [r15 + 768], 62
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c35:
+    lea rcx, [rip + .Lc1_d2777_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2777_s_t
+.Lc1_d2777_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2777_s:
+    ret
+    .popsection
+    mov esi, 205
+    mov r8, r10
+    mov dword ptr [r15 + 640], ecx
+    add qword ptr [r15 + 192], rcx
+    movzx edi, cl
+    and r8, 960
+    mov qword ptr [r14 + r8 + 1472], rsi
+    nop
+    lock or dword ptr [r15 + 0], 125
+    cmp rdi, rdi
+    mov esi, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 4
+    lock or dword ptr [r15 + 704], 73
+    mov byte ptr [r14 + 832], cl
+    movzx r8d, sil
+    mov byte ptr [r15 + 576], sil
+    mov byte ptr [r15 + 448], cl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d2989_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2989_s_t
-.Lc1_d2989_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2989_s:
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
+    add rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r14 + 64], rcx
-    mov dword ptr [r14 + 128], edx
-    mov ecx, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edx
-    mov dword ptr [r14 + 576], 20
-    mov dword ptr [r14 + 1088], 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r14 + 64]
+    xor ecx, r8d
+    lock or dword ptr [r15 + 128], 58
+    inc dword ptr [r14 + 256]
+    xor dword ptr [r14 + 128], ecx
+    mov r8d, ecx
+    cmp rcx, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
+    lea rcx, [rip + .Lc1_d2829_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2829_s_t
+.Lc1_d2829_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2829_s:
+    ret
+    .popsection
+    mov dword ptr [r14 + 64], 238
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, 117
+    lea r8, [rcx + rcx*2 + 5]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    inc edx
-    movzx edx, r9b
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdx, [rdx + rdx*2 + 37]
-    mov r9d, 71
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r9d, 85
-    mov r9d, edx
-    sub r9, rdx
-    test edx, edx
-    mov byte ptr [r14 + 128], dl
-    and r9, rdx
-    add r9, rdx
-    mov r9d, edx
-    mov r9d, dword ptr [r14 + 576]
-    mov qword ptr [r15 + 128], rbp
-    and edx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r9d, dword ptr [r14 + 192]
-    movzx ebp, dl
+    mov byte ptr [r14 + 128], cl
+    mov dword ptr [r14 + 64], 188
+    mov r8d, ecx
+    mov qword ptr [r14 + 128], r9
+    mov qword ptr [r15 + 128], r9
     inc dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea rcx, [rip + .Lc1_d3044_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3044_s_t
-.Lc1_d3044_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3044_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    vpaddd ymm3, ymm5, ymmword ptr [r14 + 768]
-    jmp 1f
-1:
-    and rbp, 960
-    add qword ptr [r14 + rbp + 1472], rdi
+    add r9, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov edi, 195
-    xor edi, ebp
-    neg rdi
-    jmp 1f
-1:
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], dil
-    movzx ebp, byte ptr [r15 + 256]
-    lea rdi, [rdi + rdi*2 + 98]
-    test ebp, ebp
-    jmp 1f
-1:
-    test ebp, ebp
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r8d
+    xor dword ptr [r15 + 1216], r9d
+    shr r9d, 14
+    mov qword ptr [r15 + 192], r8
+    mov r9, r10
+    movzx r8d, r8b
+    imul r8, qword ptr [r15 + 640]
+    and r9, 8128
+    mov dword ptr [r14 + r9 + 7616], 247
+    mov eax, 156
+    mov eax, 148
+    neg rax
+    add rax, 97
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    mov qword ptr [r15 + 640], r8
-    mov ebp, 205
-    mov ebp, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d2881_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2881_s_t
+.Lc1_d2881_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2881_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 960], 77
+    shl rax, 25
+    movzx ecx, byte ptr [r14 + 512]
+    and ecx, dword ptr [r15 + 128]
+    movzx eax, al
+    inc eax
+    mov byte ptr [r14 + 768], cl
+    vmovdqu ymm8, ymmword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    shl r8, 19
-    and r8d, dword ptr [r14 + 128]
-    or qword ptr [r15 + 704], 37
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    add r8, 81
-    vpaddd ymm6, ymm9, ymmword ptr [r14 + 192]
-    jmp 1f
-1:
+    mov ecx, 45
+    mov qword ptr [r15 + 1088], rax
+    imul rax, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r14 + 576]
+    mov ebp, eax
+    mov rbp, rcx
+    imul rbp, qword ptr [r15 + 896]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    lea rcx, [rip + .Lc1_d3105_s]
+    lea rcx, [rip + .Lc1_d2906_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3105_s_t
-.Lc1_d3105_j:
+    call .Lc1_d2906_s_t
+.Lc1_d2906_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3105_s:
+.Lc1_d2906_s:
     ret
     .popsection
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 960
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
-    mov rax, qword ptr [r15 + 64]
-    mov r8d, 91
-    mov qword ptr [r15 + 1152], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 192], rax
+    neg rax
+    sub rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov edx, 179
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 142
+    inc ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 2
-    mov eax, esi
-    movsxd rax, dword ptr [r14 + 128]
-    add rax, qword ptr [r15 + 256]
-    mov ecx, 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 128]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 2496], rdx
+    and eax, dword ptr [r14 + 128]
+    mov edx, edx
+    mov ebp, eax
+    xor ebp, edx
+    mov eax, dword ptr [r14 + 704]
+    mov rdx, qword ptr [r14 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    lea rcx, [rip + .Lc1_d3135_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3135_s_t
-.Lc1_d3135_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3135_s:
-    ret
-    .popsection
-    movzx ecx, byte ptr [r14 + 512]
-    lea rax, [rsi + rsi*2 + 51]
-    mov rax, rcx
-    shr eax, 20
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    mov eax, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 154
-    inc eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, rax
-    movzx ecx, sil
-    mov dword ptr [r15 + 256], 227
-    jmp 1f
-1:
-    movzx eax, al
-    mov esi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 126
-    sub rax, rcx
-    mov eax, 36
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r14 + 768]
+    shr ebp, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rax, rbp
+    add rax, rdx
+    mov rbp, rdx
+    mov rbp, r10
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 960
+    vpaddd ymm11, ymm6, ymmword ptr [r14 + rbp + 2496]
+    mov dword ptr [r14 + 640], 28
+    mov qword ptr [r14 + 512], rax
+    xor edx, eax
+    shr edx, 6
+    mov edx, 64
+    mov dword ptr [r15 + 576], 125
+    mov qword ptr [r15 + 448], rbp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    inc ecx
-    and rcx, rax
-    mov rcx, r9
+    lea rcx, [rip + .Lc1_d2965_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2965_s_t
+.Lc1_d2965_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2965_s:
+    ret
+    .popsection
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [rcx + rcx*2 + 73]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 82
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor eax, r9d
-    add rax, r9
-    mov qword ptr [r14 + 832], r9
-    movzx ecx, r9b
-    vpaddd ymm3, ymm3, ymmword ptr [r14 + 64]
-    mov rax, rax
-    jmp 1f
-1:
-    mov byte ptr [r14 + 1088], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or r9d, eax
-    mov byte ptr [r15 + 576], al
-    test eax, eax
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 1024]
+    mov esi, 7
+    add rsi, 50
+    mov rsi, rcx
+    shl rsi, 10
+    lea rcx, [rcx + rcx*2 + 51]
+    add rcx, rsi
+    mov ecx, dword ptr [r14 + 128]
+    add rcx, rsi
+    add qword ptr [r15 + 640], rsi
+    mov qword ptr [r14 + 64], rsi
+    mov byte ptr [r15 + 192], sil
+    mov edi, esi
+    mov dword ptr [r14 + 1024], ecx
+    mov dword ptr [r15 + 64], 206
+    movzx esi, cl
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea rcx, [rip + .Lc1_d3201_s]
+    lea rcx, [rip + .Lc1_d2992_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3201_s_t
-.Lc1_d3201_j:
+    call .Lc1_d2992_s_t
+.Lc1_d2992_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3201_s:
+.Lc1_d2992_s:
     ret
     .popsection
-    xor ecx, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + 192]
-    jmp 1f
-1:
-    sub r9, rcx
-    lea rdi, [rcx + rcx*2 + 79]
-    lock or dword ptr [r15 + 1152], 101
+    movsxd rdi, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rdi, rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp r9, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc r9d
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r9d
-    shr edi, 31
-    mov qword ptr [r14 + 512], r9
-    or r9d, r9d
+    cmp rdi, rsi
+    imul rcx, qword ptr [r14 + 576]
+    test esi, esi
+    mov edi, dword ptr [r15 + 832]
+    mov dword ptr [r14 + 64], 100
+    mov rsi, qword ptr [r15 + 768]
+    and esi, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov edi, 31
     mov edi, 180
+    mov rdi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 249
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmp rdi, rdi
-    movzx r8d, dil
-    xor r8d, ebp
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc edi
-    jmp 1f
-1:
-    add r8, qword ptr [r14 + 1088]
-    xor r8d, edi
-    mov edx, 251
-    xor edx, edi
-    mov rdx, qword ptr [r14 + 768]
-    jmp 1f
-1:
-    mov edi, 181
-    mov edi, r8d
-    xor edi, r8d
-    test r8d, edx
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rcx + rdi*2 + 18]
+    mov qword ptr [r15 + 640], rsi
+    xor edi, esi
+    mov qword ptr [r15 + 1280], rsi
+    add rsi, rsi
+    mov byte ptr [r14 + 704], cl
+    mov dword ptr [r14 + 128], ecx
+    mov qword ptr [r15 + 448], rcx
+    sub rdi, rcx
+    add rdi, qword ptr [r14 + 64]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea rcx, [rip + .Lc1_d3273_s]
+    lea rcx, [rip + .Lc1_d3042_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3273_s_t
-.Lc1_d3273_j:
+    call .Lc1_d3042_s_t
+.Lc1_d3042_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3273_s:
+.Lc1_d3042_s:
     ret
     .popsection
-    jmp 1f
-1:
-    vpaddd ymm6, ymm6, ymmword ptr [r15 + 896]
-    mov byte ptr [r14 + 1344], cl
-    mov edi, ecx
+    mov qword ptr [r15 + 960], rcx
+    bt rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     add rcx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 704], cl
-    inc dword ptr [r15 + 448]
-    add rcx, 29
-    test esi, ebp
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rcx
-    lock or dword ptr [r15 + 128], 43
-    jmp 1f
-1:
+    add qword ptr [r15 + 896], rdi
+    shl rdi, 11
+    mov dword ptr [r15 + 512], 57
+    mov ecx, edi
+    imul rcx, qword ptr [r14 + 1152]
+    lea rdi, [rdi + rdi*2 + 28]
+    mov dword ptr [r14 + 256], 139
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d3306_s]
+    lea rcx, [rip + .Lc1_d3067_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3306_s_t
-.Lc1_d3306_j:
+    call .Lc1_d3067_s_t
+.Lc1_d3067_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3306_s:
+.Lc1_d3067_s:
     ret
     .popsection
-    mov ecx, ecx
-    add rcx, 32
-    mov ecx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    add rsi, qword ptr [r14 + 1408]
-    xor esi, ecx
-    inc esi
+    mov r8, r10
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1472], rcx
+    mov edi, dword ptr [r15 + 64]
+    mov r8d, 64
+    mov r8, rdi
+    mov r8d, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 448], edi
     mov ecx, 224
-    mov ecx, esi
-    movsxd rcx, dword ptr [r14 + 960]
-    jmp 1f
-1:
-    movzx eax, sil
-    or eax, esi
-    movzx eax, sil
-    mov dword ptr [r15 + 256], 102
-    mov dword ptr [r15 + 64], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rsi, 24
-    or qword ptr [r14 + 448], 38
-    mov ecx, 255
+    movzx ecx, byte ptr [r14 + 1024]
+    mov dword ptr [r15 + 512], 65
+    movzx edi, r8b
+    nop
+    movzx r8d, byte ptr [r15 + 576]
+    mov edx, ecx
+    mov edx, ecx
+    lea rdx, [rcx + rcx*2 + 84]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov dword ptr [r15 + 768], 38
-    inc eax
-    jmp 1f
-1:
+    test edx, edx
+    mov edi, 162
+    and edi, dword ptr [r15 + 640]
+    add rdi, qword ptr [r15 + 192]
+    sub rdi, r8
+    xor edi, edx
+    mov dword ptr [r14 + 128], 96
+    mov r8, rdi
+    or r8d, edi
+    and r8d, dword ptr [r14 + 448]
+    inc r8d
+    lock or dword ptr [r15 + 512], 5
+    mov qword ptr [r15 + 896], rdi
+    inc edi
+    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    inc eax
-    jmp 1f
-1:
-    mov esi, eax
-    mov esi, eax
-    or esi, eax
-    jmp 1f
-1:
-    mov eax, eax
-    xor eax, esi
-    mov eax, 124
+    mov rdi, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov eax, eax
-    mov rax, rsi
+    mov r8d, 247
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    sub rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], eax
-    inc esi
-    mov rax, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 704]
-    add rax, qword ptr [r14 + 1024]
+    and edi, dword ptr [r14 + 832]
+    mov r8d, 79
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d3371_s]
+    lea rcx, [rip + .Lc1_d3124_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3371_s_t
-.Lc1_d3371_j:
+    call .Lc1_d3124_s_t
+.Lc1_d3124_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3371_s:
+.Lc1_d3124_s:
     ret
     .popsection
-    inc ecx
-    mov qword ptr [r15 + 832], r9
-    mov eax, dword ptr [r14 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    xor ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    vmovdqu ymm3, ymmword ptr [r14 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r8d, ecx
+    movzx r8d, cl
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r14 + 256]
+    or r8d, ecx
+    mov dword ptr [r15 + 448], 6
     inc ecx
-    mov dword ptr [r15 + 576], eax
-    xor dword ptr [r15 + 640], r9d
-    jmp 1f
-1:
-    inc ecx
-    jmp 1f
-1:
-    mov eax, r9d
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    shr r9d, 8
-    and r9d, dword ptr [r14 + 512]
-    mov qword ptr [r14 + 704], rcx
+    movzx ecx, r8b
+    movzx ecx, r8b
+    movzx ecx, byte ptr [r14 + 576]
+    and rcx, r8
+    mov qword ptr [r14 + 1344], r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d3401_s]
+    lea rcx, [rip + .Lc1_d3152_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3401_s_t
-.Lc1_d3401_j:
+    call .Lc1_d3152_s_t
+.Lc1_d3152_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3401_s:
+.Lc1_d3152_s:
     ret
     .popsection
     mov rcx, rcx
-    mov rcx, rdx
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 192], 96
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 192], 66
-    jmp 1f
-1:
-    add rcx, qword ptr [r14 + 896]
-    mov edx, edx
-    add rdx, qword ptr [r15 + 960]
-    and edx, dword ptr [r15 + 128]
-    mov qword ptr [r14 + 640], rcx
-    add rcx, 85
+    mov rcx, rax
+    shl rcx, 26
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 2
+    xor ecx, ebp
+    mov ecx, eax
+    xor ecx, eax
+    inc ecx
+    mov rbp, r10
+    vpaddd ymm10, ymm11, ymmword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 640]
+    mov ecx, ebp
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1472], cl
+    movsxd r9, dword ptr [r14 + 192]
+    vpaddd ymm8, ymm10, ymmword ptr [r14 + 768]
+    mov rbp, qword ptr [r14 + 128]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    add rcx, rdi
+    mov dword ptr [r15 + 256], ebp
+    mov byte ptr [r15 + 1408], bpl
+    mov qword ptr [r15 + 576], rbp
+    neg rcx
+    mov dword ptr [r14 + 64], ebp
+    mov r9, rcx
+    add r9, rcx
+    mov ebp, 134
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 88
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    add rcx, rdi
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    cmp rdi, rdi
-    cmp rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rcx
-    test ecx, ecx
-    jmp 1f
-1:
-    inc edi
-    add rdi, qword ptr [r15 + 320]
-    mov rcx, r8
-    or ecx, edi
-    mov ecx, edi
-    mov ecx, 111
-    add qword ptr [r14 + 0], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 1152], 209
-    jmp 1f
-1:
-    and edi, dword ptr [r14 + 448]
-    jmp 1f
-1:
-    add rcx, rcx
-    mov dword ptr [r15 + 128], 122
-    jmp 1f
-1:
-    mov ecx, edi
+    mov ecx, ebp
+    mov rcx, rbp
+    mov r9, r10
+    cmp rbp, rbp
+    lock add qword ptr [r15 + 1088], r9
+    or qword ptr [r15 + 128], 117
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + 64], 190
+    sub rbp, rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d3461_s]
+    lea rcx, [rip + .Lc1_d3209_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3461_s_t
-.Lc1_d3461_j:
+    call .Lc1_d3209_s_t
+.Lc1_d3209_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3461_s:
+.Lc1_d3209_s:
     ret
     .popsection
+    mov ecx, 8
+    or ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ebp, ecx
+    add rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 7
-    sub rcx, rdi
-    jmp 1f
-1:
-    mov edi, ecx
-    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    shr ecx, 25
     mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 768], rdi
-    add qword ptr [r14 + 64], rcx
-    mov dword ptr [r14 + 512], 57
-    mov dword ptr [r14 + 128], 2
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r14 + 128]
+    mov dword ptr [r15 + 128], 77
+    mov rbp, rcx
+    popcnt rbp, rcx
+    add rbp, qword ptr [r14 + 64]
+    mov qword ptr [r14 + 512], rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    neg rcx
-    mov dword ptr [r14 + 704], 18
-    lock xadd qword ptr [r15 + 64], rdi
+    mov rcx, rbp
+    mov ecx, ebp
+    mov ecx, 63
+    mov qword ptr [r15 + 960], rbp
+    mov byte ptr [r15 + 128], cl
+    add rbp, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 100
-    add rcx, 56
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 132
+    shr ecx, 28
+    mov ecx, ebp
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    and ecx, dword ptr [r15 + 576]
-    add rcx, qword ptr [r14 + 768]
-    add rcx, qword ptr [r15 + 1216]
-    mov edi, r8d
-    jmp 1f
-1:
-    inc dword ptr [r14 + 256]
-    mov dword ptr [r15 + 448], 0
-    mov r8d, ecx
-    mov r8, rdi
-    shr r8d, 19
-    jmp 1f
-1:
-    mov edi, edi
-    mov r8, r8
-    and r8, rdi
-    xor r8d, edi
-    cmp rdi, rdi
+    xchg qword ptr [r15 + 640], rbp
+    mov r8, r10
+    mov edx, ebp
+    and r8, 960
+    mov dword ptr [r14 + r8 + 2496], 212
+    mov ebp, ebp
+    inc ebp
+    shr ebp, 12
+    and rbp, rdx
+    movzx ebp, r8b
+    and ebp, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 192], r8d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d3522_s]
+    lea rcx, [rip + .Lc1_d3263_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3522_s_t
-.Lc1_d3522_j:
+    call .Lc1_d3263_s_t
+.Lc1_d3263_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3522_s:
+.Lc1_d3263_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    or r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 1152], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 38
-    and ecx, dword ptr [r15 + 512]
-    mov dword ptr [r14 + 1024], r9d
-    shl r8, 15
-    mov dword ptr [r15 + 704], 232
-    shl rcx, 2
-    mov dword ptr [r14 + 448], 89
-    and r8, r8
-    mov dword ptr [r15 + 640], ecx
+    mov r9, r10
+    lea rcx, [rcx + rcx*2 + 37]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    mov dword ptr [r14 + r9 + 1472], ecx
+    mov dword ptr [r14 + 576], ecx
+    mov byte ptr [r15 + 128], cl
+    movsxd r9, dword ptr [r14 + 64]
+    xchg qword ptr [r15 + 1088], r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    lea rcx, [rip + .Lc1_d3548_s]
+    lea rcx, [rip + .Lc1_d3288_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3548_s_t
-.Lc1_d3548_j:
+    call .Lc1_d3288_s_t
+.Lc1_d3288_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3548_s:
+.Lc1_d3288_s:
     ret
     .popsection
+    sub r9, rcx
+    mov qword ptr [r14 + 1216], rcx
+    add rcx, qword ptr [r14 + 256]
+    inc ecx
+    mov qword ptr [r15 + 192], r9
+    lea rsi, [r9 + r9*2 + 98]
+    movzx esi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    inc r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 27
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 832], r8d
-    shr ecx, 31
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, rcx
-    movsxd r8, dword ptr [r14 + 192]
-    xor r8d, ecx
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, ecx
-    sub rcx, r8
-    and rbp, 960
-    movzx r8d, byte ptr [r14 + rbp + 1472]
-    neg r8
-    jmp 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    movzx ebp, cl
-    and ebp, dword ptr [r14 + 256]
-    mov ecx, r8d
-    add r11, 64
-    add r10, r11
+    mov ecx, esi
+    movzx ecx, sil
+    mov dword ptr [r15 + 256], 69
+    inc dword ptr [r15 + 512]
+    and esi, dword ptr [r14 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
-    add r8, qword ptr [r14 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shr r8d, 6
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, r8
+    nop
+    sub rcx, rsi
+    xor ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, 46
     mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    shr r8d, 29
-    and r8, rcx
-    inc r8d
-    cmp rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    lock add qword ptr [r15 + 768], r8
-    and r8, 960
-    vmovdqu ymm6, ymmword ptr [r14 + r8 + 1472]
-    mov dword ptr [r15 + 128], r8d
-    add r8, qword ptr [r15 + 64]
-    or qword ptr [r14 + 576], 82
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rsi, rcx
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm11, ymmword ptr [r14 + 512]
+    mov dword ptr [r15 + 448], 22
+    add rsi, 13
+    mov dword ptr [r14 + 192], 238
+    and edi, dword ptr [r15 + 640]
+    mov dword ptr [r14 + 448], ecx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    lea rcx, [rip + .Lc1_d3615_s]
+    lea rcx, [rip + .Lc1_d3337_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3615_s_t
-.Lc1_d3615_j:
+    call .Lc1_d3337_s_t
+.Lc1_d3337_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3615_s:
+.Lc1_d3337_s:
     ret
     .popsection
-    neg rcx
+    vmovdqu ymm11, ymmword ptr [r15 + 576]
+    or edi, ecx
+    mov byte ptr [r14 + 1152], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    shr r8d, 11
-    jmp 1f
-1:
+    neg rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    or r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 4
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 1088]
-    jmp 1f
-1:
-    test r8d, r8d
-    and ecx, dword ptr [r14 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [rcx + rcx*2 + 15]
-    and r8d, dword ptr [r15 + 640]
-    neg r8
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + 128]
-    jmp 1f
-1:
-    vmovdqu ymm9, ymmword ptr [r14 + 1152]
-    jmp 1f
-1:
-    and rcx, r8
+    add rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 1024]
+    mov byte ptr [r15 + 512], dil
+    mov dword ptr [r15 + 512], 28
+    add rdi, 67
+    add rdi, rsi
+    mov edi, 30
+    or edi, ecx
+    and edi, dword ptr [r15 + 448]
+    mov qword ptr [r14 + 256], rcx
+    mov byte ptr [r14 + 768], dil
+    test edi, edi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    mov r8, rcx
-    add r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, rcx
-    cmp rdx, r9
-    vpaddd ymm9, ymm9, ymmword ptr [r14 + 448]
-    add r8, r8
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d3363_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3363_s_t
+.Lc1_d3363_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3363_s:
+    ret
+    .popsection
+    add rdi, 116
+    lea rcx, [rcx + rcx*2 + 11]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, 29
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test r8d, r8d
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    add rsi, r8
-    jmp 1f
-1:
-    cmp r8, r8
-    movzx esi, sil
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 1088], sil
-    mov dword ptr [r15 + 512], 230
-    mov r8d, 134
-    xor r8d, esi
-    or r8d, esi
-    and r8d, dword ptr [r15 + 704]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdi, 1
+    mov qword ptr [r14 + 704], rcx
+    or qword ptr [r15 + 640], 35
+    mov rdi, rcx
+    mov byte ptr [r15 + 64], cl
+    test edi, edi
+    inc ecx
+    mov qword ptr [r14 + 128], rdi
+    mov ecx, 245
+    mov qword ptr [r14 + 832], rdi
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d3679_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3679_s_t
-.Lc1_d3679_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3679_s:
-    ret
-    .popsection
+    mov edi, 132
+    lea rdi, [rcx + rcx*2 + 107]
+    add rdi, qword ptr [r14 + 768]
+    shl rdi, 22
+    mov rbp, r10
+    mov rcx, rdi
+    xchg rcx, rcx
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    mov edx, 103
+    mov dword ptr [r15 + 1088], 195
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rbp, [rbp + rcx*2 + 98]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [r8 + r8*2 + 107]
-    and ecx, dword ptr [r14 + 640]
-    xchg qword ptr [r15 + 64], rcx
-    test r8d, r8d
-    mov rax, r8
-    shr eax, 24
-    mov dword ptr [r15 + 128], 130
-    and r8d, dword ptr [r14 + 320]
-    mov dword ptr [r15 + 384], 195
-    jmp 1f
-1:
-    and r8d, dword ptr [r14 + 192]
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d3706_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3706_s_t
-.Lc1_d3706_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3706_s:
-    ret
-    .popsection
-    jmp 1f
-1:
-    lea rcx, [rcx + rcx*2 + 117]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ecx, ecx
+    mov rdi, rbp
+    inc edi
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 768]
-    mov ecx, 17
-    mov ecx, 153
-    movzx ecx, r8b
-    vmovdqu ymm5, ymmword ptr [r15 + 64]
-    movzx ecx, r8b
-    jmp 1f
-1:
-    add r8, qword ptr [r14 + 384]
-    vmovdqu ymm8, ymmword ptr [r15 + 1280]
-    lea rdi, [rcx + rcx*2 + 96]
-    mov edi, 38
-    test ecx, ecx
-    mov qword ptr [r15 + 384], r8
-    mov rcx, r8
-    mov dword ptr [r14 + 512], r8d
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c60:
-    mov r8, r10
-    and r8, 2097088
-    mov dword ptr [r14 + r8 + 286336], 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp r8, r8
-    mov dword ptr [r14 + 448], r8d
-    mov ebp, 122
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 98
-    mov r8, rbp
+    and edx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d3763_s]
+.Lc1_b9_c59:
+    lea rcx, [rip + .Lc1_d3416_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3763_s_t
-.Lc1_d3763_j:
+    call .Lc1_d3416_s_t
+.Lc1_d3416_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3763_s:
+.Lc1_d3416_s:
     ret
     .popsection
-    shr ecx, 20
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edx, 40
+    add rdx, qword ptr [r15 + 896]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 11
-    xor ecx, esi
-    neg rcx
+    mov dword ptr [r15 + 128], edx
+    shl rdx, 22
+    mov edx, 197
+    cmp rcx, rcx
+    movzx edx, cl
+    test ecx, ecx
+    cmp rdx, rdx
+    add rcx, rdx
+    imul rcx, qword ptr [r14 + 192]
+    mov edx, 185
+    neg rdx
+    mov edx, 216
+    mov rdx, rcx
+    mov dword ptr [r14 + 1152], 132
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c60:
+    lea rcx, [rip + .Lc1_d3445_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3445_s_t
+.Lc1_d3445_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3445_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r14 + 128]
+    mov edx, edx
+    mov edx, dword ptr [r14 + 128]
+    or qword ptr [r14 + 320], 116
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rsi, [rcx + rcx*2 + 2]
-    movzx esi, cl
-    mov dword ptr [r15 + 704], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xchg qword ptr [r15 + 576], rcx
-    movsxd r9, dword ptr [r14 + 512]
-    sub r9, rsi
-    mov edx, 161
-    and edx, dword ptr [r14 + 320]
-    mov esi, 57
-    mov rsi, rcx
-    add rsi, rcx
-    mov rsi, qword ptr [r15 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 57
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test eax, eax
+    movsxd rcx, dword ptr [r14 + 64]
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 64], r8d
+    mov eax, 187
+    movzx eax, r8b
+    cmp rcx, rcx
+    mov r8d, ecx
+    mov r8, rcx
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c61:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr eax, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rcx
+    shr r8d, 27
+    popcnt rax, rcx
+    movzx eax, r8b
+    shl rax, 12
+    mov byte ptr [r14 + 128], r8b
+    mov dword ptr [r14 + 64], 7
+    imul rcx, qword ptr [r15 + 960]
+    mov eax, r8d
+    add rax, qword ptr [r15 + 1024]
+    mov r8d, 15
+    mov qword ptr [r15 + 448], rax
+    mov r8, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    lea rcx, [rip + .Lc1_d3794_s]
+    lea rcx, [rip + .Lc1_d3497_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3794_s_t
-.Lc1_d3794_j:
+    call .Lc1_d3497_s_t
+.Lc1_d3497_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3794_s:
+.Lc1_d3497_s:
     ret
     .popsection
-    movzx ecx, cl
-    mov ecx, edi
+    cmp rcx, rcx
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 384]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rsi, [rcx + rcx*2 + 76]
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
-    or edi, ecx
-    mov edi, 38
-    cmp rsi, rsi
-    mov byte ptr [r15 + 64], sil
-    mov dword ptr [r14 + 256], 238
-    jmp 1f
-1:
-    or ecx, esi
-    and ecx, dword ptr [r14 + 448]
-    movzx esi, byte ptr [r14 + 1024]
-    or esi, edi
-    mov edi, 112
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 384]
-    inc dword ptr [r15 + 640]
-    mov rdi, rcx
+    mov dword ptr [r14 + 832], ecx
+    mov rsi, rcx
+    movzx esi, r8b
+    lea rsi, [rcx + rcx*2 + 19]
+    mov dword ptr [r14 + 320], ecx
+    mov ecx, 131
+    movzx ecx, byte ptr [r15 + 704]
+    xchg qword ptr [r15 + 64], rcx
+    add rcx, 2
+    add rcx, 45
+    mov dword ptr [r14 + 1280], esi
+    mov r9d, 112
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
+    lea rcx, [rip + .Lc1_d3525_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3525_s_t
+.Lc1_d3525_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3525_s:
+    ret
+    .popsection
+    inc r9d
+    lea rcx, [rcx + rcx*2 + 49]
+    mov ecx, dword ptr [r15 + 256]
+    mov r9d, r9d
+    add r9, qword ptr [r14 + 1088]
+    mov ebp, ecx
+    bt r9, r9
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 320]
+    movzx edi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 7
-    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr esi, 27
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r14 + 128], 96
-    jmp 1f
-1:
-    movzx esi, byte ptr [r14 + 832]
-    movzx ecx, byte ptr [r15 + 512]
-    vpaddd ymm6, ymm9, ymmword ptr [r15 + 448]
-    mov qword ptr [r14 + 576], rsi
-    movzx eax, cl
-    lock or dword ptr [r15 + 64], 123
-    mov esi, ecx
-    cmp rcx, rcx
-    mov esi, 237
+    movzx r9d, cl
+    lock add qword ptr [r15 + 576], rcx
+    movzx edx, byte ptr [r15 + 768]
+    mov dword ptr [r14 + 192], ecx
+    test edi, edi
+    mov ecx, 83
+    mov ecx, 204
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
 .Lc1_b9_done:
+// block 1: 4096 bytes, 16 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780976]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 10780976], rcx
+    mov r13d, 8
+    mov eax, ebx
+    and eax, 15
+    lea rcx, [rip + .Lc1_b1_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b1_stubs_t
+    .p2align 3
+.Lc1_b1_stubs:
+    .p2align 3
+    jmp .Lc1_b1_c0
+    .p2align 3
+    jmp .Lc1_b1_c1
+    .p2align 3
+    jmp .Lc1_b1_c2
+    .p2align 3
+    jmp .Lc1_b1_c3
+    .p2align 3
+    jmp .Lc1_b1_c4
+    .p2align 3
+    jmp .Lc1_b1_c5
+    .p2align 3
+    jmp .Lc1_b1_c6
+    .p2align 3
+    jmp .Lc1_b1_c7
+    .p2align 3
+    jmp .Lc1_b1_c8
+    .p2align 3
+    jmp .Lc1_b1_c9
+    .p2align 3
+    jmp .Lc1_b1_c10
+    .p2align 3
+    jmp .Lc1_b1_c11
+    .p2align 3
+    jmp .Lc1_b1_c12
+    .p2align 3
+    jmp .Lc1_b1_c13
+    .p2align 3
+    jmp .Lc1_b1_c14
+    .p2align 3
+    jmp .Lc1_b1_c15
+    .p2align 12
+.Lc1_b1_c0:
+    lea rcx, [rip + .Lc1_d49_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d49_s_t
+.Lc1_d49_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d49_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d54_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d54_s_t
+.Lc1_d54_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d54_s:
+    ret
+    .popsection
+    mov r8, r10
+    and r8, 960
+    mov edx, dword ptr [r15 + r8 + 1472]
+    mov dword ptr [r14 + 384], ecx
+    mov qword ptr [r15 + 640], r8
+    movzx r8d, byte ptr [r15 + 576]
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 512], r8
+    movzx ecx, r8b
+    mov edx, ecx
+    mov byte ptr [r15 + 320], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r8
+    mov r8d, 151
+    mov byte ptr [r14 + 256], r8b
+    mov byte ptr [r15 + 448], dl
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1632
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov ebp, dword ptr [r15 + 896]
+    mov ecx, dword ptr [r15 + 256]
+    mov r8, qword ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, dword ptr [r14 + 320]
+    mov dword ptr [r14 + 128], 18
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r8b
+    movzx r8d, bpl
+    mov ebp, r8d
+    mov r8d, ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d106_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d106_s_t
+.Lc1_d106_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d106_s:
+    ret
+    .popsection
+    and ecx, dword ptr [r15 + 1024]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, ebp
+    movzx ebp, r9b
+    imul rax, qword ptr [r14 + 960]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov esi, 171
+    mov dword ptr [r15 + 320], esi
+    lock xadd qword ptr [r15 + 64], rsi
+    mov ecx, 186
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rax
+    vmovdqu ymm10, ymmword ptr [r15 + 704]
+    mov dword ptr [r14 + 1088], ecx
+    mov eax, ecx
+    movzx eax, byte ptr [r15 + 1408]
+    test ebx, 495616
+    jz 1f
+1:
+    mov rcx, rsi
+    mov eax, dword ptr [r15 + 192]
+    mov esi, eax
+    mov rax, rsi
+    mov rax, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 448]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1472], r8d
+    mov r8, rax
+    movzx r8d, r8b
+    movsxd rax, dword ptr [r14 + 128]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    movzx r8d, byte ptr [r15 + 1152]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 640], eax
+    mov dword ptr [r14 + 256], r8d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c2:
+    lea rcx, [rip + .Lc1_d157_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d157_s_t
+.Lc1_d157_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d157_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 896]
+    mov qword ptr [r14 + 832], rcx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 256]
+    mov eax, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r14 + 576]
+    bt rax, rax
+    mov r8d, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 323584
+    jz 1f
+1:
+    mov rcx, rdi
+    movzx ecx, byte ptr [r15 + 192]
+    movzx edi, cl
+    lea rdi, [r15 + 10772736]
+    mov ecx, 190
+    rep stosb
+    mov dword ptr [r15 + 512], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    mov dword ptr [r15 + 64], 112
+    imul r8, qword ptr [r14 + 256]
+    inc dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov qword ptr [r15 + 192], rbp
+    mov rcx, qword ptr [r14 + 1216]
+    mov rdi, rcx
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 1472]
+    add rcx, qword ptr [r15 + 640]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c3:
+    lea rcx, [rip + .Lc1_d204_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d204_s_t
+.Lc1_d204_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d204_s:
+    ret
+    .popsection
+    mov rcx, rcx
+    mov rcx, rcx
+    movzx ecx, cl
+    and ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 768], rcx
+    or qword ptr [r14 + 64], 104
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    mov edi, edx
+    mov edx, dword ptr [r14 + 128]
+    movzx ebp, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 221
+    mov rdi, rdx
+    mov edx, 18
+    mov rdx, qword ptr [r15 + 704]
+    mov ebp, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 85
+    mov rdx, qword ptr [r14 + 384]
+    mov r9d, 27
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx r9d, dil
+    add r9, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 960]
+    mov dword ptr [r15 + 1088], r9d
+    mov r9, r10
+    movsxd rbp, dword ptr [r14 + 320]
+    mov rdx, qword ptr [r14 + 448]
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + 0], 246
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c4:
+    lea rcx, [rip + .Lc1_d254_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d254_s_t
+.Lc1_d254_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d254_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 159
+    mov r9, r10
+    mov dword ptr [r15 + 0], r9d
+    and r9, 8128
+    mov rsi, qword ptr [r14 + r9 + 15808]
+    mov r9d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 128], r9
+    mov byte ptr [r14 + 64], sil
+    mov r9, r9
+    mov r9d, 210
+    mov r9d, 187
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rsi
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7616]
+    mov r9, r10
+    and esi, dword ptr [r15 + 256]
+    movzx r8d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8388544
+    vpaddd ymm15, ymm14, ymmword ptr [r15 + r9 + 2383488]
+    movzx ecx, r8b
+    mov r9, qword ptr [r14 + 640]
+    mov r8d, r9d
+    mov r8, r8
+    test ebx, 192512
+    jz 1f
+1:
+    imul rsi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 1152], 26
+    mov byte ptr [r15 + 192], cl
+    mov ecx, r9d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c5:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d310_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d310_s_t
+.Lc1_d310_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d310_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d315_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d315_s_t
+.Lc1_d315_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d315_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 256]
+    movzx eax, cl
+    shr eax, 25
+    mov qword ptr [r15 + 64], rax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    shr eax, 11
+    mov qword ptr [r15 + 192], rax
+    mov rbp, r10
+    mov dword ptr [r15 + 1024], 72
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 120
+    and rbp, 2097088
+    and ecx, dword ptr [r15 + rbp + 286336]
+    mov ebp, ecx
+    imul rbp, qword ptr [r14 + 0]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov rbp, rcx
+    xchg qword ptr [r15 + 192], rbp
+    mov eax, ebp
+    test ebx, 192512
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    movsxd rcx, dword ptr [r15 + 1280]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 448]
+    mov byte ptr [r14 + 576], cl
+    mov qword ptr [r14 + 704], rbp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c6:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d361_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d361_s_t
+.Lc1_d361_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d361_s:
+    ret
+    .popsection
+    mov ecx, 92
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    neg rax
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    imul rcx, qword ptr [r15 + 768]
+    mov rdx, rcx
+    xor edx, eax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 192]
+    mov ecx, 96
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 1088]
+    movsxd rcx, dword ptr [r14 + 512]
+    movzx edi, byte ptr [r15 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rdx
+    and edx, dword ptr [r15 + 64]
+    mov eax, 140
+    movzx eax, byte ptr [r14 + 256]
+    mov r8d, eax
+    mov r8, r10
+    movzx edi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    movzx ecx, byte ptr [r14 + r8 + 1472]
+    mov r8d, 247
+    vpaddd ymm10, ymm15, ymmword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 128]
+    mov edx, r8d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c7:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d413_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d413_s_t
+.Lc1_d413_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d413_s:
+    ret
+    .popsection
+    mov ecx, eax
+    mov ecx, 13
+    movzx ecx, cl
+    mov eax, ecx
+    movsxd rax, dword ptr [r14 + 128]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov ecx, 189
+    lock xadd qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    or eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r14 + 448]
+    mov r9, qword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    and eax, dword ptr [r14 + 256]
+    mov rsi, qword ptr [r14 + 256]
+    add rsi, rsi
+    mov dword ptr [r14 + 704], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 576]
+    mov r8, r10
+    mov rcx, r8
+    and r8, 960
+    vmovdqu ymm8, ymmword ptr [r15 + r8 + 2496]
+    movzx r8d, byte ptr [r15 + 896]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c8:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d463_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d463_s_t
+.Lc1_d463_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d463_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 212
+    neg rax
+    mov eax, 193
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    xor dword ptr [r14 + 192], eax
+    movsxd rax, dword ptr [r15 + 640]
+    mov ecx, 247
+    mov rcx, rcx
+    sub rcx, rax
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 960], 241
+    mov ecx, 31
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r14 + 128]
+    mov ebp, ecx
+    mov ebp, 229
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    inc dword ptr [r15 + 448]
+    lea rbp, [rcx + rcx*2 + 113]
+    lock xadd qword ptr [r15 + 384], rbp
+    inc dword ptr [r15 + 768]
+    mov ecx, 198
+    movsxd rcx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 1344]
+    mov edi, eax
+    lea rdi, [rdi + rdi*2 + 12]
+    mov rax, rdi
+    xor dword ptr [r15 + 1152], eax
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c9:
+    lea rcx, [rip + .Lc1_d508_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d508_s_t
+.Lc1_d508_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d508_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d513_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d513_s_t
+.Lc1_d513_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d513_s:
+    ret
+    .popsection
+    mov rbp, r10
+    mov ecx, dword ptr [r14 + 128]
+    and rbp, 960
+    movzx edi, byte ptr [r14 + rbp + 1472]
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 640]
+    mov rdx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edx
+    movzx edx, dl
+    mov r8, r10
+    mov byte ptr [r15 + 192], r8b
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3520]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 576]
+    add r8, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r14 + 192]
+    mov dword ptr [r14 + 256], 67
+    cmp r8, r8
+    mov r8d, 211
+    test ebx, 1824
+    jnz 1f
+1:
+    vmovdqu ymm14, ymmword ptr [r15 + 320]
+    inc r8d
+    mov r8d, r8d
+    mov r8d, 50
+    test ebx, 249856
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 189
+    rep stosb
+    mov rbp, rcx
+    mov byte ptr [r14 + 0], bpl
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c10:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d568_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d568_s_t
+.Lc1_d568_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d568_s:
+    ret
+    .popsection
+    sub rbp, rax
+    movzx ebp, bpl
+    .byte 0x66, 0x90
+    neg rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 1088]
+    movzx ebp, al
+    lea rcx, [rbp + rbp*2 + 16]
+    shr ecx, 8
+    mov qword ptr [r14 + 64], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymm10, ymmword ptr [r15 + 256]
+    mov qword ptr [r14 + 128], rcx
+    mov eax, ecx
+    mov eax, dword ptr [r14 + 512]
+    mov rcx, qword ptr [r15 + 704]
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    test eax, eax
+    mov qword ptr [r15 + 192], rax
+    mov rbp, rax
+    movzx ebp, bpl
+    mov dword ptr [r14 + 128], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 448], ecx
+    or ecx, ebp
+    add qword ptr [r15 + 576], rcx
+    imul rax, qword ptr [r15 + 1024]
+    movzx ecx, al
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c11:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d620_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d620_s_t
+.Lc1_d620_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d620_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 64]
+    shr ecx, 10
+    movzx ebp, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc ebp
+    cmp rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 1152]
+    add rcx, qword ptr [r15 + 768]
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 640]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov ecx, ecx
+    mov rcx, rcx
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r14 + 192]
+    mov rbp, qword ptr [r14 + 256]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    xor eax, ecx
+    or eax, eax
+    movzx eax, al
+    mov rax, qword ptr [r15 + 448]
+    inc dword ptr [r14 + 256]
+    mov byte ptr [r15 + 832], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ebp, 2
+    xor dword ptr [r15 + 1408], ebp
+    mov ecx, eax
+    and rcx, rcx
+    add rcx, rcx
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c12:
+    lea rcx, [rip + .Lc1_d671_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d671_s_t
+.Lc1_d671_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d671_s:
+    ret
+    .popsection
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 209
+    movzx ebp, cl
+    mov ebp, ebp
+    cmp rbp, rbp
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, rbp
+    mov ecx, 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
+    mov ebp, 221
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, ecx
+    cmp rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    test ebx, 864
+    jnz 1f
+1:
+    movzx ebp, cl
+    mov qword ptr [r15 + 704], rbp
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, rcx
+    mov ebp, ebp
+    add rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rbp
+    shr ebp, 28
+    lock or dword ptr [r15 + 896], 80
+    vpaddd ymm15, ymm10, ymmword ptr [r15 + 576]
+    mov byte ptr [r14 + 384], bpl
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + 256]
+    movsxd rsi, dword ptr [r14 + 512]
+    cmp rsi, rsi
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r14 + 192], 157
+    movsxd rbp, dword ptr [r15 + 192]
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c13:
+    lea rcx, [rip + .Lc1_d726_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d726_s_t
+.Lc1_d726_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d726_s:
+    ret
+    .popsection
+    lock xadd qword ptr [r15 + 1216], rbp
+    neg rbp
+    or ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr r9d, 30
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 168
+    and rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    or r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    add r9, qword ptr [r15 + 1088]
+    xor r9d, ebp
+    neg r9
+    mov ebp, r9d
+    mov rbp, r10
+    test ebx, 1632
+    jnz 1f
+1:
+    or r9d, r9d
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1472]
+    and r9, r9
+    cmp r9, r9
+    imul rbp, qword ptr [r15 + 768]
+    mov byte ptr [r14 + 960], bpl
+    test ebx, 126976
+    jz 1f
+1:
+    mov rbp, r9
+    movzx ebp, byte ptr [r14 + 64]
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8d, 171
+    inc r8d
+    mov dword ptr [r14 + 192], 37
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 131
+    mov rdi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], dil
+    mov qword ptr [r14 + 640], r8
+    mov rdi, qword ptr [r14 + 256]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c14:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d786_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d786_s_t
+.Lc1_d786_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d786_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d791_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d791_s_t
+.Lc1_d791_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d791_s:
+    ret
+    .popsection
+    mov rcx, rax
+    mov qword ptr [r15 + 384], rcx
+    mov qword ptr [r15 + 256], rax
+    movzx eax, al
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov eax, 11
+    vpaddd ymm8, ymm15, ymmword ptr [r14 + 0]
+    add rcx, rcx
+    test ebx, 5056
+    jz 1f
+1:
+    and eax, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 128], eax
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    add rcx, 2
+    add rcx, rcx
+    test ebx, 446464
+    jz 1f
+1:
+    test ecx, ecx
+    mov edi, edi
+    xor dword ptr [r15 + 64], edi
+    movsxd rcx, dword ptr [r14 + 576]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 2097088
+    xor dword ptr [r14 + rbp + 286336], ebp
+    xor edi, ecx
+    mov ebp, dword ptr [r14 + 256]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 448]
+    xchg qword ptr [r15 + 1024], rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c15:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d842_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d842_s_t
+.Lc1_d842_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d842_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 192]
+    mov rbp, r10
+    mov byte ptr [r15 + 1152], bpl
+    mov eax, eax
+    neg rax
+    and rbp, 8388544
+    mov rax, qword ptr [r14 + rbp + 2383488]
+    shr eax, 19
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    shr ecx, 7
+    or qword ptr [r15 + 576], 16
+    add rbp, qword ptr [r15 + 0]
+    inc ebp
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 16
+    test ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [rbp + rbp*2 + 46]
+    sub rbp, rcx
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, cl
+    mov eax, dword ptr [r14 + 256]
+    movzx edx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    or ebp, ecx
+    vpaddd ymm14, ymm8, ymmword ptr [r14 + 704]
+    lea rbp, [rdx + rcx*2 + 107]
+    mov ebp, ebp
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edx
+    test edx, edx
+    mov byte ptr [r14 + 448], bpl
+    lock xadd qword ptr [r15 + 64], rax
+    mov rbp, rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b1_c0
+.Lc1_b1_done:
+// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780992]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 10780992], rcx
+    mov r13d, 8
+    jmp .Lc1_b3_c0
+    .p2align 11
+.Lc1_b3_c0:
+    lea rcx, [rip + .Lc1_d959_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d959_s_t
+.Lc1_d959_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d959_s:
+    ret
+    .popsection
+    mov rcx, qword ptr [r15 + 64]
+    movzx esi, cl
+    mov esi, dword ptr [r15 + 384]
+    mov edi, 211
+    mov rdi, qword ptr [r15 + 256]
+    mov r8, r10
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    and r8, 2097088
+    imul rsi, qword ptr [r15 + r8 + 286336]
+    and rbp, 960
+    lock add qword ptr [r15 + rbp + 1472], rbp
+    mov r8d, ecx
+    imul r8, qword ptr [r15 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r14 + 896]
+    mov dword ptr [r14 + 384], ebp
+    vpaddd ymm10, ymm14, ymmword ptr [r14 + 320]
+    mov qword ptr [r15 + 128], r8
+    mov rbp, qword ptr [r14 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], rbp
+    movsxd rcx, dword ptr [r15 + 320]
+    mov ebp, 19
+    test ebx, 96256
+    jz 1f
+1:
+    movzx ecx, byte ptr [r14 + 1408]
+    imul rcx, qword ptr [r15 + 128]
+    mov rsi, rbp
+    and esi, dword ptr [r15 + 320]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c1:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1008_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1008_s_t
+.Lc1_d1008_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1008_s:
+    ret
+    .popsection
+    mov dword ptr [r14 + 128], 143
+    mov esi, ecx
+    mov esi, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 192]
+    movzx ecx, cl
+    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rsi
+    mov ecx, dword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 1088]
+    mov rsi, qword ptr [r14 + 576]
+    imul rsi, qword ptr [r15 + 384]
+    test ebx, 6016
+    jz 1f
+1:
+    xor dword ptr [r15 + 256], ecx
+    mov qword ptr [r14 + 576], rcx
+    mov qword ptr [r15 + 704], rsi
+    nop
+    movzx ecx, byte ptr [r15 + 64]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    mov rax, qword ptr [r15 + 1024]
+    mov rcx, rax
+    movzx ecx, byte ptr [r14 + 128]
+    mov esi, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov rsi, r8
+    mov esi, 58
+    lock or dword ptr [r15 + 320], 27
+    and r8, 8388544
+    mov rax, qword ptr [r14 + r8 + 2383488]
+    mov rcx, rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c2:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1057_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1057_s_t
+.Lc1_d1057_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1057_s:
+    ret
+    .popsection
+    mov dword ptr [r14 + 64], 117
+    mov ecx, dword ptr [r15 + 64]
+    mov r8d, ecx
+    mov r8, r8
+    movzx ecx, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    xor dword ptr [r15 + 256], r8d
+    mov rax, qword ptr [r15 + 192]
+    and r8, 960
+    mov rsi, qword ptr [r14 + r8 + 1472]
+    mov r9d, ecx
+    movzx r8d, r9b
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    mov r9, rax
+    vpaddd ymm15, ymm10, ymmword ptr [r14 + 128]
+    vpxor ymm11, ymm15, ymm10
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r14 + 384]
+    mov r8d, r9d
+    mov r8, r9
+    lock xadd qword ptr [r15 + 128], r8
+    mov r9d, 121
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 1152]
+    and r8d, dword ptr [r15 + 128]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    mov eax, 176
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 2496], r8b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c3:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1107_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1107_s_t
+.Lc1_d1107_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1107_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1112_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1112_s_t
+.Lc1_d1112_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1112_s:
+    ret
+    .popsection
+    add rax, qword ptr [r15 + 192]
+    vpaddd ymm10, ymm7, ymmword ptr [r14 + 512]
+    mov ecx, ecx
+    mov ecx, 204
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    movsxd rbp, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 384]
+    inc dword ptr [r14 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 36
+    mov dword ptr [r15 + 832], 41
+    mov rdx, qword ptr [r14 + 320]
+    mov byte ptr [r15 + 640], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, edx
+    and eax, dword ptr [r15 + 64]
+    mov byte ptr [r14 + 1088], al
+    test ebx, 848
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 120
+    movzx edi, byte ptr [r15 + 1216]
+    movzx ecx, dil
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movzx edi, byte ptr [r14 + 192]
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], eax
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c4:
+    lea rcx, [rip + .Lc1_d1153_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1153_s_t
+.Lc1_d1153_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1153_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r14 + 960]
+    mov edi, 87
+    mov edi, 140
+    mov rdi, qword ptr [r15 + 1280]
+    mov edx, 110
+    mov edx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 912
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx edi, sil
+    vpaddd ymm8, ymm15, ymmword ptr [r14 + 128]
+    mov esi, 201
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, al
+    movzx edx, dl
+    mov eax, 234
+    mov rax, rax
+    mov edx, 236
+    mov edx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 256]
+    mov edi, 208
+    movzx edi, al
+    movzx edi, byte ptr [r15 + 320]
+    mov eax, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 576], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    add qword ptr [r14 + 768], rdi
+    and ecx, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r14 + 1152]
+    lock add qword ptr [r15 + 1088], rdx
+    movsxd rdi, dword ptr [r15 + 896]
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c5:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1203_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1203_s_t
+.Lc1_d1203_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1203_s:
+    ret
+    .popsection
+    mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 192]
+    or qword ptr [r15 + 256], 88
+    mov rdi, rcx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    movzx ecx, cl
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 256]
+    mov r9, r10
+    movsxd rax, dword ptr [r14 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 2097088
+    mov edi, dword ptr [r15 + r9 + 286336]
+    mov dword ptr [r15 + 1024], eax
+    mov r9d, eax
+    mov dword ptr [r15 + 64], r9d
+    mov ecx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 195
+    mov eax, 68
+    movsxd rdi, dword ptr [r14 + 192]
+    mov r8d, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 1344], eax
+    mov ecx, dword ptr [r15 + 256]
+    add rcx, qword ptr [r14 + 192]
+    mov rax, rcx
+    mov eax, 173
+    test ebx, 20224
+    jz 1f
+1:
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r14 + 704], r8
+    movsxd rcx, dword ptr [r15 + 192]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c6:
+    lea rcx, [rip + .Lc1_d1252_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1252_s_t
+.Lc1_d1252_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1252_s:
+    ret
+    .popsection
+    inc dword ptr [r15 + 192]
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r14 + 640], r8d
+    mov ecx, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov rbp, r10
+    mov rcx, qword ptr [r14 + 128]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3520]
+    mov rsi, rax
+    movzx ebp, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    movsxd r8, dword ptr [r14 + 832]
+    mov byte ptr [r15 + 512], r8b
+    mov ecx, dword ptr [r15 + 256]
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, eax
+    mov rbp, r10
+    mov dword ptr [r14 + 384], 11
+    movsxd rax, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 17
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
+    add qword ptr [r15 + 64], rbp
+    mov ecx, 214
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 512]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c7:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1303_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1303_s_t
+.Lc1_d1303_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1303_s:
+    ret
+    .popsection
+    and ecx, dword ptr [r15 + 704]
+    movzx ebp, al
+    movsxd rbp, dword ptr [r14 + 320]
+    mov eax, 98
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
+    mov dword ptr [r15 + 384], ebp
+    imul rcx, qword ptr [r15 + 768]
+    mov ebp, 39
+    mov ebp, dword ptr [r14 + 640]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    movzx r9d, al
+    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r14 + 64], rbp
+    mov eax, 6
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 576], rcx
+    movzx eax, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov r9, qword ptr [r14 + 1152]
+    mov rbp, r9
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    and rbp, 262080
+    mov r9, r10
+    lock add qword ptr [r15 + rbp + 24192], r9
+    and r9, 960
+    mov rbp, qword ptr [r15 + r9 + 2496]
+    xor dword ptr [r15 + 640], ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b3_c0
+.Lc1_b3_done:
+// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781016]
+    lea rcx, [rbx + 4]
+    mov qword ptr [r15 + 10781016], rcx
+    mov r13d, 4
+    jmp .Lc1_b6_c0
+    .p2align 10
+.Lc1_b6_c0:
+    lea rcx, [rip + .Lc1_d1518_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1518_s_t
+.Lc1_d1518_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1518_s:
+    ret
+    .popsection
+    mov rbp, r10
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 2496], 89
+    mov eax, 165
+    lock xadd qword ptr [r15 + 192], rax
+    mov rbp, r10
+    mov esi, ecx
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3520]
+    test ebx, 5568
+    jz 1f
+1:
+    mov rbp, rcx
+    add rbp, qword ptr [r15 + 256]
+    mov eax, 55
+    mov eax, dword ptr [r15 + 1024]
+    mov esi, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd ymm14, ymm15, ymmword ptr [r14 + 128]
+    movzx esi, bpl
+    mov esi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], al
+    nop
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 3
+    rep movsb
+    mov qword ptr [r14 + 64], rax
+    mov rax, rax
+    movzx edi, byte ptr [r15 + 1344]
+    inc dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r14 + 576]
+    mov rsi, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r14 + 384]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c1:
+    lea rcx, [rip + .Lc1_d1567_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1567_s_t
+.Lc1_d1567_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1567_s:
+    ret
+    .popsection
+    movzx ecx, cl
+    mov byte ptr [r15 + 448], cl
+    add qword ptr [r14 + 192], rbp
+    mov ecx, 67
+    mov byte ptr [r15 + 64], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 320]
+    lock or dword ptr [r15 + 768], 87
+    mov edi, 232
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ecx
+    movsxd rdi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r8
+    movsxd rcx, dword ptr [r14 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 896], 2
+    mov rsi, rcx
+    mov rsi, rcx
+    mov esi, esi
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 640]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3520]
+    movzx edx, cl
+    mov dword ptr [r14 + 128], 242
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], edi
+    movzx r9d, byte ptr [r14 + 704]
+    imul r9, qword ptr [r14 + 384]
+    mov edi, dword ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c2:
+    lea rcx, [rip + .Lc1_d1617_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1617_s_t
+.Lc1_d1617_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1617_s:
+    ret
+    .popsection
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 1152]
+    movsxd rdi, dword ptr [r15 + 512]
+    xor dword ptr [r14 + 64], edi
+    imul r9, qword ptr [r14 + 256]
+    mov edi, dword ptr [r14 + 576]
+    movsxd rbp, dword ptr [r15 + 640]
+    test ebx, 31744
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], 76
+    mov dword ptr [r15 + 704], edi
+    add rcx, qword ptr [r15 + 448]
+    movzx edi, cl
+    mov edi, 152
+    mov edi, 83
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov ebp, 45
+    movzx ebp, bpl
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov edi, ecx
+    imul rdi, qword ptr [r15 + 128]
+    imul rdi, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rdi
+    mov byte ptr [r14 + 448], r9b
+    movzx edi, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 960]
+    movzx ecx, dil
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c3:
+    lea rcx, [rip + .Lc1_d1664_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1664_s_t
+.Lc1_d1664_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1664_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1669_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1669_s_t
+.Lc1_d1669_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1669_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 512], ecx
+    mov ebp, 190
+    inc dword ptr [r14 + 448]
+    mov ecx, ecx
+    mov ecx, 233
+    test ebx, 312
+    jnz 1f
+1:
+    mov r9, r10
+    vmovdqu ymm10, ymmword ptr [r15 + 1024]
+    and r9, 8388544
+    add rbp, qword ptr [r14 + r9 + 2383488]
+    mov rdi, rbp
+    movzx edi, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd ymm8, ymm10, ymmword ptr [r14 + 384]
+    mov rcx, qword ptr [r15 + 1152]
+    add qword ptr [r15 + 832], rcx
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov rbp, rbp
+    mov rbp, qword ptr [r15 + 448]
+    inc dword ptr [r15 + 768]
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rbp
+    movzx edi, dil
+    mov byte ptr [r15 + 192], dil
+    mov qword ptr [r14 + 1088], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock or dword ptr [r15 + 576], 115
+    vpaddd ymm11, ymm8, ymmword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 384]
+    mov rdx, rbp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b6_c0
+.Lc1_b6_done:
+// block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781008]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 10781008], rcx
+    mov r13d, 2
+    jmp .Lc1_b5_c0
+    .p2align 9
+.Lc1_b5_c0:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1415_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1415_s_t
+.Lc1_d1415_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1415_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1420_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1420_s_t
+.Lc1_d1420_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1420_s:
+    ret
+    .popsection
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 1280]
+    mov eax, dword ptr [r15 + 256]
+    inc dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    vmovdqu ymm8, ymmword ptr [r15 + 896]
+    mov esi, ecx
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r14 + 128], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 192], esi
+    mov eax, 158
+    inc dword ptr [r14 + 384]
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 448]
+    mov edx, 13
+    mov edx, eax
+    add qword ptr [r15 + 192], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, dl
+    movzx eax, byte ptr [r15 + 576]
+    vmovdqu ymm15, ymmword ptr [r15 + 640]
+    mov esi, 88
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    or qword ptr [r14 + 128], 24
+    mov rcx, rax
+    mov byte ptr [r15 + 320], dl
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c1:
+    lea rcx, [rip + .Lc1_d1462_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1462_s_t
+.Lc1_d1462_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1462_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 192], rsi
+    movzx esi, cl
+    movzx esi, cl
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 1088]
+    add qword ptr [r15 + 576], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 128], esi
+    mov rax, rsi
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 256], 13
+    mov esi, dword ptr [r14 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1472], sil
+    mov dword ptr [r14 + 192], 24
+    mov eax, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx esi, cl
+    inc dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov rdi, rbp
+    mov rdi, qword ptr [r15 + rbp + 1536]
+    movsxd rax, dword ptr [r15 + 64]
+    mov ebp, 242
+    mov ebp, dword ptr [r14 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 48
+    mov esi, 10
+    mov esi, ecx
+    mov rsi, rax
+    mov qword ptr [r15 + 320], rsi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b5_c0
+.Lc1_b5_done:
+// block 2: 256 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780984]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 10780984], rcx
+    mov r13d, 2
+    jmp .Lc1_b2_c0
+    .p2align 8
+.Lc1_b2_c0:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d905_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d905_s_t
+.Lc1_d905_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d905_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 30
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 24304
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc rbx
+    dec r13
+    jnz .Lc1_b2_c0
+.Lc1_b2_done:
+// block 7: 256 bytes, 2 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781024]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10781024], rcx
+    mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc1_b7_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b7_stubs_t
+    .p2align 3
+.Lc1_b7_stubs:
+    .p2align 3
+    jmp .Lc1_b7_c0
+    .p2align 3
+    jmp .Lc1_b7_c1
+    .p2align 8
+.Lc1_b7_c0:
+    mov rdx, rax
+    mov ecx, eax
+    mov qword ptr [r14 + 256], rax
+    mov ecx, edx
+    mov eax, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edi, edx
+    mov edi, dword ptr [r15 + 1216]
+    and rbp, 2097088
+    xor dword ptr [r14 + rbp + 286336], ebp
+    mov edx, dword ptr [r14 + 512]
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 146
+    mov rax, qword ptr [r15 + 1088]
+    movzx edi, byte ptr [r14 + 640]
+    mov byte ptr [r14 + 320], bpl
+    xor dword ptr [r14 + 128], edx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c1:
+    mov rax, rdx
+    mov edx, 34
+    mov byte ptr [r15 + 128], dl
+    mov rdi, rax
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, 33
+    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r14 + 1152], cl
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 256]
+    movzx edi, cl
+    movsxd rdi, dword ptr [r15 + 192]
+    test ebx, 47616
+    jz 1f
+1:
+    mov rax, rbp
+    movzx eax, al
+    mov eax, ecx
+    mov eax, eax
+    mov rcx, qword ptr [r14 + 704]
+    mov rax, qword ptr [r14 + 832]
+    inc rbx
+    dec r13
+    jnz .Lc1_b7_c0
+.Lc1_b7_done:
+// block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781000]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10781000], rcx
+    mov r13d, 1
+    jmp .Lc1_b4_c0
+    .p2align 8
+.Lc1_b4_c0:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1357_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1357_s_t
+.Lc1_d1357_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1357_s:
+    ret
+    .popsection
+    lock or dword ptr [r15 + 64], 109
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 106
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1264
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test bl, 106
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 31552
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 86
+    jnz 1f
+1:
+    inc rbx
+    dec r13
+    jnz .Lc1_b4_c0
+.Lc1_b4_done:
+// block 8: 128 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 10781032]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 10781032], rcx
+    mov r13d, 16
+    jmp .Lc1_b8_c0
+    .p2align 7
+.Lc1_b8_c0:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea ecx, [rbx + rbx*2]
+    and ecx, 63
+    cmp ecx, 10
+    jae 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 30
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc rbx
+    dec r13
+    jnz .Lc1_b8_c0
+.Lc1_b8_done:
+// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 10780968]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 10780968], rcx
+    mov r13d, 1
+    jmp .Lc1_b0_c0
+    .p2align 6
+.Lc1_b0_c0:
+    mov dword ptr [r14 + 512], 235
+    test ebx, 14080
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 448]
+    inc rbx
+    dec r13
+    jnz .Lc1_b0_c0
+.Lc1_b0_done:
     mov qword ptr [r15 + 10780928], r11
     mov qword ptr [r15 + 10780936], r10
     mov qword ptr [r15 + 10780944], r12
@@ -5798,7 +5045,7 @@ ditto_body_init_c1:
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
-    .p2align 6
+    .p2align 12
 ditto_body_c2:
     push rbx
     push rbp
@@ -5842,95 +5089,6 @@ ditto_body_c2:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309096]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 4309096], rcx
-    mov r13d, 1
-    jmp .Lc2_b0_c0
-    .p2align 6
-.Lc2_b0_c0:
-    pmovmskb ecx, xmm4
-    mov rsi, rdi
-    movzx ecx, cl
-    add rsi, qword ptr [r15 + 320]
-    test bl, 54
-    jnz 1f
-1:
-    mov byte ptr [r15 + 960], sil
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc rbx
-    dec r13
-    jnz .Lc2_b0_c0
-.Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309104]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 4309104], rcx
-    mov r13d, 2
-    jmp .Lc2_b1_c0
-    .p2align 6
-.Lc2_b1_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 104
-    test bl, 78
-    jnz 1f
-1:
-    mov ecx, 87
-    movdqu xmm15, xmmword ptr [r15 + 704]
-    and edi, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 225
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    movsxd rdi, dword ptr [r15 + 320]
-    mov rbp, r10
-    nop
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 16320
-    add rax, qword ptr [r15 + rbp + 10560]
-    or esi, 1
-    xor edx, edx
-    div esi
-    movsxd rdi, dword ptr [r14 + 768]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc2_b1_c0
-.Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309112]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 4309112], rcx
-    mov r13d, 1
-    jmp .Lc2_b2_c0
-    .p2align 6
-.Lc2_b2_c0:
-    mov rdi, rcx
-    mov rcx, rdi
-    mov rdi, rcx
-    mov byte ptr [r15 + 384], dil
-    mov rdi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 207
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 704], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc rbx
-    dec r13
-    jnz .Lc2_b2_c0
-.Lc2_b2_done:
 // block 3: 2048 bytes, 16 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 4309120]
     lea rcx, [rbx + 1]
@@ -5975,625 +5133,805 @@ ditto_body_c2:
     jmp .Lc2_b3_c14
     .p2align 3
     jmp .Lc2_b3_c15
-    .p2align 6
+    .p2align 11
 .Lc2_b3_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov eax, eax
-    jmp 1f
+    lea rcx, [rip + .Lc2_d110_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d110_s_t
+.Lc2_d110_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d110_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc2_d115_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d115_s_t
+.Lc2_d115_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d115_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc2_d120_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d120_s_t
+.Lc2_d120_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d120_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc2_d125_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d125_s_t
+.Lc2_d125_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d125_s:
+    ret
+    .popsection
+    mov ecx, ecx
+    test bl, 192
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3264
+    test ebx, 864
     jnz 1f
 1:
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsd qword ptr [r14 + 384], xmm15
-    mov rdi, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 72
-    movzx ecx, dil
-    paddd xmm10, xmm2
-    paddq xmm10, xmmword ptr [r14 + 320]
+    test bl, 192
+    jz 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    mov eax, edi
-    mov edi, edi
-    mov eax, edi
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 0], cl
-    pshufd xmm4, xmm10, 245
-    movzx ecx, cl
-    imul rax, qword ptr [r14 + 320]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    mov rax, qword ptr [r15 + 4309080]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 4309080], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 225
-    mov r8, rax
-    add rdi, qword ptr [r14 + 1024]
-    cmp dword ptr [r15 + 4309084], 0x2d413ccd
-    jb 1f
-1:
-    mov r8, r10
-    mov r9d, eax
-    paddd xmm4, xmm10
-    jmp 1f
-1:
-    and r8, 16320
-    mov r9, r10
-    imul rcx, qword ptr [r14 + r8 + 10560]
+    lea rcx, [rip + .Lc2_d146_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d146_s_t
+.Lc2_d146_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d146_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc2_d151_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d151_s_t
+.Lc2_d151_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d151_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc2_d156_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d156_s_t
+.Lc2_d156_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d156_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc2_d161_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d161_s_t
+.Lc2_d161_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d161_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    imul r8, qword ptr [r14 + 384]
-    and r9, 960
-    add rcx, qword ptr [r14 + r9 + 1344]
-    mov qword ptr [r14 + 768], rcx
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    mov byte ptr [r15 + 704], r9b
-    mov r9, rcx
-    mov ecx, 62
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d185_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d185_s_t
+.Lc2_d185_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d185_s:
+    ret
+    .popsection
+    pmovmskb ecx, xmm11
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    .byte 0x66, 0x90
-    and r8, 960
-    and ecx, dword ptr [r15 + r8 + 1344]
-    and r9d, dword ptr [r14 + r8 + 1408]
+    mov r9, r10
+    movdqu xmmword ptr [r15 + 192], xmm5
+    test bl, 192
+    jz 1f
+1:
+    cmp dword ptr [r15 + 4309084], 0x2d413ccd
+    jb 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 2368], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    pcmpeqb xmm3, xmmword ptr [r14 + 192]
-    and r8, 16320
-    mov qword ptr [r14 + r8 + 10560], rcx
-    mov byte ptr [r15 + 768], r8b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    por xmm7, xmm13
-    pshufd xmm13, xmm7, 51
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc2_d208_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d208_s_t
+.Lc2_d208_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d208_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 256], cl
+    paddq xmm4, xmmword ptr [r15 + 768]
+    pshufd xmm13, xmm4, 160
+    test ebx, 1824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 960]
+    mov rdx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
+    por xmm4, xmm4
+    mov rcx, rsi
+    mov rbp, r10
+    test bl, 192
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    imul rcx, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rcx
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 256], r9
-    mov byte ptr [r14 + 0], cl
+    mov edx, edx
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 155
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc2_d235_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d235_s_t
+.Lc2_d235_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d235_s:
+    ret
+    .popsection
+    mov dword ptr [r15 + 192], 119
+    mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov dword ptr [r14 + 960], ebp
+    pcmpeqb xmm9, xmm10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 43
-    pcmpeqb xmm5, xmmword ptr [r14 + 384]
-    mov r9, r11
-    paddq xmm5, xmmword ptr [r15 + 320]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 10560], r9b
+    mov r8d, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 1024]
+    test ebx, 1632
+    jnz 1f
+1:
+    mov r8, r10
+    movq xmm2, r8
+    test ebx, 576
+    jz 1f
+1:
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 2368]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, eax
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    test ebx, 3392
+    lea rcx, [rip + .Lc2_d262_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d262_s_t
+.Lc2_d262_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d262_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 2432]
+    movsxd rax, dword ptr [r15 + 704]
+    test ebx, 2752
     jnz 1f
 1:
-    and rbp, 960
-    paddq xmm5, xmmword ptr [r14 + rbp + 1344]
-    mov dword ptr [r14 + 320], 132
-    add r8, qword ptr [r15 + rbp + 1408]
+    pcmpeqb xmm14, xmmword ptr [r15 + 768]
+    test bl, 192
+    jz 1f
+1:
+    movzx ecx, dil
+    movzx edi, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 2368]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm1, xmm2
-    pcmpeqb xmm1, xmmword ptr [r15 + 320]
+    mov r9, r10
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 2368]
+    imul rdi, rdi
+    paddd xmm1, xmm6
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    pcmpeqb xmm1, xmm11
+    movsxd rcx, dword ptr [r15 + 192]
+    paddd xmm1, xmm1
+    test ebx, 320
+    jz 1f
 1:
-    movdqu xmm1, xmmword ptr [r15 + 384]
-    add rbp, qword ptr [r14 + 768]
-    mov rcx, rbp
-    movdqu xmm5, xmmword ptr [r14 + 0]
-    test ebx, 3648
-    jnz 1f
+    mov dword ptr [r15 + 1088], ecx
+    imul ecx, ecx, 14
+    paddd xmm1, xmm1
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8, r11
-    movq xmm5, r8
-    and r8, 960
-    and ecx, dword ptr [r15 + r8 + 1344]
-    paddd xmm5, xmm5
-    mov dword ptr [r15 + 704], r8d
-    jmp 1f
-1:
+    paddq xmm1, xmmword ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 832]
+    paddq xmm1, xmmword ptr [r15 + 768]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 181
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc2_d314_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d314_s_t
+.Lc2_d314_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d314_s:
+    ret
+    .popsection
+    por xmm6, xmm11
+    mov edi, dword ptr [r15 + 640]
+    test ebx, 1440
+    jnz 1f
+1:
+    mov esi, 38
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm1, xmmword ptr [r14 + 1024]
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 10560]
+    test ebx, 320
+    jnz 1f
+1:
+    imul rsi, rsi
+    movdqu xmm6, xmmword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r14 + 384]
-    add rdx, qword ptr [r15 + 320]
-    movzx edi, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    pcmpeqb xmm5, xmmword ptr [r15 + 192]
-    mov dword ptr [r14 + 1216], 167
-    mov edi, edi
+    movzx ecx, bpl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c8:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d345_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d345_s_t
+.Lc2_d345_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d345_s:
+    ret
+    .popsection
+    movzx ecx, al
+    movdqu xmmword ptr [r15 + 896], xmm4
+    mov r8, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edi, 100
-    mov r9, r11
-    movdqu xmm2, xmmword ptr [r15 + 256]
-    and r9, 16320
-    add rdi, qword ptr [r15 + r9 + 10560]
-    jmp 1f
-1:
-    imul r9, qword ptr [r14 + 768]
+    mov r9d, dword ptr [r15 + 448]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, dil
-    mov edi, esi
-    pcmpeqb xmm5, xmmword ptr [r15 + 960]
-    movzx esi, r9b
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 26944]
+    cmp dword ptr [r15 + 4309083], 0x2d413ccd
+    jae 1f
+1:
+    imul r9, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c9:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 234
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc2_d368_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d368_s_t
+.Lc2_d368_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d368_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 768], rcx
+    movzx ecx, cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 768], rdi
-    mov edi, edi
+    mov r9, qword ptr [r15 + 320]
+    test ebx, 576
+    jnz 1f
+1:
+    movzx edx, cl
+    mov ecx, 135
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov esi, 43
-    pshufd xmm15, xmm2, 102
-    movdqu xmm2, xmmword ptr [r14 + 1280]
-    paddq xmm15, xmmword ptr [r14 + 384]
+    movdqu xmm15, xmmword ptr [r15 + 704]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rsi, rsi
-    jmp 1f
+    mov edx, 43
+    mov edx, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    imul rsi, qword ptr [r15 + 704]
-    mov edi, 157
+    imul rdx, qword ptr [r15 + 832]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c10:
-    mov rbp, r11
-    and rbp, 960
-    and edi, dword ptr [r14 + rbp + 1344]
-    movdqu xmm15, xmmword ptr [r14 + 704]
-    lea rdi, [r15 + 4300864]
-    lea rsi, [r15 + 4304960]
-    mov ecx, 314
-    rep movsb
-    jmp 1f
-1:
+    mov rbp, rdx
+    movzx edx, byte ptr [r15 + 192]
+    mov rbp, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    paddq xmm15, xmmword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 2368]
+    mov ebp, edx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm10, xmmword ptr [r15 + 192]
-    mov rsi, rbp
+    movzx edx, bpl
+    pshufd xmm13, xmm2, 5
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, sil
-    mov byte ptr [r15 + 768], sil
-    mov esi, ecx
+    pxor xmm13, xmm14
+    mov eax, dword ptr [r15 + 512]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    paddd xmm13, xmm13
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c11:
-    paddq xmm15, xmmword ptr [r15 + 1024]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc2_d422_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d422_s_t
+.Lc2_d422_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d422_s:
+    ret
+    .popsection
+    mov r8d, dword ptr [r15 + 896]
+    mov rdx, qword ptr [r15 + 1152]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 576], r8d
+    mov r8, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 16320
-    add rsi, qword ptr [r15 + r9 + 10560]
-    imul rsi, qword ptr [r15 + r9 + 10624]
-    mov dword ptr [r14 + 1216], esi
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 2368], rsi
+    movzx r8d, byte ptr [r15 + 1216]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movdqu xmm4, xmmword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], r9b
+    imul r8, qword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c12:
-    imul rsi, qword ptr [r14 + 704]
-    pmovmskb eax, xmm4
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    test ebx, 1376
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d450_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d450_s_t
+.Lc2_d450_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d450_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 864
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 0]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1824
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 10560]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    and r8d, dword ptr [r14 + r9 + 26944]
-    mov r9, r11
-    mov rax, r9
-    mov ebp, eax
-    and r9, 16320
-    add r8, qword ptr [r15 + r9 + 10560]
+    pmovmskb ecx, xmm9
+    cmp dword ptr [r15 + 4309083], 0x16a09e6
+    jb 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 10624]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c13:
-    imul r8, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
+    mov rax, qword ptr [r15 + 4309080]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 4309080], rax
+    lea rcx, [rip + .Lc2_d475_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d475_s_t
+.Lc2_d475_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d475_s:
+    ret
+    .popsection
+    mov qword ptr [r15 + 192], rax
+    cmp dword ptr [r15 + 4309083], 0x16a09e6
+    jb 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 864
+    mov edi, ecx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r8d, 181
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsd qword ptr [r15 + 640], xmm9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    popcnt r8, rbp
-    add rbp, qword ptr [r14 + 768]
-    mov dword ptr [r15 + 320], 220
+    mov ecx, dword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c14:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 222
-    mov ebp, 235
+    mov edi, 239
+    mov rcx, qword ptr [r15 + 832]
+    movzx edi, byte ptr [r15 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 144
-    paddq xmm5, xmmword ptr [r14 + 704]
+    movzx r9d, dil
+    mov ecx, 11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r14 + 384], r8
-    mov r8d, 230
-    movzx edx, r8b
-    and edx, dword ptr [r15 + 768]
-    mov r8d, 149
+    movzx edi, byte ptr [r15 + 704]
+    mov r9, r10
+    pcmpeqb xmm1, xmm6
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    movsxd rdi, dword ptr [r15 + r9 + 10560]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 2368]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c15:
-    mov rbp, r11
-    mov esi, 89
-    mov ecx, esi
-    and rbp, 16320
-    movdqu xmm5, xmmword ptr [r15 + rbp + 10560]
-    imul rcx, qword ptr [r15 + 704]
+    lea rcx, [rip + .Lc2_d520_s]
+    add rcx, qword ptr [r15 + 4309088]
+    call .Lc2_d520_s_t
+.Lc2_d520_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc2_d520_s:
+    ret
+    .popsection
+    lea rbp, [r10 + r10*1]
+    imul r9d, ecx, 44
+    and rbp, 960
+    movsxd r9, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    pxor xmm6, xmm15
     mov edx, 58
-    mov dword ptr [r15 + 320], 0
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rbp
+    mov dword ptr [r15 + rbp + 1408], 99
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    movdqu xmm5, xmmword ptr [r14 + 384]
+    mov edx, 170
+    movzx ecx, byte ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    imul rbp, qword ptr [r14 + 320]
-    mov ecx, 246
-    mov esi, 127
+    paddd xmm3, xmm0
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 52 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309128]
-    lea rcx, [rbx + 52]
-    mov qword ptr [r15 + 4309128], rcx
-    mov r13d, 52
-    jmp .Lc2_b4_c0
+// block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309104]
+    lea rcx, [rbx + 3]
+    mov qword ptr [r15 + 4309104], rcx
+    mov r13d, 3
+    jmp .Lc2_b1_c0
+    .p2align 7
+.Lc2_b1_c0:
+    mov rbp, r10
+    and rbp, 8128
+    imul rdx, qword ptr [r15 + rbp + 2368]
+    mov ebp, dword ptr [r15 + 512]
+    mov esi, 104
+    test bl, 78
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    pcmpeqb xmm14, xmm9
+    mov ebp, ebp
+    pcmpeqb xmm14, xmm10
+    test ebx, 1073741824
+    jz 1f
+1:
+    pxor xmm14, xmm13
+    nop
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 704]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc2_b1_c0
+.Lc2_b1_done:
+// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov r13d, 1
+    jmp .Lc2_b0_c0
     .p2align 6
-.Lc2_b4_c0:
-    shl rcx, 23
-    mov ecx, dword ptr [r14 + 256]
-    movsxd rbp, dword ptr [r14 + 320]
+.Lc2_b0_c0:
+    pmovmskb esi, xmm15
+    mov rdx, qword ptr [r15 + 256]
+    imul rsi, qword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 448]
+    dec r13
+    jnz .Lc2_b0_c0
+.Lc2_b0_done:
+// block 5: 64 bytes, 1 chunk(s), 36 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309136]
+    lea rcx, [rbx + 36]
+    mov qword ptr [r15 + 4309136], rcx
+    mov r13d, 36
+    jmp .Lc2_b5_c0
+    .p2align 6
+.Lc2_b5_c0:
+    lea rcx, [rip + .Lc2_d568_j]
+    add rcx, qword ptr [r15 + 4309088]
+    jmp .Lc2_d568_j_t
+.Lc2_d568_j:
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    imul edx, edx, 44
-    mov r8d, 234
-    movdqu xmmword ptr [r14 + 192], xmm1
+    inc rbx
+    dec r13
+    jnz .Lc2_b5_c0
+.Lc2_b5_done:
+// block 4: 64 bytes, 1 chunk(s), 63 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309128]
+    lea rcx, [rbx + 63]
+    mov qword ptr [r15 + 4309128], rcx
+    mov r13d, 63
+    jmp .Lc2_b4_c0
+    .p2align 6
+.Lc2_b4_c0:
+    movdqu xmm3, xmmword ptr [r15 + 512]
+    mov ecx, 179
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r14 + 448], 175
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 45 chunk executions per call
-    mov r13d, 45
-    jmp .Lc2_b5_c0
-    .p2align 6
-.Lc2_b5_c0:
-    pcmpeqb xmm5, xmmword ptr [r15 + 256]
-    mov qword ptr [r15 + 832], r8
-    movzx r9d, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 192]
-    movdqu xmm7, xmmword ptr [r14 + 640]
-    dec r13
-    jnz .Lc2_b5_c0
-.Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309144]
-    lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 4309144], rcx
-    mov r13d, 7
-    jmp .Lc2_b6_c0
-    .p2align 6
-.Lc2_b6_c0:
-    mov edx, dword ptr [r15 + 1088]
-    movdqu xmm1, xmmword ptr [r15 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 384]
-    mov esi, edx
-    inc rbx
-    dec r13
-    jnz .Lc2_b6_c0
-.Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 90 chunk executions per call
-    mov rbx, qword ptr [r15 + 4309152]
-    lea rcx, [rbx + 90]
-    mov qword ptr [r15 + 4309152], rcx
-    mov r13d, 90
-    jmp .Lc2_b7_c0
-    .p2align 6
-.Lc2_b7_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    cmp r8, r8
-    and r8, rcx
-    inc dword ptr [r15 + 0]
-    inc rbx
-    dec r13
-    jnz .Lc2_b7_c0
-.Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 52 chunk executions per call
-    mov r13d, 52
-    jmp .Lc2_b8_c0
-    .p2align 6
-.Lc2_b8_c0:
-    mov r8, r10
-    and r8, 8128
-    mov edx, dword ptr [r14 + r8 + 2368]
-    pshufd xmm6, xmm4, 81
-    pmovmskb r8d, xmm6
-    mov dword ptr [r15 + 576], 110
-    mov dword ptr [r15 + 512], r8d
-    add r11, 64
-    add r10, r11
-    dec r13
-    jnz .Lc2_b8_c0
-.Lc2_b8_done:
 // block 9: 64 bytes, 1 chunk(s), 106 chunk executions per call
     mov r13d, 106
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d610_s]
+    lea rcx, [rip + .Lc2_d621_s]
     add rcx, qword ptr [r15 + 4309088]
-    call .Lc2_d610_s_t
-.Lc2_d610_j:
+    call .Lc2_d621_s_t
+.Lc2_d621_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc2_d610_s:
+.Lc2_d621_s:
     ret
     .popsection
-    subsd xmm5, xmm5
+    mov dword ptr [r14 + 320], ecx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 177 chunk executions per call
-    mov r13d, 177
+// block 10: 64 bytes, 1 chunk(s), 197 chunk executions per call
+    mov r13d, 197
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    movzx r8d, r8b
-    cmp r8, r8
-    xchg qword ptr [r15 + 448], r8
-    add r8, qword ptr [r15 + 0]
+    addsd xmm3, qword ptr [r15 + 0]
+    movzx ebp, dl
+    cmp rbp, rbp
     jmp 1f
 1:
-    addsd xmm6, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], r8b
-    mov r8, qword ptr [r14 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, qword ptr [r14 + 0]
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
+// block 7: 64 bytes, 1 chunk(s), 126 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309152]
+    lea rcx, [rbx + 126]
+    mov qword ptr [r15 + 4309152], rcx
+    mov r13d, 126
+    jmp .Lc2_b7_c0
+    .p2align 6
+.Lc2_b7_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 108
+    and rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ecx
+    xor dword ptr [r15 + 192], ecx
+    inc rbx
+    dec r13
+    jnz .Lc2_b7_c0
+.Lc2_b7_done:
+// block 8: 64 bytes, 1 chunk(s), 47 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309160]
+    lea rcx, [rbx + 47]
+    mov qword ptr [r15 + 4309160], rcx
+    mov r13d, 47
+    jmp .Lc2_b8_c0
+    .p2align 6
+.Lc2_b8_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    maxsd xmm3, xmm3
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 384], 81
+    inc rbx
+    dec r13
+    jnz .Lc2_b8_c0
+.Lc2_b8_done:
+// block 6: 64 bytes, 1 chunk(s), 11 chunk executions per call
+    mov r13d, 11
+    jmp .Lc2_b6_c0
+    .p2align 6
+.Lc2_b6_c0:
+    paddq xmm3, xmmword ptr [r15 + 448]
+    movq qword ptr [r15 + 512], xmm3
+    pxor xmm3, xmm13
+    imul r9d, ebp, 70
+    mov r9d, r9d
+    dec r13
+    jnz .Lc2_b6_c0
+.Lc2_b6_done:
+// block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 4309112]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 4309112], rcx
+    mov r13d, 1
+    jmp .Lc2_b2_c0
+    .p2align 6
+.Lc2_b2_c0:
+    mov rbp, r10
+    mov rdi, rcx
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 2368]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rdi
+    movq qword ptr [r15 + 512], xmm1
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc2_b2_c0
+.Lc2_b2_done:
     mov qword ptr [r15 + 4309056], r11
     mov qword ptr [r15 + 4309064], r10
     mov qword ptr [r15 + 4309072], r12
@@ -6660,43 +5998,49 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d610_s_t:
+.Lc2_d621_s_t:
     jmp rcx
-.Lc1_d1014_s_t:
+.Lc2_d568_j_t:
+    jmp rcx
+.Lc1_d905_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d1068_s_t:
+.Lc1_d959_s_t:
+    jmp rcx
+.Lc1_d1008_s_t:
+    jmp rcx
+.Lc1_d1057_s_t:
+    jmp rcx
+.Lc1_d1107_s_t:
     jmp rcx
 .Lc1_d1112_s_t:
     jmp rcx
-.Lc1_d1159_s_t:
+.Lc1_d1153_s_t:
     jmp rcx
-.Lc1_d1207_s_t:
+.Lc1_d1203_s_t:
     jmp rcx
-.Lc1_d1212_s_t:
+.Lc1_d1252_s_t:
     jmp rcx
-.Lc1_d1255_s_t:
+.Lc1_d1303_s_t:
     jmp rcx
-.Lc1_d1300_s_t:
+.Lc1_d1357_s_t:
     jmp rcx
-.Lc1_d1347_s_t:
+.Lc1_d1415_s_t:
     jmp rcx
-.Lc1_d1394_s_t:
+.Lc1_d1420_s_t:
     jmp rcx
-.Lc1_d1507_s_t:
+.Lc1_d1462_s_t:
     jmp rcx
-.Lc1_d1548_s_t:
+.Lc1_d1518_s_t:
     jmp rcx
-.Lc1_d1598_s_t:
+.Lc1_d1567_s_t:
     jmp rcx
-.Lc1_d1643_s_t:
+.Lc1_d1617_s_t:
     jmp rcx
-.Lc1_d1648_s_t:
+.Lc1_d1664_s_t:
     jmp rcx
-.Lc1_d1689_s_t:
-    jmp rcx
-.Lc1_d1734_s_t:
+.Lc1_d1669_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
@@ -6706,131 +6050,169 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_d54_s_t:
     jmp rcx
-.Lc1_d105_s_t:
+.Lc1_d106_s_t:
     jmp rcx
-.Lc1_d161_s_t:
+.Lc1_d157_s_t:
     jmp rcx
-.Lc1_d212_s_t:
+.Lc1_d204_s_t:
     jmp rcx
-.Lc1_d266_s_t:
+.Lc1_d254_s_t:
     jmp rcx
-.Lc1_d331_s_t:
+.Lc1_d310_s_t:
     jmp rcx
-.Lc1_d336_s_t:
+.Lc1_d315_s_t:
     jmp rcx
-.Lc1_d391_s_t:
+.Lc1_d361_s_t:
     jmp rcx
-.Lc1_d450_s_t:
+.Lc1_d413_s_t:
+    jmp rcx
+.Lc1_d463_s_t:
+    jmp rcx
+.Lc1_d508_s_t:
     jmp rcx
 .Lc1_d513_s_t:
     jmp rcx
-.Lc1_d576_s_t:
+.Lc1_d568_s_t:
     jmp rcx
-.Lc1_d637_s_t:
+.Lc1_d620_s_t:
     jmp rcx
-.Lc1_d642_s_t:
+.Lc1_d671_s_t:
     jmp rcx
-.Lc1_d698_s_t:
+.Lc1_d726_s_t:
     jmp rcx
-.Lc1_d758_s_t:
+.Lc1_d786_s_t:
     jmp rcx
-.Lc1_d820_s_t:
+.Lc1_d791_s_t:
     jmp rcx
-.Lc1_d881_s_t:
+.Lc1_d842_s_t:
     jmp rcx
-.Lc1_d942_s_t:
-    jmp rcx
-.Lc1_d947_s_t:
-    jmp rcx
-.Lc1_d1792_s_t:
-    jmp rcx
-.Lc1_d1819_s_t:
-    jmp rcx
-.Lc0_d123_j_t:
+.Lc0_d109_s_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc1_d2487_s_t:
+.Lc0_d163_s_t:
     jmp rcx
-.Lc1_d2546_s_t:
+.Lc1_d1931_s_t:
     jmp rcx
-.Lc1_d2612_s_t:
+.Lc1_d1988_s_t:
     jmp rcx
-.Lc1_d2646_s_t:
+.Lc1_d2016_s_t:
     jmp rcx
-.Lc1_d2710_s_t:
+.Lc1_d2069_s_t:
     jmp rcx
-.Lc1_d2743_s_t:
+.Lc1_d2097_s_t:
     jmp rcx
-.Lc1_d2807_s_t:
+.Lc1_d2151_s_t:
     jmp rcx
-.Lc1_d2866_s_t:
+.Lc1_d2207_s_t:
     jmp rcx
-.Lc1_d2898_s_t:
+.Lc1_d2232_s_t:
     jmp rcx
-.Lc1_d2956_s_t:
+.Lc1_d2292_s_t:
     jmp rcx
-.Lc1_d2989_s_t:
+.Lc1_d2317_s_t:
     jmp rcx
-.Lc1_d3044_s_t:
+.Lc1_d2370_s_t:
     jmp rcx
-.Lc1_d3105_s_t:
+.Lc1_d2396_s_t:
     jmp rcx
-.Lc1_d3135_s_t:
+.Lc1_d2453_s_t:
     jmp rcx
-.Lc1_d3201_s_t:
+.Lc1_d2509_s_t:
     jmp rcx
-.Lc1_d3273_s_t:
+.Lc1_d2536_s_t:
     jmp rcx
-.Lc1_d3306_s_t:
+.Lc1_d2588_s_t:
     jmp rcx
-.Lc1_d3371_s_t:
+.Lc1_d2616_s_t:
     jmp rcx
-.Lc1_d3401_s_t:
+.Lc1_d2674_s_t:
     jmp rcx
-.Lc1_d3461_s_t:
+.Lc1_d2700_s_t:
     jmp rcx
-.Lc1_d3522_s_t:
+.Lc1_d2752_s_t:
     jmp rcx
-.Lc1_d3548_s_t:
+.Lc1_d2777_s_t:
     jmp rcx
-.Lc1_d3615_s_t:
+.Lc1_d2829_s_t:
     jmp rcx
-.Lc1_d3679_s_t:
+.Lc1_d2881_s_t:
     jmp rcx
-.Lc1_d3706_s_t:
+.Lc1_d2906_s_t:
     jmp rcx
-.Lc1_d3763_s_t:
+.Lc1_d2965_s_t:
     jmp rcx
-.Lc1_d3794_s_t:
+.Lc1_d2992_s_t:
     jmp rcx
-.Lc0_d283_s_t:
+.Lc1_d3042_s_t:
     jmp rcx
-.Lc0_d292_s_t:
+.Lc1_d3067_s_t:
     jmp rcx
-.Lc0_d297_s_t:
+.Lc1_d3124_s_t:
     jmp rcx
-.Lc0_d342_s_t:
+.Lc1_d3152_s_t:
     jmp rcx
-.Lc0_d392_s_t:
+.Lc1_d3209_s_t:
     jmp rcx
-.Lc0_d441_s_t:
+.Lc1_d3263_s_t:
     jmp rcx
-.Lc0_d50_s_t:
+.Lc1_d3288_s_t:
     jmp rcx
-.Lc0_d59_s_t:
+.Lc1_d3337_s_t:
     jmp rcx
-.Lc0_d64_s_t:
+.Lc1_d3363_s_t:
     jmp rcx
-.Lc0_d69_s_t:
+.Lc1_d3416_s_t:
     jmp rcx
-.Lc0_d167_s_t:
+.Lc1_d3445_s_t:
     jmp rcx
-.Lc0_d176_s_t:
+.Lc1_d3497_s_t:
     jmp rcx
-.Lc0_d185_s_t:
+.Lc1_d3525_s_t:
     jmp rcx
-.Lc0_d194_s_t:
+.Lc0_d272_s_t:
+    jmp rcx
+.Lc0_d322_s_t:
+    jmp rcx
+.Lc0_d369_s_t:
+    jmp rcx
+.Lc2_d110_s_t:
+    jmp rcx
+.Lc2_d115_s_t:
+    jmp rcx
+.Lc2_d120_s_t:
+    jmp rcx
+.Lc2_d125_s_t:
+    jmp rcx
+.Lc2_d146_s_t:
+    jmp rcx
+.Lc2_d151_s_t:
+    jmp rcx
+.Lc2_d156_s_t:
+    jmp rcx
+.Lc2_d161_s_t:
+    jmp rcx
+.Lc2_d185_s_t:
+    jmp rcx
+.Lc2_d208_s_t:
+    jmp rcx
+.Lc2_d235_s_t:
+    jmp rcx
+.Lc2_d262_s_t:
+    jmp rcx
+.Lc2_d314_s_t:
+    jmp rcx
+.Lc2_d345_s_t:
+    jmp rcx
+.Lc2_d368_s_t:
+    jmp rcx
+.Lc2_d422_s_t:
+    jmp rcx
+.Lc2_d450_s_t:
+    jmp rcx
+.Lc2_d475_s_t:
+    jmp rcx
+.Lc2_d520_s_t:
     jmp rcx
     .text
 

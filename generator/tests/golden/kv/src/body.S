@@ -8,7 +8,7 @@
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
-    .p2align 6
+    .p2align 12
 ditto_body_c1:
     push rbx
     push rbp
@@ -37,631 +37,6 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 8
-    jmp .Lc1_b0_c0
-    .p2align 6
-.Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov esi, 45
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 890
-    rep movsb
-    sete bpl
-    mov eax, edi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 672
-    jz 1f
-1:
-    bt r8, r8
-    mov r9d, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 640]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], r8d
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 512]
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 1888
-    jnz 1f
-1:
-    and rbp, 960
-    movsxd r8, dword ptr [r15 + rbp + 1984]
-    movsxd r9, dword ptr [r14 + 64]
-    movzx ebp, byte ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 892
-    rep movsb
-    mov r8, qword ptr [r15 + 128]
-    inc dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536871040
-    setz al
-    lea rcx, [rip + .Lc1_d89_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d89_s_t
-    .p2align 3
-.Lc1_d89_s:
-    .p2align 3
-    jmp .Lc1_d89_j
-    .p2align 3
-    jmp .Lc1_d89_j
-.Lc1_d89_j:
-    mov r8, qword ptr [r14 + 640]
-    movzx edx, cl
-    mov r9, r8
-    test bl, 32
-    jnz 1f
-1:
-    sete r9b
-    mov qword ptr [r15 + 128], r9
-    mov ebp, 200
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    bt rbp, rbp
-    mov rdx, rax
-    test ebx, 15216
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 116
-    mov qword ptr [r15 + 448], rdx
-    mov edi, edx
-    test ebx, 288
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 890
-    rep movsb
-    mov edx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 15824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 17
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 15824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 512]
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d139_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d139_j_t
-.Lc1_d139_j:
-    mov qword ptr [r15 + 0], rcx
-    vmulsd xmm7, xmm7, xmm7
-    mov r9d, dword ptr [r15 + 0]
-    bswap rdi
-    test bl, 160
-    jnz 1f
-1:
-    mov rcx, r9
-    mov rax, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    xchg r9, r9
-    movzx edx, r9b
-    mov rbp, r9
-    test bl, 96
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 213
-    mov edi, ebp
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 64944
-    jz 1f
-1:
-    sete bpl
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 2784
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 191
-    mov r8, rcx
-    mov r9d, r8d
-    mov rbp, r10
-    test bl, 32
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov rdx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 960]
-    test bl, 224
-    jnz 1f
-1:
-    mov byte ptr [r15 + 896], bpl
-    mov rdx, qword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movsxd rsi, dword ptr [r15 + 704]
-    movzx r8d, sil
-    movzx ecx, byte ptr [r14 + 768]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 241
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    test ebx, 3424
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov edx, 244
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx edi, al
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 86
-    test ebx, 6096
-    jnz 1f
-1:
-    not qword ptr [r15 + 0]
-    bt rbp, rbp
-    mov rsi, qword ptr [r15 + 448]
-    lea r9, [r10*4]
-    mov edi, esi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 1088]
-    movzx eax, byte ptr [r14 + 576]
-    mov dword ptr [r15 + 320], 155
-    movsxd rbp, dword ptr [r15 + 832]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx edi, byte ptr [r15 + 768]
-    mov byte ptr [r15 + r9 + 1024], bpl
-    mov byte ptr [r15 + r9 + 960], dil
-    movzx edx, dil
-    test ebx, 6064
-    jz 1f
-1:
-    mov esi, edx
-    add qword ptr [r14 + 0], rsi
-    movzx eax, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + r9 + 1152]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d245_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d245_j_t
-.Lc1_d245_j:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx esi, bpl
-    test bl, 32
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, 112
-    xchg r8, r8
-    test ebx, 288
-    jnz 1f
-1:
-    movzx esi, r8b
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1504
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 69
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 512]
-    test ebx, 2912
-    jnz 1f
-1:
-    mov eax, 250
-    movzx ebp, byte ptr [r15 + 576]
-    mov eax, dword ptr [r14 + 128]
-    mov r9, r10
-    mov r8d, 181
-    test ebx, 288
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1472], edx
-    sete r9b
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov rax, r9
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 704]
-    test bl, 160
-    jnz 1f
-1:
-    add qword ptr [r15 + 640], r8
-    mov edx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r14 + 0]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
-    mov edi, 126
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 2032
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov edx, dword ptr [r15 + 0]
-    test bl, 224
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r8, rsi
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, r8b
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    add qword ptr [r15 + 0], r8
-    mov rdx, rsi
-    mov edi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov esi, 68
-    xor dword ptr [r15 + 896], esi
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r14 + 512]
-    mov r8, qword ptr [r15 + 640]
-    test ebx, 288
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, rax
-    mov rax, qword ptr [r14 + 64]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 576]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 768], 49
-    mov esi, 208
-    test ebx, 13296
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r14 + 0]
-    mov qword ptr [r15 + 64], rax
-    mov qword ptr [r15 + 704], rcx
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d358_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d358_j_t
-.Lc1_d358_j:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, eax
-    test ebx, 1760
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 187
-    test ebx, 6064
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r14 + 64], rdi
-    movzx ebp, byte ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 832]
-    test ebx, 8080
-    jz 1f
-1:
-    mov rbp, r10
-    add qword ptr [r15 + 768], r9
-    mov rax, rbp
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 960
-    movsxd rdi, dword ptr [r15 + rbp + 1984]
-    test ebx, 3488
-    jz 1f
-1:
-    mov ebp, ebp
-    mov r8, r10
-    movzx r9d, byte ptr [r14 + 0]
-    mov eax, dword ptr [r15 + 128]
-    test ebx, 64240
-    jnz 1f
-1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 1472]
-    mov edi, 116
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 704]
-    test bl, 32
-    jz 1f
-1:
-    movzx edx, r8b
-    mov byte ptr [r15 + 128], dl
-    mov r9d, 237
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    movzx edx, al
-    cmovne rax, rdx
-    cmovne rdx, rdx
-    test ebx, 672
-    jz 1f
-1:
-    mov rcx, rdx
-    mov ebp, dword ptr [r15 + 0]
-    movzx r8d, cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
-    mov r9d, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, 1
-    test bl, 160
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rbp, rcx
-    mov dword ptr [r15 + 768], esi
-    mov r9, r10
-    test ebx, 31200
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1472]
-    mov r9d, r9d
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    mov rsi, qword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, sil
-    test ebx, 800
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov esi, 254
-    mov dword ptr [r14 + 128], 94
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov r9d, dword ptr [r15 + 896]
-    xor dword ptr [r15 + 64], r9d
-    mov r9d, 16
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b0_c0
-.Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 109 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 109]
-    mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 109
-    jmp .Lc1_b1_c0
-    .p2align 6
-.Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9d, 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, qword ptr [r14 + 0]
-    lea ecx, [rbx + rbx*2]
-    and ecx, 255
-    cmp ecx, 11
-    jb 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
-    vpcmpeqb xmm8, xmm8, xmm9
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    add rcx, 68
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], edi
-    lock xadd qword ptr [r15 + 192], rcx
-    test ecx, ecx
-    mov r9d, ecx
-    inc rbx
-    dec r13
-    jnz .Lc1_b1_c0
-.Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 33]
-    mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 33
-    jmp .Lc1_b2_c0
-    .p2align 6
-.Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d509_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d509_j_t
-.Lc1_d509_j:
-    movzx ebp, byte ptr [r15 + 832]
-    mov r9d, 205
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 1516
-    jz 1f
-1:
-    mov r8, r10
-    crc32 ecx, dil
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1984], rcx
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 120
-    mov dword ptr [r15 + 0], 156
-    popcnt rsi, rbp
-    test bl, 84
-    jnz 1f
-1:
-    movzx edi, sil
-    cmovne r8, rsi
-    mov dword ptr [r15 + 704], 146
-    test bl, 24
-    jz 1f
-1:
-    mov eax, 254
-    jmp 1f
-1:
-    mov rbp, r10
-    vpaddd ymm13, ymm8, ymmword ptr [r15 + 768]
-    test bl, 4
-    jz 1f
-1:
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7104]
-    mov dword ptr [r15 + 576], 3
-    mov rax, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
-    movsxd r8, dword ptr [r15 + 640]
-    mov r9, r10
-    or qword ptr [r15 + 128], 58
-    test bl, 28
-    jnz 1f
-1:
-    mov esi, edx
-    and r9, 4032
-    movsxd rbp, dword ptr [r14 + r9 + 3008]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b2_c0
-.Lc1_b2_done:
 // block 3: 4096 bytes, 16 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
     lea rcx, [rbx + 8]
@@ -706,64 +81,69 @@ ditto_body_c1:
     jmp .Lc1_b3_c14
     .p2align 3
     jmp .Lc1_b3_c15
-    .p2align 6
+    .p2align 12
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d574_j]
+    lea rcx, [rip + .Lc1_d565_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d574_j_t
-.Lc1_d574_j:
-    mov rbp, r10
-    mov esi, ecx
-    bswap rcx
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 88
+    jmp .Lc1_d565_j_t
+.Lc1_d565_j:
+    movzx edx, byte ptr [r15 + 704]
+    sete al
+    mov rdi, rdx
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r9, rbp
-    mov byte ptr [r15 + 896], sil
-    movzx eax, byte ptr [r14 + 832]
-    test ebx, 1984
+    popcnt rdx, rdx
+    mov r8d, dword ptr [r15 + 640]
+    test ebx, 4064
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    sete sil
-    mov edx, 55
-    test ebx, 1216
-    jz 1f
+    mov edi, 85
+    mov byte ptr [r15 + 0], dl
+    test ebx, 704
+    jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
     test bl, 64
+    jz 1f
+1:
+    mov edi, r9d
+    bswap r8
+    test bl, 64
     jnz 1f
 1:
-    movzx edx, cl
-    btc dword ptr [r15 + 0], 3
-    mov eax, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 0]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 164
+    mov r8, r10
     test ebx, 56288
     jnz 1f
 1:
-    mov rbp, r10
-    popcnt rsi, rax
-    mov r9d, 252
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3008]
-    mov r8, r10
-    test ebx, 1216
-    jnz 1f
+    mov esi, 39
+    and r8, 8128
+    mov r9, r10
+    mov byte ptr [r15 + r8 + 7104], r8b
+    test bl, 64
+    jz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1984], rcx
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3008]
+    mov qword ptr [r14 + 0], r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -773,55 +153,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d628_j]
+    lea rcx, [rip + .Lc1_d622_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d628_j_t
-.Lc1_d628_j:
-    mov rsi, qword ptr [r15 + 704]
-    popcnt r9, rcx
-    mov rbp, qword ptr [r14 + 832]
+    jmp .Lc1_d622_j_t
+.Lc1_d622_j:
+    mov rsi, qword ptr [r15 + 0]
+    popcnt r8, rax
+    mov ebp, dword ptr [r15 + 0]
     test bl, 192
     jnz 1f
 1:
-    movzx r8d, bpl
-    mov eax, ebp
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx esi, cl
+    mov byte ptr [r15 + 0], r8b
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov rsi, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r14 + 448]
-    test ebx, 1760
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 896]
+    mov esi, dword ptr [r14 + 448]
+    test ebx, 15072
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 64]
-    and rbp, 33554368
-    mov r8, r10
-    mov byte ptr [r15 + rbp + 33554432], bpl
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], 16
-    test ebx, 7360
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 768]
+    test ebx, 576
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 33554496], r8b
-    mov eax, r8d
-    mov ebp, 85
+    mov edx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 192]
+    lea r9, [r10 + r10*2]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], sil
+    or qword ptr [r15 + 256], 9
+    mov esi, edx
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, 90
+    mov byte ptr [r15 + r9 + 33554560], r9b
     test bl, 192
-    jz 1f
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov r8, r10
-    mov edi, 42
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3008], rdi
+    mov ebp, 1
+    mov qword ptr [r15 + r9 + 33554496], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -831,57 +213,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 640]
-    movsxd rbp, dword ptr [r14 + 0]
-    movzx edi, r9b
-    mov edx, dword ptr [r15 + 576]
+    mov edi, 132
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
     test ebx, 23520
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], edx
-    movzx eax, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, 53
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 960]
     test ebx, 704
     jz 1f
 1:
-    vucomisd xmm8, xmm8
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1344
+    mov ecx, dword ptr [r15 + 576]
+    mov rdi, rbp
+    test ebx, 5952
     jnz 1f
 1:
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], 200
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx r9d, dil
-    mov byte ptr [r15 + 0], dil
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, r10
-    test bl, 128
+    mov r8d, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 704]
+    movzx ecx, byte ptr [r14 + 0]
+    test ebx, 1216
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], eax
-    movzx r8d, byte ptr [r14 + 576]
+    movzx edi, byte ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 576]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r9d, dword ptr [r15 + 640]
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 960
-    mov rdx, qword ptr [r15 + r8 + 1984]
+    mov rbp, r10
+    mov byte ptr [r15 + 256], dil
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + 640], ebp
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 640]
+    mov dword ptr [r15 + 192], 33
     add r11, 64
     add r10, r11
     inc rbx
@@ -891,58 +269,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d731_j]
+    lea rcx, [rip + .Lc1_d721_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d731_j_t
-.Lc1_d731_j:
-    mov dword ptr [r15 + 64], ecx
-    movzx esi, cl
-    mov r9, qword ptr [r14 + 896]
-    mov byte ptr [r15 + 448], sil
+    jmp .Lc1_d721_j_t
+.Lc1_d721_j:
+    mov dword ptr [r15 + 0], eax
+    mov r8d, 190
+    mov eax, dword ptr [r15 + 0]
     test ebx, 7904
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    bt r9, r9
-    bswap rcx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rax, rcx
-    mov dword ptr [r15 + 0], ecx
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     test bl, 64
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, 36
-    mov esi, r8d
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    bswap r8
+    mov qword ptr [r15 + 0], r9
+    mov rdi, r8
+    test ebx, 13792
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov rcx, rax
+    movzx r9d, byte ptr [r15 + 0]
+    bt r8, r8
     test ebx, 576
     jz 1f
 1:
-    mov r9, r10
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 640]
-    and r9, 448
-    mov r8, r10
-    mov rbp, r10
-    mov qword ptr [r15 + r9 + 1472], r8
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3008]
+    inc dword ptr [r15 + 256]
+    movzx eax, byte ptr [r14 + 192]
     test ebx, 704
     jnz 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 960]
-    bt r8, r8
-    movzx eax, byte ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
+    movzx edi, r9b
+    mov r9d, eax
+    mov rcx, rdi
+    test bl, 192
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 576]
+    add qword ptr [r15 + 832], r9
+    test ebx, 320
+    jz 1f
+1:
+    sete r9b
+    mov rdx, rdx
+    test bl, 192
+    jz 1f
+1:
+    mov rsi, qword ptr [r14 + 0]
+    inc dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 640]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    bt rdx, rsi
+    movzx edx, byte ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 768]
+    mov rax, rcx
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -950,61 +336,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rax
-    mov ecx, eax
-    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 320], rax
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov r9d, esi
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, r9d
-    mov dword ptr [r15 + 0], 228
+    bt r9, r9
+    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov ebp, 227
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 640]
-    mov r8, r10
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, ebp
+    mov dword ptr [r15 + 0], 227
     test bl, 192
     jnz 1f
 1:
-    mov r9, r10
-    mov esi, dword ptr [r15 + 832]
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], sil
-    and r9, 960
-    mov ebp, dword ptr [r15 + r9 + 1984]
-    mov rcx, r9
+    mov ebp, 213
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 3520
     jnz 1f
 1:
-    mov edx, 237
-    movsxd rax, dword ptr [r14 + 0]
-    bt rdx, rdx
+    mov r8, rbp
+    movsxd rcx, dword ptr [r15 + 704]
+    mov ebp, 164
     test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov qword ptr [r15 + 192], rcx
+    mov r8d, dword ptr [r14 + 0]
+    mov r9, r10
+    test bl, 128
     jz 1f
 1:
     mov rbp, r10
-    movzx ecx, al
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7104]
-    mov r8d, dword ptr [r15 + 576]
-    test bl, 64
-    jz 1f
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 960]
+    mov edx, dword ptr [r15 + 640]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dl
+    test ebx, 576
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 704]
-    mov dword ptr [r14 + 128], 70
-    mov ecx, edx
+    movzx edi, dil
+    mov dword ptr [r15 + 512], 113
     add r11, 64
     add r10, r11
     inc rbx
@@ -1014,115 +398,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 12
-    setz al
-    lea rcx, [rip + .Lc1_d839_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d830_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d839_s_t
+    jmp .Lc1_d830_s_t
     .p2align 3
-.Lc1_d839_s:
+.Lc1_d830_s:
     .p2align 3
-    jmp .Lc1_d839_j
+    jmp .Lc1_d830_j
     .p2align 3
-    jmp .Lc1_d839_j
-.Lc1_d839_j:
-    mov r9d, 239
-    mov r8, r10
-    movzx esi, r9b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 248
-    test bl, 192
+    jmp .Lc1_d830_j
+    .p2align 3
+    jmp .Lc1_d830_j
+    .p2align 3
+    jmp .Lc1_d830_j
+.Lc1_d830_j:
+    movzx esi, byte ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 768]
+    test ebx, 704
     jz 1f
 1:
-    mov byte ptr [r15 + 768], r8b
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 123
+    test ebx, 704
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov rsi, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 704]
     mov rbp, r10
-    mov rdi, rsi
-    test ebx, 56800
+    movsxd rsi, dword ptr [r14 + 0]
+    test ebx, 704
     jnz 1f
 1:
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1984]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1216
-    jz 1f
+    movsxd rdx, dword ptr [r14 + 0]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 1472]
+    test bl, 64
+    jnz 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov ecx, 223
+    mov rbp, r10
+    vmulsd xmm8, xmm8, xmm8
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 640]
-    movzx eax, byte ptr [r14 + 0]
-    test ebx, 576
+    mov esi, 91
+    and rbp, 4032
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3008]
+    test ebx, 832
     jnz 1f
 1:
-    xor dword ptr [r15 + 576], eax
-    mov ecx, 40
+    movzx esi, sil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d878_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d878_j_t
+.Lc1_d878_j:
+    movsxd r8, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 125920
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx r9d, dil
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 63968
+    jnz 1f
+1:
+    mov edi, ecx
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 128864
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov r8d, r9d
-    mov dword ptr [r15 + 448], 63
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 256]
     test ebx, 576
     jz 1f
 1:
-    mov rbp, r10
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 128]
-    and rbp, 960
-    movzx esi, byte ptr [r14 + rbp + 1984]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7104]
+    mov byte ptr [r15 + 704], bpl
+    mov rdi, qword ptr [r15 + 256]
+    mov r8, r10
+    test bl, 64
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 896]
-    mov byte ptr [r15 + 768], sil
+    mov dword ptr [r15 + 192], 63
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    test ebx, 3488
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 512]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
+    test bl, 192
+    jnz 1f
+1:
     mov r9, r10
-    movzx r8d, byte ptr [r14 + 576]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    movzx edi, al
+    add qword ptr [r15 + 640], r9
+    test ebx, 320
+    jz 1f
 1:
-    mov qword ptr [r15 + 704], r9
-    mov rbp, r10
-    and r9, 448
-    inc dword ptr [r15 + r9 + 1472]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 960]
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 3008]
+    mov rdi, qword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1132,62 +523,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d938_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d938_j_t
-.Lc1_d938_j:
+    movsxd rdi, dword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    mov rdi, rcx
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, rdi
-    test ebx, 448
+    mov dword ptr [r15 + 0], 56
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 113
+    mov esi, edi
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 64480
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov esi, esi
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 14048
+    jnz 1f
+1:
+    mov r9, r9
+    mov r8, r10
+    inc dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    sete cl
-    mov ebp, r9d
-    mov byte ptr [r15 + 0], cl
-    mov r8, rbp
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + 448], r8b
+    test ebx, 1984
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 832]
     test ebx, 576
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    vucomisd xmm8, xmm8
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 992
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 256]
+    crc32 rcx, rdx
+    mov rbp, qword ptr [r15 + 576]
+    mov r9, r10
+    test ebx, 14240
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov edx, dword ptr [r15 + 0]
-    mov eax, esi
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 5056
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 832]
-    test ebx, 3776
-    jz 1f
-1:
-    mov esi, dword ptr [r14 + 640]
-    mov rbp, r10
-    inc dword ptr [r15 + 128]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 1472]
-    mov eax, dword ptr [r15 + 896]
+    mov qword ptr [r15 + 192], rcx
+    and r9, 960
+    mov rcx, qword ptr [r15 + r9 + 1984]
+    movzx ebp, byte ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov dword ptr [r15 + 64], 99
-    mov dword ptr [r14 + 0], 97
-    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 448], r9b
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1197,57 +585,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov edx, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], cl
-    mov rsi, r8
-    test ebx, 576
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 127968
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rsi, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d985_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d985_j_t
+.Lc1_d985_j:
+    mov ebp, dword ptr [r14 + 512]
+    sete al
+    mov r9, r10
     test ebx, 1344
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 704]
-    mov r8d, ebp
-    test ebx, 704
     jnz 1f
 1:
-    mov eax, 125
-    sete sil
-    mov dword ptr [r14 + 0], 104
-    movsxd rdx, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r15 + 192]
+    and r9, 33554368
+    mov r8, r10
+    mov byte ptr [r15 + r9 + 33554432], r9b
+    test bl, 192
+    jnz 1f
+1:
+    mov edi, 48
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3008]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov ecx, 241
-    mov r8, qword ptr [r15 + 768]
-    movzx ebp, byte ptr [r15 + 448]
-    test bl, 192
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    mov eax, 251
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 512], 101
-    test bl, 192
+    mov dword ptr [r15 + 0], 185
+    mov esi, 77
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, ecx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    bt rsi, rsi
+    mov rbp, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 640]
+    test bl, 64
     jnz 1f
 1:
-    bt r9, r9
-    and r9, 960
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 2048]
-    mov rcx, qword ptr [r15 + r9 + 1984]
+    mov rdx, qword ptr [r15 + 896]
+    mov qword ptr [r14 + 0], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1257,59 +644,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1047_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1047_j_t
-.Lc1_d1047_j:
-    lea rbp, [r10 + r10*2]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 889
-    rep movsb
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 1088]
-    mov r9d, 110
+    mov rbp, qword ptr [r14 + 0]
+    bswap rdi
+    mov rdx, rbp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    mov eax, 45
-    mov dword ptr [r14 + 0], r9d
-    movzx edx, byte ptr [r14 + 0]
+    mov dword ptr [r15 + 0], 44
+    mov r9d, 5
+    test ebx, 8096
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 130464
+    jnz 1f
+1:
+    mov ebp, 205
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1600
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 3520
+    jz 1f
+1:
+    mov edi, edi
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, 213
+    test ebx, 320
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 576]
+    mov rbp, r10
+    mov r9d, 135
+    test ebx, 448
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 960]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1472]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    movsxd rsi, dword ptr [r15 + r9 + 1536]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov edi, edx
-    mov dword ptr [r15 + 0], 69
-    test ebx, 7360
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rsi, rcx
-    mov r9d, eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rdx, r9
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + rbp + 960]
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 576
-    jnz 1f
-1:
-    xor dword ptr [r15 + 64], ecx
-    mov edx, 212
-    mov edi, 246
-    test ebx, 704
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 1024]
-    mov r9, qword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 640]
+    crc32 eax, al
     add r11, 64
     add r10, r11
     inc rbx
@@ -1319,58 +710,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov esi, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d1091_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1091_j_t
+.Lc1_d1091_j:
+    mov rsi, qword ptr [r14 + 0]
     mov edx, 13
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
+    test ebx, 47072
     jnz 1f
 1:
-    cmovne r9, rdi
-    mov r8d, ecx
-    mov eax, r9d
-    lea rbp, [r10 + r10*2]
-    test ebx, 130720
+    movzx r9d, byte ptr [r15 + 704]
+    cmovne rcx, rsi
+    test bl, 192
     jnz 1f
 1:
-    mov edx, eax
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1088]
-    mov ecx, 193
-    test ebx, 114592
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rcx
-    movsxd rdx, dword ptr [r15 + 128]
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rdx
-    test bl, 64
+    mov r8, r10
+    mov esi, r9d
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 1472]
+    test ebx, 6976
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    movzx edi, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 576]
+    mov edx, 83
+    mov qword ptr [r15 + 448], rsi
+    mov rbp, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov ecx, 89
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    movzx ebp, cl
-    btc dword ptr [r14 + 0], 26
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    movzx edx, byte ptr [r14 + 512]
+    test ebx, 7360
+    jz 1f
+1:
+    btc dword ptr [r15 + 0], 5
+    mov ecx, ebp
     test ebx, 60896
     jz 1f
 1:
-    mov r8d, ebp
-    movzx edi, byte ptr [r15 + 640]
-    mov qword ptr [r15 + r9 + 33554496], r8
+    mov edi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov r8, r10
+    test ebx, 3776
+    jnz 1f
+1:
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 1984]
+    mov eax, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -1380,59 +771,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1154_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1154_j_t
-.Lc1_d1154_j:
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, 77
-    mov byte ptr [r15 + 0], dl
-    test bl, 64
-    jnz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    or qword ptr [r15 + 768], 31
+    movzx edi, al
+    mov edx, dword ptr [r15 + 0]
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + 640]
-    movzx ebp, r8b
-    lea r9, [r10 + r10*1]
-    mov ecx, ebp
-    test ebx, 6592
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov r8d, ecx
+    mov edi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 15072
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1024]
-    mov esi, 157
-    movsxd rax, dword ptr [r14 + 0]
-    test bl, 64
+    mov edx, 184
+    mov byte ptr [r15 + 0], dil
+    test ebx, 704
     jz 1f
 1:
-    mov r8d, esi
-    mov byte ptr [r15 + r9 + 960], al
-    movzx ecx, r8b
-    test bl, 64
-    jz 1f
-1:
-    mov rbp, r10
-    mov edx, 196
-    and rbp, 4032
-    movsxd rdi, dword ptr [r14 + rbp + 3008]
-    mov esi, 129
-    mov r9d, dword ptr [r15 + 128]
     mov r8, r10
+    mov edx, dword ptr [r15 + 768]
+    lea rbp, [r10 + r10*1]
+    and r8, 8128
+    lock xadd qword ptr [r15 + r8 + 7104], rdi
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 1472]
-    mov rax, r8
-    mov ecx, 169
+    mov esi, 190
+    mov r9, r10
+    mov edx, 252
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    mov edx, 32
+    movsxd rcx, dword ptr [r15 + 512]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r14 + rbp + 33554496], r9
+    mov ebp, 208
     add r11, 64
     add r10, r11
     inc rbx
@@ -1442,55 +827,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, 241
-    movzx esi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    lea rcx, [rip + .Lc1_d1191_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1191_j_t
+.Lc1_d1191_j:
+    mov esi, dword ptr [r15 + 0]
+    mov edx, 241
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
 1:
     mov ebp, esi
-    movzx r9d, byte ptr [r15 + 0]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     test ebx, 320
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, r9
+    mov qword ptr [r15 + 0], rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1344
+    jz 1f
+1:
+    mov rbp, rdi
+    mov edx, dword ptr [r14 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx ecx, dil
+    mov rbp, r10
+    mov rdi, qword ptr [r14 + 0]
+    and rbp, 960
+    mov edx, dword ptr [r15 + rbp + 1984]
+    lea r8, [r10 + r10*2]
+    test ebx, 576
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554560], dl
     test ebx, 576
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 576]
-    movzx r8d, dl
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + r8 + 33554496], r8d
+    mov edi, dword ptr [r15 + 576]
+    test bl, 192
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 896]
-    mov byte ptr [r15 + 832], al
-    test bl, 64
-    jz 1f
+    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + r8 + 33554432], cl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
 1:
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 512]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], r8d
-    movsxd rdi, dword ptr [r14 + 0]
-    mov r9, r10
-    test ebx, 128736
-    jz 1f
-1:
-    mov rbp, r10
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1472]
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], al
-    test bl, 64
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 448]
-    popcnt rdi, rdx
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 640]
+    popcnt rcx, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -1500,61 +890,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1259_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1259_j_t
-.Lc1_d1259_j:
-    mov edi, 150
-    movzx edx, cl
-    mov ebp, 197
-    movsxd r8, dword ptr [r15 + 448]
-    test ebx, 32544
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx eax, r8b
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 832
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movzx edi, sil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, 4
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov edx, 118
-    mov byte ptr [r15 + 0], r9b
-    mov r8d, dword ptr [r15 + 0]
+    mov r9, r10
+    mov rdi, rax
+    mov edx, 45
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7104]
     test bl, 64
     jz 1f
 1:
-    mov rbp, r10
-    mov ecx, 229
-    movsxd rax, dword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], eax
-    test ebx, 57248
+    xor dword ptr [r15 + 448], edi
+    movzx ebp, dl
+    mov edi, 143
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx edx, cl
+    mov ecx, 127
+    test ebx, 6112
     jz 1f
 1:
-    mov rdx, rbp
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 576]
-    test ebx, 1952
+    movzx esi, byte ptr [r15 + 832]
+    mov byte ptr [r15 + 0], dil
+    mov edi, 54
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, 176
+    test ebx, 48608
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 890
-    rep movsb
-    mov dword ptr [r14 + 0], r9d
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 512], sil
+    lock xadd qword ptr [r15 + 768], rdx
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + 640]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 512], dil
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r14 + 448], edi
+    movsxd rbp, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1567,1069 +952,123 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 66
     setz al
-    lea rcx, [rip + .Lc1_d1315_s]
+    lea rcx, [rip + .Lc1_d1295_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1315_s_t
+    jmp .Lc1_d1295_s_t
     .p2align 3
-.Lc1_d1315_s:
+.Lc1_d1295_s:
     .p2align 3
-    jmp .Lc1_d1315_j
+    jmp .Lc1_d1295_j
     .p2align 3
-    jmp .Lc1_d1315_j
-.Lc1_d1315_j:
-    cmovne rax, rcx
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp .Lc1_d1295_j
+.Lc1_d1295_j:
     movzx r8d, byte ptr [r15 + 0]
-    mov ebp, esi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 960], rcx
-    mov dword ptr [r14 + 0], 130
-    movzx ebp, r9b
-    test ebx, 12192
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, r8d
+    test bl, 192
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 832]
-    mov esi, dword ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 704
+    jnz 1f
 1:
-    mov qword ptr [r15 + 576], rdi
-    movzx ecx, byte ptr [r14 + 640]
-    mov rbp, qword ptr [r15 + 704]
-    test ebx, 13792
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1024], r8
+    movzx r8d, byte ptr [r15 + 768]
+    test ebx, 1344
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, rbp
+    mov r9, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 640], rbp
+    mov r8, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    test ebx, 5952
+    jz 1f
+1:
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7104]
+    mov dword ptr [r15 + rbp + 960], 111
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, qword ptr [r14 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov rdi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 896], 75
-    mov dword ptr [r15 + 0], edi
-    movsxd rsi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 896], rbp
+    mov rsi, r9
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], 42
     test ebx, 6976
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    movzx eax, dl
-    mov rbp, qword ptr [r15 + 0]
+    mov edx, 32
+    mov rdi, qword ptr [r15 + 896]
     test ebx, 61152
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov ecx, ebp
-    movzx edi, r9b
-    mov ebp, dword ptr [r15 + 0]
-    and r9, 448
-    add qword ptr [r15 + r9 + 960], rbp
-    test ebx, 10208
+    mov esi, 24
+    mov r8, rdx
+    mov qword ptr [r15 + 704], rsi
+    test ebx, 20448
     jz 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov eax, 244
-    mov ecx, 70
+    mov edi, 168
+    cmovne rsi, r8
+    test ebx, 5568
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 832]
+    mov edi, esi
+    mov r8, r10
+    test ebx, 12192
+    jz 1f
+1:
+    movzx eax, bpl
+    mov qword ptr [r15 + r9 + 3072], r8
+    and r8, 960
+    movzx r9d, byte ptr [r15 + r8 + 1984]
     test bl, 64
     jnz 1f
 1:
-    mov r8, r10
-    mov rdx, rcx
-    mov rbp, r10
-    mov esi, edx
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rsi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 255
-    test ebx, 320
+    mov ecx, 207
+    mov edi, dword ptr [r15 + 256]
+    test ebx, 32480
     jz 1f
 1:
-    mov edi, 159
-    movzx ecx, byte ptr [r15 + 64]
-    cmovne rax, rdi
-    mov edx, 9
-    test ebx, 5952
+    movzx eax, dil
+    mov rdx, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
+    test ebx, 14240
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + r9 + 1024]
-    mov r9, rdx
-    xchg rsi, rsi
-    mov r8, qword ptr [r15 + 704]
-    test ebx, 24416
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    xor dword ptr [r15 + 832], edx
+    test ebx, 320
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 128]
+    mov r9, r10
+    mov ecx, dword ptr [r14 + 0]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 30
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 16
-    jmp .Lc1_b4_c0
-    .p2align 6
-.Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435526
-    setz al
-    lea rcx, [rip + .Lc1_d1424_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1424_s_t
-    .p2align 3
-.Lc1_d1424_s:
-    .p2align 3
-    jmp .Lc1_d1424_j
-    .p2align 3
-    jmp .Lc1_d1424_j
-.Lc1_d1424_j:
-    mov r8, qword ptr [r15 + 640]
-    mov rdi, rcx
-    or qword ptr [r15 + 0], 123
-    test bl, 32
-    jnz 1f
-1:
-    movzx eax, dil
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1712
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 83
-    mov r8d, r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov rcx, r8
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    movzx eax, cl
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, r10
-    test ebx, 336
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    and r9, 448
-    mov rbp, r10
-    mov esi, dword ptr [r15 + r9 + 1472]
-    test bl, 48
-    jz 1f
-1:
-    popcnt rax, rsi
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3008]
-    test bl, 80
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 576], ecx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    movzx edi, al
-    movzx esi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 16344
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov ecx, ebp
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 16080
-    jz 1f
-1:
-    mov r8, r9
-    movzx esi, dil
-    mov eax, 216
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    vmulsd xmm13, xmm13, xmm13
-    mov ecx, edi
-    movsxd rbp, dword ptr [r15 + 0]
-    bt rcx, rcx
-    test bl, 80
-    jnz 1f
-1:
-    mov r8d, 152
-    mov byte ptr [r15 + 0], bpl
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 890
-    rep movsb
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    movzx eax, cl
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 832], rax
-    movsxd rbp, dword ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov esi, dword ptr [r15 + 896]
-    mov rdi, qword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 896]
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 752
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
-    mov eax, dword ptr [r14 + 64]
-    movsxd rsi, dword ptr [r14 + 0]
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1532_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1532_j_t
-.Lc1_d1532_j:
-    or qword ptr [r15 + 0], 44
-    mov rdx, rax
-    mov dword ptr [r15 + 0], 26
-    mov byte ptr [r15 + 0], dl
-    test bl, 32
-    jz 1f
-1:
-    mov edi, edx
-    mov r9d, dword ptr [r15 + 0]
-    movzx esi, dil
-    test bl, 144
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 72
-    bt rax, rax
-    test ebx, 400
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test ebx, 15824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rbp, rcx
-    mov r9d, 120
-    test ebx, 31672
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movzx eax, r9b
-    bswap rdx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 64]
-    test bl, 80
-    jnz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], esi
-    movzx r8d, byte ptr [r14 + 640]
-    test bl, 16
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov r9, qword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + 128]
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1589_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1589_s_t
-    .p2align 3
-.Lc1_d1589_s:
-    .p2align 3
-    jmp .Lc1_d1589_j
-    .p2align 3
-    jmp .Lc1_d1589_j
-    .p2align 3
-    jmp .Lc1_d1589_j
-    .p2align 3
-    jmp .Lc1_d1589_j
-.Lc1_d1589_j:
-    mov r8, r10
-    mov esi, 17
-    and r8, 960
-    mov r9, r10
-    mov edi, dword ptr [r15 + r8 + 1984]
-    test ebx, 880
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3008]
-    test bl, 16
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    test bl, 16
-    jnz 1f
-1:
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1472], cl
-    test ebx, 12248
-    jnz 1f
-1:
-    xor dword ptr [r15 + 64], r8d
-    test bl, 144
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r14 + 128]
-    mov esi, r8d
-    test bl, 144
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 889
-    rep movsb
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b4_c0
-.Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 16
-    jmp .Lc1_b5_c0
-    .p2align 6
-.Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 704]
-    mov byte ptr [r14 + 640], al
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov rbp, rax
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, 104
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, 14
-    test ebx, 992
-    jz 1f
-1:
-    mov ecx, 12
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 28400
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    or qword ptr [r15 + 0], 75
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r9d, dword ptr [r15 + 768]
-    test bl, 160
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], bpl
-    mov r8, r10
-    cmovne rsi, rbp
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 1472]
-    mov ecx, r8d
-    test ebx, 880
-    jz 1f
-1:
-    add qword ptr [r15 + 704], rdi
-    mov rax, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 512]
-    cmovne rbp, rax
-    test ebx, 12144
-    jz 1f
-1:
-    mov byte ptr [r15 + 768], al
-    movzx r9d, dl
-    movsxd rax, dword ptr [r15 + 448]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 576]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8d, 201
-    movzx edi, al
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], 163
-    test ebx, 65232
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 496
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r8, rdi
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rsi, r8
-    vcvtsi2sd xmm13, xmm13, r8d
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    not qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, r10
-    mov byte ptr [r15 + 512], cl
-    test bl, 32
-    jnz 1f
-1:
-    movzx edi, r9b
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 960]
-    mov r8, qword ptr [r15 + 704]
-    mov rbp, r10
-    test bl, 96
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 55
-    mov edx, dword ptr [r15 + 384]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rcx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1310728
-    setz al
-    lea rcx, [rip + .Lc1_d1757_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1757_s_t
-    .p2align 3
-.Lc1_d1757_s:
-    .p2align 3
-    jmp .Lc1_d1757_j
-    .p2align 3
-    jmp .Lc1_d1757_j
-.Lc1_d1757_j:
-    mov rbp, r10
-    mov r9, r10
-    movzx edi, bpl
-    and r9, 448
-    movzx edx, byte ptr [r14 + r9 + 1472]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    test ebx, 288
-    jnz 1f
-1:
-    mov rcx, rax
-    mov qword ptr [r15 + 64], rdx
-    test ebx, 3872
-    jz 1f
-1:
-    mov rdi, rcx
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 1952
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    test ebx, 416
-    jnz 1f
-1:
-    movzx eax, cl
-    mov byte ptr [r15 + 128], sil
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    mov r9d, dword ptr [r15 + 448]
-    mov ebp, eax
-    test ebx, 29680
-    jnz 1f
-1:
-    popcnt r8, r9
-    mov rdx, r9
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c3:
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 6640
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movzx esi, bpl
-    and rbp, 448
-    movsxd r9, dword ptr [r14 + rbp + 1024]
-    mov rax, qword ptr [r15 + rbp + 960]
-    test ebx, 2784
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 704], al
-    movzx ecx, byte ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 832]
-    test bl, 32
-    jnz 1f
-1:
-    mov r9d, ecx
-    mov r8d, dword ptr [r15 + 64]
-    xchg rsi, rsi
-    mov rdx, r8
-    test bl, 160
-    jnz 1f
-1:
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 768]
-    and rbp, 960
-    movzx r9d, byte ptr [r15 + rbp + 1984]
-    mov qword ptr [r15 + 512], rbp
-    test bl, 32
-    jz 1f
-1:
-    mov edi, 208
-    mov ecx, 115
-    mov esi, 237
-    mov r8, r10
-    mov eax, 216
-    test bl, 32
-    jz 1f
-1:
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 223
-    mov edi, r8d
-    mov edx, esi
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d1866_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1866_s_t
-    .p2align 3
-.Lc1_d1866_s:
-    .p2align 3
-    jmp .Lc1_d1866_j
-    .p2align 3
-    jmp .Lc1_d1866_j
-.Lc1_d1866_j:
-    mov edi, 130
-    mov r8, rax
-    mov esi, edi
-    test ebx, 57200
-    jz 1f
-1:
-    mov edx, esi
-    mov ebp, esi
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 288
-    jz 1f
-1:
-    sete r8b
-    mov qword ptr [r15 + 0], rbp
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rax
-    mov dword ptr [r15 + 0], 44
-    test bl, 32
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 320]
-    mov edx, edi
-    test bl, 160
-    jz 1f
-1:
-    mov rbp, r10
-    mov rcx, rdx
-    mov qword ptr [r14 + 0], rbp
-    and rbp, 960
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 1984]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov esi, ecx
-    mov rax, qword ptr [r15 + 896]
-    mov r9d, 249
-    test bl, 96
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 768]
-    vmovdqu xmm13, xmmword ptr [r15 + 576]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, eax
-    mov ecx, edx
-    mov esi, 202
-    mov r8d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    bt rcx, rdx
-    mov byte ptr [r15 + 0], r8b
-    movzx edx, bpl
-    cmovne rax, rcx
-    test bl, 32
-    jnz 1f
-1:
-    bswap rcx
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 135
-    test ebx, 288
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rsi, rcx
-    or qword ptr [r15 + 0], 15
-    mov dword ptr [r15 + 0], 165
-    test ebx, 288
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 832]
-    mov rdx, r8
-    test ebx, 16368
-    jz 1f
-1:
-    xor dword ptr [r15 + 448], edx
-    vmovdqu xmm14, xmmword ptr [r14 + 0]
-    mov rax, rbp
-    movzx r9d, byte ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 800
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1024], rcx
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ebp
-    test ebx, 800
-    jnz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    mov r8, qword ptr [r15 + 640]
-    mov ebp, r9d
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c6:
-    lea rcx, [rip + .Lc1_d1976_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1976_j_t
-.Lc1_d1976_j:
-    cmovne rbp, rcx
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, dil
-    test ebx, 1648
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    vmaxsd xmm13, xmm13, xmm8
-    test ebx, 32368
-    jz 1f
-1:
-    mov r8d, edx
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, r8d
-    movzx ecx, dl
-    test bl, 32
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov r9, r10
-    test ebx, 672
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r8, r10
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 1472]
-    and r8, 4032
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 3008]
-    test bl, 32
-    jnz 1f
-1:
-    vmovdqu xmm13, xmmword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 896]
-    test ebx, 20464
-    jnz 1f
-1:
-    mov r8, r10
-    mov esi, dword ptr [r14 + 128]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + 768], r8b
-    test ebx, 2784
-    jnz 1f
-1:
-    movzx esi, dil
-    mov r9, r8
-    inc dword ptr [r14 + 0]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 0], eax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r8d, 11
-    test ebx, 30448
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1648
-    jz 1f
-1:
-    movzx esi, bpl
-    mov dword ptr [r15 + 0], 7
-    mov dword ptr [r15 + 384], 0
-    test ebx, 5104
-    jz 1f
-1:
-    movzx eax, sil
-    mov r9, rsi
-    mov rdi, rax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    vmovdqu xmm14, xmmword ptr [r15 + 832]
-    mov rbp, r10
-    mov rcx, r8
-    test bl, 32
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 704]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 1472]
-    mov r9, r10
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 672
-    jz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], eax
-    movzx edx, r9b
-    vmovdqu xmm14, xmmword ptr [r15 + 128]
-    mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    and r8, 960
-    mov dword ptr [r14 + r8 + 1984], 82
-    cmovne rax, r8
-    mov edi, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b5_c0
-.Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 26]
-    mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 26
-    jmp .Lc1_b6_c0
-    .p2align 6
-.Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1342183425
-    setz al
-    lea rcx, [rip + .Lc1_d2093_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2093_s_t
-    .p2align 3
-.Lc1_d2093_s:
-    .p2align 3
-    jmp .Lc1_d2093_j
-    .p2align 3
-    jmp .Lc1_d2093_j
-.Lc1_d2093_j:
-    lea rcx, [rip + .Lc1_d2102_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2102_j_t
-.Lc1_d2102_j:
-    lea r8, [r10 + r10*1]
-    and r8, 448
-    mov esi, dword ptr [r14 + r8 + 1024]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 8
-    jnz 1f
-1:
-    movzx r9d, sil
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 920
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    or esi, 1
-    xor edx, edx
-    div esi
-    test ebx, 3060
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 960]
-    mov r8d, 161
-    test ebx, 872
-    jz 1f
-1:
-    mov ebp, edx
-    lea r9, [r10 + r10*1]
-    xor dword ptr [r15 + 896], ebp
-    test bl, 8
-    jnz 1f
-1:
-    and r9, 448
-    inc dword ptr [r15 + r9 + 1472]
-    mov ecx, dword ptr [r15 + r9 + 1536]
-    test ebx, 8164
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 576]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 704]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*2]
-    add qword ptr [r14 + 0], rax
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 1024]
-    bt rbp, rbp
-    mov rcx, rax
-    test ebx, 2020
-    jz 1f
-1:
-    mov rdi, rbp
-    movzx r9d, cl
-    mov ecx, edi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 105
-    test bl, 8
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 704]
-    mov ecx, 53
-    mov esi, dword ptr [r15 + 128]
-    mov r8, r10
-    mov byte ptr [r15 + 64], sil
-    test bl, 8
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rdi
-    movsxd rax, dword ptr [r14 + 768]
-    test bl, 8
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + rbp + 960]
-    mov r9d, dword ptr [r15 + rbp + 1088]
-    test ebx, 3052
-    jnz 1f
-1:
-    mov r8, r10
-    mov edi, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 832]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 1472]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b6_c0
-.Lc1_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 1
-    jmp .Lc1_b7_c0
-    .p2align 6
-.Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d2197_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2197_j_t
-.Lc1_d2197_j:
-    mov qword ptr [r15 + 0], rcx
-    inc dword ptr [r15 + 0]
-    test ebx, 412
-    jnz 1f
-1:
-    cmovne rcx, rcx
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 20
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r14 + 0]
-    movsxd r8, dword ptr [r15 + 128]
-    inc rbx
-    dec r13
-    jnz .Lc1_b7_c0
-.Lc1_b7_done:
 // block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
     lea rcx, [rbx + 4]
@@ -2674,71 +1113,73 @@ ditto_body_c1:
     jmp .Lc1_b8_c14
     .p2align 3
     jmp .Lc1_b8_c15
-    .p2align 6
+    .p2align 12
 .Lc1_b8_c0:
-    lea rcx, [rip + .Lc1_d2224_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2192_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2224_j_t
-.Lc1_d2224_j:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 32672
+    jmp .Lc1_d2192_j_t
+.Lc1_d2192_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d2196_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2196_s_t
+    .p2align 3
+.Lc1_d2196_s:
+    .p2align 3
+    jmp .Lc1_d2196_j
+    .p2align 3
+    jmp .Lc1_d2196_j
+    .p2align 3
+    jmp .Lc1_d2196_j
+    .p2align 3
+    jmp .Lc1_d2196_j
+.Lc1_d2196_j:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 64320
     jz 1f
 1:
-    mov r8d, edx
-    mov edx, ebp
-    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 32416
+    jnz 1f
+1:
+    movzx r8d, sil
     mov edi, dword ptr [r15 + 0]
-    test ebx, 16032
+    test ebx, 320
     jnz 1f
 1:
     mov edx, r9d
-    movzx ebp, byte ptr [r15 + 0]
-    sete r8b
-    mov r9, r10
-    test ebx, 1344
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov esi, r9d
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 1472]
-    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 320
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 512]
-    movzx edi, cl
+    mov byte ptr [r15 + 0], r8b
+    movzx edi, byte ptr [r15 + 0]
     test bl, 192
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8, qword ptr [r14 + 0]
-    movzx ebp, byte ptr [r15 + 128]
-    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r14 + 0]
+    mov r9, r10
     test bl, 64
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 832], r9
-    mov r8, r10
-    and r9, 448
-    mov dword ptr [r15 + r9 + 960], r8d
-    test ebx, 6592
-    jnz 1f
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], 150
+    mov edi, dword ptr [r15 + 768]
+    test ebx, 14816
+    jz 1f
 1:
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 1984]
-    movzx eax, byte ptr [r14 + r9 + 1024]
-    mov edx, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2748,121 +1189,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov esi, 29
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, rdi
-    test ebx, 14048
+    mov dword ptr [r15 + 0], eax
+    movzx edx, byte ptr [r15 + 0]
+    popcnt rdi, rax
+    test ebx, 28384
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], ebp
-    xchg rax, rax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, esi
-    mov ecx, edx
-    test ebx, 130720
-    jz 1f
-1:
-    popcnt r9, rcx
-    mov dword ptr [r15 + 0], ecx
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov edx, 255
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3072], dl
-    mov eax, dword ptr [r15 + rbp + 3008]
-    test ebx, 1216
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 64]
-    bswap rdi
-    vmulsd xmm14, xmm14, xmm14
-    mov rcx, rdi
-    test ebx, 129952
-    jz 1f
-1:
-    mov r8, r10
-    mov r9, qword ptr [r15 + 448]
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], r9d
-    movzx eax, r8b
+    mov rbp, rax
+    mov dword ptr [r15 + 0], eax
+    mov rdi, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
+    mov dword ptr [r15 + 0], edi
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 28576
+    jnz 1f
+1:
+    mov r9d, edi
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, rax
+    movsxd rbp, dword ptr [r14 + 256]
+    mov r9, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r9, 4032
+    mov edx, dword ptr [r14 + r9 + 3008]
     mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 704]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7104]
+    mov rdi, qword ptr [r15 + 512]
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 1984]
+    test bl, 192
+    jnz 1f
+1:
+    mov r9, r10
+    bswap rbp
+    mov rdx, qword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r9, 448
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 1472]
+    mov edx, 198
+    movzx r8d, r9b
+    test bl, 64
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 704]
+    mov edx, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea rcx, [rip + .Lc1_d2339_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2301_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2339_j_t
-.Lc1_d2339_j:
-    mov dword ptr [r15 + 0], ecx
-    mov rdi, rcx
-    mov byte ptr [r15 + 0], cl
-    movzx r8d, byte ptr [r15 + 0]
+    jmp .Lc1_d2301_j_t
+.Lc1_d2301_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 33554368
+    mov r9, r10
+    mov qword ptr [r15 + rbp + 33554496], rbp
+    mov qword ptr [r15 + rbp + 33554432], r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1472], ebp
     test ebx, 24288
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, r10
+    movzx edx, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 320
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    not qword ptr [r15 + 0]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rbp
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 704
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    lea r8, [r10 + r10*2]
-    mov dword ptr [r15 + 768], r9d
-    movzx r9d, r8b
-    test ebx, 14176
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, r8
+    test ebx, 57024
     jnz 1f
 1:
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 960]
-    xchg r9, r9
-    movzx ecx, byte ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 448]
+    xchg rdx, rdx
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 960]
     test ebx, 576
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 896], 127
-    mov eax, dword ptr [r14 + 704]
-    test ebx, 48576
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 576]
-    inc dword ptr [r15 + r8 + 1088]
-    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rcx
+    mov r9d, dword ptr [r14 + 0]
     test bl, 192
     jnz 1f
 1:
-    mov rsi, rbp
-    mov edi, dword ptr [r15 + r8 + 1024]
-    mov r8d, dword ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + 576]
+    mov rdx, rcx
+    test bl, 192
+    jnz 1f
+1:
+    movzx esi, r8b
+    mov ebp, dword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2872,54 +1313,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, 171
-    mov rbp, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, 171
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 49
-    or qword ptr [r15 + 0], 53
-    movzx edi, r9b
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 576
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r8, r10
-    mov qword ptr [r15 + 0], rsi
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    test ebx, 448
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1344
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 576]
-    movzx r9d, dl
-    mov rbp, qword ptr [r15 + 640]
-    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    movzx esi, sil
+    mov dword ptr [r15 + 0], 218
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 960]
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 640]
+    vucomisd xmm8, xmm8
+    test ebx, 704
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 1024]
+    movzx esi, al
+    mov dword ptr [r15 + 256], 221
+    test ebx, 16288
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], esi
+    mov rcx, rsi
+    mov edi, dword ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 512]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rsi, r9
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 960]
-    mov eax, dword ptr [r14 + 0]
-    test ebx, 8096
-    jz 1f
+    mov rdi, rbp
+    mov qword ptr [r15 + 192], rax
+    add qword ptr [r15 + 192], rdi
+    test ebx, 12000
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 448]
-    mov rdi, r8
-    movzx esi, byte ptr [r15 + 512]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
-1:
-    mov dword ptr [r14 + r9 + 1024], 77
-    add qword ptr [r15 + 64], rsi
-    movsxd r9, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2929,62 +1374,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2445_j]
+    lea rcx, [rip + .Lc1_d2406_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2445_j_t
-.Lc1_d2445_j:
-    mov edi, 183
-    mov rsi, qword ptr [r15 + 832]
-    mov r8, r10
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 889
-    rep movsb
-    test ebx, 576
-    jnz 1f
-1:
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3008]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 126816
+    jmp .Lc1_d2406_j_t
+.Lc1_d2406_j:
+    lea r9, [r10 + r10*1]
+    mov edx, 183
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 1472]
+    test ebx, 704
     jnz 1f
 1:
     mov rbp, qword ptr [r15 + 0]
-    movzx edi, al
+    test ebx, 45024
+    jnz 1f
+1:
+    movzx edi, bpl
+    mov rcx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 7136
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rbp, r10
+    mov rax, rcx
+    mov dword ptr [r14 + 0], ebp
+    test ebx, 448
+    jz 1f
+1:
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], al
     mov r8, r10
-    test ebx, 3008
-    jz 1f
+    test bl, 64
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
     and r8, 448
-    mov byte ptr [r15 + r8 + 960], cl
-    test ebx, 7488
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    mov edi, r8d
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    mov eax, r8d
-    mov r9, r10
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 5952
-    jz 1f
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 983
+    rep movsb
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1984]
-    test ebx, 14240
-    jnz 1f
-1:
-    mov esi, edi
-    mov r8, rdi
-    test ebx, 44992
-    jnz 1f
-1:
-    mov ecx, 238
-    movsxd rbp, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + r9 + 1536]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2994,190 +1437,189 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], al
-    mov edx, eax
-    mov edi, eax
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, edx
     test ebx, 128928
     jz 1f
 1:
+    mov rdi, r8
+    mov dword ptr [r15 + 0], 4
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    test ebx, 1216
+    jnz 1f
+1:
     mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 72
-    mov byte ptr [r15 + 0], cl
-    test ebx, 576
+    mov rsi, qword ptr [r15 + 0]
+    movzx edx, cl
+    test bl, 64
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rax, rsi
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    test ebx, 448
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov edi, edx
+    mov dword ptr [r15 + 256], esi
+    test ebx, 63456
     jnz 1f
 1:
-    movzx ebp, dl
-    mov byte ptr [r14 + 0], dl
-    movsxd r8, dword ptr [r14 + 0]
-    mov rcx, rbp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    xchg rax, rsi
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    vmovdqu xmm14, xmmword ptr [r15 + 128]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 1472]
-    mov dword ptr [r15 + 576], 255
-    mov rax, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 704]
-    test ebx, 63968
+    mov byte ptr [r15 + 256], dil
+    mov r9, qword ptr [r15 + 192]
+    xchg rdi, rdi
+    lea r8, [r10 + r10*2]
+    test bl, 64
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov edx, ebp
-    movzx ebp, r8b
-    vmaxsd xmm8, xmm8, xmm14
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], dil
+    movzx eax, byte ptr [r15 + 768]
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 704
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 640]
+    movzx esi, cl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + r8 + 33554560], dl
+    mov rdi, rsi
+    mov rdx, qword ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov dword ptr [r15 + r8 + 33554496], 5
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    lea rcx, [rip + .Lc1_d2551_j]
+    lea rcx, [rip + .Lc1_d2508_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2551_j_t
-.Lc1_d2551_j:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, esi
-    test ebx, 16160
+    jmp .Lc1_d2508_j_t
+.Lc1_d2508_j:
+    mov r8, r10
+    mov rdi, qword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + 192]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3008], dl
+    test ebx, 32544
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, 201
-    mov dword ptr [r15 + 0], 73
+    movsxd rsi, dword ptr [r15 + 768]
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
+    test ebx, 1216
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov rcx, rsi
     mov dword ptr [r15 + 0], 51
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    bt rcx, rcx
-    mov esi, dword ptr [r15 + 0]
-    mov eax, 238
-    mov r9d, esi
-    test bl, 64
+    test ebx, 12192
     jz 1f
 1:
-    movzx r8d, al
     mov rbp, qword ptr [r15 + 0]
-    movzx eax, r8b
-    test ebx, 448
+    movzx r8d, cl
+    test ebx, 320
     jz 1f
 1:
-    mov rdx, rbp
-    mov edi, 194
-    movzx ecx, byte ptr [r14 + 576]
-    movzx esi, dil
-    test ebx, 1600
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    movzx eax, sil
-    mov byte ptr [r14 + 896], r8b
-    movsxd r9, dword ptr [r15 + 640]
-    test bl, 192
-    jnz 1f
-1:
-    mov edx, 54
-    movzx ebp, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rbp
+    movzx edx, r8b
+    movzx esi, byte ptr [r15 + 0]
     test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 73
+    mov edx, 238
+    mov ecx, esi
+    test ebx, 48864
     jnz 1f
 1:
-    mov edi, ecx
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 64]
+    movzx r8d, cl
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 448
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    mov esi, ebp
+    test ebx, 56288
+    jnz 1f
+1:
+    bt rsi, rsi
+    mov r8d, esi
+    mov r9, r10
+    test ebx, 13792
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    and r9, 448
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + r9 + 960]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov r8, r10
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], edi
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 832], r8
-    mov edx, r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov ecx, eax
+    mov ebp, 13
+    mov r9, r10
+    movzx esi, bpl
     test ebx, 1888
     jnz 1f
 1:
-    mov r9d, 236
-    mov ebp, dword ptr [r15 + 0]
-    movzx ecx, r9b
-    inc dword ptr [r15 + 0]
-    test ebx, 704
+    mov r8d, ebp
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7104]
+    mov eax, 189
+    test ebx, 6592
+    jnz 1f
+1:
+    bswap r8
+    mov rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 704], r8
+    test ebx, 1344
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, esi
+    movzx esi, dil
+    movzx eax, dil
+    mov rbp, qword ptr [r15 + 704]
+    lea r9, [r10 + r10*1]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], esi
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 15072
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 192
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    movzx edi, byte ptr [r15 + 0]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 1024]
+    test ebx, 15264
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    mov rax, qword ptr [r14 + rbp + 960]
+    mov rsi, rdi
     test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ecx, r8b
-    test ebx, 1344
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov r9d, 97
-    movzx ebp, cl
-    bswap rdi
-    test ebx, 1344
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, 246
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
     sete dil
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov rcx, rdx
-    test bl, 192
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 4032
-    movzx esi, byte ptr [r14 + rbp + 3008]
-    mov r8d, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 448]
-    test ebx, 24032
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + r9 + 33554496], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -3187,56 +1629,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2669_j]
+    lea rcx, [rip + .Lc1_d2623_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2669_j_t
-.Lc1_d2669_j:
-    mov ebp, ecx
-    mov edi, 168
-    lea r8, [r10 + r10*1]
-    mov edx, 101
-    mov dword ptr [r15 + 448], r8d
+    jmp .Lc1_d2623_j_t
+.Lc1_d2623_j:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ebp, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jb 1f
 1:
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7104]
-    mov ebp, 207
-    mov ecx, 80
-    movsxd rax, dword ptr [r15 + 128]
+    mov edi, 193
+    mov esi, 185
     test ebx, 576
     jz 1f
 1:
-    movzx edx, byte ptr [r14 + 512]
-    mov dword ptr [r15 + 0], 36
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 41
+    mov dword ptr [r15 + 0], 218
+    vmaxsd xmm10, xmm10, xmm10
     test ebx, 1984
     jz 1f
 1:
-    mov rsi, rdi
-    mov edi, edx
-    inc dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    movzx ebp, sil
+    mov dword ptr [r15 + 0], 237
+    test bl, 64
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 230
-    mov ebp, 229
-    inc dword ptr [r15 + 704]
-    movzx ecx, bpl
-    test bl, 192
+    mov dword ptr [r15 + 0], 1
+    mov edx, ebp
+    test ebx, 448
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + r8 + 7168]
-    mov r8d, 126
-    mov esi, 72
+    mov eax, 31
+    xor dword ptr [r14 + 448], edx
+    xor dword ptr [r15 + 320], eax
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov qword ptr [r14 + 0], rsi
-    xor dword ptr [r15 + 64], esi
-    sete cl
+    sete al
+    mov ecx, dword ptr [r15 + 384]
+    test ebx, 704
+    jnz 1f
+1:
+    mov r9, rcx
+    mov rbp, r10
+    mov ecx, 25
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3008]
+    mov esi, 201
+    test ebx, 7488
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r14 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3247,62 +1694,64 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1077936128
+    test dword ptr [r15 + 67117723], 1080033280
     setz al
-    lea rcx, [rip + .Lc1_d2721_s]
+    lea rcx, [rip + .Lc1_d2677_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2721_s_t
+    jmp .Lc1_d2677_s_t
     .p2align 3
-.Lc1_d2721_s:
+.Lc1_d2677_s:
     .p2align 3
-    jmp .Lc1_d2721_j
+    jmp .Lc1_d2677_j
     .p2align 3
-    jmp .Lc1_d2721_j
-.Lc1_d2721_j:
-    mov r9d, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    jmp .Lc1_d2677_j
+.Lc1_d2677_j:
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 76
     test bl, 64
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, r8
-    test ebx, 31712
-    jnz 1f
-1:
     mov dword ptr [r15 + 0], esi
-    popcnt rax, rdx
-    test ebx, 832
+    vmovdqu ymm8, ymmword ptr [r15 + 0]
+    test ebx, 127968
     jnz 1f
 1:
-    mov r9, r10
+    mov ebp, esi
     movzx ecx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    and r9, 960
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 1984]
-    test ebx, 53216
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, rcx
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1216
     jnz 1f
 1:
-    mov rbp, r9
-    mov byte ptr [r15 + 896], cl
-    movsxd rsi, dword ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 832]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1472], al
+    test ebx, 704
+    jz 1f
 1:
-    mov edx, 68
-    mov r8d, esi
-    test ebx, 3904
+    mov ecx, 85
+    mov rdi, rsi
+    test ebx, 3744
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], 7
-    test ebx, 320
+    mov rax, qword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 512]
+    test ebx, 24416
     jnz 1f
 1:
-    mov r9d, eax
-    mov ecx, 1
+    popcnt rbp, rdi
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + 448]
+    test bl, 64
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov r9d, 81
     add r11, 64
     add r10, r11
     inc rbx
@@ -3312,59 +1761,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
-    xor dword ptr [r15 + 896], eax
-    mov rbp, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edx, al
+    and r8, 448
+    movzx eax, byte ptr [r14 + r8 + 960]
+    mov edi, dword ptr [r15 + 512]
     test bl, 64
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 890
-    rep movsb
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, edi
-    test ebx, 704
+    movsxd rbp, dword ptr [r15 + 768]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test ebx, 1760
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, bpl
     movsxd rax, dword ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+    mov rdi, rax
+    movsxd r9, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], ecx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov eax, r9d
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 24480
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, r10
+    crc32 rax, rbp
+    xor dword ptr [r15 + r8 + 1024], r9d
+    test bl, 64
+    jnz 1f
+1:
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 1984]
+    movzx esi, r9b
     mov rbp, r10
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+    mov qword ptr [r15 + 640], rbp
     and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 960]
-    mov ecx, dword ptr [r15 + 64]
-    bswap rsi
-    test ebx, 16032
-    jz 1f
-1:
-    movzx eax, cl
-    movzx ecx, sil
-    movzx esi, byte ptr [r15 + 768]
-    mov r9, r10
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, esi
-    mov rsi, qword ptr [r15 + 640]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3008]
-    test ebx, 320
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, rcx
-    test ebx, 576
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 832]
-    movzx esi, bpl
-    mov dword ptr [r14 + 832], 197
+    mov dword ptr [r15 + rbp + 1472], 96
     add r11, 64
     add r10, r11
     inc rbx
@@ -3374,62 +1822,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2829_j]
+    lea rcx, [rip + .Lc1_d2784_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2829_j_t
-.Lc1_d2829_j:
-    vsubsd xmm8, xmm8, xmm8
+    jmp .Lc1_d2784_j_t
+.Lc1_d2784_j:
     mov qword ptr [r15 + 0], rcx
-    mov r8d, eax
+    mov edx, ecx
     test ebx, 1216
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, edx
+    inc dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     test ebx, 3296
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 73
-    mov dword ptr [r15 + 128], esi
-    test ebx, 13280
-    jnz 1f
-1:
-    movzx ecx, sil
-    mov esi, dword ptr [r14 + 0]
-    mov byte ptr [r15 + 704], cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    not qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rdx
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 890
+    mov ecx, 983
     rep movsb
-    test bl, 192
+    test ebx, 27616
     jz 1f
 1:
-    mov r8, r10
-    mov rax, rdi
-    movzx r9d, byte ptr [r15 + 896]
-    mov rbp, r10
-    and r8, 448
-    mov qword ptr [r14 + r8 + 1472], rbp
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    and rbp, 448
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 960]
-    mov edx, ebp
-    mov r9, qword ptr [r15 + 64]
+    not qword ptr [r15 + 448]
+    mov byte ptr [r14 + 640], r8b
+    test ebx, 704
+    jz 1f
+1:
+    movzx ecx, r8b
+    movzx esi, byte ptr [r15 + 640]
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, rsi
+    movzx edi, byte ptr [r15 + 896]
+    test ebx, 11232
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    mov r8, r10
+    mov dword ptr [r15 + 576], ecx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    and r8, 448
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + 576], 52
     add r11, 64
     add r10, r11
     inc rbx
@@ -3439,59 +1887,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], al
-    popcnt rdi, rax
-    mov dword ptr [r15 + 0], eax
-    mov r8d, 43
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov ebp, 209
+    mov r8, r10
+    mov esi, 250
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], esi
+    test bl, 64
+    jz 1f
 1:
-    mov esi, 6
-    mov ebp, 73
+    mov dword ptr [r15 + 0], r8d
     mov dword ptr [r15 + 0], esi
-    test bl, 128
+    popcnt r8, r8
+    test ebx, 320
     jnz 1f
 1:
-    movzx r9d, bpl
-    movzx edx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, cl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jb 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r14 + 0]
+    mov byte ptr [r15 + 384], bpl
+    mov r8d, 68
+    mov ebp, dword ptr [r15 + 512]
     test ebx, 3008
     jnz 1f
 1:
-    xchg rdx, r9
-    mov rsi, qword ptr [r15 + 128]
-    mov ebp, edx
-    mov r8, r10
-    mov eax, dword ptr [r15 + 768]
+    mov r9, r10
+    mov rax, qword ptr [r14 + 0]
+    mov ecx, r9d
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1984]
     test bl, 128
     jnz 1f
 1:
-    mov edi, 5
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    mov rsi, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 832]
+    crc32 r9d, r8b
     test ebx, 1344
     jnz 1f
 1:
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 64]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 1472]
-    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 256]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    mov r8, r10
-    movzx ecx, al
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], ecx
-    movsxd r9, dword ptr [r15 + 128]
+    movzx ecx, sil
+    movzx r8d, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3501,56 +1945,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097668
-    setz al
-    lea rcx, [rip + .Lc1_d2940_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2940_s_t
-    .p2align 3
-.Lc1_d2940_s:
-    .p2align 3
-    jmp .Lc1_d2940_j
-    .p2align 3
-    jmp .Lc1_d2940_j
-.Lc1_d2940_j:
+    lea rcx, [rip + .Lc1_d2889_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2889_j_t
+.Lc1_d2889_j:
+    mov edx, dword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
     test bl, 64
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 512], r9d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    mov r9d, 216
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 114592
+    jnz 1f
 1:
-    mov rbp, r10
-    mov eax, dword ptr [r14 + 832]
-    mov r8, r10
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7104]
+    mov esi, 168
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 7648
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
-    mov r9d, dword ptr [r15 + 576]
-    test bl, 192
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 640]
-    test ebx, 1344
+    mov dword ptr [r14 + 704], edx
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 896]
+    test bl, 64
     jnz 1f
 1:
-    mov ebp, 99
-    movzx ecx, byte ptr [r15 + 64]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 960]
+    mov qword ptr [r14 + 0], r8
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r9, r10
+    mov r8d, 49
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3560,59 +2005,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 448], rax
-    movzx edx, al
-    mov esi, eax
-    mov r8, qword ptr [r15 + 512]
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + 448], rbp
+    test ebx, 130848
+    jz 1f
+1:
+    mov r8, rdi
+    mov edx, 6
     mov r9, r10
-    test ebx, 65312
+    test bl, 64
     jnz 1f
 1:
     and r9, 33554368
     mov byte ptr [r15 + r9 + 33554432], r8b
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jae 1f
-1:
-    mov edi, 124
-    mov ecx, dword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 889
+    mov ecx, 985
     rep movsb
     test ebx, 3520
     jz 1f
 1:
-    movzx edx, dil
     mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    mov rdx, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    popcnt r8, rax
-    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    xor dword ptr [r15 + 832], ecx
     test bl, 64
     jz 1f
 1:
-    mov ecx, r8d
-    mov r8d, dword ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 64]
-    mov r9, r10
-    test bl, 64
+    movzx esi, al
+    vmulsd xmm10, xmm10, xmm8
+    test bl, 128
     jz 1f
 1:
-    xor dword ptr [r15 + 64], ecx
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3008]
-    xor dword ptr [r15 + 896], r9d
+    mov r9d, dword ptr [r15 + rbp + 1088]
+    mov byte ptr [r14 + 0], sil
+    mov r8, r10
     test ebx, 1888
     jz 1f
 1:
-    mov rax, r9
-    mov rsi, qword ptr [r14 + 128]
-    mov ebp, dword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rdi, dword ptr [r14 + r8 + 3008]
+    movzx r9d, r8b
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ecx, r9d
+    mov edx, r9d
+    test ebx, 3904
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 960]
+    mov rdi, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3625,65 +2073,1645 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d3042_s]
+    lea rcx, [rip + .Lc1_d2995_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3042_s_t
+    jmp .Lc1_d2995_s_t
     .p2align 3
-.Lc1_d3042_s:
+.Lc1_d2995_s:
     .p2align 3
-    jmp .Lc1_d3042_j
+    jmp .Lc1_d2995_j
     .p2align 3
-    jmp .Lc1_d3042_j
-.Lc1_d3042_j:
-    bt rcx, rcx
-    mov ebp, dword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r14 + 0]
+    jmp .Lc1_d2995_j
+.Lc1_d2995_j:
+    mov r8d, 140
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 576
     jz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    mov byte ptr [r15 + 0], bpl
+    movzx ebp, r9b
+    bt r8, r8
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 186
-    movzx esi, cl
-    movzx ecx, r9b
-    test ebx, 1216
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 51
+    test ebx, 3008
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 250
-    mov eax, 30
-    test ebx, 320
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 234
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    mov rax, rcx
+    mov dword ptr [r15 + 0], 237
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jae 1f
+    jb 1f
 1:
-    mov rsi, r9
-    mov r8, r10
-    mov dword ptr [r15 + 0], 193
+    mov dword ptr [r15 + 0], 29
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + 64], 91
-    mov ebp, dword ptr [r15 + 768]
-    test ebx, 1600
+    movzx ebp, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 6592
     jnz 1f
 1:
-    sete r9b
-    mov rax, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 512]
+    mov byte ptr [r14 + 0], r9b
+    test ebx, 63968
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 896]
+    mov dword ptr [r15 + 640], 34
+    mov r8, r10
+    test ebx, 120800
+    jnz 1f
+1:
+    sete bpl
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
+// block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117776]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 67117776], rcx
+    mov r13d, 16
+    jmp .Lc1_b5_c0
+    .p2align 11
+.Lc1_b5_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194308
+    setz al
+    lea rcx, [rip + .Lc1_d1627_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1627_s_t
+    .p2align 3
+.Lc1_d1627_s:
+    .p2align 3
+    jmp .Lc1_d1627_j
+    .p2align 3
+    jmp .Lc1_d1627_j
+.Lc1_d1627_j:
+    mov r9, r10
+    and r9, 960
+    mov edx, dword ptr [r14 + r9 + 1984]
+    mov qword ptr [r15 + 448], r9
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov eax, 35
+    test bl, 32
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 40944
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    movzx edi, r9b
+    test ebx, 416
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 79
+    test ebx, 672
+    jz 1f
+1:
+    mov r8d, 130
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 3952
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov r8, r10
+    cmovne rdx, rax
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r14 + r8 + 960]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, 140
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 65232
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 496
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    movzx esi, r8b
+    mov rcx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movzx eax, cl
+    not qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx edi, al
+    mov byte ptr [r15 + 768], bpl
+    test bl, 160
+    jnz 1f
+1:
+    mov rdx, rdi
+    add qword ptr [r15 + 640], rdi
+    movsxd r8, dword ptr [r15 + 512]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, r8
+    mov rcx, qword ptr [r15 + 896]
+    mov r8d, dword ptr [r14 + 448]
+    test bl, 96
+    jz 1f
+1:
+    mov rbp, r10
+    vcvtsi2sd xmm10, xmm10, r8d
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 27
+    mov r9, r10
+    mov dword ptr [r14 + 0], 55
+    test bl, 32
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 960]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d1733_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1733_s_t
+    .p2align 3
+.Lc1_d1733_s:
+    .p2align 3
+    jmp .Lc1_d1733_j
+    .p2align 3
+    jmp .Lc1_d1733_j
+.Lc1_d1733_j:
+    mov rbp, r10
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    movsxd r9, dword ptr [r15 + 384]
+    popcnt rdi, r8
+    test ebx, 288
+    jnz 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 8080
+    jz 1f
+1:
+    mov rcx, rax
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 26608
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, ebp
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    movzx r9d, dil
+    mov rcx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, cl
+    test ebx, 29680
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 576], esi
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    mov r8, r10
+    mov ebp, edx
+    test bl, 64
+    jz 1f
+1:
+    mov r9, r8
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], r9b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1789_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1789_s_t
+    .p2align 3
+.Lc1_d1789_s:
+    .p2align 3
+    jmp .Lc1_d1789_j
+    .p2align 3
+    jmp .Lc1_d1789_j
+    .p2align 3
+    jmp .Lc1_d1789_j
+    .p2align 3
+    jmp .Lc1_d1789_j
+.Lc1_d1789_j:
+    mov rbp, r10
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 960]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 320]
+    test ebx, 4080
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7104]
+    test bl, 96
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov esi, 77
+    test bl, 224
+    jz 1f
+1:
+    mov edx, 242
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov r9d, 221
+    mov ecx, edx
+    test ebx, 3872
+    jnz 1f
+1:
+    movzx ebp, dl
+    test ebx, 3424
+    jz 1f
+1:
+    mov edi, ebp
+    mov esi, r9d
+    test ebx, 8080
+    jnz 1f
+1:
+    mov qword ptr [r14 + 768], rdi
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 960]
+    mov edx, ebp
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 65136
+    jz 1f
+1:
+    mov esi, edx
+    mov r9d, edi
+    test ebx, 31696
+    jz 1f
+1:
+    vsubsd xmm10, xmm10, xmm14
+    vmovdqu ymm11, ymmword ptr [r15 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 176
+    mov esi, esi
+    test bl, 160
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, rsi
+    mov edi, 204
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov qword ptr [r14 + 0], rsi
+    mov esi, dword ptr [r15 + rbp + 1024]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rdx, rax
+    mov eax, 47
+    mov qword ptr [r15 + 384], rdx
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    mov rdi, qword ptr [r15 + 896]
+    sete dl
+    test bl, 32
+    jnz 1f
+1:
+    mov r8d, edi
+    mov rax, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 832]
+    test bl, 32
+    jnz 1f
+1:
+    mov r8, r10
+    mov rsi, rax
+    and r8, 448
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 1472]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1896_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1896_j_t
+.Lc1_d1896_j:
+    vmovdqu xmm11, xmmword ptr [r14 + 0]
+    mov r8, rcx
+    mov rdx, rcx
+    test bl, 96
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 61168
+    jnz 1f
+1:
+    cmovne rdx, rax
+    crc32 eax, dil
+    test ebx, 8176
+    jnz 1f
+1:
+    mov ebp, eax
+    movzx r8d, al
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, r8d
+    test ebx, 800
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, r10
+    mov eax, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    and r9, 33554368
+    mov qword ptr [r14 + r9 + 33554432], rax
+    mov rdx, qword ptr [r15 + 512]
+    test bl, 32
+    jz 1f
+1:
+    mov rsi, rdx
+    mov rbp, r10
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 960]
+    test ebx, 672
+    jnz 1f
+1:
+    mov edx, ebp
+    mov dword ptr [r15 + 768], r8d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test bl, 160
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movzx r9d, r8b
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rax, r9
+    mov rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r8, r10
+    movsxd rbp, dword ptr [r14 + 0]
+    mov esi, dword ptr [r15 + 832]
+    test bl, 96
+    jnz 1f
+1:
+    and r8, 448
+    vpaddd ymm3, ymm8, ymmword ptr [r15 + r8 + 1472]
+    cmovne rsi, r8
+    mov edi, r8d
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 512]
+    test ebx, 672
+    jnz 1f
+1:
+    mov eax, edx
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 576]
+    and r9, 960
+    movsxd rdi, dword ptr [r15 + r9 + 1984]
+    mov rbp, r10
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 4032
+    mov r8, qword ptr [r14 + rbp + 3008]
+    vmovdqu xmm11, xmmword ptr [r15 + 704]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 34607104
+    setz al
+    lea rcx, [rip + .Lc1_d2002_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2002_s_t
+    .p2align 3
+.Lc1_d2002_s:
+    .p2align 3
+    jmp .Lc1_d2002_j
+    .p2align 3
+    jmp .Lc1_d2002_j
+.Lc1_d2002_j:
+    cmovne rax, rax
+    vmovdqu ymm10, ymmword ptr [r15 + 256]
+    test ebx, 3872
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 896]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movzx ecx, dil
+    mov r8d, 5
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov rbp, r10
+    movzx eax, r8b
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 960
+    vmovdqu ymm8, ymmword ptr [r15 + rbp + 1984]
+    mov rdi, rbp
+    mov r8, r10
+    test ebx, 30192
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 16048
+    jnz 1f
+1:
+    and r8, 8128
+    mov ecx, dword ptr [r14 + r8 + 7104]
+    mov ebp, dword ptr [r15 + 192]
+    test bl, 160
+    jz 1f
+1:
+    movzx edi, cl
+    test ebx, 16112
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b5_c0
+.Lc1_b5_done:
+// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 67117736], rcx
+    mov r13d, 8
+    jmp .Lc1_b0_c0
+    .p2align 11
+.Lc1_b0_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    inc dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 832]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 985
+    rep movsb
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, ecx
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, 197
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], dl
+    test ebx, 672
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    sete r8b
+    bt r9, r9
+    test bl, 32
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 1888
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov rbp, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    mov r9, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 987
+    rep movsb
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d89_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d89_j_t
+.Lc1_d89_j:
+    mov dword ptr [r15 + 0], 143
+    mov edx, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 985
+    rep movsb
+    test bl, 160
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 160
+    jz 1f
+1:
+    bt rax, rdx
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 768]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    and r8, 448
+    or qword ptr [r15 + r8 + 960], 100
+    mov ebp, dword ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov rdx, rbp
+    movzx r9d, cl
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    mov qword ptr [r14 + 640], r9
+    mov qword ptr [r15 + 704], rax
+    test ebx, 2528
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 768]
+    test ebx, 16176
+    jz 1f
+1:
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + 640]
+    mov esi, 127
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx r8d, al
+    mov ecx, eax
+    mov r9, r10
+    mov eax, dword ptr [r15 + 576]
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, r8d
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1984]
+    test bl, 32
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + 384]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    xchg r8, r8
+    mov rsi, rax
+    test bl, 96
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 32
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 2912
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    sete sil
+    mov edi, r8d
+    test bl, 160
+    jnz 1f
+1:
+    mov rbp, r10
+    or qword ptr [r15 + 0], 58
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 960]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    bswap r8
+    mov rdi, rdx
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 768]
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], sil
+    test ebx, 13808
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 896]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d193_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d193_j_t
+.Lc1_d193_j:
+    mov byte ptr [r15 + 0], cl
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 173
+    test bl, 160
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 608
+    jz 1f
+1:
+    popcnt rdi, rdx
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 12240
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1024]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov edi, r9d
+    movzx ecx, byte ptr [r15 + 448]
+    bt rdi, rdi
+    test bl, 32
+    jnz 1f
+1:
+    mov rdx, qword ptr [r14 + 320]
+    movzx esi, byte ptr [r15 + r9 + 960]
+    mov r9, r10
+    test ebx, 12208
+    jz 1f
+1:
+    and r9, 33554368
+    mov byte ptr [r14 + r9 + 33554432], dl
+    mov edi, dword ptr [r15 + 576]
+    test ebx, 4016
+    jnz 1f
+1:
+    mov esi, 41
+    movzx r9d, byte ptr [r15 + 704]
+    test bl, 96
+    jz 1f
+1:
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov dword ptr [r15 + 640], 155
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c4:
+    lea rcx, [rip + .Lc1_d244_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d244_j_t
+.Lc1_d244_j:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, rcx
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 800
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 27
+    test ebx, 288
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 704]
+    mov r8d, 61
+    test bl, 96
+    jz 1f
+1:
+    xchg rax, rax
+    movzx edx, r8b
+    test ebx, 31696
+    jnz 1f
+1:
+    movzx ecx, dl
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 768]
+    test bl, 96
+    jnz 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], rdi
+    mov r8d, 250
+    movzx eax, byte ptr [r15 + 512]
+    mov r9, r10
+    test bl, 96
+    jz 1f
+1:
+    and r9, 960
+    mov rdx, qword ptr [r15 + r9 + 1984]
+    movzx eax, byte ptr [r14 + 640]
+    test ebx, 352
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + rbp + 1536]
+    test ebx, 28592
+    jnz 1f
+1:
+    mov edx, dword ptr [r14 + 192]
+    vmulsd xmm11, xmm11, xmm8
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, rax
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, rbp
+    test ebx, 2032
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test bl, 224
+    jz 1f
+1:
+    movzx eax, dil
+    movzx ebp, byte ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    vsubsd xmm11, xmm11, xmm11
+    mov esi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, 202
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 352
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rdi, rdi
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 49008
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rdi
+    lea r8, [r10 + r10*2]
+    mov rax, qword ptr [r15 + 768]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3136]
+    test ebx, 31984
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 384]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, rdi
+    test ebx, 800
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 3072]
+    mov esi, 173
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + r8 + 3008], rsi
+    movsxd rbp, dword ptr [r15 + 832]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d363_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d363_j_t
+.Lc1_d363_j:
+    mov r8, r10
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 1472]
+    mov rbp, r10
+    mov eax, esi
+    mov edi, dword ptr [r15 + 256]
+    test ebx, 608
+    jnz 1f
+1:
+    and rbp, 960
+    movsxd rcx, dword ptr [r15 + rbp + 1984]
+    movzx r8d, bpl
+    test bl, 224
+    jnz 1f
+1:
+    mov eax, 175
+    mov esi, r8d
+    movzx edx, byte ptr [r15 + 512]
+    test ebx, 3296
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, rbp
+    movzx r9d, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov dword ptr [r15 + 0], 249
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    add qword ptr [r15 + 768], rsi
+    test ebx, 8080
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 896]
+    mov rax, qword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov esi, dword ptr [r15 + 704]
+    mov byte ptr [r14 + 256], al
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r10 + r10*1]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 960]
+    movzx ebp, r9b
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 672
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    add qword ptr [r15 + 0], rbp
+    mov rdx, qword ptr [r15 + 576]
+    mov ebp, 99
+    test bl, 32
+    jz 1f
+1:
+    mov eax, edx
+    cmovne rdx, rdx
+    test bl, 160
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 832]
+    mov qword ptr [r14 + 0], rdx
+    mov rbp, r8
+    test ebx, 15600
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1024], r8d
+    or qword ptr [r15 + 448], 1
+    test bl, 32
+    jnz 1f
+1:
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 448]
+    movzx r9d, bpl
+    and rbp, 960
+    xor dword ptr [r14 + rbp + 1984], r9d
+    test ebx, 3744
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    mov r8, r10
+    mov edi, 84
+    test bl, 224
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1472]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b0_c0
+.Lc1_b0_done:
+// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117768]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 67117768], rcx
+    mov r13d, 16
+    jmp .Lc1_b4_c0
+    .p2align 10
+.Lc1_b4_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx edi, byte ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 0]
+    mov r9, rdi
+    test bl, 16
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 254
+    mov r9, rcx
+    test bl, 48
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    cmovne rcx, r9
+    movzx r9d, dl
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    vpaddd ymm10, ymm2, ymmword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 236
+    add qword ptr [r15 + 576], rsi
+    mov ebp, ecx
+    test ebx, 976
+    jnz 1f
+1:
+    movzx edi, bpl
+    mov rax, qword ptr [r15 + 896]
+    mov dword ptr [r15 + 768], edi
+    mov r8, r10
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7104]
+    mov r9, r10
+    popcnt rbp, rdx
+    and r9, 960
+    movsxd rax, dword ptr [r14 + r9 + 1984]
+    test ebx, 1840
+    jnz 1f
+1:
+    mov dword ptr [r14 + 640], ebp
+    mov rsi, qword ptr [r15 + 192]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 541067266
+    setz al
+    lea rcx, [rip + .Lc1_d1454_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1454_s_t
+    .p2align 3
+.Lc1_d1454_s:
+    .p2align 3
+    jmp .Lc1_d1454_j
+    .p2align 3
+    jmp .Lc1_d1454_j
+.Lc1_d1454_j:
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 3512
+    jnz 1f
+1:
+    movzx esi, bpl
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, r10
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 936
+    jnz 1f
+1:
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + 192], rbp
+    test ebx, 1392
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 640]
+    or esi, 1
+    xor edx, edx
+    div esi
+    test ebx, 400
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jae 1f
+1:
+    mov edi, r9d
+    movsxd rcx, dword ptr [r15 + 256]
+    test bl, 176
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 512]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1509_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1509_j_t
+.Lc1_d1509_j:
+    mov r8, rax
+    or qword ptr [r15 + 0], 30
+    mov byte ptr [r15 + 0], r8b
+    test bl, 32
+    jz 1f
+1:
+    mov edi, r8d
+    bswap r8
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 400
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 985
+    rep movsb
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1872
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 178
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test bl, 16
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, 96
+    test ebx, 14840
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, r9b
+    movzx ecx, byte ptr [r15 + 704]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jb 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r8, rcx
+    test bl, 80
+    jnz 1f
+1:
+    mov edi, 191
+    mov rbp, qword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
+    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    jae 1f
+1:
+    inc dword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r14 + 0]
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c3:
+    mov dword ptr [r15 + 0], 189
+    movzx ebp, dl
+    mov rax, rdx
+    test ebx, 1264
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 744
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 208
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 48
+    jnz 1f
+1:
+    mov r8, r10
+    mov edi, ebp
+    and r8, 8128
+    mov rbp, r10
+    mov eax, dword ptr [r15 + r8 + 7104]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], al
+    test bl, 16
+    jnz 1f
+1:
+    mov ecx, ebp
+    vmovdqu ymm10, ymmword ptr [r14 + 512]
+    test bl, 16
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 832]
+    vcvtsi2sd xmm10, xmm10, r8d
+    test ebx, 1712
+    jnz 1f
+1:
+    mov ebp, edi
+    xor dword ptr [r15 + 384], r8d
+    test bl, 48
+    jz 1f
+1:
+    mov eax, 110
+    movzx ecx, bpl
+    mov esi, dword ptr [r15 + 576]
+    mov rbp, r10
+    test ebx, 752
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 983
+    rep movsb
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3008]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b4_c0
+.Lc1_b4_done:
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117784]
+    lea rcx, [rbx + 26]
+    mov qword ptr [r15 + 67117784], rcx
+    mov r13d, 26
+    jmp .Lc1_b6_c0
+    .p2align 9
+.Lc1_b6_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1342183425
+    setz al
+    lea rcx, [rip + .Lc1_d2057_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2057_s_t
+    .p2align 3
+.Lc1_d2057_s:
+    .p2align 3
+    jmp .Lc1_d2057_j
+    .p2align 3
+    jmp .Lc1_d2057_j
+.Lc1_d2057_j:
+    mov r9, r10
+    mov edx, dword ptr [r15 + 512]
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1984]
+    test bl, 8
+    jz 1f
+1:
+    movzx edi, sil
+    mov edx, dword ptr [r15 + 704]
+    test ebx, 2012
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 896]
+    test ebx, 3516
+    jnz 1f
+1:
+    mov r9, r10
+    add qword ptr [r15 + 320], rdi
+    and r9, 8128
+    xor dword ptr [r15 + r9 + 7104], ecx
+    test ebx, 472
+    jz 1f
+1:
+    mov edx, 161
+    test ebx, 5624
+    jz 1f
+1:
+    mov eax, edx
+    mov rsi, qword ptr [r15 + 256]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    mov byte ptr [r15 + 640], sil
+    test bl, 8
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 320]
+    test bl, 8
+    jnz 1f
+1:
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c1:
+    lea rcx, [rip + .Lc1_d2105_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2105_j_t
+.Lc1_d2105_j:
+    mov byte ptr [r15 + 384], cl
+    mov r8, rcx
+    movzx ebp, cl
+    test ebx, 12252
+    jz 1f
+1:
+    mov rax, rcx
+    mov r9, r10
+    movzx ecx, byte ptr [r14 + 576]
+    test bl, 24
+    jz 1f
+1:
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 1472]
+    mov rbp, qword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 8
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 8
+    jz 1f
+1:
+    mov ecx, 106
+    mov ebp, eax
+    mov eax, dword ptr [r15 + 576]
+    test ebx, 1516
+    jnz 1f
+1:
+    bt rcx, rcx
+    mov qword ptr [r15 + 448], rax
+    mov r9, r10
+    test ebx, 968
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    and r9, 960
+    movsxd rsi, dword ptr [r15 + r9 + 1984]
+    movsxd r8, dword ptr [r15 + 832]
+    lea rbp, [r10 + r10*1]
+    test bl, 8
+    jnz 1f
+1:
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 960]
+    mov eax, dword ptr [r15 + 256]
+    test ebx, 6132
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 1024]
+    movsxd rcx, dword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b6_c0
+.Lc1_b6_done:
+// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117752]
+    lea rcx, [rbx + 34]
+    mov qword ptr [r15 + 67117752], rcx
+    mov r13d, 34
+    jmp .Lc1_b2_c0
+    .p2align 8
+.Lc1_b2_c0:
+    lea rcx, [rip + .Lc1_d501_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d501_j_t
+.Lc1_d501_j:
+    mov rbp, r10
+    mov r9, r10
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3008]
+    mov eax, 205
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1472], rax
+    test ebx, 1516
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    mov esi, 120
+    test bl, 84
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 156
+    mov byte ptr [r14 + 768], dil
+    test bl, 24
+    jz 1f
+1:
+    mov r8d, 112
+    movsxd rdi, dword ptr [r15 + 832]
+    movzx eax, r8b
+    mov rbp, r10
+    test bl, 4
+    jz 1f
+1:
+    and rbp, 448
+    xchg qword ptr [r15 + rbp + 960], rsi
+    mov dword ptr [r15 + 448], 148
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 704]
+    test bl, 28
+    jnz 1f
+1:
+    or qword ptr [r15 + 320], 117
+    mov rdi, qword ptr [r15 + 384]
+    test bl, 20
+    jz 1f
+1:
+    popcnt rdx, rdi
+    cmovne rax, rdi
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b2_c0
+.Lc1_b2_done:
+// block 1: 128 bytes, 1 chunk(s), 121 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117744]
+    lea rcx, [rbx + 121]
+    mov qword ptr [r15 + 67117744], rcx
+    mov r13d, 121
+    jmp .Lc1_b1_c0
+    .p2align 7
+.Lc1_b1_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, qword ptr [r14 + 0]
+    test eax, eax
+    mov r9d, 81
+    vpcmpeqb xmm11, xmm11, xmm15
+    and r9d, dword ptr [r15 + 0]
+    lea edi, [rbx + rbx*2]
+    and edi, 255
+    cmp edi, 11
+    jb 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movsxd rsi, dword ptr [r15 + 192]
+    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    jb 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
+    mov edi, edx
+    inc rbx
+    dec r13
+    jnz .Lc1_b1_c0
+.Lc1_b1_done:
+// block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117792]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117792], rcx
+    mov r13d, 1
+    jmp .Lc1_b7_c0
+    .p2align 6
+.Lc1_b7_c0:
+    inc dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 4
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movsxd r8, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 576]
+    test bl, 188
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    crc32 r8, r8
+    or qword ptr [r15 + 512], 118
+    inc rbx
+    dec r13
+    jnz .Lc1_b7_c0
+.Lc1_b7_done:
     mov qword ptr [r15 + 67117696], r11
     mov qword ptr [r15 + 67117704], r10
     mov qword ptr [r15 + 67117712], r12
@@ -3749,7 +3777,7 @@ ditto_body_init_c1:
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
-    .p2align 6
+    .p2align 12
 ditto_body_c2:
     push rbx
     push rbp
@@ -3778,48 +3806,28 @@ ditto_body_c2:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 6 chunk executions per call
-    mov rbx, qword ptr [r15 + 9448]
-    lea rcx, [rbx + 6]
-    mov qword ptr [r15 + 9448], rcx
-    mov r13d, 6
-    jmp .Lc2_b0_c0
-    .p2align 6
-.Lc2_b0_c0:
-    mov byte ptr [r15 + 0], cl
-    mov r8, rdi
-    .byte 0x66, 0x90
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 0]
-    lea edi, [rbx + rbx*4]
-    and edi, 4095
-    cmp edi, 12
-    jb 1f
-1:
-    movsxd rbp, dword ptr [r14 + 0]
-    mov r8d, 207
-    vpaddd xmm2, xmm2, xmm3
-    mov rax, qword ptr [r14 + 0]
-    mov r8d, dword ptr [r15 + 384]
-    inc rbx
-    dec r13
-    jnz .Lc2_b0_c0
-.Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 23 chunk executions per call
-    mov r13d, 23
+// block 1: 64 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 9456]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 9456], rcx
+    mov r13d, 16
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov qword ptr [r15 + 0], r8
-    imul edx, ebp, 77
-    and edx, dword ptr [r15 + 0]
-    mov rdi, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r14 + 0]
-    xor ecx, edi
-    xchg rdx, rdx
+    mov rax, qword ptr [r15 + 9432]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 9432], rax
+    and eax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r14 + 0]
+    cmp dword ptr [r15 + 9436], 0x5a82799a
+    jb 1f
+1:
     inc dword ptr [r15 + 64]
+    xor ebp, eax
+    mov rcx, rax
+    inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
@@ -3831,22 +3839,49 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov qword ptr [r15 + 320], rcx
-    xchg qword ptr [r15 + 0], rcx
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, eax
+    cmovne rcx, rcx
+    movzx edi, byte ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 192]
-    jmp 1f
+    movzx edx, dil
+    lea ecx, [rbx + rbx*2]
+    and ecx, 511
+    cmp ecx, 11
+    jb 1f
 1:
-    test ecx, ecx
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + 0]
+    mov eax, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
+// block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
+    mov rbx, qword ptr [r15 + 9448]
+    lea rcx, [rbx + 7]
+    mov qword ptr [r15 + 9448], rcx
+    mov r13d, 7
+    jmp .Lc2_b0_c0
+    .p2align 6
+.Lc2_b0_c0:
+    movzx ecx, byte ptr [r15 + 256]
+    mov edi, 179
+    lea ebp, [rbx + rbx*4]
+    and ebp, 8191
+    cmp ebp, 12
+    jb 1f
+1:
+    movsxd rcx, dword ptr [r14 + 192]
+    mov esi, ebp
+    lea edx, [rbx + rbx*4]
+    and edx, 511
+    cmp edx, 22
+    jb 1f
+1:
+    .byte 0x66, 0x90
+    inc rbx
+    dec r13
+    jnz .Lc2_b0_c0
+.Lc2_b0_done:
     mov qword ptr [r15 + 9408], r11
     mov qword ptr [r15 + 9416], r10
     mov qword ptr [r15 + 9424], r12
@@ -3898,73 +3933,75 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d509_j_t:
+.Lc1_d501_j_t:
     jmp rcx
-.Lc1_d2093_s_t:
+.Lc1_d2057_s_t:
     jmp rcx
-.Lc1_d2102_j_t:
+.Lc1_d2105_j_t:
     jmp rcx
-.Lc1_d1424_s_t:
+.Lc1_d1454_s_t:
     jmp rcx
-.Lc1_d1532_j_t:
+.Lc1_d1509_j_t:
     jmp rcx
-.Lc1_d1589_s_t:
+.Lc1_d1627_s_t:
     jmp rcx
-.Lc1_d1757_s_t:
+.Lc1_d1733_s_t:
     jmp rcx
-.Lc1_d1866_s_t:
+.Lc1_d1789_s_t:
     jmp rcx
-.Lc1_d1976_j_t:
+.Lc1_d1896_j_t:
     jmp rcx
-.Lc1_d89_s_t:
+.Lc1_d2002_s_t:
     jmp rcx
-.Lc1_d139_j_t:
+.Lc1_d89_j_t:
     jmp rcx
-.Lc1_d245_j_t:
+.Lc1_d193_j_t:
     jmp rcx
-.Lc1_d358_j_t:
+.Lc1_d244_j_t:
+    jmp rcx
+.Lc1_d363_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d2197_j_t:
-    jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d574_j_t:
+.Lc1_d565_j_t:
     jmp rcx
-.Lc1_d628_j_t:
+.Lc1_d622_j_t:
     jmp rcx
-.Lc1_d731_j_t:
+.Lc1_d721_j_t:
     jmp rcx
-.Lc1_d839_s_t:
+.Lc1_d830_s_t:
     jmp rcx
-.Lc1_d938_j_t:
+.Lc1_d878_j_t:
     jmp rcx
-.Lc1_d1047_j_t:
+.Lc1_d985_j_t:
     jmp rcx
-.Lc1_d1154_j_t:
+.Lc1_d1091_j_t:
     jmp rcx
-.Lc1_d1259_j_t:
+.Lc1_d1191_j_t:
     jmp rcx
-.Lc1_d1315_s_t:
+.Lc1_d1295_s_t:
     jmp rcx
-.Lc1_d2224_j_t:
+.Lc1_d2192_j_t:
     jmp rcx
-.Lc1_d2339_j_t:
+.Lc1_d2196_s_t:
     jmp rcx
-.Lc1_d2445_j_t:
+.Lc1_d2301_j_t:
     jmp rcx
-.Lc1_d2551_j_t:
+.Lc1_d2406_j_t:
     jmp rcx
-.Lc1_d2669_j_t:
+.Lc1_d2508_j_t:
     jmp rcx
-.Lc1_d2721_s_t:
+.Lc1_d2623_j_t:
     jmp rcx
-.Lc1_d2829_j_t:
+.Lc1_d2677_s_t:
     jmp rcx
-.Lc1_d2940_s_t:
+.Lc1_d2784_j_t:
     jmp rcx
-.Lc1_d3042_s_t:
+.Lc1_d2889_j_t:
+    jmp rcx
+.Lc1_d2995_s_t:
     jmp rcx
     .text
 
