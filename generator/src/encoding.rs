@@ -778,6 +778,17 @@ pub fn layout(asm: &str) -> Result<Layout> {
         if rest.is_empty() {
             continue;
         }
+        // `{disp32} jmp LABEL`: a jump GNU as encodes with a 32-bit displacement whatever the
+        // distance (synth uses it where alignment padding follows the jump, whose relaxation the
+        // model and as could otherwise settle differently).
+        if let Some(jump) = rest.strip_prefix("{disp32} jmp ") {
+            let target = jump.trim();
+            if target.is_empty() || target.contains(' ') || target.contains('[') {
+                bail!("'{rest}' is not in the layout model");
+            }
+            pieces[cur].push(Piece::Branch(5, 5, target.to_string()));
+            continue;
+        }
         let (mnem, arg) = rest.split_once(' ').unwrap_or((rest, ""));
         let arg = arg.trim();
         let direct = !arg.is_empty()

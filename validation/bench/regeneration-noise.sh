@@ -6,18 +6,26 @@
 #   base      the knobs as given
 #   base'     the same clone measured again (the measurement's own run-to-run spread)
 #   data×0.9, data×1.1   data_working_set.size_scale times 0.9 and 1.1 (a typical tuner step)
-#   seed 2, seed 3       the knobs as given, other seeds (a full redraw of every random choice)
+#   seed 2 … seed N+1    the knobs as given, other seeds (a full redraw of every random choice;
+#                        --seeds N, default 2)
 # and measures all of them side by side with `ditto compare --sim`. Prints each metric per variant and,
 # for every metric outside the data group, the largest relative difference from base among the data
 # variants and among the seeds. --l2 adds `compare`'s L2 window (L2 and LLC miss rates as `ditto tune`
 # measures them; twice the simulated time) and their spreads (the L2 and LLC are data metrics:
 # their "data ±10 %" column is the data group's own response, the others are noise).
-# Usage: validation/bench/regeneration-noise.sh [--knobs FILE] [--l2] [TARGET]   (default: nginx, clones/TARGET/knobs.toml)
+# Usage: validation/bench/regeneration-noise.sh [--knobs FILE] [--l2] [--seeds N] [TARGET]
+#        (default: nginx, clones/TARGET/knobs.toml, 2 other seeds)
 set -euo pipefail
 knobs=
 l2=()
+seeds=2
 while [ $# -gt 0 ]; do
   case "$1" in
+    --seeds)
+      seeds=${2:?--seeds needs a count}
+      [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "regeneration-noise: --seeds takes a positive count, not '$seeds'" >&2; exit 2; }
+      shift 2
+      ;;
     --knobs)
       knobs=$(realpath "${2:?--knobs needs a file}")
       shift 2
@@ -44,7 +52,8 @@ skeleton=()
 [ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
 base_size=$(sed -n "/^\[data_working_set\]/,/^\[/ s/^size_scale = //p" "$knobs")
 [ -n "$base_size" ] || { echo "regeneration-noise: $knobs has no data_working_set.size_scale" >&2; exit 1; }
-variants=(base base2 data0_9 data1_1 seed2 seed3)
+variants=(base base2 data0_9 data1_1)
+for ((k = 2; k <= seeds + 1; k++)); do variants+=("seed$k"); done
 specs=()
 for v in "${variants[@]}"; do
   seed=1
@@ -52,8 +61,7 @@ for v in "${variants[@]}"; do
   case $v in
     data0_9) size=$(python3 -c "print($base_size * 0.9)") ;;
     data1_1) size=$(python3 -c "print($base_size * 1.1)") ;;
-    seed2) seed=2 ;;
-    seed3) seed=3 ;;
+    seed*) seed=${v#seed} ;;
   esac
   if [ "$v" = base2 ]; then
     cp -r "$work/clone-base" "$work/clone-base2"
@@ -91,9 +99,11 @@ def spread(group, k):
         return None
     return max(abs(v - b) / b * 100 for v in vals)
 print()
-print(f"{'largest |x - base| / base, %':<34}{'remeasured':>12}{'data ±10 %':>12}{'seeds 2, 3':>12}")
+seed_names = [n for n in names if n.startswith("seed")]
+seed_label = f"seeds 2-{1 + len(seed_names)}"
+print(f"{'largest |x - base| / base, %':<34}{'remeasured':>12}{'data ±10 %':>12}{seed_label:>12}")
 for k in ["instructions_per_request", "branch_mispredict_rate", "l1i_miss_rate", "l1d_miss_rate",
           "l2_miss_rate", "llc_miss_rate"]:
-    cells = [spread(["base2"], k), spread(["data0_9", "data1_1"], k), spread(["seed2", "seed3"], k)]
+    cells = [spread(["base2"], k), spread(["data0_9", "data1_1"], k), spread(seed_names, k)]
     print(f"{k:<34}" + "".join(f"{'-' if c is None else format(c, '.1f'):>12}" for c in cells))
 PY

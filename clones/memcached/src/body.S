@@ -57,7 +57,7 @@ ditto_body_c0:
     lea rcx, [rbx + 500]
     mov qword ptr [r15 + 2128248], rcx
     mov r13d, 500
-    jmp .Lc0_b10_c0
+    {disp32} jmp .Lc0_b10_c0
     .p2align 10
 .Lc0_b10_c0:
     mov dword ptr [r15 + 576], 82
@@ -307,7 +307,7 @@ ditto_body_c0:
     lea rcx, [rbx + 1]
     mov qword ptr [r15 + 2128168], rcx
     mov r13d, 1
-    jmp .Lc0_b0_c0
+    {disp32} jmp .Lc0_b0_c0
     .p2align 8
 .Lc0_b0_c0:
     mov rax, qword ptr [r15 + 2128152]
@@ -3818,7 +3818,7 @@ ditto_body_c1:
     lea rcx, [rbx + 8]
     mov qword ptr [r15 + 10780992], rcx
     mov r13d, 8
-    jmp .Lc1_b3_c0
+    {disp32} jmp .Lc1_b3_c0
     .p2align 11
 .Lc1_b3_c0:
     lea rcx, [rip + .Lc1_d959_s]
@@ -4294,7 +4294,7 @@ ditto_body_c1:
     lea rcx, [rbx + 4]
     mov qword ptr [r15 + 10781016], rcx
     mov r13d, 4
-    jmp .Lc1_b6_c0
+    {disp32} jmp .Lc1_b6_c0
     .p2align 10
 .Lc1_b6_c0:
     lea rcx, [rip + .Lc1_d1518_s]
@@ -4543,7 +4543,7 @@ ditto_body_c1:
     lea rcx, [rbx + 2]
     mov qword ptr [r15 + 10781008], rcx
     mov r13d, 2
-    jmp .Lc1_b5_c0
+    {disp32} jmp .Lc1_b5_c0
     .p2align 9
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 10780952]
@@ -4675,7 +4675,7 @@ ditto_body_c1:
     lea rcx, [rbx + 2]
     mov qword ptr [r15 + 10780984], rcx
     mov r13d, 2
-    jmp .Lc1_b2_c0
+    {disp32} jmp .Lc1_b2_c0
     .p2align 8
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 10780952]
@@ -4836,7 +4836,7 @@ ditto_body_c1:
     lea rcx, [rbx + 1]
     mov qword ptr [r15 + 10781000], rcx
     mov r13d, 1
-    jmp .Lc1_b4_c0
+    {disp32} jmp .Lc1_b4_c0
     .p2align 8
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 10780952]

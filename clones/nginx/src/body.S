@@ -18200,7 +18200,7 @@ ditto_body_c1:
     lea rcx, [rbx + 64]
     mov qword ptr [r15 + 67117816], rcx
     mov r13d, 64
-    jmp .Lc1_b10_c0
+    {disp32} jmp .Lc1_b10_c0
     .p2align 12
 .Lc1_b10_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -22100,7 +22100,7 @@ ditto_body_c1:
     lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117784], rcx
     mov r13d, 16
-    jmp .Lc1_b6_c0
+    {disp32} jmp .Lc1_b6_c0
     .p2align 11
 .Lc1_b6_c0:
     mov rbp, r10
@@ -23088,7 +23088,7 @@ ditto_body_c1:
     lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117768], rcx
     mov r13d, 8
-    jmp .Lc1_b4_c0
+    {disp32} jmp .Lc1_b4_c0
     .p2align 11
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -23522,7 +23522,7 @@ ditto_body_c1:
     lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117800], rcx
     mov r13d, 20
-    jmp .Lc1_b8_c0
+    {disp32} jmp .Lc1_b8_c0
     .p2align 10
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -23828,7 +23828,7 @@ ditto_body_c1:
     lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117776], rcx
     mov r13d, 4
-    jmp .Lc1_b5_c0
+    {disp32} jmp .Lc1_b5_c0
     .p2align 10
 .Lc1_b5_c0:
     lea rcx, [rip + .Lc1_d14462_s]
@@ -24094,7 +24094,7 @@ ditto_body_c1:
     lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117760], rcx
     mov r13d, 16
-    jmp .Lc1_b3_c0
+    {disp32} jmp .Lc1_b3_c0
     .p2align 9
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -24253,7 +24253,7 @@ ditto_body_c1:
     lea rcx, [rbx + 30]
     mov qword ptr [r15 + 67117752], rcx
     mov r13d, 30
-    jmp .Lc1_b2_c0
+    {disp32} jmp .Lc1_b2_c0
     .p2align 8
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]

@@ -2138,7 +2138,7 @@ ditto_body_c1:
     lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117776], rcx
     mov r13d, 16
-    jmp .Lc1_b5_c0
+    {disp32} jmp .Lc1_b5_c0
     .p2align 11
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -2662,7 +2662,7 @@ ditto_body_c1:
     lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117736], rcx
     mov r13d, 8
-    jmp .Lc1_b0_c0
+    {disp32} jmp .Lc1_b0_c0
     .p2align 11
 .Lc1_b0_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -3179,7 +3179,7 @@ ditto_body_c1:
     lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117768], rcx
     mov r13d, 16
-    jmp .Lc1_b4_c0
+    {disp32} jmp .Lc1_b4_c0
     .p2align 10
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -3451,7 +3451,7 @@ ditto_body_c1:
     lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117784], rcx
     mov r13d, 26
-    jmp .Lc1_b6_c0
+    {disp32} jmp .Lc1_b6_c0
     .p2align 9
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
@@ -3585,7 +3585,7 @@ ditto_body_c1:
     lea rcx, [rbx + 34]
     mov qword ptr [r15 + 67117752], rcx
     mov r13d, 34
-    jmp .Lc1_b2_c0
+    {disp32} jmp .Lc1_b2_c0
     .p2align 8
 .Lc1_b2_c0:
     lea rcx, [rip + .Lc1_d501_j]
