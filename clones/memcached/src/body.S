@@ -794,894 +794,956 @@ ditto_body_c1:
     jmp .Lc1_b9_c63
     .p2align 12
 .Lc1_b9_c0:
-    mov eax, 99
-    mov qword ptr [r15 + 1280], rcx
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov rcx, r8
-    add rcx, r8
-    inc ecx
-    sub rcx, rax
-    or ecx, eax
-    and rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    xchg qword ptr [r15 + r9 + 2496], r9
-    add r11, 64
-    add r10, r11
+    lea rcx, [rip + .Lc1_d1816_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1816_s_t
+.Lc1_d1816_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1816_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1821_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1821_s_t
+.Lc1_d1821_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1821_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1826_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1826_s_t
+.Lc1_d1826_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1826_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1831_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1831_s_t
+.Lc1_d1831_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1831_s:
+    ret
+    .popsection
+    mov ebp, 99
+    or ebp, ecx
+    inc ebp
+    mov rbp, rcx
+    mov ebp, ecx
+    mov qword ptr [r15 + 128], rdx
+    movsxd rbp, dword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 640]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    mov dword ptr [r15 + 64], r9d
-    mov ecx, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rsi, rcx
-    inc esi
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov ecx, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 110
-    add rcx, rsi
-    and r9, 8128
-    and esi, dword ptr [r15 + r9 + 7616]
-    inc dword ptr [r15 + 1408]
-    test esi, esi
-    mov r9d, ecx
-    mov dword ptr [r15 + 1344], ecx
+    lea rcx, [rip + .Lc1_d1847_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1847_s_t
+.Lc1_d1847_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1847_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1852_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1852_s_t
+.Lc1_d1852_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1852_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1857_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1857_s_t
+.Lc1_d1857_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1857_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1862_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1862_s_t
+.Lc1_d1862_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1862_s:
+    ret
+    .popsection
+    mov r8, r10
+    inc ecx
+    and r8, 8388544
+    movzx esi, byte ptr [r15 + r8 + 2383488]
+    movzx ecx, byte ptr [r14 + 64]
+    test r8d, r8d
+    mov dword ptr [r15 + 128], esi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov qword ptr [r15 + 832], r9
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 768]
-    mov r8, rdx
-    test esi, esi
-    .byte 0x66, 0x90
-    mov rbp, r10
-    mov byte ptr [r15 + 128], sil
-    mov eax, 107
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 2496], 167
-    mov esi, 244
-    mov r8d, 48
+    lea rcx, [rip + .Lc1_d1879_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1879_s_t
+.Lc1_d1879_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1879_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1884_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1884_s_t
+.Lc1_d1884_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1884_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1889_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1889_s_t
+.Lc1_d1889_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1889_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1894_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1894_s_t
+.Lc1_d1894_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1894_s:
+    ret
+    .popsection
+    mov r9, r10
+    inc ecx
+    and r9, 960
+    mov rdx, qword ptr [r14 + r9 + 2496]
+    mov ecx, dword ptr [r14 + 768]
+    mov edi, 255
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rsi, rsi
-    sub rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], 37
+    lea rcx, [rip + .Lc1_d1910_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1910_s_t
+.Lc1_d1910_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1910_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1915_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1915_s_t
+.Lc1_d1915_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1915_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1920_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1920_s_t
+.Lc1_d1920_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1920_s:
+    ret
+    .popsection
+    lea rcx, [rip + .Lc1_d1925_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1925_s_t
+.Lc1_d1925_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1925_s:
+    ret
+    .popsection
     mov rbp, r10
-    mov byte ptr [r15 + 896], sil
     and rbp, 960
-    mov byte ptr [r15 + rbp + 2496], al
-    and r8, rax
-    xor r8d, eax
-    mov dword ptr [r15 + 192], eax
-    mov rbp, rbp
-    mov dword ptr [r15 + 960], r8d
+    mov ecx, dword ptr [r14 + rbp + 2496]
+    movzx eax, bpl
+    mov eax, 27
+    mov dword ptr [r14 + 64], 179
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    lea rcx, [rip + .Lc1_d1931_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1931_s_t
-.Lc1_d1931_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1931_s:
-    ret
-    .popsection
     lea rbp, [r10 + r10*1]
-    shl r8, 24
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 2560], cl
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
+    movzx ecx, al
+    and rbp, 2097088
+    mov eax, dword ptr [r14 + rbp + 286336]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r14 + 128]
+    xor dword ptr [r15 + rbp + 286400], ecx
+    mov r9, r10
+    mov rbp, qword ptr [r14 + 1152]
+    mov ecx, ecx
     .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 1024], ecx
-    mov dword ptr [r15 + rbp + 2496], 33
-    sub rbp, rdx
-    neg rbp
-    or ebp, r8d
+    and r9, 4032
+    mov r8, r10
+    mov dword ptr [r14 + r9 + 3520], 186
+    mov edi, 54
+    neg rdi
+    and r8, 960
+    mov byte ptr [r15 + r8 + 2496], r9b
+    shl rax, 17
+    mov rdi, qword ptr [r15 + 1024]
+    mov r9, r8
+    or r9d, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl r8, 18
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 241
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ebp, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor r8d, ebp
-    mov dword ptr [r15 + 0], 217
+    lea rcx, [rip + .Lc1_d1968_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1968_s_t
+.Lc1_d1968_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1968_s:
+    ret
+    .popsection
+    lea r8, [r10 + r10*1]
+    and r8, 8388544
+    mov rcx, qword ptr [r15 + r8 + 2383552]
+    mov rdi, r8
+    imul rdi, qword ptr [r15 + 1088]
+    mov r9, rcx
     cmp r8, r8
-    add rbp, qword ptr [r15 + 64]
-    or ebp, r8d
-    inc dword ptr [r15 + 832]
-    mov r8, r10
-    mov rsi, rbp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7616], 122
-    mov rbp, rbp
+    mov dword ptr [r14 + 64], 146
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 832]
+    mov ebp, edi
+    mov rbp, rdi
+    and r9, 2097088
+    movsxd rdi, dword ptr [r14 + r9 + 286336]
+    or edi, edx
+    movsxd r9, dword ptr [r15 + r8 + 2383488]
+    shl r9, 23
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    lea rcx, [rip + .Lc1_d1988_s]
+    lea rcx, [rip + .Lc1_d1995_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1988_s_t
-.Lc1_d1988_j:
+    call .Lc1_d1995_s_t
+.Lc1_d1995_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1988_s:
+.Lc1_d1995_s:
     ret
     .popsection
     mov rbp, r10
-    lock add qword ptr [r15 + 256], rcx
+    mov dword ptr [r14 + 512], 176
     and rbp, 4032
+    mov r9, r10
     mov qword ptr [r15 + rbp + 3520], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebp, ebp
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 109
-    mov dword ptr [r15 + 64], ecx
-    mov ebp, ecx
-    mov qword ptr [r14 + 704], rcx
-    mov ecx, 249
-    mov qword ptr [r14 + 192], rbp
-    shr ebp, 29
+    and r9, 8388544
+    mov dword ptr [r15 + r9 + 2383488], ebp
+    mov rcx, qword ptr [r15 + 896]
+    mov qword ptr [r15 + 640], rbp
+    mov r9d, 52
+    movsxd r9, dword ptr [r14 + 448]
+    movsxd rbp, dword ptr [r15 + 704]
+    inc ebp
+    lea rdi, [r15 + 10772736]
+    mov ecx, 157
+    rep stosb
+    shr ecx, 31
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    lea rcx, [rip + .Lc1_d2016_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2016_s_t
-.Lc1_d2016_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2016_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    vpaddd ymm8, ymm5, ymmword ptr [r14 + 256]
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 1
-    rep movsb
-    add rsi, 71
-    lea rsi, [rcx + rcx*2 + 62]
-    sete sil
-    and rsi, rcx
-    cmp rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rdi
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], edi
     mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rcx, rdi
-    and r9, 8128
-    imul rdi, qword ptr [r14 + r9 + 7616]
+    vpaddd ymm11, ymm1, ymmword ptr [r15 + 576]
+    neg rbp
+    vpaddd ymm9, ymm11, ymmword ptr [r15 + 128]
+    and r9, 8388544
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + r9 + 2383488]
+    mov edi, dword ptr [r15 + 640]
+    add rdi, 62
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3520]
+    lea rsi, [rcx + rcx*2 + 36]
+    cmp rcx, rcx
+    mov ebp, ecx
+    lea rdi, [r15 + 10772736]
+    mov ecx, 170
+    rep stosb
+    mov edi, r9d
+    sete dil
+    and rdi, rsi
+    and rdi, rbp
+    mov r9, qword ptr [r14 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 2496], 55
-    inc dword ptr [r14 + 768]
-    mov qword ptr [r15 + 896], r9
-    mov rsi, r9
-    mov r8, r10
-    mov byte ptr [r15 + 192], r9b
-    mov qword ptr [r15 + 960], r9
-    and r9, r9
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3520], rsi
+    lea rcx, [rip + .Lc1_d2050_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2050_s_t
+.Lc1_d2050_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2050_s:
+    ret
+    .popsection
+    inc dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 576]
+    mov r9, rcx
+    lea r9, [r10 + r10*1]
+    and rdi, rcx
+    mov rdi, rcx
+    and r9, 2097088
+    movzx edi, byte ptr [r15 + r9 + 286400]
+    mov qword ptr [r15 + 960], rcx
+    mov dword ptr [r14 + 192], 185
+    mov byte ptr [r14 + 768], r9b
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 1152], r9
+    mov qword ptr [r14 + r9 + 286336], r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    lea rcx, [rip + .Lc1_d2069_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2069_s_t
-.Lc1_d2069_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2069_s:
-    ret
-    .popsection
-    add r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 238
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    xchg qword ptr [r15 + r9 + 2496], r9
-    mov dword ptr [r14 + 1024], 74
+    mov edi, 127
+    mov edi, r9d
+    and r9, 8388544
+    movzx ecx, byte ptr [r15 + r9 + 2383488]
+    movzx eax, byte ptr [r14 + 256]
+    movsxd r9, dword ptr [r15 + 640]
+    mov r8d, 137
+    mov r8d, edi
+    mov dword ptr [r15 + 704], 89
+    add r9, rax
+    mov rdi, qword ptr [r15 + 128]
+    mov rdx, rax
+    mov edx, dword ptr [r14 + 64]
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 2097088
+    movsxd r8, dword ptr [r15 + rbp + 286336]
+    mov rsi, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea rcx, [rip + .Lc1_d2097_s]
+    lea rcx, [rip + .Lc1_d2098_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2097_s_t
-.Lc1_d2097_j:
+    call .Lc1_d2098_s_t
+.Lc1_d2098_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2097_s:
+.Lc1_d2098_s:
     ret
     .popsection
-    movzx ecx, cl
-    mov dword ptr [r14 + 704], 238
-    add qword ptr [r14 + 1216], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
+    mov r8, r10
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 2383488], 94
+    mov byte ptr [r15 + 1152], cl
+    movsxd rsi, dword ptr [r14 + 1088]
+    mov r8d, 91
+    add r8, 35
+    mov rcx, rsi
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
-    mov ecx, 1
+    mov ecx, 2
     rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov ecx, 70
-    add rcx, 80
-    mov rsi, rsi
-    shr esi, 31
-    mov rcx, rdi
-    mov dword ptr [r14 + 0], edi
-    xor edi, ecx
-    and edi, dword ptr [r14 + 0]
-    xor dword ptr [r14 + 256], esi
+    inc dword ptr [r15 + 64]
+    imul r8, qword ptr [r14 + 64]
+    .byte 0x66, 0x90
+    xor ecx, esi
+    mov dword ptr [r15 + 576], edi
+    imul r8, qword ptr [r15 + 128]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    mov rsi, rdi
-    xor esi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor edi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    shl rcx, 22
+    mov ecx, r8d
     and rbp, 960
-    mov qword ptr [r14 + rbp + 1472], rdi
-    mov r8, r10
-    test ebp, ebp
-    add qword ptr [r14 + 768], r8
-    and r8, 960
-    mov qword ptr [r15 + r8 + 2496], rbp
-    add rdi, 125
-    mov dword ptr [r14 + 0], 236
-    add rbp, qword ptr [r15 + 1280]
+    movzx ecx, byte ptr [r15 + rbp + 2496]
+    mov r8, rbp
+    add qword ptr [r15 + rbp + 2560], rbp
+    mov qword ptr [r14 + 448], rcx
+    movzx ebp, byte ptr [r15 + 768]
+    and rbp, rcx
+    mov r9, r8
+    test ecx, ecx
+    add rbp, 102
+    mov r8, qword ptr [r15 + 64]
+    xor r8d, r9d
+    xor r8d, r9d
+    mov rcx, r9
+    mov dword ptr [r15 + 128], 50
+    movsxd r9, dword ptr [r15 + 1024]
+    mov qword ptr [r14 + 512], rbp
+    movsxd rax, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    lea rcx, [rip + .Lc1_d2151_s]
+    lea rcx, [rip + .Lc1_d2152_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2151_s_t
-.Lc1_d2151_j:
+    call .Lc1_d2152_s_t
+.Lc1_d2152_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2151_s:
+.Lc1_d2152_s:
     ret
     .popsection
-    shr r8d, 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, r8
-    movzx ecx, cl
     mov r8, r10
-    mov qword ptr [r14 + 832], rcx
-    movzx edx, r8b
-    and r8, 960
-    mov dword ptr [r14 + r8 + 2496], 14
-    sub rcx, r8
-    imul rcx, qword ptr [r15 + 192]
+    and r8, 8388544
+    movzx ecx, byte ptr [r15 + r8 + 2383488]
+    add rcx, r8
+    movzx eax, r8b
+    shr eax, 15
+    mov rax, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 896]
+    movzx edx, cl
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rcx
+    shl r8, 2
+    mov rcx, rax
+    and rbp, 2097088
+    mov rcx, qword ptr [r14 + rbp + 286336]
+    sub rcx, rdx
+    mov dword ptr [r14 + 832], 195
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    test ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    mov rdx, rcx
-    xor edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 704], rcx
-    lea r9, [r10 + r10*1]
-    imul rdx, qword ptr [r15 + 896]
-    and r9, 4032
-    imul rcx, qword ptr [r14 + r9 + 3584]
-    .byte 0x66, 0x90
-    mov dword ptr [r14 + r9 + 3520], ecx
-    movzx eax, dl
-    vmovdqu ymm11, ymmword ptr [r15 + 256]
-    inc r9d
-    add r9, qword ptr [r15 + 192]
-    shr r9d, 7
+    movzx eax, cl
+    movzx eax, cl
+    mov eax, 62
+    movsxd rax, dword ptr [r14 + 128]
+    add rax, qword ptr [r15 + 640]
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 576]
+    and rbp, 8388544
+    mov dword ptr [r15 + rbp + 2383488], eax
+    vmovdqu ymm2, ymmword ptr [r15 + 704]
+    shr ebp, 8
+    imul rbp, qword ptr [r15 + 64]
+    mov qword ptr [r14 + 960], rax
+    xor eax, ecx
+    mov byte ptr [r15 + 640], cl
+    movzx ecx, byte ptr [r15 + 192]
+    vpaddd ymm8, ymm2, ymmword ptr [r15 + 1088]
+    test ebp, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d2207_s]
+    lea rcx, [rip + .Lc1_d2202_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2207_s_t
-.Lc1_d2207_j:
+    call .Lc1_d2202_s_t
+.Lc1_d2202_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2207_s:
+.Lc1_d2202_s:
     ret
     .popsection
     mov eax, 92
     mov rax, rcx
-    mov dword ptr [r14 + 256], 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 960
-    and ecx, dword ptr [r14 + rbp + 2496]
-    mov dword ptr [r15 + 128], 200
-    mov rbp, r10
+    mov dword ptr [r14 + 768], 150
+    mov r9d, ecx
+    or qword ptr [r15 + 128], 56
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, r10
+    mov dword ptr [r15 + 576], 85
+    and r9, 960
+    movzx esi, byte ptr [r15 + r9 + 2496]
+    imul rsi, qword ptr [r15 + 256]
+    mov r9, r10
     inc eax
-    and rbp, 960
-    imul rcx, qword ptr [r14 + rbp + 1472]
+    and r9, 8388544
+    movzx edi, byte ptr [r14 + r9 + 2383488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    lea rcx, [rip + .Lc1_d2232_s]
+    lea rcx, [rip + .Lc1_d2227_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2232_s_t
-.Lc1_d2232_j:
+    call .Lc1_d2227_s_t
+.Lc1_d2227_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2232_s:
+.Lc1_d2227_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 1024]
+    movzx eax, dil
+    movsxd rax, dword ptr [r14 + 448]
+    inc eax
+    mov edx, edi
+    mov edx, dword ptr [r15 + 1152]
+    mov r8, rdi
+    shl r8, 24
+    and r8, rax
+    mov rdi, rax
+    movzx edi, byte ptr [r14 + 192]
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
-    mov ecx, 3
+    mov ecx, 2
     rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    movzx ecx, dil
-    and rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc edi
-    mov dword ptr [r14 + 1344], 90
-    mov dword ptr [r14 + 64], esi
-    shl rcx, 13
-    mov edi, esi
+    mov dword ptr [r15 + 128], 199
+    mov rax, r8
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    add rsi, 33
-    add rsi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov ecx, 182
-    mov rcx, rsi
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rsi, [rcx + rcx*2 + 37]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor edi, esi
-    mov qword ptr [r15 + 128], rcx
-    and ecx, dword ptr [r15 + 192]
-    and ecx, dword ptr [r14 + 0]
-    mov r8, r10
-    lea rdx, [rsi + rsi*2 + 106]
-    cmp rdi, rdi
-    and r8, 4032
-    inc dword ptr [r14 + r8 + 3520]
-    test ecx, ecx
-    inc edi
-    mov r8, rcx
-    mov r8, rdx
-    add r11, 64
-    add r10, r11
+    lea r8, [rcx + rdi*2 + 85]
+    neg r8
+    add r8, 7
+    movzx ecx, al
+    movzx ecx, al
+    mov qword ptr [r15 + 1152], r8
+    inc dword ptr [r15 + 64]
+    or qword ptr [r15 + 512], 58
+    mov rax, r8
+    and eax, dword ptr [r14 + 832]
+    mov rdi, qword ptr [r15 + 1088]
+    movzx r8d, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 640]
+    xor ebp, edi
+    lea rcx, [rax + rax*2 + 60]
+    add rcx, rax
+    movzx edi, byte ptr [r14 + 704]
+    cmp r8, r8
+    mov eax, 160
+    mov eax, ebp
+    test ecx, ebp
+    inc r8d
+    mov rbp, rcx
+    mov rbp, rcx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d2292_s]
+    lea rcx, [rip + .Lc1_d2280_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2292_s_t
-.Lc1_d2292_j:
+    call .Lc1_d2280_s_t
+.Lc1_d2280_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2292_s:
+.Lc1_d2280_s:
     ret
     .popsection
+    mov rbp, r10
+    mov dword ptr [r15 + 896], 215
+    and rbp, 2097088
+    mov dword ptr [r15 + rbp + 286336], 154
     mov r8, r10
+    mov dword ptr [r15 + 576], ebp
+    shr ecx, 12
     and r8, 4032
-    mov dword ptr [r14 + r8 + 3520], 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 92
-    mov dword ptr [r15 + 256], ecx
-    add rcx, r8
-    mov ecx, 92
-    mov dword ptr [r15 + 1408], 245
-    or qword ptr [r14 + 960], 71
-    add r8, 34
-    mov dword ptr [r15 + 1024], 240
-    mov byte ptr [r15 + 832], cl
+    mov rbp, qword ptr [r14 + r8 + 3520]
+    or qword ptr [r14 + 960], 26
+    mov ecx, 136
+    mov dword ptr [r15 + 1024], 92
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    lea rcx, [rip + .Lc1_d2317_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2317_s_t
-.Lc1_d2317_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2317_s:
-    ret
-    .popsection
-    add r8, rcx
-    mov r8d, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 217
-    xor ecx, r8d
-    neg rcx
-    add rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    shl r8, 12
-    mov qword ptr [r15 + 768], rcx
-    mov dword ptr [r14 + 768], 246
-    mov dword ptr [r14 + 192], 95
-    mov r8, rcx
-    mov r8d, 218
-    imul r8, qword ptr [r14 + 704]
-    movzx ecx, cl
-    mov ecx, r8d
-    mov rcx, r8
-    mov rcx, r8
-    movzx ecx, r8b
-    or ecx, r8d
+    shl rbp, 1
+    movzx ebp, cl
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 217
+    mov rcx, rbp
+    movzx ecx, bpl
+    mov r8, r10
+    neg rbp
+    add rbp, rcx
+    and r8, 2097088
+    mov edx, dword ptr [r14 + r8 + 286336]
+    mov rbp, rcx
+    mov dword ptr [r15 + 768], 246
+    mov r8d, 211
+    mov r8, rbp
+    mov ecx, edx
+    imul rcx, qword ptr [r15 + 704]
+    mov ebp, 17
+    xor ebp, edx
+    add rbp, r8
+    mov qword ptr [r15 + 768], r8
+    movzx edx, r8b
+    or edx, ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    and r8d, dword ptr [r14 + 256]
-    vpaddd ymm8, ymm11, ymmword ptr [r14 + 192]
+    lea rcx, [rip + .Lc1_d2330_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2330_s_t
+.Lc1_d2330_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2330_s:
+    ret
+    .popsection
+    lea rbp, [r10 + r10*1]
+    xor edx, ecx
+    mov rdx, rcx
+    movzx edx, byte ptr [r14 + 448]
+    and rbp, 8388544
+    imul rcx, qword ptr [r15 + rbp + 2383488]
+    lea rax, [rdx + rdx*2 + 104]
+    movsxd rax, dword ptr [r15 + rbp + 2383552]
+    mov qword ptr [r15 + 128], rdx
     mov r9, r10
-    xor ecx, r8d
-    mov dword ptr [r15 + 128], 127
-    and r9, 8128
-    imul r8, qword ptr [r15 + r9 + 7616]
-    mov rcx, r9
-    and ecx, dword ptr [r15 + 256]
-    lea r9, [r9 + r8*2 + 105]
-    lea r9, [rcx + rcx*2 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl rax, 26
     and r9, 960
-    and r8d, dword ptr [r15 + r9 + 2496]
-    mov qword ptr [r15 + 64], r9
+    vpaddd ymm11, ymm8, ymmword ptr [r15 + r9 + 2496]
+    mov rbp, qword ptr [r14 + 64]
+    lea rdx, [r9 + r9*2 + 76]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    lea rcx, [rip + .Lc1_d2370_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2370_s_t
-.Lc1_d2370_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2370_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 960
-    mov qword ptr [r14 + r8 + 2496], rbp
-    and rbp, 4032
-    mov qword ptr [r14 + rbp + 3520], r8
-    mov qword ptr [r15 + r8 + 2560], rbp
-    xor r8d, ebp
-    add r8, qword ptr [r15 + 64]
-    add r8, 33
+    lea r9, [r10 + r10*1]
+    mov r8, r10
+    and r9, 2097088
+    movzx ebp, byte ptr [r15 + r9 + 286336]
+    movsxd rax, dword ptr [r15 + 512]
+    lea rbp, [r10 + r10*1]
+    xor edx, r8d
+    and r8, 8388544
+    movzx edi, byte ptr [r14 + r8 + 2383488]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 2496], rax
+    mov qword ptr [r15 + 640], rdx
+    movzx r8d, byte ptr [r15 + rbp + 2560]
+    mov eax, dword ptr [r15 + 320]
+    add rax, 30
+    add rax, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + r9 + 286400]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d2396_s]
+    lea rcx, [rip + .Lc1_d2377_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2396_s_t
-.Lc1_d2396_j:
+    call .Lc1_d2377_s_t
+.Lc1_d2377_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2396_s:
+.Lc1_d2377_s:
     ret
     .popsection
-    mov ecx, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 225
-    cmp rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    shr ecx, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, r8d
-    mov dword ptr [r14 + 1216], 242
-    mov r8, rcx
-    mov r8, rcx
-    or qword ptr [r15 + 192], 38
-    and ecx, dword ptr [r14 + 128]
-    mov dword ptr [r14 + 0], r8d
+    mov r8d, 45
+    mov r8d, ecx
+    movsxd r8, dword ptr [r14 + 576]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 128]
+    mov esi, 216
+    cmp r8, rbp
+    mov dword ptr [r14 + 64], 161
+    imul rsi, qword ptr [r15 + 192]
+    mov r9d, ebp
+    shr r9d, 8
+    mov r9d, dword ptr [r14 + 128]
+    test ecx, ecx
+    neg rbp
+    mov rdi, rsi
+    mov rdi, rsi
+    mov dword ptr [r15 + 128], r9d
+    movzx esi, byte ptr [r15 + 448]
+    mov r9d, 167
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea r8, [r10 + r10*1]
-    inc ecx
-    and r8, 4032
-    lock add qword ptr [r15 + r8 + 3584], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
-    neg rcx
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    or ecx, r8d
-    mov dword ptr [r14 + 64], 159
-    add rdi, qword ptr [r14 + 0]
-    and edi, dword ptr [r15 + 1280]
-    mov byte ptr [r15 + 896], cl
-    or ecx, ecx
-    mov rcx, rdi
-    test edi, edi
-    mov ecx, edi
-    imul rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + r8 + 3520], rdi
-    movzx edx, dil
-    mov qword ptr [r14 + 512], rcx
-    test edx, edx
-    add rdi, 9
+    movzx ebp, dil
+    vmovdqu ymm9, ymmword ptr [r15 + 1088]
+    mov dword ptr [r15 + 192], 254
+    mov dword ptr [r15 + 64], r9d
+    mov rdi, r9
+    add rdi, rbp
+    mov byte ptr [r15 + 256], bpl
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 256]
+    mov ebp, r9d
+    add rbp, 57
+    and r9, 2097088
+    mov qword ptr [r14 + r9 + 286336], rdi
+    or ebp, edi
+    mov ebp, dword ptr [r14 + 768]
+    inc dword ptr [r15 + 128]
+    mov r9d, edi
+    test ebp, ebp
+    test ebp, ebp
+    or edi, ebp
+    neg rdi
+    inc edi
+    imul rdi, qword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rcx, [rip + .Lc1_d2453_s]
+    lea rcx, [rip + .Lc1_d2432_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2453_s_t
-.Lc1_d2453_j:
+    call .Lc1_d2432_s_t
+.Lc1_d2432_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2453_s:
+.Lc1_d2432_s:
     ret
     .popsection
-    lea rcx, [rcx + rcx*2 + 95]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or edi, ecx
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov rcx, rdi
-    mov ecx, edi
-    mov rcx, rdi
-    add rcx, qword ptr [r14 + 960]
-    mov edi, 19
-    shl rdi, 30
-    or edi, ecx
-    movzx edi, cl
-    inc dword ptr [r15 + 1024]
-    add rcx, qword ptr [r14 + 0]
-    movzx edi, dil
+    mov dword ptr [r15 + 128], 22
+    mov ecx, ecx
+    shl rcx, 26
+    mov ecx, 6
+    mov rcx, qword ptr [r15 + 192]
+    mov rdi, rcx
     mov edi, ecx
-    mov dword ptr [r15 + 128], 32
-    or ecx, edi
-    mov ecx, edi
-    mov ecx, edi
+    movsxd rdi, dword ptr [r14 + 256]
+    lea rdx, [rcx + rcx*2 + 100]
+    movzx edx, cl
+    movzx edx, cl
+    or edx, ecx
+    neg rdx
+    or edx, edi
+    movzx ecx, dil
+    mov ecx, dword ptr [r14 + 384]
+    or ecx, edx
+    mov rdi, rdx
+    mov edi, edx
+    or edi, edx
+    mov edi, dword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 512]
+    mov edx, ecx
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    mov rbp, r10
-    mov edi, 91
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 2496], 45
-    mov dword ptr [r15 + 704], 47
-    mov dword ptr [r15 + 832], edi
-    xor ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 206
-    mov dword ptr [r14 + 192], ecx
-    mov rbp, rcx
-    add rbp, qword ptr [r15 + 640]
-    add qword ptr [r14 + 256], rcx
-    test edi, edi
-    mov dword ptr [r15 + 448], 135
-    cmp rdi, rdi
+    lea rcx, [rip + .Lc1_d2463_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2463_s_t
+.Lc1_d2463_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2463_s:
+    ret
+    .popsection
+    add qword ptr [r14 + 64], rcx
+    xor dword ptr [r15 + 128], ecx
+    mov r8, r10
+    mov edx, 48
+    mov dword ptr [r15 + 1152], ecx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3520], 162
+    mov ecx, dword ptr [r15 + 704]
+    xor ecx, edx
+    mov dword ptr [r15 + 832], edx
+    cmp r8, r8
     inc ecx
+    test r8d, r8d
+    mov dword ptr [r14 + 640], 108
+    mov r8, rcx
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d2509_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2509_s_t
-.Lc1_d2509_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2509_s:
-    ret
-    .popsection
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov rcx, rsi
-    mov rcx, rsi
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    add rsi, rcx
-    mov dword ptr [r14 + 192], ecx
-    or qword ptr [r14 + 768], 27
-    cmp rcx, rcx
+    mov rcx, qword ptr [r15 + 192]
+    mov r9d, dword ptr [r14 + 384]
+    mov ebp, r8d
+    mov dword ptr [r15 + 192], ecx
+    movsxd r8, dword ptr [r15 + 1088]
+    movsxd rax, dword ptr [r14 + 576]
+    mov rcx, r9
+    add rcx, rbp
+    imul rcx, qword ptr [r15 + 320]
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], al
+    mov rbp, rax
+    mov rbp, qword ptr [r15 + 64]
+    inc ebp
+    mov eax, dword ptr [r15 + 896]
+    movzx esi, byte ptr [r15 + 640]
+    mov rdi, r9
+    mov edi, dword ptr [r14 + 256]
+    neg rdi
+    cmp rbp, rbp
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    lea rcx, [rip + .Lc1_d2536_s]
+    lea rcx, [rip + .Lc1_d2513_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2536_s_t
-.Lc1_d2536_j:
+    call .Lc1_d2513_s_t
+.Lc1_d2513_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2536_s:
+.Lc1_d2513_s:
     ret
     .popsection
-    mov r9, r10
-    mov ecx, 248
-    mov rcx, r9
-    and r9, 4032
-    mov dword ptr [r14 + r9 + 3520], 146
-    or ecx, r9d
-    mov r8, r10
-    lock or dword ptr [r15 + 704], 79
-    and r8, 960
-    mov byte ptr [r14 + r8 + 2496], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg r9
-    add r9, rcx
-    mov byte ptr [r15 + 0], r8b
-    add rcx, qword ptr [r15 + 768]
-    xor ecx, r8d
-    mov r9, r8
-    add r9, qword ptr [r14 + 512]
+    mov rbp, r10
+    and rbp, 8388544
+    mov dword ptr [r15 + rbp + 2383488], 75
+    add rdi, rcx
+    mov rdi, rcx
+    mov rbp, r10
+    mov byte ptr [r15 + 128], dil
+    and rbp, 2097088
+    mov byte ptr [r15 + rbp + 286336], dil
+    add rcx, qword ptr [r14 + 576]
+    or ecx, edi
+    lea rdi, [r15 + 10772736]
+    mov ecx, 171
+    rep stosb
+    movzx edi, byte ptr [r15 + 960]
+    mov ecx, 157
+    neg rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    mov r8, r10
-    mov rcx, r9
     mov rbp, r10
-    mov r9d, ecx
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3520]
-    and rbp, 960
-    lock or dword ptr [r15 + rbp + 1472], 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 576]
-    mov rbp, rcx
-    mov ebp, 63
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3520]
+    mov rcx, rbp
+    mov ecx, dword ptr [r14 + 640]
     mov rbp, r10
-    and r9d, dword ptr [r14 + 704]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 2496], 107
-    mov rax, r8
-    and eax, dword ptr [r15 + 256]
-    mov qword ptr [r14 + 1344], r9
+    mov edi, 227
+    and rbp, 2097088
+    or qword ptr [r15 + rbp + 286336], 93
+    mov edx, ecx
+    mov rdx, rcx
+    mov qword ptr [r15 + 576], rcx
+    sub rdi, rcx
+    mov dword ptr [r15 + 192], 189
+    mov rcx, rbp
+    mov dword ptr [r14 + 64], edx
+    and ebp, dword ptr [r15 + 64]
+    lock or dword ptr [r15 + 256], 67
+    add rcx, qword ptr [r14 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    lea rcx, [rip + .Lc1_d2588_s]
+    lea rcx, [rip + .Lc1_d2564_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2588_s_t
-.Lc1_d2588_j:
+    call .Lc1_d2564_s_t
+.Lc1_d2564_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2588_s:
+.Lc1_d2564_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
+    vmovdqu ymm8, ymmword ptr [r15 + 128]
+    lea rbp, [r10 + r10*1]
     mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    add rcx, qword ptr [r14 + r8 + 3520]
-    inc ecx
-    add qword ptr [r14 + 896], rbp
-    mov r8d, ecx
-    mov r8d, ecx
-    lock add qword ptr [r15 + 64], rcx
-    movzx ebp, cl
-    and ebp, dword ptr [r15 + 192]
-    vpaddd ymm8, ymm13, ymmword ptr [r15 + 256]
-    shl r8, 17
-    and r8d, dword ptr [r14 + 128]
+    xor dword ptr [r15 + 128], ecx
+    and r8, 960
+    vpaddd ymm2, ymm8, ymmword ptr [r15 + r8 + 2496]
+    imul rcx, qword ptr [r14 + 64]
+    and rbp, 2097088
+    movsxd r8, dword ptr [r15 + rbp + 286336]
+    or qword ptr [r15 + rbp + 286400], 20
+    movzx eax, byte ptr [r15 + 640]
+    mov esi, ecx
+    inc dword ptr [r14 + 448]
+    add qword ptr [r15 + 1024], rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
+    imul rbp, qword ptr [r15 + 768]
+    mov eax, 8
+    lea rdi, [r15 + 10772736]
+    mov ecx, 170
+    rep stosb
+    movzx esi, bpl
+    mov rsi, rax
+    test eax, ebp
+    mov edi, dword ptr [r15 + 64]
+    or edi, eax
+    sub rdi, rcx
+    mov dword ptr [r15 + 128], 21
+    mov r9, r10
+    mov eax, 160
+    shl rax, 6
+    movzx esi, byte ptr [r14 + 576]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3520]
+    mov ecx, 29
+    and rcx, r9
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rcx, qword ptr [r15 + 832]
+    movzx r9d, r9b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c30:
     lea rcx, [rip + .Lc1_d2616_s]
     add rcx, qword ptr [r15 + 10780960]
     call .Lc1_d2616_s_t
@@ -1691,391 +1753,392 @@ ditto_body_c1:
 .Lc1_d2616_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, edi
-    sub rcx, rdi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx edi, sil
-    shl rdi, 30
-    test esi, esi
-    mov rdx, rsi
-    mov edx, 31
-    and rdx, rcx
-    mov esi, 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r14 + 640]
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c30:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 156
-    movzx edi, cl
-    mov edi, ecx
-    mov edi, ecx
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    movzx esi, dil
-    vpaddd ymm11, ymm0, ymmword ptr [r14 + 1408]
-    mov edi, 50
-    movzx edi, sil
-    mov rdi, rcx
-    mov r9, r10
-    shl rsi, 6
-    add rsi, qword ptr [r14 + 64]
-    mov dword ptr [r15 + 576], 124
-    and r9, 960
-    vmovdqu ymm10, ymmword ptr [r14 + r9 + 2496]
-    inc ecx
-    neg rcx
-    cmp rsi, rsi
-    add r11, 64
-    add r10, r11
+    movzx eax, cl
+    movzx eax, cl
+    neg rax
+    mov eax, 86
+    mov eax, ecx
+    movzx eax, byte ptr [r14 + 256]
+    mov rcx, qword ptr [r14 + 320]
+    movzx edx, al
+    cmp rax, rax
+    mov ebp, 99
+    mov rbp, rax
+    movsxd rbp, dword ptr [r15 + 192]
+    add rbp, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 768]
+    vmovdqu ymm11, ymmword ptr [r15 + 64]
+    vpaddd ymm6, ymm9, ymmword ptr [r15 + 704]
+    mov dword ptr [r15 + 512], 125
+    mov r8d, ebp
+    mov r8d, eax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d2674_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2674_s_t
-.Lc1_d2674_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2674_s:
-    ret
-    .popsection
-    add r9, rcx
-    inc r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    lea r9, [rcx + rcx*2 + 110]
-    mov r9d, 240
-    add r9, 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 126
-    inc ecx
-    mov dword ptr [r14 + 128], 236
-    mov dword ptr [r15 + 1088], r9d
-    mov byte ptr [r15 + 64], r9b
-    mov qword ptr [r15 + 768], r9
-    movzx eax, r9b
-    lock xadd qword ptr [r15 + 192], rax
-    mov dword ptr [r14 + 256], 201
+    add rcx, 13
+    lea rdx, [r8 + r8*2 + 19]
+    mov edx, r8d
+    mov rdx, r8
+    inc edx
+    lock xadd qword ptr [r15 + 1152], rdx
+    lea r8, [rcx + rcx*2 + 86]
+    mov dword ptr [r15 + 128], 236
+    mov ecx, dword ptr [r15 + 704]
+    mov r9d, 222
+    mov dword ptr [r15 + 640], 4
+    mov qword ptr [r15 + 192], r8
+    add rcx, r8
+    mov dword ptr [r14 + 192], edx
+    mov byte ptr [r14 + 256], r8b
+    movzx edx, byte ptr [r14 + 64]
+    mov r8d, 165
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 128]
+    inc r8d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d2700_s]
+    lea rcx, [rip + .Lc1_d2666_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2700_s_t
-.Lc1_d2700_j:
+    call .Lc1_d2666_s_t
+.Lc1_d2666_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2700_s:
+.Lc1_d2666_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 245
-    or eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 448], al
-    mov qword ptr [r15 + 512], rax
+    mov r8, r10
+    mov byte ptr [r15 + 64], cl
+    mov rdx, qword ptr [r14 + 576]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7616], rcx
     mov rbp, r10
-    mov qword ptr [r14 + 960], rax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3520], eax
-    mov eax, ebp
-    mov rax, rbp
-    mov byte ptr [r14 + 704], bpl
-    imul rbp, qword ptr [r15 + 448]
-    mov edx, 238
+    mov ecx, dword ptr [r14 + 640]
+    mov r8, rdx
+    and rbp, 2097088
+    mov esi, dword ptr [r15 + rbp + 286336]
+    mov qword ptr [r15 + 1088], rdx
+    or edx, ecx
+    mov rbp, qword ptr [r15 + 128]
+    mov edi, r8d
+    vpaddd ymm9, ymm2, ymmword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov ebp, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 704], bpl
-    mov r8, r10
-    mov rbp, rbp
-    mov qword ptr [r15 + 512], r8
-    cmp rbp, rbp
-    and r8, 960
-    and ebp, dword ptr [r14 + r8 + 1472]
-    or qword ptr [r15 + 768], 49
-    add qword ptr [r14 + 128], rbp
+    lea rcx, [rip + .Lc1_d2691_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2691_s_t
+.Lc1_d2691_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2691_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 256], cl
+    or qword ptr [r15 + 1024], 119
+    mov ebp, ecx
+    add qword ptr [r14 + 960], rcx
+    mov rdi, qword ptr [r15 + 832]
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 768]
+    test edi, edi
+    and rbp, 960
+    movsxd rax, dword ptr [r15 + rbp + 2496]
+    cmp rdi, rdi
+    movzx ebp, cl
+    mov qword ptr [r14 + 192], rdi
+    mov rbp, rcx
+    mov edi, 152
+    mov rdi, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    lea rcx, [rip + .Lc1_d2752_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2752_s_t
-.Lc1_d2752_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2752_s:
-    ret
-    .popsection
-    mov dword ptr [r15 + 512], 24
-    mov dword ptr [r15 + 1024], ecx
-    movzx r8d, cl
-    xor dword ptr [r14 + 0], ecx
-    and ecx, dword ptr [r14 + 64]
-    mov r8d, 34
-    mov qword ptr [r15 + 1152], rcx
-    movzx esi, r8b
-    mov rsi, r8
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r14 + 448]
-    mov dword ptr [r15 + 768], 62
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c35:
-    lea rcx, [rip + .Lc1_d2777_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2777_s_t
-.Lc1_d2777_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2777_s:
-    ret
-    .popsection
-    mov esi, 205
+    movzx eax, bpl
+    mov dword ptr [r15 + 128], 233
+    movzx ebp, dil
+    mov rbp, qword ptr [r15 + 448]
+    mov rdi, rax
+    mov edi, 59
+    xor dword ptr [r15 + 256], eax
+    mov r9d, dword ptr [r15 + 64]
+    mov eax, eax
     mov r8, r10
-    mov dword ptr [r15 + 640], ecx
-    add qword ptr [r15 + 192], rcx
-    movzx edi, cl
+    mov dword ptr [r15 + 192], 240
+    movsxd rax, dword ptr [r15 + 576]
+    mov rdx, r9
     and r8, 960
-    mov qword ptr [r14 + r8 + 1472], rsi
-    nop
-    lock or dword ptr [r15 + 0], 125
-    cmp rdi, rdi
-    mov esi, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 4
-    lock or dword ptr [r15 + 704], 73
-    mov byte ptr [r14 + 832], cl
-    movzx r8d, sil
-    mov byte ptr [r15 + 576], sil
-    mov byte ptr [r15 + 448], cl
+    and ebp, dword ptr [r15 + r8 + 2496]
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r14 + 128], rax
+    inc dword ptr [r14 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
+.Lc1_b9_c35:
+    lea rcx, [rip + .Lc1_d2740_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2740_s_t
+.Lc1_d2740_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2740_s:
+    ret
+    .popsection
+    mov edx, 205
+    mov byte ptr [r15 + 192], cl
+    mov qword ptr [r15 + 384], rcx
+    imul r9, qword ptr [r15 + 512]
+    movzx esi, cl
+    cmp rdx, rdx
+    mov dword ptr [r15 + 128], edx
+    mov ecx, 82
+    add qword ptr [r14 + 704], r9
+    lock or dword ptr [r15 + 256], 4
+    vpaddd ymm1, ymm2, ymmword ptr [r14 + 448]
+    nop
+    mov byte ptr [r14 + 512], sil
+    add rdx, 89
+    movzx esi, cl
+    mov byte ptr [r15 + 64], cl
+    movsxd rdx, dword ptr [r15 + 64]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
 .Lc1_b9_c36:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r14 + 64]
-    xor ecx, r8d
-    lock or dword ptr [r15 + 128], 58
-    inc dword ptr [r14 + 256]
-    xor dword ptr [r14 + 128], ecx
-    mov r8d, ecx
-    cmp rcx, rcx
+    lea rbp, [r10 + r10*1]
+    and rbp, 2097088
+    movsxd rcx, dword ptr [r15 + rbp + 286336]
+    add rcx, rdx
+    mov rsi, qword ptr [r15 + rbp + 286400]
+    mov r8, r10
+    mov edx, ebp
+    movzx edx, bpl
+    mov r9, r10
+    and r8, 8388544
+    movsxd rbp, dword ptr [r15 + r8 + 2383488]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7616]
+    mov eax, dword ptr [r15 + 896]
+    xor eax, edx
+    inc dword ptr [r15 + 960]
+    movzx r9d, byte ptr [r14 + 192]
+    mov edx, dword ptr [r15 + 320]
+    mov edi, r8d
+    movzx edi, byte ptr [r15 + 384]
+    movzx edi, al
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d2829_s]
+    lea rcx, [rip + .Lc1_d2791_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2829_s_t
-.Lc1_d2829_j:
+    call .Lc1_d2791_s_t
+.Lc1_d2791_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2829_s:
+.Lc1_d2791_s:
     ret
     .popsection
-    mov dword ptr [r14 + 64], 238
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [rcx + rcx*2 + 5]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 128], cl
-    mov dword ptr [r14 + 64], 188
-    mov r8d, ecx
-    mov qword ptr [r14 + 128], r9
-    mov qword ptr [r15 + 128], r9
-    inc dword ptr [r15 + 64]
+    inc dword ptr [r15 + 512]
+    lea rcx, [rcx + rcx*2 + 90]
+    mov edx, ecx
+    mov rdx, rcx
+    movzx edx, cl
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r14 + 128], 92
+    mov ecx, ecx
+    mov qword ptr [r14 + 64], rdx
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 384]
+    mov edx, edx
+    and rbp, 4032
+    mov dword ptr [r14 + rbp + 3520], 48
+    movzx edx, cl
+    mov rdx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    add r9, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc r8d
-    xor dword ptr [r15 + 1216], r9d
-    shr r9d, 14
-    mov qword ptr [r15 + 192], r8
-    mov r9, r10
-    movzx r8d, r8b
-    imul r8, qword ptr [r15 + 640]
-    and r9, 8128
-    mov dword ptr [r14 + r9 + 7616], 247
+    movzx ebp, dl
+    inc ebp
+    shr ebp, 20
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 1152]
+    mov r9d, ebp
+    and rbp, 960
+    imul rdx, qword ptr [r15 + rbp + 2496]
+    mov qword ptr [r14 + 384], r9
+    mov dword ptr [r15 + 320], 168
+    movzx ebp, byte ptr [r15 + 576]
+    movzx r9d, byte ptr [r15 + 1280]
+    imul r9, qword ptr [r14 + 192]
     mov eax, 156
-    mov eax, 148
-    neg rax
-    add rax, 97
+    movzx eax, byte ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 256]
+    neg r8
+    xor dword ptr [r15 + 448], r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    lea rcx, [rip + .Lc1_d2881_s]
+    lea rcx, [rip + .Lc1_d2841_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2881_s_t
-.Lc1_d2881_j:
+    call .Lc1_d2841_s_t
+.Lc1_d2841_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d2881_s:
+.Lc1_d2841_s:
     ret
     .popsection
-    mov dword ptr [r15 + 960], 77
-    shl rax, 25
-    movzx ecx, byte ptr [r14 + 512]
-    and ecx, dword ptr [r15 + 128]
-    movzx eax, al
-    inc eax
-    mov byte ptr [r14 + 768], cl
-    vmovdqu ymm8, ymmword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 45
-    mov qword ptr [r15 + 1088], rax
-    imul rax, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r14 + 576]
-    mov ebp, eax
-    mov rbp, rcx
-    imul rbp, qword ptr [r15 + 896]
+    vmovdqu ymm8, ymmword ptr [r15 + 640]
+    movzx ecx, cl
+    or qword ptr [r15 + 192], 95
+    mov r8, qword ptr [r14 + 256]
+    imul r8, qword ptr [r15 + 64]
+    imul r8, qword ptr [r15 + 704]
+    mov rdi, qword ptr [r14 + 512]
+    movzx esi, cl
+    mov qword ptr [r14 + 128], rcx
+    shl rdi, 9
+    mov ecx, 70
+    inc ecx
+    mov byte ptr [r15 + 768], sil
+    mov ecx, esi
+    mov rcx, rdi
+    movsxd rcx, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    lea rcx, [rip + .Lc1_d2906_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2906_s_t
-.Lc1_d2906_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2906_s:
-    ret
-    .popsection
-    neg rax
-    sub rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 142
-    inc ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
+    mov r8, r10
+    and r8, 8388544
+    movsxd rsi, dword ptr [r15 + r8 + 2383488]
+    mov edi, ecx
+    mov r8, r10
+    xor ecx, esi
+    mov rcx, rdi
+    and r8, 2097088
+    mov ecx, dword ptr [r14 + r8 + 286336]
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 576]
+    neg rdi
     and rbp, 960
-    mov qword ptr [r15 + rbp + 2496], rdx
-    and eax, dword ptr [r14 + 128]
-    mov edx, edx
-    mov ebp, eax
-    xor ebp, edx
-    mov eax, dword ptr [r14 + 704]
-    mov rdx, qword ptr [r14 + 64]
+    movzx edx, byte ptr [r15 + rbp + 2496]
+    mov r9d, 160
+    mov r9d, ecx
+    inc r9d
+    movzx ebp, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    inc dword ptr [r14 + 64]
+    mov r8, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ebp, 16
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rax, rbp
-    add rax, rdx
-    mov rbp, rdx
-    mov rbp, r10
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 960
-    vpaddd ymm11, ymm6, ymmword ptr [r14 + rbp + 2496]
-    mov dword ptr [r14 + 640], 28
-    mov qword ptr [r14 + 512], rax
-    xor edx, eax
-    shr edx, 6
-    mov edx, 64
-    mov dword ptr [r15 + 576], 125
-    mov qword ptr [r15 + 448], rbp
+    lea rcx, [rip + .Lc1_d2891_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2891_s_t
+.Lc1_d2891_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2891_s:
+    ret
+    .popsection
+    and rbp, rcx
+    mov r8, rcx
+    shr r8d, 27
+    xor r8d, ecx
+    mov ebp, ecx
+    mov ebp, 46
+    mov dword ptr [r15 + 192], 154
+    movzx ecx, r8b
+    movzx ecx, byte ptr [r15 + 704]
+    shr ecx, 20
+    add rcx, r8
+    mov eax, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 640]
+    mov qword ptr [r14 + 576], rbp
+    vpaddd ymm2, ymm1, ymmword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r14 + 384]
+    movzx edi, byte ptr [r15 + 1024]
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c42:
+    lea rcx, [rip + .Lc1_d2916_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d2916_s_t
+.Lc1_d2916_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d2916_s:
+    ret
+    .popsection
+    movsxd rdi, dword ptr [r14 + 384]
+    lea rcx, [rcx + rcx*2 + 90]
+    add qword ptr [r15 + 576], rdi
+    add r8, rdi
+    mov ecx, dword ptr [r15 + 1088]
+    mov dword ptr [r15 + 640], 13
+    mov r8, r10
+    add rcx, 51
+    movzx esi, byte ptr [r15 + 512]
+    and r8, 8128
+    movzx edi, byte ptr [r14 + r8 + 7616]
+    mov r9d, 19
+    add r9, rcx
+    mov dword ptr [r15 + 128], esi
+    mov byte ptr [r15 + 256], r8b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c42:
+.Lc1_b9_c43:
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 768]
+    vpaddd ymm9, ymm1, ymmword ptr [r14 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 7
+    rep movsb
+    mov ecx, dword ptr [r15 + 512]
+    cmp r9, r9
+    mov edi, dword ptr [r15 + 320]
+    test esi, esi
+    mov dword ptr [r14 + 128], 101
+    mov rdx, qword ptr [r15 + 448]
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 384]
+    and rbp, 2097088
+    and r9d, dword ptr [r15 + rbp + 286336]
+    .byte 0x0f, 0x1f, 0x00
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c44:
     lea rcx, [rip + .Lc1_d2965_s]
     add rcx, qword ptr [r15 + 10780960]
     call .Lc1_d2965_s_t
@@ -2085,663 +2148,567 @@ ditto_body_c1:
 .Lc1_d2965_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 7
-    add rsi, 50
-    mov rsi, rcx
-    shl rsi, 10
-    lea rcx, [rcx + rcx*2 + 51]
-    add rcx, rsi
-    mov ecx, dword ptr [r14 + 128]
-    add rcx, rsi
-    add qword ptr [r15 + 640], rsi
-    mov qword ptr [r14 + 64], rsi
-    mov byte ptr [r15 + 192], sil
-    mov edi, esi
-    mov dword ptr [r14 + 1024], ecx
-    mov dword ptr [r15 + 64], 206
-    movzx esi, cl
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c43:
-    lea rcx, [rip + .Lc1_d2992_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d2992_s_t
-.Lc1_d2992_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d2992_s:
-    ret
-    .popsection
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r14 + 64]
+    add rdx, rcx
+    mov qword ptr [r15 + 1088], rcx
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, 3
+    mov ecx, dword ptr [r15 + 704]
+    mov rax, rdx
+    add rax, qword ptr [r15 + 640]
+    sub rax, r9
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
-    mov ecx, 3
+    mov ecx, 7
     rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rdi, rsi
-    imul rcx, qword ptr [r14 + 576]
-    test esi, esi
-    mov edi, dword ptr [r15 + 832]
-    mov dword ptr [r14 + 64], 100
-    mov rsi, qword ptr [r15 + 768]
-    and esi, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x00
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c44:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 31
-    mov edi, 180
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rcx, [rcx + rdi*2 + 18]
-    mov qword ptr [r15 + 640], rsi
-    xor edi, esi
-    mov qword ptr [r15 + 1280], rsi
-    add rsi, rsi
-    mov byte ptr [r14 + 704], cl
-    mov dword ptr [r14 + 128], ecx
-    mov qword ptr [r15 + 448], rcx
-    sub rdi, rcx
-    add rdi, qword ptr [r14 + 64]
+    mov qword ptr [r14 + 512], rax
+    mov byte ptr [r15 + 1152], al
+    mov ecx, 47
+    mov qword ptr [r14 + 320], rax
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea rcx, [rip + .Lc1_d3042_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3042_s_t
-.Lc1_d3042_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3042_s:
-    ret
-    .popsection
-    mov qword ptr [r15 + 960], rcx
-    bt rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rdi
-    add qword ptr [r15 + 896], rdi
-    shl rdi, 11
-    mov dword ptr [r15 + 512], 57
-    mov ecx, edi
-    imul rcx, qword ptr [r14 + 1152]
-    lea rdi, [rdi + rdi*2 + 28]
-    mov dword ptr [r14 + 256], 139
+    mov dword ptr [r15 + 384], 138
+    lea rdi, [rcx + rcx*2 + 20]
+    mov qword ptr [r15 + 1344], rcx
+    movzx esi, cl
+    mov rsi, qword ptr [r15 + 896]
+    bt rdi, rdi
+    inc ecx
+    add qword ptr [r15 + 832], rdi
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 960]
+    mov byte ptr [r14 + 512], sil
+    movzx edi, byte ptr [r15 + 768]
+    shl rdi, 7
+    shl rdi, 16
+    imul rdi, qword ptr [r15 + 64]
+    mov esi, r8d
+    add rsi, rcx
+    mov r8d, ecx
+    mov dword ptr [r14 + 256], 34
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d3067_s]
+    lea rcx, [rip + .Lc1_d3012_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3067_s_t
-.Lc1_d3067_j:
+    call .Lc1_d3012_s_t
+.Lc1_d3012_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3067_s:
+.Lc1_d3012_s:
     ret
     .popsection
-    mov r8, r10
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1472], rcx
-    mov edi, dword ptr [r15 + 64]
-    mov r8d, 64
-    mov r8, rdi
-    mov r8d, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 448], edi
-    mov ecx, 224
-    movzx ecx, byte ptr [r14 + 1024]
-    mov dword ptr [r15 + 512], 65
-    movzx edi, r8b
-    nop
+    mov esi, 235
+    mov esi, 64
+    mov esi, dword ptr [r14 + 128]
+    mov r8d, ecx
     movzx r8d, byte ptr [r15 + 576]
-    mov edx, ecx
-    mov edx, ecx
-    lea rdx, [rcx + rcx*2 + 84]
-    add r11, 64
-    add r10, r11
+    mov dword ptr [r15 + 320], esi
+    movzx ecx, sil
+    mov rcx, rsi
+    mov ecx, esi
+    movzx ecx, byte ptr [r15 + 1024]
+    mov ebp, 34
+    mov dword ptr [r15 + 64], 108
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 7
+    rep movsb
+    mov edi, dword ptr [r15 + 384]
+    lea rcx, [rbp + rbp*2 + 84]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
+    add rbp, qword ptr [r14 + 1408]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 171
+    rep stosb
+    mov ecx, dword ptr [r15 + 1152]
+    mov dword ptr [r15 + 256], 63
+    inc dword ptr [r15 + 192]
+    mov eax, ebp
+    mov eax, ebp
+    mov eax, 101
+    mov dword ptr [r14 + 704], 29
+    mov edx, 160
+    movsxd rdx, dword ptr [r15 + 320]
+    and edx, dword ptr [r15 + 192]
+    mov edi, eax
+    mov edi, 9
+    xor edi, eax
+    mov rdi, rax
+    mov rdi, rdx
+    or edi, edx
     test edx, edx
-    mov edi, 162
-    and edi, dword ptr [r15 + 640]
-    add rdi, qword ptr [r15 + 192]
-    sub rdi, r8
-    xor edi, edx
-    mov dword ptr [r14 + 128], 96
-    mov r8, rdi
-    or r8d, edi
-    and r8d, dword ptr [r14 + 448]
-    inc r8d
-    lock or dword ptr [r15 + 512], 5
-    mov qword ptr [r15 + 896], rdi
-    inc edi
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r14 + 832]
-    mov r8d, 79
+    mov eax, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d3124_s]
+    lea rcx, [rip + .Lc1_d3063_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3124_s_t
-.Lc1_d3124_j:
+    call .Lc1_d3063_s_t
+.Lc1_d3063_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3124_s:
+.Lc1_d3063_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r8d, ecx
-    movzx r8d, cl
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r14 + 256]
-    or r8d, ecx
-    mov dword ptr [r15 + 448], 6
-    inc ecx
-    movzx ecx, r8b
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r14 + 576]
-    and rcx, r8
-    mov qword ptr [r14 + 1344], r8
+    neg rdi
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 832]
+    movzx edi, dil
+    mov rdi, rcx
+    mov edi, eax
+    and edi, dword ptr [r14 + 512]
+    mov r9d, eax
+    movzx r9d, byte ptr [r14 + 576]
+    movzx eax, cl
+    mov qword ptr [r15 + 384], rdi
+    mov rax, qword ptr [r15 + 640]
+    or eax, edi
+    inc eax
+    movzx edi, r9b
+    movzx edi, r9b
+    movsxd rdi, dword ptr [r15 + 128]
+    and rdi, rax
+    mov r8, qword ptr [r14 + 256]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d3152_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3152_s_t
-.Lc1_d3152_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3152_s:
-    ret
-    .popsection
-    mov rcx, rcx
-    mov rcx, rax
-    shl rcx, 26
+    vpaddd ymm1, ymm8, ymmword ptr [r15 + 1088]
+    mov r9d, dword ptr [r15 + 320]
+    mov rax, r8
+    xor eax, edi
     .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor ecx, ebp
-    mov ecx, eax
-    xor ecx, eax
-    inc ecx
-    mov rbp, r10
-    vpaddd ymm10, ymm11, ymmword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 640]
-    mov ecx, ebp
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1472], cl
-    movsxd r9, dword ptr [r14 + 192]
-    vpaddd ymm8, ymm10, ymmword ptr [r14 + 768]
-    mov rbp, qword ptr [r14 + 128]
+    vpaddd ymm6, ymm1, ymmword ptr [r14 + 896]
+    xor edi, r9d
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 960]
+    mov edi, r9d
+    shl rdi, 23
+    inc edi
+    mov r9, r10
+    mov rbp, qword ptr [r14 + 192]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3520], al
+    mov esi, edi
+    movsxd rsi, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    mov dword ptr [r15 + 256], ebp
-    mov byte ptr [r15 + 1408], bpl
-    mov qword ptr [r15 + 576], rbp
-    neg rcx
-    mov dword ptr [r14 + 64], ebp
-    mov r9, rcx
-    add r9, rcx
-    mov ebp, 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov rcx, rbp
-    mov r9, r10
-    cmp rbp, rbp
-    lock add qword ptr [r15 + 1088], r9
-    or qword ptr [r15 + 128], 117
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + 64], 190
-    sub rbp, rcx
+    lea rcx, [rip + .Lc1_d3116_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3116_s_t
+.Lc1_d3116_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3116_s:
+    ret
+    .popsection
+    mov edx, ecx
+    mov byte ptr [r15 + 256], cl
+    neg rsi
+    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 256], rcx
+    mov rsi, rdx
+    sub rsi, rdx
+    mov rcx, rdx
+    movsxd rcx, dword ptr [r14 + 128]
+    mov dword ptr [r15 + 64], esi
+    mov r8, r10
+    lea rdi, [r15 + 10772736]
+    mov ecx, 170
+    rep stosb
+    or qword ptr [r15 + 1024], 21
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 2383488], ecx
+    mov dword ptr [r14 + 192], 162
+    cmp rcx, rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d3209_s]
+    lea rcx, [rip + .Lc1_d3145_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3209_s_t
-.Lc1_d3209_j:
+    call .Lc1_d3145_s_t
+.Lc1_d3145_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3209_s:
+.Lc1_d3145_s:
     ret
     .popsection
-    mov ecx, 8
-    or ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    add rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r14 + 128]
-    mov dword ptr [r15 + 128], 77
-    mov rbp, rcx
-    popcnt rbp, rcx
-    add rbp, qword ptr [r14 + 64]
-    mov qword ptr [r14 + 512], rcx
+    mov r8, r10
+    and r8, 960
+    mov ecx, dword ptr [r14 + r8 + 2496]
+    add rcx, r8
+    or ecx, r8d
+    mov qword ptr [r15 + 384], r8
+    movsxd r9, dword ptr [r15 + 832]
+    add r9, qword ptr [r15 + 128]
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 640]
+    imul rdx, qword ptr [r14 + 64]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3520]
+    mov eax, dword ptr [r14 + 320]
+    mov r8, r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    mov rcx, rbp
-    mov ecx, ebp
-    mov ecx, 63
-    mov qword ptr [r15 + 960], rbp
-    mov byte ptr [r15 + 128], cl
-    add rbp, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 28
-    mov ecx, ebp
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 640], rbp
-    mov r8, r10
-    mov edx, ebp
-    and r8, 960
-    mov dword ptr [r14 + r8 + 2496], 212
-    mov ebp, ebp
-    inc ebp
-    shr ebp, 12
-    and rbp, rdx
-    movzx ebp, r8b
-    and ebp, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 192], r8d
+    shr ecx, 3
+    and rcx, r8
+    mov eax, r8d
+    mov dword ptr [r15 + 448], 112
+    mov ecx, eax
+    mov rcx, rax
+    movsxd r8, dword ptr [r15 + 640]
+    mov rbp, r10
+    inc esi
+    mov qword ptr [r15 + 448], rax
+    and rbp, 2097088
+    mov byte ptr [r15 + rbp + 286336], cl
+    mov eax, ecx
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 512]
+    mov edi, esi
+    mov rdi, rsi
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 2496]
+    movzx edi, cl
+    shr edi, 1
+    or qword ptr [r14 + 576], 72
+    mov dword ptr [r15 + 192], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d3263_s]
+    lea rcx, [rip + .Lc1_d3198_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3263_s_t
-.Lc1_d3263_j:
+    call .Lc1_d3198_s_t
+.Lc1_d3198_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3263_s:
+.Lc1_d3198_s:
     ret
     .popsection
-    mov byte ptr [r15 + 1152], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    lea rcx, [rcx + rcx*2 + 37]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    mov dword ptr [r14 + r9 + 1472], ecx
-    mov dword ptr [r14 + 576], ecx
-    mov byte ptr [r15 + 128], cl
-    movsxd r9, dword ptr [r14 + 64]
-    xchg qword ptr [r15 + 1088], r9
-    add r11, 64
-    add r10, r11
+    movsxd rsi, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r14 + 192]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov edx, 74
+    lea rdx, [rdi + rdi*2 + 66]
+    movzx edx, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r14 + 256]
+    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r14 + 896], cl
+    xchg qword ptr [r15 + 320], rcx
+    mov r8d, 198
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    lea rcx, [rip + .Lc1_d3288_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3288_s_t
-.Lc1_d3288_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3288_s:
-    ret
-    .popsection
-    sub r9, rcx
-    mov qword ptr [r14 + 1216], rcx
-    add rcx, qword ptr [r14 + 256]
-    inc ecx
-    mov qword ptr [r15 + 192], r9
-    lea rsi, [r9 + r9*2 + 98]
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 27
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    movzx ecx, sil
-    mov dword ptr [r15 + 256], 69
-    inc dword ptr [r15 + 512]
-    and esi, dword ptr [r14 + 704]
+    sub rdi, rcx
+    mov qword ptr [r15 + 1152], rcx
+    add r9, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 256], 13
+    mov qword ptr [r15 + 128], rdi
+    lea rcx, [rdi + rdi*2 + 98]
+    movzx r8d, dil
+    movzx r8d, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 1216], 26
+    movsxd rdi, dword ptr [r15 + 704]
+    mov eax, 117
+    mov rax, rcx
+    mov eax, ecx
+    mov eax, r8d
+    movzx eax, r8b
+    imul rax, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 192]
+    inc dword ptr [r14 + 576]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
+    lea rcx, [rip + .Lc1_d3241_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3241_s_t
+.Lc1_d3241_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3241_s:
+    ret
+    .popsection
+    mov byte ptr [r15 + 512], cl
+    mov eax, dword ptr [r14 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    sub rcx, rsi
-    xor ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rsi, rcx
+    and rax, rcx
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
-    mov ecx, 3
+    mov ecx, 7
     rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm11, ymmword ptr [r14 + 512]
-    mov dword ptr [r15 + 448], 22
-    add rsi, 13
-    mov dword ptr [r14 + 192], 238
-    and edi, dword ptr [r15 + 640]
-    mov dword ptr [r14 + 448], ecx
+    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 960], 15
+    mov esi, dword ptr [r14 + 384]
+    mov qword ptr [r14 + 64], rax
+    xor eax, ecx
+    mov eax, dword ptr [r15 + 128]
+    and eax, dword ptr [r15 + 704]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    lea rcx, [rip + .Lc1_d3337_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3337_s_t
-.Lc1_d3337_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3337_s:
-    ret
-    .popsection
-    vmovdqu ymm11, ymmword ptr [r15 + 576]
-    or edi, ecx
-    mov byte ptr [r14 + 1152], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], sil
+    mov dword ptr [r14 + 0], 185
     neg rsi
+    and esi, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 1024]
-    mov byte ptr [r15 + 512], dil
-    mov dword ptr [r15 + 512], 28
-    add rdi, 67
-    add rdi, rsi
-    mov edi, 30
-    or edi, ecx
-    and edi, dword ptr [r15 + 448]
-    mov qword ptr [r14 + 256], rcx
-    mov byte ptr [r14 + 768], dil
-    test edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test esi, esi
+    mov eax, 84
+    mov eax, 39
+    add rax, 47
+    or eax, esi
+    mov byte ptr [r15 + 1024], sil
+    mov esi, eax
+    mov qword ptr [r14 + 64], rax
+    neg rax
+    add rax, rsi
+    test esi, esi
+    add qword ptr [r14 + 256], rsi
+    and eax, dword ptr [r15 + 192]
+    or eax, esi
+    lock xadd qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 256], 16
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    lea rcx, [rip + .Lc1_d3363_s]
+    lea rcx, [rip + .Lc1_d3289_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3363_s_t
-.Lc1_d3363_j:
+    call .Lc1_d3289_s_t
+.Lc1_d3289_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3363_s:
+.Lc1_d3289_s:
     ret
     .popsection
-    add rdi, 116
-    lea rcx, [rcx + rcx*2 + 11]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
+    mov rax, rcx
+    add rax, 25
+    test ecx, ecx
+    mov qword ptr [r14 + 640], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rdi, 1
-    mov qword ptr [r14 + 704], rcx
-    or qword ptr [r15 + 640], 35
-    mov rdi, rcx
-    mov byte ptr [r15 + 64], cl
-    test edi, edi
-    inc ecx
-    mov qword ptr [r14 + 128], rdi
-    mov ecx, 245
-    mov qword ptr [r14 + 832], rdi
+    shl rcx, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rcx
+    inc eax
+    mov byte ptr [r14 + 0], cl
+    mov edx, 46
+    imul rdx, qword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    mov edi, 132
-    lea rdi, [rcx + rcx*2 + 107]
-    add rdi, qword ptr [r14 + 768]
-    shl rdi, 22
-    mov rbp, r10
-    mov rcx, rdi
+    mov dword ptr [r14 + 128], 233
+    lea rcx, [rax + rax*2 + 37]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rax, 7
+    mov eax, 178
+    lea rax, [rcx + rcx*2 + 92]
+    mov rax, rcx
+    mov dword ptr [r15 + 0], 102
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     xchg rcx, rcx
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    mov edx, 103
-    mov dword ptr [r15 + 1088], 195
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [rbp + rcx*2 + 98]
+    mov rcx, rdx
+    xor dword ptr [r15 + 64], edx
+    mov eax, 145
+    and eax, dword ptr [r14 + 128]
+    inc eax
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c59:
+    lea rcx, [rip + .Lc1_d3339_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3339_s_t
+.Lc1_d3339_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3339_s:
+    ret
+    .popsection
+    shl rdx, 9
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rcx, rcx
+    test edx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    inc edi
+    movzx edx, cl
+    mov edx, 17
+    imul rdx, qword ptr [r14 + 448]
+    cmp rcx, rcx
+    add rcx, rdx
+    mov ecx, 42
+    cmp rdx, rdx
+    mov ecx, 57
+    add rcx, qword ptr [r14 + 1088]
+    mov dword ptr [r15 + 1280], 193
+    mov r9d, 38
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c60:
+    lea rcx, [rip + .Lc1_d3365_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d3365_s_t
+.Lc1_d3365_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d3365_s:
+    ret
+    .popsection
+    cmp rcx, rcx
+    mov r9d, 159
+    movsxd r9, dword ptr [r14 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test r9d, r9d
+    mov dword ptr [r14 + 320], r9d
+    mov rcx, r9
+    mov qword ptr [r14 + 64], r9
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx r9d, cl
+    mov r9, r10
+    imul rbp, qword ptr [r15 + 576]
+    mov rcx, rcx
+    and r9, 8388544
+    movsxd r8, dword ptr [r15 + r9 + 2383488]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d3416_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3416_s_t
-.Lc1_d3416_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3416_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edx, 40
-    add rdx, qword ptr [r15 + 896]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], edx
-    shl rdx, 22
-    mov edx, 197
-    cmp rcx, rcx
-    movzx edx, cl
-    test ecx, ecx
-    cmp rdx, rdx
-    add rcx, rdx
-    imul rcx, qword ptr [r14 + 192]
-    mov edx, 185
-    neg rdx
-    mov edx, 216
-    mov rdx, rcx
-    mov dword ptr [r14 + 1152], 132
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c60:
-    lea rcx, [rip + .Lc1_d3445_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3445_s_t
-.Lc1_d3445_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3445_s:
-    ret
-    .popsection
-    movsxd rcx, dword ptr [r14 + 128]
-    mov edx, edx
-    mov edx, dword ptr [r14 + 128]
-    or qword ptr [r14 + 320], 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test eax, eax
-    movsxd rcx, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 64], r8d
-    mov eax, 187
-    movzx eax, r8b
-    cmp rcx, rcx
-    mov r8d, ecx
-    mov r8, rcx
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
 .Lc1_b9_c61:
+    mov ebp, 164
+    add rbp, qword ptr [r15 + 896]
+    mov qword ptr [r15 + 512], r8
+    shl rcx, 21
+    popcnt r8, rbp
+    vmovdqu ymm1, ymmword ptr [r15 + 832]
+    shr r9d, 1
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ebp, 1
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr eax, 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rcx
-    shr r8d, 27
-    popcnt rax, rcx
-    movzx eax, r8b
-    shl rax, 12
-    mov byte ptr [r14 + 128], r8b
-    mov dword ptr [r14 + 64], 7
-    imul rcx, qword ptr [r15 + 960]
-    mov eax, r8d
-    add rax, qword ptr [r15 + 1024]
-    mov r8d, 15
-    mov qword ptr [r15 + 448], rax
-    mov r8, rcx
+    mov byte ptr [r14 + 0], r9b
+    mov ebp, ecx
+    mov dword ptr [r14 + 128], 185
+    mov r9d, 15
+    mov qword ptr [r15 + 448], rbp
+    mov rcx, r9
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    lea rcx, [rip + .Lc1_d3497_s]
+    lea rcx, [rip + .Lc1_d3415_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3497_s_t
-.Lc1_d3497_j:
+    call .Lc1_d3415_s_t
+.Lc1_d3415_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d3497_s:
+.Lc1_d3415_s:
     ret
     .popsection
-    cmp rcx, rcx
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 384]
-    mov ecx, ecx
+    movzx r9d, cl
+    movzx r9d, cl
+    lea r9, [rcx + rcx*2 + 26]
+    movzx r9d, cl
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r14 + 320]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 832], ecx
-    mov rsi, rcx
-    movzx esi, r8b
-    lea rsi, [rcx + rcx*2 + 19]
-    mov dword ptr [r14 + 320], ecx
-    mov ecx, 131
-    movzx ecx, byte ptr [r15 + 704]
-    xchg qword ptr [r15 + 64], rcx
-    add rcx, 2
-    add rcx, 45
-    mov dword ptr [r14 + 1280], esi
-    mov r9d, 112
+    mov dword ptr [r15 + 640], ecx
+    lea rdi, [r15 + 10772736]
+    mov ecx, 171
+    rep stosb
+    mov rcx, rdi
+    add rcx, 119
+    mov dword ptr [r14 + 384], edi
+    mov eax, ecx
+    mov eax, 90
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    lea rcx, [rip + .Lc1_d3525_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d3525_s_t
-.Lc1_d3525_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d3525_s:
-    ret
-    .popsection
-    inc r9d
-    lea rcx, [rcx + rcx*2 + 49]
+    mov edi, ecx
+    mov edi, 245
+    shr edi, 9
+    inc edi
+    mov ecx, eax
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1472]
+    bt rbp, rbp
     mov ecx, dword ptr [r15 + 256]
-    mov r9d, r9d
-    add r9, qword ptr [r14 + 1088]
-    mov ebp, ecx
-    bt r9, r9
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 320]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    lock add qword ptr [r15 + 576], rcx
-    movzx edx, byte ptr [r15 + 768]
-    mov dword ptr [r14 + 192], ecx
+    movzx edi, al
+    lea rbp, [rax + rax*2 + 118]
+    xor dword ptr [r15 + 512], eax
+    mov eax, ebp
+    mov eax, ecx
+    mov eax, edi
     test edi, edi
-    mov ecx, 83
-    mov ecx, 204
+    lock add qword ptr [r15 + 1152], rbp
+    mov byte ptr [r14 + 128], bpl
+    mov dword ptr [r14 + 0], ebp
+    mov edi, 198
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -2792,70 +2759,63 @@ ditto_body_c1:
     jmp .Lc1_b1_c15
     .p2align 12
 .Lc1_b1_c0:
-    lea rcx, [rip + .Lc1_d49_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d85_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d49_s_t
-.Lc1_d49_j:
+    call .Lc1_d85_s_t
+.Lc1_d85_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d49_s:
+.Lc1_d85_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d54_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d54_s_t
-.Lc1_d54_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d54_s:
-    ret
-    .popsection
-    mov r8, r10
-    and r8, 960
-    mov edx, dword ptr [r15 + r8 + 1472]
-    mov dword ptr [r14 + 384], ecx
-    mov qword ptr [r15 + 640], r8
-    movzx r8d, byte ptr [r15 + 576]
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 512], r8
-    movzx ecx, r8b
-    mov edx, ecx
-    mov byte ptr [r15 + 320], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
-    mov r8d, 151
-    mov byte ptr [r14 + 256], r8b
-    mov byte ptr [r15 + 448], dl
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 1632
-    jnz 1f
-1:
-    movzx ecx, r8b
-    mov ebp, dword ptr [r15 + 896]
-    mov ecx, dword ptr [r15 + 256]
-    mov r8, qword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, dword ptr [r14 + 320]
-    mov dword ptr [r14 + 128], 18
-    movsxd rbp, dword ptr [r15 + 64]
+    lea rcx, [rax + rax*2 + 11]
+    shr eax, 21
+    movsxd rdi, dword ptr [r14 + 192]
+    mov qword ptr [r14 + 128], rcx
+    lea rax, [rcx + rcx*2 + 114]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
-    movzx r8d, bpl
-    mov ebp, r8d
-    mov r8d, ebp
-    add r11, 64
-    add r10, r11
+    mov ecx, dword ptr [r15 + 64]
+    mov r8d, edi
+    mov r8d, eax
+    movzx edi, byte ptr [r15 + 1024]
+    or ecx, eax
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, eax
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    sub rax, rdi
+    mov rdx, r8
+    lock add qword ptr [r15 + 512], r8
+    mov byte ptr [r14 + 192], r8b
+    movzx edi, cl
+    movsxd r8, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edx
+    mov eax, dword ptr [r14 + 704]
+    movzx edx, byte ptr [r15 + 960]
+    inc dword ptr [r14 + 512]
+    add rax, 48
+    sub rdi, rax
+    movzx r8d, dil
+    test ebx, 188416
+    jz 1f
+1:
+    mov edi, edx
+    cmp rdi, rdi
+    or ecx, eax
+    mov qword ptr [r15 + 320], rcx
+    movzx eax, byte ptr [r15 + 64]
+    add rcx, 75
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2863,239 +2823,242 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d106_s]
+    lea rcx, [rip + .Lc1_d137_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d106_s_t
-.Lc1_d106_j:
+    call .Lc1_d137_s_t
+.Lc1_d137_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d106_s:
+.Lc1_d137_s:
     ret
     .popsection
-    and ecx, dword ptr [r15 + 1024]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, ebp
-    movzx ebp, r9b
-    imul rax, qword ptr [r14 + 960]
+    mov byte ptr [r15 + 448], al
+    or eax, ecx
+    mov r8d, eax
+    movzx r8d, byte ptr [r14 + 192]
+    mov rax, r8
+    add rcx, 86
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov esi, 171
-    mov dword ptr [r15 + 320], esi
-    lock xadd qword ptr [r15 + 64], rsi
-    mov ecx, 186
+    mov ecx, ecx
+    mov qword ptr [r15 + 576], rcx
+    mov rbp, rcx
+    mov rbp, r10
+    and r8, rbp
+    and rbp, 960
+    mov eax, dword ptr [r15 + rbp + 2496]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rax
-    vmovdqu ymm10, ymmword ptr [r15 + 704]
-    mov dword ptr [r14 + 1088], ecx
-    mov eax, ecx
-    movzx eax, byte ptr [r15 + 1408]
-    test ebx, 495616
-    jz 1f
-1:
-    mov rcx, rsi
-    mov eax, dword ptr [r15 + 192]
-    mov esi, eax
-    mov rax, rsi
-    mov rax, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 448]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1472], r8d
-    mov r8, rax
-    movzx r8d, r8b
-    movsxd rax, dword ptr [r14 + 128]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx r8d, byte ptr [r15 + 1152]
+    mov byte ptr [r15 + 512], r8b
+    mov rax, qword ptr [r15 + 256]
+    or ecx, eax
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 640], eax
-    mov dword ptr [r14 + 256], r8d
+    mov dword ptr [r15 + 256], eax
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov rbp, r10
+    and r8, rbp
+    lock xadd qword ptr [r15 + 192], r8
+    and rbp, 960
+    imul rcx, qword ptr [r15 + rbp + 1472]
+    lock or dword ptr [r15 + 256], 75
+    mov ebp, 125
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    movsxd rax, dword ptr [r14 + 128]
+    movzx esi, al
+    mov r8, qword ptr [r14 + 64]
+    mov eax, r8d
+    or eax, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    lea rcx, [rip + .Lc1_d157_s]
+    lea rcx, [rip + .Lc1_d185_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d157_s_t
-.Lc1_d157_j:
+    call .Lc1_d185_s_t
+.Lc1_d185_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d157_s:
+.Lc1_d185_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 896]
-    mov qword ptr [r14 + 832], rcx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov eax, dword ptr [r14 + 448]
+    movzx ecx, cl
+    movzx esi, byte ptr [r14 + 192]
+    xor esi, ecx
+    movsxd r8, dword ptr [r14 + 1088]
+    sub r8, rcx
+    mov rax, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r14 + 512]
+    xor r8d, esi
+    shl r8, 30
+    cmp r8, r8
+    cmp rax, rax
+    inc dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 768]
-    movzx eax, byte ptr [r14 + 576]
+    movsxd rax, dword ptr [r15 + 448]
+    add rsi, 64
+    mov byte ptr [r15 + 384], sil
     bt rax, rax
-    mov r8d, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 323584
-    jz 1f
-1:
-    mov rcx, rdi
-    movzx ecx, byte ptr [r15 + 192]
-    movzx edi, cl
-    lea rdi, [r15 + 10772736]
-    mov ecx, 190
-    rep stosb
-    mov dword ptr [r15 + 512], ecx
+    imul r8, qword ptr [r15 + 1152]
+    inc r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 192], dil
-    mov dword ptr [r15 + 64], 112
-    imul r8, qword ptr [r14 + 256]
-    inc dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 256]
+    mov r8, rsi
+    mov ecx, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 128]
+    mov edi, esi
+    mov eax, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov qword ptr [r15 + 192], rbp
-    mov rcx, qword ptr [r14 + 1216]
-    mov rdi, rcx
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 1472]
-    add rcx, qword ptr [r15 + 640]
-    add r11, 64
-    add r10, r11
+    xor esi, ecx
+    mov dword ptr [r15 + 384], esi
+    test eax, edi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    cmp rax, rax
+    mov edi, dword ptr [r14 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 704]
+    mov dword ptr [r15 + 64], eax
+    mov r8, rax
+    mov dword ptr [r15 + 1408], 147
+    vmovdqu ymm6, ymmword ptr [r15 + 192]
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea rcx, [rip + .Lc1_d204_s]
+    lea rcx, [rip + .Lc1_d238_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d204_s_t
-.Lc1_d204_j:
+    call .Lc1_d238_s_t
+.Lc1_d238_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d204_s:
+.Lc1_d238_s:
     ret
     .popsection
+    mov rcx, r8
     mov rcx, rcx
-    mov rcx, rcx
-    movzx ecx, cl
-    and ecx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 768], rcx
-    or qword ptr [r14 + 64], 104
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    mov edi, edx
-    mov edx, dword ptr [r14 + 128]
-    movzx ebp, byte ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r9d, cl
+    movzx r8d, cl
+    lea r8, [r8 + r8*2 + 109]
+    xor r8d, ecx
+    or qword ptr [r14 + 64], 35
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 221
-    mov rdi, rdx
-    mov edx, 18
-    mov rdx, qword ptr [r15 + 704]
-    mov ebp, edx
+    movzx r8d, byte ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 1088]
+    mov edi, dword ptr [r14 + 896]
+    mov byte ptr [r15 + 1152], dil
+    mov dword ptr [r15 + 1216], 164
+    movzx edi, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 640], 13
+    mov rsi, rdi
+    mov esi, 241
+    mov rsi, qword ptr [r14 + 256]
+    mov ecx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 85
-    mov rdx, qword ptr [r14 + 384]
-    mov r9d, 27
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx r9d, dil
-    add r9, qword ptr [r15 + 384]
+    mov r8d, 173
+    mov qword ptr [r15 + 640], r8
+    mov edx, 75
+    movsxd r8, dword ptr [r14 + 128]
+    movzx edi, r8b
+    mov rbp, r10
+    xor ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 960]
-    mov dword ptr [r15 + 1088], r9d
-    mov r9, r10
-    movsxd rbp, dword ptr [r14 + 320]
-    mov rdx, qword ptr [r14 + 448]
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + 0], 246
+    and rbp, 8388544
+    mov byte ptr [r15 + rbp + 2383488], bpl
+    or edx, r8d
+    movsxd rbp, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 832], rbp
+    movzx r8d, byte ptr [r15 + 192]
+    shr r8d, 8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d254_s]
+    lea rcx, [rip + .Lc1_d288_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d254_s_t
-.Lc1_d254_j:
+    call .Lc1_d288_s_t
+.Lc1_d288_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d254_s:
+.Lc1_d288_s:
     ret
     .popsection
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 183
+    movzx ecx, cl
+    lea rdx, [rcx + rcx*2 + 79]
+    movzx edx, dl
+    mov qword ptr [r15 + 960], rdx
+    mov rcx, rdx
+    vpermq ymm2, ymm11, 203
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 159
-    mov r9, r10
-    mov dword ptr [r15 + 0], r9d
-    and r9, 8128
-    mov rsi, qword ptr [r14 + r9 + 15808]
-    mov r9d, esi
+    mov edx, 47
+    and rdx, rdx
+    movzx ebp, dl
+    add rbp, 64
+    mov rdx, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 128], r9
-    mov byte ptr [r14 + 64], sil
-    mov r9, r9
-    mov r9d, 210
-    mov r9d, 187
     mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rsi
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7616]
-    mov r9, r10
-    and esi, dword ptr [r15 + 256]
-    movzx r8d, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8388544
-    vpaddd ymm15, ymm14, ymmword ptr [r15 + r9 + 2383488]
-    movzx ecx, r8b
-    mov r9, qword ptr [r14 + 640]
-    mov r8d, r9d
+    mov dword ptr [r15 + 384], r9d
+    lea r8, [rcx + rcx*2 + 73]
     mov r8, r8
-    test ebx, 192512
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], r9d
+    mov r8, r10
+    test r8d, r8d
+    mov r9d, r8d
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 320], 26
+    mov r8d, 216
+    mov dword ptr [r15 + 512], 92
+    mov dword ptr [r14 + 1280], ebp
+    mov r9, qword ptr [r14 + 128]
+    mov rdx, qword ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    imul rsi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 1152], 26
-    mov byte ptr [r15 + 192], cl
-    mov ecx, r9d
+    mov edx, r8d
+    mov rdx, rdx
+    mov r8d, edx
+    shl r8, 14
+    cmp r8, r8
+    xor dword ptr [r15 + 384], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -3105,62 +3068,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d310_s]
+    lea rcx, [rip + .Lc1_d345_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d310_s_t
-.Lc1_d310_j:
+    call .Lc1_d345_s_t
+.Lc1_d345_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d310_s:
+.Lc1_d345_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d315_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d315_s_t
-.Lc1_d315_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d315_s:
-    ret
-    .popsection
-    mov rcx, qword ptr [r15 + 256]
-    movzx eax, cl
-    shr eax, 25
-    mov qword ptr [r15 + 64], rax
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    shr eax, 11
-    mov qword ptr [r15 + 192], rax
-    mov rbp, r10
-    mov dword ptr [r15 + 1024], 72
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 120
-    and rbp, 2097088
-    and ecx, dword ptr [r15 + rbp + 286336]
-    mov ebp, ecx
-    imul rbp, qword ptr [r14 + 0]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov rbp, rcx
-    xchg qword ptr [r15 + 192], rbp
-    mov eax, ebp
-    test ebx, 192512
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    movsxd rcx, dword ptr [r15 + 1280]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r14 + 128]
+    mov ecx, eax
+    test ecx, ecx
+    mov eax, 235
+    movzx eax, al
+    mov rcx, qword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + 448]
-    mov byte ptr [r14 + 576], cl
-    mov qword ptr [r14 + 704], rbp
+    test eax, ecx
+    mov r9, rax
+    mov r9, qword ptr [r15 + 768]
+    mov qword ptr [r14 + 256], r9
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov r8, rcx
+    mov r8, r8
+    mov byte ptr [r14 + 192], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r9d, 25
+    mov dword ptr [r14 + 704], 221
+    xchg qword ptr [r15 + 256], r8
+    shr ecx, 31
+    movsxd r9, dword ptr [r15 + 1024]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov rbp, r10
+    add r9, 95
+    imul r9, qword ptr [r15 + 64]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1472], rbp
+    movzx ecx, byte ptr [r15 + 448]
+    add r8, rcx
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    mov ecx, r9d
+    mov ecx, ecx
+    inc r9d
+    imul r9, qword ptr [r14 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3170,60 +3131,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d361_s]
+    lea rcx, [rip + .Lc1_d398_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d361_s_t
-.Lc1_d361_j:
+    call .Lc1_d398_s_t
+.Lc1_d398_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d361_s:
+.Lc1_d398_s:
     ret
     .popsection
-    mov ecx, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    neg rax
-    movzx eax, al
+    or qword ptr [r14 + 832], 67
+    mov r9, qword ptr [r14 + 768]
+    mov rcx, r9
+    mov byte ptr [r15 + 128], cl
+    mov r9d, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 704]
+    shl rax, 9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    imul rcx, qword ptr [r15 + 768]
-    mov rdx, rcx
-    xor edx, eax
+    mov qword ptr [r15 + 256], r9
+    movzx eax, r9b
+    xor eax, ecx
+    movzx eax, byte ptr [r15 + 64]
+    shr r9d, 9
+    neg rcx
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 192]
-    mov ecx, 96
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 1088]
-    movsxd rcx, dword ptr [r14 + 512]
-    movzx edi, byte ptr [r15 + 832]
+    movzx r9d, byte ptr [r15 + 512]
+    movzx ecx, r9b
+    imul rcx, qword ptr [r15 + 512]
+    mov r9d, 88
+    mov r9d, r9d
+    mov eax, 249
     test ebx, 1073741824
     jz 1f
 1:
-    neg rdx
-    and edx, dword ptr [r15 + 64]
-    mov eax, 140
-    movzx eax, byte ptr [r14 + 256]
-    mov r8d, eax
-    mov r8, r10
-    movzx edi, r8b
+    movzx r9d, cl
+    mov qword ptr [r14 + 128], r9
+    mov ecx, ecx
+    mov r9d, 248
+    vpaddd ymm11, ymm6, ymmword ptr [r15 + 384]
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 960
-    movzx ecx, byte ptr [r14 + r8 + 1472]
-    mov r8d, 247
-    vpaddd ymm10, ymm15, ymmword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 128]
-    mov edx, r8d
-    add r11, 64
-    add r10, r11
+    cmp rcx, rcx
+    movsxd rax, dword ptr [r14 + 192]
+    mov ecx, 146
+    movzx ecx, byte ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 320]
+    neg rdi
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3231,57 +3190,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d413_s]
+    lea rcx, [rip + .Lc1_d448_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d413_s_t
-.Lc1_d413_j:
+    call .Lc1_d448_s_t
+.Lc1_d448_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d413_s:
+.Lc1_d448_s:
     ret
     .popsection
     mov ecx, eax
     mov ecx, 13
-    movzx ecx, cl
-    mov eax, ecx
-    movsxd rax, dword ptr [r14 + 128]
+    movzx eax, cl
+    mov eax, eax
+    mov dword ptr [r15 + 384], 141
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov ecx, 189
-    lock xadd qword ptr [r15 + 64], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 189
+    lea rdi, [r15 + 10772736]
+    lea rsi, [r15 + 10776832]
+    mov ecx, 7
+    rep movsb
+    mov rsi, qword ptr [r15 + 192]
+    sub rax, rsi
+    movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    or eax, ecx
+    movzx r9d, sil
+    mov r9, r10
+    mov rsi, qword ptr [r15 + 576]
+    or esi, esi
+    mov edi, dword ptr [r14 + 448]
+    and r9, 960
+    movzx ecx, byte ptr [r15 + r9 + 1472]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r14 + 448]
-    mov r9, qword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 192]
+    mov r9, r10
+    shr eax, 17
+    and r9, 2097088
+    mov rax, qword ptr [r14 + r9 + 286336]
+    mov edi, dword ptr [r14 + 128]
+    mov qword ptr [r15 + 256], rdi
+    add rsi, rdi
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    and eax, dword ptr [r14 + 256]
-    mov rsi, qword ptr [r14 + 256]
-    add rsi, rsi
-    mov dword ptr [r14 + 704], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 576]
-    mov r8, r10
-    mov rcx, r8
-    and r8, 960
-    vmovdqu ymm8, ymmword ptr [r15 + r8 + 2496]
-    movzx r8d, byte ptr [r15 + 896]
+    or ecx, eax
+    or ecx, ecx
+    mov rcx, rcx
+    vmovdqu ymm8, ymmword ptr [r14 + 640]
+    movzx eax, byte ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3291,125 +3252,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d463_s]
+    lea rcx, [rip + .Lc1_d501_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d463_s_t
-.Lc1_d463_j:
+    call .Lc1_d501_s_t
+.Lc1_d501_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d463_s:
+.Lc1_d501_s:
     ret
     .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 212
-    neg rax
-    mov eax, 193
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
+    lea rcx, [rip + .Lc1_d506_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d506_s_t
+.Lc1_d506_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d506_s:
+    ret
+    .popsection
+    mov ecx, ecx
+    mov ecx, 168
+    movsxd rcx, dword ptr [r15 + 768]
+    or ecx, ecx
+    mov byte ptr [r14 + 256], cl
+    mov esi, 207
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    xor dword ptr [r14 + 192], eax
-    movsxd rax, dword ptr [r15 + 640]
-    mov ecx, 247
-    mov rcx, rcx
-    sub rcx, rax
-    movzx ecx, cl
+    mov ecx, 80
+    movsxd rax, dword ptr [r14 + 640]
+    movzx edx, byte ptr [r15 + 128]
+    lea rbp, [rdx + rdx*2 + 16]
+    inc dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 960], 241
-    mov ecx, 31
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r14 + 128]
-    mov ebp, ecx
-    mov ebp, 229
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
-    inc dword ptr [r15 + 448]
-    lea rbp, [rcx + rcx*2 + 113]
-    lock xadd qword ptr [r15 + 384], rbp
-    inc dword ptr [r15 + 768]
-    mov ecx, 198
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 1073741824
+    mov esi, dword ptr [r14 + 64]
+    mov r8, rsi
+    mov ecx, r8d
+    movsxd rax, dword ptr [r15 + 448]
+    neg rax
+    test ebx, 7936
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 1344]
-    mov edi, eax
-    lea rdi, [rdi + rdi*2 + 12]
-    mov rax, rdi
-    xor dword ptr [r15 + 1152], eax
+    mov ebp, 178
+    mov dword ptr [r15 + 1344], 227
+    movzx edx, cl
+    sub rdx, rax
+    inc dword ptr [r14 + 256]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov eax, 213
+    mov esi, 115
+    xor dword ptr [r15 + 512], esi
+    lea rbp, [rdx + rdx*2 + 98]
+    lock xadd qword ptr [r15 + 192], rbp
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d508_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d551_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d508_s_t
-.Lc1_d508_j:
+    call .Lc1_d551_s_t
+.Lc1_d551_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d508_s:
+.Lc1_d551_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d513_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d513_s_t
-.Lc1_d513_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d513_s:
-    ret
-    .popsection
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rax, rcx
+    mov eax, dword ptr [r14 + 128]
+    movsxd rsi, dword ptr [r15 + 704]
     mov rbp, r10
-    mov ecx, dword ptr [r14 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc esi
+    cmp rsi, rsi
     and rbp, 960
-    movzx edi, byte ptr [r14 + rbp + 1472]
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 640]
-    mov rdx, rax
+    movsxd rsi, dword ptr [r15 + rbp + 2496]
+    movzx ebp, sil
+    add rax, 15
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    inc edx
-    movzx edx, dl
-    mov r8, r10
-    mov byte ptr [r15 + 192], r8b
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3520]
+    and rbp, 8128
+    imul rax, qword ptr [r15 + rbp + 7616]
+    mov rbp, qword ptr [r14 + 64]
+    movzx ecx, byte ptr [r14 + 64]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov r9d, 128
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    inc r9d
+    mov r9d, 8
+    movsxd r9, dword ptr [r15 + 1088]
+    mov dword ptr [r15 + 320], 230
+    mov ecx, esi
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 576]
-    add r8, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r14 + 192]
-    mov dword ptr [r14 + 256], 67
-    cmp r8, r8
-    mov r8d, 211
-    test ebx, 1824
-    jnz 1f
-1:
-    vmovdqu ymm14, ymmword ptr [r15 + 320]
-    inc r8d
-    mov r8d, r8d
-    mov r8d, 50
-    test ebx, 249856
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    lea rdi, [r15 + 10772736]
-    mov ecx, 189
-    rep stosb
-    mov rbp, rcx
-    mov byte ptr [r14 + 0], bpl
+    mov byte ptr [r15 + 320], r9b
+    mov byte ptr [r15 + 384], r9b
+    lock or dword ptr [r15 + 128], 97
+    mov rbp, r9
+    inc dword ptr [r14 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3419,61 +3374,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d568_s]
+    lea rcx, [rip + .Lc1_d601_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d568_s_t
-.Lc1_d568_j:
+    call .Lc1_d601_s_t
+.Lc1_d601_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d568_s:
+.Lc1_d601_s:
     ret
     .popsection
     sub rbp, rax
     movzx ebp, bpl
     .byte 0x66, 0x90
     neg rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r14 + 128]
+    movsxd rax, dword ptr [r15 + 1152]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rcx, 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    shl rcx, 15
+    cmp rcx, rcx
+    mov qword ptr [r15 + 256], rax
+    vmovdqu ymm11, ymmword ptr [r15 + 448]
+    add rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 1088]
-    movzx ebp, al
-    lea rcx, [rbp + rbp*2 + 16]
-    shr ecx, 8
-    mov qword ptr [r14 + 64], rcx
+    mov eax, dword ptr [r15 + 192]
+    movzx ecx, al
+    lea rbp, [rcx + rcx*2 + 63]
+    shr ebp, 6
+    movzx eax, byte ptr [r15 + 960]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vmovdqu ymm10, ymmword ptr [r15 + 256]
-    mov qword ptr [r14 + 128], rcx
-    mov eax, ecx
-    mov eax, dword ptr [r14 + 512]
-    mov rcx, qword ptr [r15 + 704]
+    mov rbp, qword ptr [r14 + 768]
+    sub rbp, rcx
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r14 + 576]
+    mov dword ptr [r15 + 1088], ecx
     cmp dword ptr [r15 + 10780956], 0x5a8279a
     jb 1f
 1:
-    test eax, eax
-    mov qword ptr [r15 + 192], rax
-    mov rbp, rax
-    movzx ebp, bpl
-    mov dword ptr [r14 + 128], ebp
+    test ebp, ebp
+    mov ecx, dword ptr [r14 + 896]
+    mov rax, rcx
+    movzx ebp, al
+    mov qword ptr [r15 + 64], rbp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r14 + 448], ecx
-    or ecx, ebp
-    add qword ptr [r15 + 576], rcx
-    imul rax, qword ptr [r15 + 1024]
-    movzx ecx, al
+    mov dword ptr [r15 + 1152], eax
+    or ebp, eax
+    add qword ptr [r14 + 704], rbp
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 192]
+    movzx eax, bpl
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3481,264 +3436,243 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d620_s]
+    lea rcx, [rip + .Lc1_d653_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d620_s_t
-.Lc1_d620_j:
+    call .Lc1_d653_s_t
+.Lc1_d653_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d620_s:
+.Lc1_d653_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 64]
-    shr ecx, 10
-    movzx ebp, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 384]
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 128]
+    cmp rcx, rcx
+    shr eax, 29
+    mov eax, dword ptr [r15 + 192]
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ebp
-    cmp rbp, rbp
+    mov r8d, dword ptr [r15 + 1088]
+    mov ebp, r8d
+    or ebp, ebp
+    mov ebp, dword ptr [r14 + 320]
+    neg rbp
+    mov rcx, rbp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 1152]
-    add rcx, qword ptr [r15 + 768]
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 640]
+    add rax, r8
+    shr eax, 28
+    mov r8, qword ptr [r15 + 256]
+    mov rax, r8
+    inc eax
+    mov rax, qword ptr [r14 + 384]
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    mov ecx, ecx
-    mov rcx, rcx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r14 + 192]
-    mov rbp, qword ptr [r14 + 256]
+    movzx ecx, r8b
+    xor ecx, r8d
+    movzx ecx, byte ptr [r15 + 192]
+    cmp rcx, rcx
+    vpaddd ymm2, ymm8, ymmword ptr [r15 + 1024]
+    mov byte ptr [r14 + 256], cl
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    xor eax, ecx
-    or eax, eax
-    movzx eax, al
-    mov rax, qword ptr [r15 + 448]
-    inc dword ptr [r14 + 256]
-    mov byte ptr [r15 + 832], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ebp, 2
-    xor dword ptr [r15 + 1408], ebp
-    mov ecx, eax
-    and rcx, rcx
-    add rcx, rcx
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d671_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d671_s_t
-.Lc1_d671_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d671_s:
-    ret
-    .popsection
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 209
-    movzx ebp, cl
-    mov ebp, ebp
-    cmp rbp, rbp
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, rbp
-    mov ecx, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
-    mov ebp, 221
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, ecx
-    cmp rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    test ebx, 864
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov qword ptr [r15 + 704], rbp
-    mov rcx, qword ptr [r15 + 64]
-    mov rbp, rcx
-    mov ebp, ebp
-    add rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rbp
-    shr ebp, 28
-    lock or dword ptr [r15 + 896], 80
-    vpaddd ymm15, ymm10, ymmword ptr [r15 + 576]
-    mov byte ptr [r14 + 384], bpl
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r14 + 256]
-    movsxd rsi, dword ptr [r14 + 512]
-    cmp rsi, rsi
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r14 + 192], 157
-    movsxd rbp, dword ptr [r15 + 192]
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d726_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d726_s_t
-.Lc1_d726_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d726_s:
-    ret
-    .popsection
-    lock xadd qword ptr [r15 + 1216], rbp
-    neg rbp
-    or ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 30
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 168
-    and rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    or r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    add r9, qword ptr [r15 + 1088]
-    xor r9d, ebp
-    neg r9
-    mov ebp, r9d
+    movsxd rcx, dword ptr [r14 + 512]
     mov rbp, r10
-    test ebx, 1632
-    jnz 1f
-1:
-    or r9d, r9d
+    movzx r8d, byte ptr [r15 + 320]
     and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1472]
-    and r9, r9
-    cmp r9, r9
-    imul rbp, qword ptr [r15 + 768]
-    mov byte ptr [r14 + 960], bpl
-    test ebx, 126976
-    jz 1f
-1:
-    mov rbp, r9
-    movzx ebp, byte ptr [r14 + 64]
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8d, 171
-    inc r8d
-    mov dword ptr [r14 + 192], 37
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 131
-    mov rdi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dil
-    mov qword ptr [r14 + 640], r8
-    mov rdi, qword ptr [r14 + 256]
+    xor dword ptr [r15 + rbp + 1472], ebp
+    mov eax, dword ptr [r15 + 64]
+    and rax, rax
+    mov ebp, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c14:
+.Lc1_b1_c12:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d786_s]
+    lea rcx, [rip + .Lc1_d707_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d786_s_t
-.Lc1_d786_j:
+    call .Lc1_d707_s_t
+.Lc1_d707_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d786_s:
+.Lc1_d707_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d791_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d791_s_t
-.Lc1_d791_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d791_s:
-    ret
-    .popsection
-    mov rcx, rax
-    mov qword ptr [r15 + 384], rcx
-    mov qword ptr [r15 + 256], rax
-    movzx eax, al
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    mov eax, 11
-    vpaddd ymm8, ymm15, ymmword ptr [r14 + 0]
-    add rcx, rcx
-    test ebx, 5056
-    jz 1f
-1:
-    and eax, dword ptr [r14 + 192]
-    mov dword ptr [r15 + 128], eax
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    shr ebp, 26
+    lock or dword ptr [r15 + 512], 71
+    cmp rcx, rcx
+    mov ebp, 164
+    mov ebp, 251
+    mov ecx, 24
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    add rcx, 2
-    add rcx, rcx
-    test ebx, 446464
-    jz 1f
-1:
-    test ecx, ecx
-    mov edi, edi
-    xor dword ptr [r15 + 64], edi
-    movsxd rcx, dword ptr [r14 + 576]
-    mov rbp, r10
+    and rax, rcx
+    movzx eax, al
+    cmp rax, rax
+    mov rcx, qword ptr [r14 + 256]
+    mov byte ptr [r15 + 640], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 2097088
-    xor dword ptr [r14 + rbp + 286336], ebp
-    xor edi, ecx
-    mov ebp, dword ptr [r14 + 256]
+    mov rcx, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r14 + 576]
+    vpaddd ymm6, ymm11, ymmword ptr [r15 + 128]
+    mov r9d, dword ptr [r14 + 256]
+    mov eax, r9d
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 448]
-    xchg qword ptr [r15 + 1024], rax
+    movsxd r9, dword ptr [r14 + 192]
+    mov ebp, 210
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 1408], ebp
+    mov rbp, r10
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r14 + rbp + 15808]
+    neg rcx
+    movzx eax, cl
+    or eax, eax
+    mov dword ptr [r15 + 768], 160
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c13:
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d756_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d756_s_t
+.Lc1_d756_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d756_s:
+    ret
+    .popsection
+    vmovdqu ymm6, ymmword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r14 + 1152]
+    mov r9d, edi
+    or r9d, r9d
+    or eax, r9d
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    neg rax
+    mov qword ptr [r15 + 64], rax
+    mov ebp, 99
+    mov rax, qword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 448]
+    movsxd rdi, dword ptr [r15 + 256]
+    neg rdi
+    or edi, edi
+    mov dword ptr [r15 + 640], edi
+    cmp rcx, r9
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    cmp rcx, rcx
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r14 + 832], 104
+    mov byte ptr [r14 + 64], dil
+    mov dword ptr [r15 + 384], r9d
+    mov rdi, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 167
+    mov edi, 61
+    mov rdx, qword ptr [r15 + 192]
+    inc edx
+    mov rbp, qword ptr [r15 + 256]
+    xor ebp, edi
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c14:
+    lea rcx, [rip + .Lc1_d803_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d803_s_t
+.Lc1_d803_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d803_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r15 + 64]
+    add rcx, 1
+    shl rbp, 28
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 1216]
+    mov r9, qword ptr [r14 + 256]
+    and rbp, 960
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], r9
+    sub rcx, rbp
+    and rcx, rcx
+    mov edx, dword ptr [r15 + 960]
+    mov r9d, 196
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov esi, ecx
+    test esi, esi
+    xor ebp, r9d
+    add rbp, rbp
+    test ebx, 319488
+    jnz 1f
+1:
+    mov r9d, esi
+    vpaddd ymm8, ymm6, ymmword ptr [r15 + 384]
+    shl rdx, 2
+    movzx esi, dl
+    neg rsi
+    xor esi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r14 + 448]
+    mov esi, dword ptr [r15 + 640]
+    add rsi, rsi
+    mov r9, r10
+    movsxd rcx, dword ptr [r14 + 896]
+    and r9, 4032
+    xor dword ptr [r14 + r9 + 3520], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rdx, qword ptr [r15 + 1088]
+    mov r9, rdx
+    movzx edx, r9b
+    mov rdx, rdx
+    mov r9d, 3
     add r11, 64
     add r10, r11
     inc rbx
@@ -3748,67 +3682,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d842_s]
+    lea rcx, [rip + .Lc1_d862_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d842_s_t
-.Lc1_d842_j:
+    call .Lc1_d862_s_t
+.Lc1_d862_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d842_s:
+.Lc1_d862_s:
     ret
     .popsection
-    mov ecx, dword ptr [r14 + 192]
-    mov rbp, r10
-    mov byte ptr [r15 + 1152], bpl
-    mov eax, eax
-    neg rax
-    and rbp, 8388544
-    mov rax, qword ptr [r14 + rbp + 2383488]
-    shr eax, 19
+    or qword ptr [r15 + 768], 32
+    movzx r9d, al
+    lock or dword ptr [r15 + 512], 76
+    mov byte ptr [r14 + 320], cl
+    lock xadd qword ptr [r15 + 128], rax
+    mov ecx, eax
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    shr ecx, 7
-    or qword ptr [r15 + 576], 16
-    add rbp, qword ptr [r15 + 0]
-    inc ebp
-    mov byte ptr [r15 + 0], bpl
+    lea rax, [r9 + r9*2 + 125]
+    test eax, eax
+    mov r9, rcx
+    mov r9, qword ptr [r15 + 64]
+    neg r9
+    mov ecx, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 16
-    test ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [rbp + rbp*2 + 46]
-    sub rbp, rcx
-    mov rcx, rbp
+    lea r9, [rcx + r9*2 + 118]
+    shr r9d, 9
+    mov rcx, r9
+    inc ecx
+    mov ecx, dword ptr [r15 + 192]
+    test ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, cl
-    mov eax, dword ptr [r14 + 256]
-    movzx edx, al
+    mov byte ptr [r15 + 448], r9b
+    sub r9, rcx
+    mov r9d, 224
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r14 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    or ebp, ecx
-    vpaddd ymm14, ymm8, ymmword ptr [r14 + 704]
-    lea rbp, [rdx + rcx*2 + 107]
-    mov ebp, ebp
-    movzx ecx, bpl
-    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r14 + 576]
+    or eax, eax
+    neg rax
+    movzx r8d, al
+    or r8d, r8d
+    mov rax, qword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc edx
-    test edx, edx
-    mov byte ptr [r14 + 448], bpl
-    lock xadd qword ptr [r15 + 64], rax
-    mov rbp, rax
-    add r11, 64
-    add r10, r11
+    inc r9d
+    mov r9d, r9d
+    mov byte ptr [r15 + 256], r9b
+    shr ecx, 10
+    movsxd r9, dword ptr [r14 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -3821,55 +3753,57 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b3_c0
     .p2align 11
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d959_s]
+    lea rcx, [rip + .Lc1_d969_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d959_s_t
-.Lc1_d959_j:
+    call .Lc1_d969_s_t
+.Lc1_d969_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d959_s:
+.Lc1_d969_s:
     ret
     .popsection
-    mov rcx, qword ptr [r15 + 64]
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 384]
-    mov edi, 211
-    mov rdi, qword ptr [r15 + 256]
+    imul rcx, qword ptr [r14 + 832]
+    movzx ebp, cl
+    mov rbp, qword ptr [r14 + 1024]
     mov r8, r10
-    mov rbp, r10
+    mov qword ptr [r15 + 512], rcx
+    movzx edi, byte ptr [r15 + 384]
+    and r8, 960
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    movsxd rsi, dword ptr [r15 + 576]
+    imul rsi, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    and r8, 2097088
-    imul rsi, qword ptr [r15 + r8 + 286336]
-    and rbp, 960
-    lock add qword ptr [r15 + rbp + 1472], rbp
-    mov r8d, ecx
-    imul r8, qword ptr [r15 + 960]
+    xor ebp, ecx
+    mov rsi, qword ptr [r14 + 64]
+    mov ecx, ecx
+    shr ecx, 30
+    mov rbp, rbp
+    mov dword ptr [r15 + 64], ecx
+    mov r8, r10
+    mov rbp, qword ptr [r15 + 1408]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 896]
-    mov dword ptr [r14 + 384], ebp
-    vpaddd ymm10, ymm14, ymmword ptr [r14 + 320]
-    mov qword ptr [r15 + 128], r8
+    and r8, 4032
+    lock add qword ptr [r15 + r8 + 3520], rcx
+    mov esi, 125
+    vpaddd ymm11, ymm6, ymmword ptr [r14 + 320]
+    shl rcx, 1
+    imul rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 192], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov r8, rcx
+    mov rsi, qword ptr [r15 + 640]
+    mov ecx, 52
+    movzx ecx, byte ptr [r15 + 128]
     mov rbp, qword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rbp
-    movsxd rcx, dword ptr [r15 + 320]
-    mov ebp, 19
-    test ebx, 96256
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 1408]
-    imul rcx, qword ptr [r15 + 128]
-    mov rsi, rbp
-    and esi, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3879,55 +3813,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1008_s]
+    lea rcx, [rip + .Lc1_d1021_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1008_s_t
-.Lc1_d1008_j:
+    call .Lc1_d1021_s_t
+.Lc1_d1021_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1008_s:
+.Lc1_d1021_s:
     ret
     .popsection
-    mov dword ptr [r14 + 128], 143
-    mov esi, ecx
-    mov esi, dword ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 192]
-    movzx ecx, cl
+    mov rbp, rax
+    mov dword ptr [r15 + 512], 190
+    imul rax, qword ptr [r15 + 1152]
+    mov r8d, ecx
     mov r8, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rsi
-    mov ecx, dword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 1088]
-    mov rsi, qword ptr [r14 + 576]
-    imul rsi, qword ptr [r15 + 384]
-    test ebx, 6016
-    jz 1f
+    mov ecx, dword ptr [r15 + 960]
+    mov esi, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r14 + 512]
+    mov r8d, dword ptr [r15 + 128]
+    movzx eax, r8b
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    xor dword ptr [r15 + 256], ecx
-    mov qword ptr [r14 + 576], rcx
-    mov qword ptr [r15 + 704], rsi
-    nop
-    movzx ecx, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    mov rax, qword ptr [r15 + 1024]
-    mov rcx, rax
-    movzx ecx, byte ptr [r14 + 128]
-    mov esi, dword ptr [r15 + 448]
+    imul rbp, qword ptr [r14 + 448]
+    mov qword ptr [r14 + 448], rcx
+    mov rcx, qword ptr [r14 + 64]
+    lock or dword ptr [r15 + 512], 118
+    movzx esi, byte ptr [r15 + 896]
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r10
-    mov rsi, r8
-    mov esi, 58
-    lock or dword ptr [r15 + 320], 27
-    and r8, 8388544
-    mov rax, qword ptr [r14 + r8 + 2383488]
-    mov rcx, rax
+    add rax, r8
+    mov rax, qword ptr [r15 + 1216]
+    and r8, 960
+    or qword ptr [r15 + r8 + 1472], 62
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8, rcx
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    nop
+    mov ecx, 253
+    mov esi, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r14 + 64]
+    mov rax, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -3937,58 +3870,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1057_s]
+    lea rcx, [rip + .Lc1_d1069_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1057_s_t
-.Lc1_d1057_j:
+    call .Lc1_d1069_s_t
+.Lc1_d1069_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1057_s:
+.Lc1_d1069_s:
     ret
     .popsection
-    mov dword ptr [r14 + 64], 117
-    mov ecx, dword ptr [r15 + 64]
-    mov r8d, ecx
-    mov r8, r8
-    movzx ecx, byte ptr [r15 + 512]
+    movzx ecx, al
+    vpaddd ymm2, ymm11, ymmword ptr [r15 + 384]
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 1024]
+    mov ecx, eax
+    mov ecx, 226
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    xor dword ptr [r15 + 256], r8d
-    mov rax, qword ptr [r15 + 192]
-    and r8, 960
-    mov rsi, qword ptr [r14 + r8 + 1472]
-    mov r9d, ecx
-    movzx r8d, r9b
+    mov dword ptr [r15 + 256], eax
+    movsxd r8, dword ptr [r14 + 704]
+    mov eax, 32
+    neg rax
+    mov eax, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r14 + 256]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    mov r9, rax
-    vpaddd ymm15, ymm10, ymmword ptr [r14 + 128]
-    vpxor ymm11, ymm15, ymm10
-    mov eax, dword ptr [r15 + 320]
+    mov qword ptr [r14 + 1280], r8
+    xor dword ptr [r15 + 448], r8d
+    mov r8, rdi
+    mov r8, r8
+    neg r8
+    lock xadd qword ptr [r15 + 192], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r14 + 384]
-    mov r8d, r9d
-    mov r8, r9
-    lock xadd qword ptr [r15 + 128], r8
-    mov r9d, 121
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 1344], r8
+    mov qword ptr [r15 + 192], r8
+    mov ecx, r8d
+    imul rcx, qword ptr [r14 + 320]
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 1152]
-    and r8d, dword ptr [r15 + 128]
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    mov eax, 176
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 2496], r8b
-    add r11, 64
-    add r10, r11
+    mov rcx, qword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 832]
+    shl rax, 9
+    mov edx, r8d
+    mov edx, eax
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -3996,118 +3928,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1107_s]
+    lea rcx, [rip + .Lc1_d1118_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1107_s_t
-.Lc1_d1107_j:
+    call .Lc1_d1118_s_t
+.Lc1_d1118_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1107_s:
+.Lc1_d1118_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1112_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1112_s_t
-.Lc1_d1112_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1112_s:
-    ret
-    .popsection
-    add rax, qword ptr [r15 + 192]
-    vpaddd ymm10, ymm7, ymmword ptr [r14 + 512]
-    mov ecx, ecx
-    mov ecx, 204
+    lea rdx, [rax + rax*2 + 120]
+    neg rdx
+    mov rax, rcx
+    movzx eax, al
+    movzx edx, byte ptr [r14 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
+    inc dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 89
+    movsxd r8, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 384]
     mov ecx, eax
-    movsxd rbp, dword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 384]
-    inc dword ptr [r14 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 36
-    mov dword ptr [r15 + 832], 41
-    mov rdx, qword ptr [r14 + 320]
-    mov byte ptr [r15 + 640], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, edx
-    and eax, dword ptr [r15 + 64]
-    mov byte ptr [r14 + 1088], al
-    test ebx, 848
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 120
-    movzx edi, byte ptr [r15 + 1216]
-    movzx ecx, dil
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    movzx edi, byte ptr [r14 + 192]
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], eax
+    xor dword ptr [r15 + 768], ecx
+    movzx eax, cl
+    and rax, r9
+    mov ecx, 120
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, r9
+    mov r8d, r8d
+    and r9, 2097088
+    movsxd r8, dword ptr [r14 + r9 + 286336]
+    mov eax, 93
+    mov r9d, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 21
+    add rcx, 110
+    mov rcx, qword ptr [r15 + 704]
+    vpaddd ymm8, ymm2, ymmword ptr [r14 + 896]
+    movzx r8d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    movzx eax, byte ptr [r14 + 256]
+    movzx ecx, byte ptr [r14 + 320]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rcx, [rip + .Lc1_d1153_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1171_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1153_s_t
-.Lc1_d1153_j:
+    call .Lc1_d1171_s_t
+.Lc1_d1171_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1153_s:
+.Lc1_d1171_s:
     ret
     .popsection
-    movsxd rcx, dword ptr [r14 + 960]
-    mov edi, 87
-    mov edi, 140
-    mov rdi, qword ptr [r15 + 1280]
-    mov edx, 110
-    mov edx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 912
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, 87
+    movzx r8d, byte ptr [r15 + 1152]
+    mov eax, 27
+    movsxd rax, dword ptr [r15 + 960]
+    movzx r9d, r8b
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 256]
-    movzx edi, sil
-    vpaddd ymm8, ymm15, ymmword ptr [r14 + 128]
-    mov esi, 201
+    mov r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rax
+    mov ecx, 188
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, al
-    movzx edx, dl
-    mov eax, 234
-    mov rax, rax
-    mov edx, 236
-    mov edx, dword ptr [r15 + 384]
+    inc r9d
+    movzx r9d, cl
+    mov dword ptr [r15 + 704], r9d
+    mov ecx, 186
+    mov rcx, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 256]
-    mov edi, 208
-    movzx edi, al
-    movzx edi, byte ptr [r15 + 320]
-    mov eax, dword ptr [r14 + 192]
-    mov dword ptr [r15 + 576], eax
+    vpaddd ymm6, ymm3, ymmword ptr [r14 + 64]
+    movzx ebp, byte ptr [r15 + 256]
+    mov byte ptr [r14 + 128], r9b
+    test ebp, ebp
+    mov r9d, 208
+    mov r9d, 29
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    add qword ptr [r14 + 768], rdi
-    and ecx, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r14 + 1152]
-    lock add qword ptr [r15 + 1088], rdx
-    movsxd rdi, dword ptr [r15 + 896]
+    mov ecx, dword ptr [r15 + 256]
+    mov r8d, 159
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r14 + 192]
+    xor r8d, ecx
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4115,116 +4048,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1203_s]
+    lea rcx, [rip + .Lc1_d1219_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1203_s_t
-.Lc1_d1203_j:
+    call .Lc1_d1219_s_t
+.Lc1_d1219_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1203_s:
+.Lc1_d1219_s:
     ret
     .popsection
     mov rcx, rax
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 192]
-    or qword ptr [r15 + 256], 88
-    mov rdi, rcx
+    mov dword ptr [r15 + 192], 189
+    mov rax, r8
+    mov qword ptr [r15 + 256], rcx
+    mov dword ptr [r15 + 512], ecx
+    mov r8, qword ptr [r14 + 256]
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
     movzx ecx, cl
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 256]
-    mov r9, r10
-    movsxd rax, dword ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 2097088
-    mov edi, dword ptr [r15 + r9 + 286336]
-    mov dword ptr [r15 + 1024], eax
-    mov r9d, eax
-    mov dword ptr [r15 + 64], r9d
-    mov ecx, eax
+    mov rcx, qword ptr [r15 + 192]
+    or ecx, ecx
+    movzx eax, byte ptr [r15 + 768]
+    xor dword ptr [r15 + 640], r8d
+    or qword ptr [r15 + 192], 38
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 195
-    mov eax, 68
-    movsxd rdi, dword ptr [r14 + 192]
-    mov r8d, edi
+    movsxd r8, dword ptr [r15 + 448]
+    mov esi, 202
+    mov esi, esi
+    mov esi, r8d
+    mov rsi, rsi
+    movzx eax, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 1344], eax
+    movsxd rsi, dword ptr [r14 + 192]
     mov ecx, dword ptr [r15 + 256]
-    add rcx, qword ptr [r14 + 192]
-    mov rax, rcx
-    mov eax, 173
-    test ebx, 20224
+    mov edx, dword ptr [r14 + 576]
+    cmp rax, rax
+    mov r8d, dword ptr [r14 + 384]
+    mov rax, r8
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 384]
-    mov qword ptr [r14 + 704], r8
-    movsxd rcx, dword ptr [r15 + 192]
-    add r11, 64
-    add r10, r11
+    sub r8, rax
+    mov r8d, 208
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, 6
+    add rax, r8
+    mov dword ptr [r14 + 1088], 172
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d1252_s]
+    lea rcx, [rip + .Lc1_d1265_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1252_s_t
-.Lc1_d1252_j:
+    call .Lc1_d1265_s_t
+.Lc1_d1265_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1252_s:
+.Lc1_d1265_s:
     ret
     .popsection
-    inc dword ptr [r15 + 192]
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 256]
-    mov dword ptr [r14 + 640], r8d
-    mov ecx, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 320]
+    mov eax, ecx
+    neg rax
+    mov dword ptr [r14 + 1024], r8d
+    mov ecx, dword ptr [r15 + 128]
+    mov r8d, 101
+    movsxd r8, dword ptr [r15 + 640]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    mov rbp, r10
-    mov rcx, qword ptr [r14 + 128]
+    add r8, 93
+    movzx r8d, byte ptr [r15 + 320]
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3520]
-    mov rsi, rax
-    movzx ebp, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + rbp + 3520]
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 224
+    mov qword ptr [r15 + 832], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
-    movsxd r8, dword ptr [r14 + 832]
-    mov byte ptr [r15 + 512], r8b
-    mov ecx, dword ptr [r15 + 256]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, eax
+    mov r8d, ecx
+    movzx r8d, r8b
+    mov r8, r10
+    test r8d, r8d
+    and r8, 262080
+    movzx eax, byte ptr [r15 + r8 + 24192]
     mov rbp, r10
-    mov dword ptr [r14 + 384], 11
-    movsxd rax, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 17
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7616]
+    movzx r8d, byte ptr [r15 + 1152]
+    neg r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    add qword ptr [r15 + 64], rbp
-    mov ecx, 214
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + 512]
+    and rbp, 2097088
+    inc dword ptr [r15 + rbp + 286336]
+    mov rdi, qword ptr [r15 + 256]
+    add qword ptr [r15 + 64], rax
+    mov rbp, r8
+    movzx ebp, byte ptr [r14 + 192]
+    mov dword ptr [r14 + 384], 214
     add r11, 64
     add r10, r11
     inc rbx
@@ -4234,55 +4161,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1303_s]
+    lea rcx, [rip + .Lc1_d1315_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1303_s_t
-.Lc1_d1303_j:
+    call .Lc1_d1315_s_t
+.Lc1_d1315_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1303_s:
+.Lc1_d1315_s:
     ret
     .popsection
-    and ecx, dword ptr [r15 + 704]
-    movzx ebp, al
-    movsxd rbp, dword ptr [r14 + 320]
-    mov eax, 98
-    movzx eax, al
+    lea rcx, [rip + .Lc1_d1320_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1320_s_t
+.Lc1_d1320_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1320_s:
+    ret
+    .popsection
+    neg rax
+    movzx ecx, cl
+    mov dword ptr [r14 + 448], 8
+    movsxd rax, dword ptr [r14 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    mov dword ptr [r15 + 384], ebp
-    imul rcx, qword ptr [r15 + 768]
-    mov ebp, 39
-    mov ebp, dword ptr [r14 + 640]
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    movzx r9d, al
-    mov dword ptr [r15 + 448], r9d
-    mov qword ptr [r14 + 64], rbp
-    mov eax, 6
-    movzx eax, al
+    movzx ebp, cl
+    mov ebp, ebp
+    test ebp, ebp
+    inc dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 576], rcx
-    movzx eax, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r9, qword ptr [r14 + 1152]
-    mov rbp, r9
-    mov rbp, r10
+    mov ebp, 179
+    mov dword ptr [r14 + 576], eax
+    movzx eax, cl
+    and rax, rbp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9, r9
-    and rbp, 262080
-    mov r9, r10
-    lock add qword ptr [r15 + rbp + 24192], r9
-    and r9, 960
-    mov rbp, qword ptr [r15 + r9 + 2496]
-    xor dword ptr [r15 + 640], ebp
+    and rax, rbp
+    mov eax, 207
+    movzx eax, bpl
+    lea rbp, [r10 + r10*1]
+    add rax, rbp
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    and rbp, 8388544
+    movzx eax, byte ptr [r15 + rbp + 2383552]
+    movsxd rsi, dword ptr [r14 + 320]
+    mov qword ptr [r15 + 896], rsi
+    mov r9, rbp
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    mov rsi, rax
+    lock add qword ptr [r15 + rbp + 2383488], rax
+    mov rbp, qword ptr [r15 + 384]
+    cmp rax, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -4297,243 +4234,234 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b6_c0
     .p2align 10
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1518_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1527_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1518_s_t
-.Lc1_d1518_j:
+    call .Lc1_d1527_s_t
+.Lc1_d1527_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1518_s:
+.Lc1_d1527_s:
     ret
     .popsection
-    mov rbp, r10
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 2496], 89
-    mov eax, 165
-    lock xadd qword ptr [r15 + 192], rax
-    mov rbp, r10
-    mov esi, ecx
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3520]
-    test ebx, 5568
-    jz 1f
+    movzx ecx, byte ptr [r14 + 1280]
+    nop
+    mov rdi, rax
+    lock or dword ptr [r15 + 1344], 45
+    mov eax, dword ptr [r14 + 640]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    mov rbp, rcx
-    add rbp, qword ptr [r15 + 256]
-    mov eax, 55
-    mov eax, dword ptr [r15 + 1024]
-    mov esi, 218
+    mov edx, 174
+    mov r8, r10
+    mov byte ptr [r15 + 64], dil
+    mov rbp, r10
+    and r8, 960
+    mov dword ptr [r15 + r8 + 2496], 85
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm14, ymm15, ymmword ptr [r14 + 128]
-    movzx esi, bpl
-    mov esi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], al
-    nop
+    inc dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 320]
+    mov eax, ebp
+    lock xadd qword ptr [r15 + 576], rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea rdi, [r15 + 10772736]
-    lea rsi, [r15 + 10776832]
-    mov ecx, 3
-    rep movsb
-    mov qword ptr [r14 + 64], rax
-    mov rax, rax
-    movzx edi, byte ptr [r15 + 1344]
-    inc dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r14 + 192]
+    movzx eax, dl
+    mov qword ptr [r15 + 128], r8
+    mov edx, 31
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r14 + 576]
-    mov rsi, qword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r14 + 384]
+    mov r8, r10
+    mov edi, 164
+    mov rdi, qword ptr [r15 + 640]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7616]
+    mov qword ptr [r15 + 256], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d1567_s]
+    lea rcx, [rip + .Lc1_d1572_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1567_s_t
-.Lc1_d1567_j:
+    call .Lc1_d1572_s_t
+.Lc1_d1572_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1567_s:
+.Lc1_d1572_s:
     ret
     .popsection
-    movzx ecx, cl
-    mov byte ptr [r15 + 448], cl
-    add qword ptr [r14 + 192], rbp
-    mov ecx, 67
+    mov byte ptr [r14 + 448], r8b
+    mov edi, 221
+    movsxd r8, dword ptr [r15 + 576]
     mov byte ptr [r15 + 64], cl
+    imul rax, qword ptr [r15 + 320]
+    imul rax, qword ptr [r15 + 896]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 320]
-    lock or dword ptr [r15 + 768], 87
-    mov edi, 232
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, ecx
-    movsxd rdi, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], r8
-    movsxd rcx, dword ptr [r14 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 896], 2
-    mov rsi, rcx
-    mov rsi, rcx
-    mov esi, esi
-    mov byte ptr [r15 + 192], cl
+    mov eax, dword ptr [r14 + 128]
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 2496]
+    mov qword ptr [r14 + 192], rdi
+    lock or dword ptr [r15 + 704], 87
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 640]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3520]
-    movzx edx, cl
-    mov dword ptr [r14 + 128], 242
-    mov r9d, r9d
+    mov rax, rdi
+    mov eax, eax
+    mov rdi, qword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 320]
+    imul rax, qword ptr [r15 + 256]
+    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], edi
-    movzx r9d, byte ptr [r14 + 704]
-    imul r9, qword ptr [r14 + 384]
-    mov edi, dword ptr [r15 + 256]
+    mov ebp, edi
+    mov byte ptr [r15 + 192], bpl
+    mov edi, 114
+    add qword ptr [r14 + 192], rdi
+    movzx ebp, dil
+    mov rbp, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + 384]
+    mov dword ptr [r15 + 256], ecx
+    movzx eax, byte ptr [r14 + 768]
+    mov ecx, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d1617_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1624_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1617_s_t
-.Lc1_d1617_j:
+    call .Lc1_d1624_s_t
+.Lc1_d1624_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1617_s:
+.Lc1_d1624_s:
     ret
     .popsection
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 1152]
-    movsxd rdi, dword ptr [r15 + 512]
-    xor dword ptr [r14 + 64], edi
-    imul r9, qword ptr [r14 + 256]
-    mov edi, dword ptr [r14 + 576]
-    movsxd rbp, dword ptr [r15 + 640]
-    test ebx, 31744
-    jz 1f
+    mov ecx, 132
+    mov dword ptr [r15 + 320], eax
+    movzx ecx, sil
+    mov eax, dword ptr [r14 + 640]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
-    mov dword ptr [r15 + 512], 76
-    mov dword ptr [r15 + 704], edi
-    add rcx, qword ptr [r15 + 448]
-    movzx edi, cl
-    mov edi, 152
-    mov edi, 83
+    mov rbp, qword ptr [r15 + 64]
+    mov edx, eax
+    vmovdqu ymm6, ymmword ptr [r14 + 192]
+    movzx eax, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 512], dl
+    mov ecx, 71
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    mov ebp, 45
+    mov edx, dword ptr [r15 + 64]
+    movzx ebp, al
     movzx ebp, bpl
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov edi, ecx
-    imul rdi, qword ptr [r15 + 128]
-    imul rdi, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r14 + 64]
+    mov ebp, 79
+    mov rbp, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rdi
-    mov byte ptr [r14 + 448], r9b
-    movzx edi, byte ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 960]
-    movzx ecx, dil
+    mov eax, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 1152]
+    vmovdqu ymm6, ymmword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 960]
+    mov rsi, rbp
+    mov esi, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], 18
+    mov edx, 121
+    mov ecx, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r14 + 448]
+    xor dword ptr [r14 + 64], eax
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    lea rcx, [rip + .Lc1_d1664_s]
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d1671_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1664_s_t
-.Lc1_d1664_j:
+    call .Lc1_d1671_s_t
+.Lc1_d1671_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1664_s:
+.Lc1_d1671_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1669_s]
+    lea rcx, [rip + .Lc1_d1676_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1669_s_t
-.Lc1_d1669_j:
+    call .Lc1_d1676_s_t
+.Lc1_d1676_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1669_s:
+.Lc1_d1676_s:
     ret
     .popsection
-    mov dword ptr [r15 + 512], ecx
-    mov ebp, 190
-    inc dword ptr [r14 + 448]
-    mov ecx, ecx
-    mov ecx, 233
-    test ebx, 312
+    and rax, rax
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 768]
+    inc dword ptr [r14 + 640]
+    mov rcx, qword ptr [r15 + 128]
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    lock or dword ptr [r15 + 384], 116
+    lock xadd qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 704], rcx
+    mov rdx, rax
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    vmovdqu ymm10, ymmword ptr [r15 + 1024]
-    and r9, 8388544
-    add rbp, qword ptr [r14 + r9 + 2383488]
-    mov rdi, rbp
-    movzx edi, byte ptr [r15 + 512]
+    vpaddd ymm11, ymm2, ymmword ptr [r14 + 384]
+    mov dword ptr [r14 + 256], ecx
+    mov r8d, 36
+    mov r8d, r8d
+    add qword ptr [r14 + 1088], r8
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd ymm8, ymm10, ymmword ptr [r14 + 384]
-    mov rcx, qword ptr [r15 + 1152]
-    add qword ptr [r15 + 832], rcx
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdx, r8
+    mov byte ptr [r14 + 192], cl
+    mov r8d, 221
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
 1:
-    mov ebp, ecx
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 448]
-    inc dword ptr [r15 + 768]
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rbp
-    movzx edi, dil
-    mov byte ptr [r15 + 192], dil
-    mov qword ptr [r14 + 1088], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock or dword ptr [r15 + 576], 115
-    vpaddd ymm11, ymm8, ymmword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 384]
-    mov rdx, rbp
-    add r11, 64
-    add r10, r11
+    movzx ecx, r8b
+    inc dword ptr [r15 + 128]
+    lea rdi, [r15 + 10772736]
+    mov ecx, 171
+    rep stosb
+    movzx ecx, byte ptr [r15 + 320]
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -4546,123 +4474,112 @@ ditto_body_c1:
     {disp32} jmp .Lc1_b5_c0
     .p2align 9
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 10780952]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1415_s]
+    lea rcx, [rip + .Lc1_d1424_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1415_s_t
-.Lc1_d1415_j:
+    call .Lc1_d1424_s_t
+.Lc1_d1424_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1415_s:
+.Lc1_d1424_s:
     ret
     .popsection
-    lea rcx, [rip + .Lc1_d1420_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1420_s_t
-.Lc1_d1420_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d1420_s:
-    ret
-    .popsection
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + 1280]
-    mov eax, dword ptr [r15 + 256]
-    inc dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 896]
-    mov esi, ecx
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r14 + 128], eax
+    mov dword ptr [r14 + 192], ecx
+    mov edx, 251
+    mov edx, ecx
+    mov byte ptr [r15 + 384], cl
+    movsxd rdi, dword ptr [r14 + 512]
+    vmovdqu ymm8, ymmword ptr [r15 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 192], esi
-    mov eax, 158
-    inc dword ptr [r14 + 384]
-    mov esi, esi
+    vmovdqu ymm8, ymmword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 256]
+    vmovdqu ymm2, ymmword ptr [r15 + 896]
+    mov byte ptr [r14 + 384], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 448]
-    mov edx, 13
-    mov edx, eax
-    add qword ptr [r15 + 192], rax
+    mov edi, ecx
+    mov dword ptr [r14 + 128], ecx
+    imul rcx, qword ptr [r15 + 256]
+    add qword ptr [r15 + 192], rdx
+    mov edx, dword ptr [r15 + 1216]
+    mov rbp, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, dl
-    movzx eax, byte ptr [r15 + 576]
-    vmovdqu ymm15, ymmword ptr [r15 + 640]
-    mov esi, 88
+    mov rdi, qword ptr [r15 + 192]
+    mov r9d, 177
+    mov r9, rbp
+    mov r9d, 83
+    mov qword ptr [r15 + 256], rdi
+    inc dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    or qword ptr [r14 + 128], 24
-    mov rcx, rax
-    mov byte ptr [r15 + 320], dl
+    or qword ptr [r15 + 64], 71
+    mov edx, ebp
+    mov dword ptr [r15 + 448], 43
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 256]
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d1462_s]
+    lea rcx, [rip + .Lc1_d1470_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1462_s_t
-.Lc1_d1462_j:
+    call .Lc1_d1470_s_t
+.Lc1_d1470_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1462_s:
+.Lc1_d1470_s:
     ret
     .popsection
-    mov qword ptr [r15 + 192], rsi
-    movzx esi, cl
-    movzx esi, cl
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 1088]
-    add qword ptr [r15 + 576], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    mov rcx, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 128], esi
-    mov rax, rsi
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 256], 13
-    mov esi, dword ptr [r14 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edx, dl
     and rbp, 960
-    mov byte ptr [r15 + rbp + 1472], sil
-    mov dword ptr [r14 + 192], 24
-    mov eax, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx esi, cl
-    inc dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rdi, rbp
-    mov rdi, qword ptr [r15 + rbp + 1536]
-    movsxd rax, dword ptr [r15 + 64]
-    mov ebp, 242
-    mov ebp, dword ptr [r14 + 704]
+    mov rdx, qword ptr [r15 + rbp + 1536]
+    mov rdi, rcx
+    movsxd rdi, dword ptr [r14 + 64]
+    mov byte ptr [r15 + rbp + 1472], bpl
+    mov dword ptr [r15 + 192], 1
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 48
-    mov esi, 10
-    mov esi, ecx
-    mov rsi, rax
-    mov qword ptr [r15 + 320], rsi
+    mov rbp, rdx
+    mov r9, qword ptr [r14 + 512]
+    inc dword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 960]
+    mov edi, 160
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, bpl
+    mov dword ptr [r15 + 256], 157
+    mov ebp, 149
+    mov ebp, dword ptr [r15 + 1024]
+    mov qword ptr [r14 + 256], rdi
+    mov r9, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 1088]
+    mov r9d, dword ptr [r15 + 192]
+    movzx ecx, r9b
+    movsxd rcx, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 768]
+    mov rdi, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 128], ebp
+    mov edx, 10
+    add qword ptr [r15 + 640], rdx
+    mov qword ptr [r14 + 320], rdx
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
@@ -4681,60 +4598,22 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d905_s]
-    add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d905_s_t
-.Lc1_d905_j:
-    .pushsection .text.ditto_stubs,"ax",@progbits
-    .p2align 3, 0xcc
-.Lc1_d905_s:
-    ret
-    .popsection
+    mov eax, 142
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 30
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 24304
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 10780956], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0xb504f33
-    jae 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     test ebx, 1073741824
     jnz 1f
@@ -4742,14 +4621,37 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    mov rcx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 251
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     inc rbx
     dec r13
@@ -4773,60 +4675,61 @@ ditto_body_c1:
     jmp .Lc1_b7_c1
     .p2align 8
 .Lc1_b7_c0:
-    mov rdx, rax
-    mov ecx, eax
-    mov qword ptr [r14 + 256], rax
-    mov ecx, edx
-    mov eax, dword ptr [r14 + 448]
+    mov eax, eax
+    mov ecx, dword ptr [r14 + 448]
+    movzx eax, cl
+    mov eax, dword ptr [r14 + 512]
+    movzx r8d, byte ptr [r14 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov edi, edx
-    mov edi, dword ptr [r15 + 1216]
-    and rbp, 2097088
-    xor dword ptr [r14 + rbp + 286336], ebp
-    mov edx, dword ptr [r14 + 512]
-    movzx ebp, al
+    mov r8, r10
+    add qword ptr [r14 + 256], rax
+    and r8, 2097088
+    xor dword ptr [r14 + r8 + 286336], eax
+    mov ecx, 72
+    mov eax, eax
+    mov r8, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 146
-    mov rax, qword ptr [r15 + 1088]
-    movzx edi, byte ptr [r14 + 640]
-    mov byte ptr [r14 + 320], bpl
-    xor dword ptr [r14 + 128], edx
+    mov byte ptr [r14 + 320], cl
+    mov eax, eax
+    mov rax, qword ptr [r14 + 1088]
+    xor dword ptr [r14 + 192], r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov rax, rdx
-    mov edx, 34
-    mov byte ptr [r15 + 128], dl
-    mov rdi, rax
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, 33
-    movsxd rax, dword ptr [r15 + 192]
+    lea rcx, [rip + .Lc1_d1751_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d1751_s_t
+.Lc1_d1751_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d1751_s:
+    ret
+    .popsection
+    mov ecx, dword ptr [r14 + 128]
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9d, 34
+    mov r9d, 94
+    movzx r9d, r9b
+    mov r9, rcx
+    mov dword ptr [r14 + 192], 88
+    mov byte ptr [r14 + 64], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r14 + 1152], cl
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 256]
-    movzx edi, cl
-    movsxd rdi, dword ptr [r15 + 192]
-    test ebx, 47616
-    jz 1f
-1:
-    mov rax, rbp
-    movzx eax, al
-    mov eax, ecx
-    mov eax, eax
-    mov rcx, qword ptr [r14 + 704]
-    mov rax, qword ptr [r14 + 832]
+    mov rcx, r9
+    mov rcx, rcx
+    mov ecx, eax
+    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 1152], cl
+    mov rax, qword ptr [r14 + 704]
+    movzx ecx, byte ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -4842,93 +4745,86 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    lea rcx, [rip + .Lc1_d1357_s]
+    lea rcx, [rip + .Lc1_d1374_s]
     add rcx, qword ptr [r15 + 10780960]
-    call .Lc1_d1357_s_t
-.Lc1_d1357_j:
+    call .Lc1_d1374_s_t
+.Lc1_d1374_j:
     .pushsection .text.ditto_stubs,"ax",@progbits
     .p2align 3, 0xcc
-.Lc1_d1357_s:
+.Lc1_d1374_s:
     ret
     .popsection
-    lock or dword ptr [r15 + 64], 109
+    movsxd rcx, dword ptr [r14 + 576]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0xb504f33
+    jae 1f
+1:
+    test ebx, 372
     jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 106
     jz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    cmp dword ptr [r15 + 10780955], 0x5a8279a
+    jb 1f
 1:
     test ebx, 1073741824
     jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1264
-    jz 1f
 1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    test bl, 106
-    jnz 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
-1:
-    test ebx, 31552
-    jz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 86
     jnz 1f
 1:
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 8: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 8: 128 bytes, 1 chunk(s), 18 chunk executions per call
     mov rbx, qword ptr [r15 + 10781032]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 18]
     mov qword ptr [r15 + 10781032], rcx
-    mov r13d, 16
+    mov r13d, 18
     jmp .Lc1_b8_c0
     .p2align 7
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 10780952]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
-    mov rax, qword ptr [r14 + 0]
+    mov r9, qword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
@@ -4941,21 +4837,19 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    lea ecx, [rbx + rbx*2]
-    and ecx, 63
-    cmp ecx, 10
+    cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     test ebx, 1073741824
     jnz 1f
 1:
-    shr eax, 30
     test ebx, 1073741824
     jz 1f
+1:
+    shr eax, 31
+    test ebx, 1073741824
+    jnz 1f
 1:
     inc rbx
     dec r13
@@ -4969,11 +4863,61 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov dword ptr [r14 + 512], 235
-    test ebx, 14080
+    mov rax, qword ptr [r15 + 10780952]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 10780952], rax
+    lea rcx, [rip + .Lc1_d35_s]
+    add rcx, qword ptr [r15 + 10780960]
+    call .Lc1_d35_s_t
+.Lc1_d35_j:
+    .pushsection .text.ditto_stubs,"ax",@progbits
+    .p2align 3, 0xcc
+.Lc1_d35_s:
+    ret
+    .popsection
+    movsxd rcx, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780956], 0x5a8279a
+    jb 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 10780955], 0xb504f33
+    jae 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -6002,89 +5946,83 @@ ditto_body_init_c2:
     jmp rcx
 .Lc2_d568_j_t:
     jmp rcx
-.Lc1_d905_s_t:
+.Lc1_d35_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d959_s_t:
+.Lc1_d969_s_t:
     jmp rcx
-.Lc1_d1008_s_t:
+.Lc1_d1021_s_t:
     jmp rcx
-.Lc1_d1057_s_t:
+.Lc1_d1069_s_t:
     jmp rcx
-.Lc1_d1107_s_t:
+.Lc1_d1118_s_t:
     jmp rcx
-.Lc1_d1112_s_t:
+.Lc1_d1171_s_t:
     jmp rcx
-.Lc1_d1153_s_t:
+.Lc1_d1219_s_t:
     jmp rcx
-.Lc1_d1203_s_t:
+.Lc1_d1265_s_t:
     jmp rcx
-.Lc1_d1252_s_t:
+.Lc1_d1315_s_t:
     jmp rcx
-.Lc1_d1303_s_t:
+.Lc1_d1320_s_t:
     jmp rcx
-.Lc1_d1357_s_t:
+.Lc1_d1374_s_t:
     jmp rcx
-.Lc1_d1415_s_t:
+.Lc1_d1424_s_t:
     jmp rcx
-.Lc1_d1420_s_t:
+.Lc1_d1470_s_t:
     jmp rcx
-.Lc1_d1462_s_t:
+.Lc1_d1527_s_t:
     jmp rcx
-.Lc1_d1518_s_t:
+.Lc1_d1572_s_t:
     jmp rcx
-.Lc1_d1567_s_t:
+.Lc1_d1624_s_t:
     jmp rcx
-.Lc1_d1617_s_t:
+.Lc1_d1671_s_t:
     jmp rcx
-.Lc1_d1664_s_t:
-    jmp rcx
-.Lc1_d1669_s_t:
+.Lc1_d1676_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d49_s_t:
+.Lc1_d85_s_t:
     jmp rcx
-.Lc1_d54_s_t:
+.Lc1_d137_s_t:
     jmp rcx
-.Lc1_d106_s_t:
+.Lc1_d185_s_t:
     jmp rcx
-.Lc1_d157_s_t:
+.Lc1_d238_s_t:
     jmp rcx
-.Lc1_d204_s_t:
+.Lc1_d288_s_t:
     jmp rcx
-.Lc1_d254_s_t:
+.Lc1_d345_s_t:
     jmp rcx
-.Lc1_d310_s_t:
+.Lc1_d398_s_t:
     jmp rcx
-.Lc1_d315_s_t:
+.Lc1_d448_s_t:
     jmp rcx
-.Lc1_d361_s_t:
+.Lc1_d501_s_t:
     jmp rcx
-.Lc1_d413_s_t:
+.Lc1_d506_s_t:
     jmp rcx
-.Lc1_d463_s_t:
+.Lc1_d551_s_t:
     jmp rcx
-.Lc1_d508_s_t:
+.Lc1_d601_s_t:
     jmp rcx
-.Lc1_d513_s_t:
+.Lc1_d653_s_t:
     jmp rcx
-.Lc1_d568_s_t:
+.Lc1_d707_s_t:
     jmp rcx
-.Lc1_d620_s_t:
+.Lc1_d756_s_t:
     jmp rcx
-.Lc1_d671_s_t:
+.Lc1_d803_s_t:
     jmp rcx
-.Lc1_d726_s_t:
+.Lc1_d862_s_t:
     jmp rcx
-.Lc1_d786_s_t:
-    jmp rcx
-.Lc1_d791_s_t:
-    jmp rcx
-.Lc1_d842_s_t:
+.Lc1_d1751_s_t:
     jmp rcx
 .Lc0_d109_s_t:
     jmp rcx
@@ -6092,83 +6030,103 @@ ditto_body_init_c2:
     jmp rcx
 .Lc0_d163_s_t:
     jmp rcx
-.Lc1_d1931_s_t:
+.Lc1_d1816_s_t:
     jmp rcx
-.Lc1_d1988_s_t:
+.Lc1_d1821_s_t:
     jmp rcx
-.Lc1_d2016_s_t:
+.Lc1_d1826_s_t:
     jmp rcx
-.Lc1_d2069_s_t:
+.Lc1_d1831_s_t:
     jmp rcx
-.Lc1_d2097_s_t:
+.Lc1_d1847_s_t:
     jmp rcx
-.Lc1_d2151_s_t:
+.Lc1_d1852_s_t:
     jmp rcx
-.Lc1_d2207_s_t:
+.Lc1_d1857_s_t:
     jmp rcx
-.Lc1_d2232_s_t:
+.Lc1_d1862_s_t:
     jmp rcx
-.Lc1_d2292_s_t:
+.Lc1_d1879_s_t:
     jmp rcx
-.Lc1_d2317_s_t:
+.Lc1_d1884_s_t:
     jmp rcx
-.Lc1_d2370_s_t:
+.Lc1_d1889_s_t:
     jmp rcx
-.Lc1_d2396_s_t:
+.Lc1_d1894_s_t:
     jmp rcx
-.Lc1_d2453_s_t:
+.Lc1_d1910_s_t:
     jmp rcx
-.Lc1_d2509_s_t:
+.Lc1_d1915_s_t:
     jmp rcx
-.Lc1_d2536_s_t:
+.Lc1_d1920_s_t:
     jmp rcx
-.Lc1_d2588_s_t:
+.Lc1_d1925_s_t:
+    jmp rcx
+.Lc1_d1968_s_t:
+    jmp rcx
+.Lc1_d1995_s_t:
+    jmp rcx
+.Lc1_d2050_s_t:
+    jmp rcx
+.Lc1_d2098_s_t:
+    jmp rcx
+.Lc1_d2152_s_t:
+    jmp rcx
+.Lc1_d2202_s_t:
+    jmp rcx
+.Lc1_d2227_s_t:
+    jmp rcx
+.Lc1_d2280_s_t:
+    jmp rcx
+.Lc1_d2330_s_t:
+    jmp rcx
+.Lc1_d2377_s_t:
+    jmp rcx
+.Lc1_d2432_s_t:
+    jmp rcx
+.Lc1_d2463_s_t:
+    jmp rcx
+.Lc1_d2513_s_t:
+    jmp rcx
+.Lc1_d2564_s_t:
     jmp rcx
 .Lc1_d2616_s_t:
     jmp rcx
-.Lc1_d2674_s_t:
+.Lc1_d2666_s_t:
     jmp rcx
-.Lc1_d2700_s_t:
+.Lc1_d2691_s_t:
     jmp rcx
-.Lc1_d2752_s_t:
+.Lc1_d2740_s_t:
     jmp rcx
-.Lc1_d2777_s_t:
+.Lc1_d2791_s_t:
     jmp rcx
-.Lc1_d2829_s_t:
+.Lc1_d2841_s_t:
     jmp rcx
-.Lc1_d2881_s_t:
+.Lc1_d2891_s_t:
     jmp rcx
-.Lc1_d2906_s_t:
+.Lc1_d2916_s_t:
     jmp rcx
 .Lc1_d2965_s_t:
     jmp rcx
-.Lc1_d2992_s_t:
+.Lc1_d3012_s_t:
     jmp rcx
-.Lc1_d3042_s_t:
+.Lc1_d3063_s_t:
     jmp rcx
-.Lc1_d3067_s_t:
+.Lc1_d3116_s_t:
     jmp rcx
-.Lc1_d3124_s_t:
+.Lc1_d3145_s_t:
     jmp rcx
-.Lc1_d3152_s_t:
+.Lc1_d3198_s_t:
     jmp rcx
-.Lc1_d3209_s_t:
+.Lc1_d3241_s_t:
     jmp rcx
-.Lc1_d3263_s_t:
+.Lc1_d3289_s_t:
     jmp rcx
-.Lc1_d3288_s_t:
+.Lc1_d3339_s_t:
     jmp rcx
-.Lc1_d3337_s_t:
+.Lc1_d3365_s_t:
     jmp rcx
-.Lc1_d3363_s_t:
-    jmp rcx
-.Lc1_d3416_s_t:
-    jmp rcx
-.Lc1_d3445_s_t:
-    jmp rcx
-.Lc1_d3497_s_t:
-    jmp rcx
-.Lc1_d3525_s_t:
+.Lc1_d3415_s_t:
     jmp rcx
 .Lc0_d272_s_t:
     jmp rcx
