@@ -324,12 +324,13 @@ fn weighted_bins(o: &[f64], wo: f64, s: &[f64], ws: f64) -> Option<(Vec<f64>, bo
 /// holds the rates nearest one half), subtracted cumulatively: the body keeps, at every rate, the
 /// original's executions at that rate or above less the skeleton's. Bin by bin, a skeleton that
 /// runs more near-random branches than the original (memcached's runtime: 21 executions a request
-/// in bin 0 against the original's 3.4, from its sampling and framing) loses only that bin, clamped
-/// to 0, and the body still brings the original's next-hardest bins in full: its minority outcomes
-/// came to 5.0 a request where the original's whole worker, skeleton included, has 7.5 and the
-/// skeleton alone 8.8. Here the skeleton's excess is set against the next bins first, so what is
-/// left for the body is easier (2.5 minority outcomes a request). Cumulative counts are made
-/// non-decreasing and at most the total, so every bin is non-negative and they sum to the total.
+/// in bin 0 against the original's 3.4, in its replies, flushes and libc calls) loses only that
+/// bin, clamped to 0, and the body still brings the original's next-hardest bins in full: its
+/// minority outcomes came to 5.0 a request where the original's whole worker, skeleton included,
+/// has 7.5 and the skeleton alone 8.8. Here the skeleton's excess is set against the next bins
+/// first, so what is left for the body is easier (2.5 minority outcomes a request). Cumulative
+/// counts are made non-decreasing and at most the total, so every bin is non-negative and they sum
+/// to the total.
 fn ordered_bins(o: &[f64], wo: f64, s: &[f64], ws: f64) -> Option<(Vec<f64>, bool)> {
     if o.len() != s.len() || o.is_empty() || !(wo - ws).is_finite() || wo <= ws {
         return None;
