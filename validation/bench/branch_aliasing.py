@@ -35,10 +35,11 @@ def read(path):
 
 
 def body_kinds(binary):
-    """Guest address -> kind of branch, from the clone's disassembly and body.S source lines."""
+    """Guest address -> kind of branch, and guest address -> function, from the clone's disassembly
+    and body.S source lines."""
     dis = subprocess.run(["objdump", "-d", "-l", "--no-show-raw-insn", "-M", "intel", binary],
                          capture_output=True, text=True, check=True).stdout.split("\n")
-    sources, kinds, fn, cur = {}, {}, None, None
+    sources, kinds, functions, fn, cur = {}, {}, {}, None, None
 
     def src(path, n):
         if path not in sources:
@@ -62,6 +63,7 @@ def body_kinds(binary):
         if not m:
             continue
         addr = int(m.group(1), 16) + PIE_BASE
+        functions[addr] = fn or "?"
         if not (fn or "").startswith("ditto_body"):
             kinds[addr] = "runtime"
             continue
@@ -81,7 +83,7 @@ def body_kinds(binary):
             kinds[addr] = "body data-dependent"
         else:
             kinds[addr] = "body other"
-    return kinds
+    return kinds, functions
 
 
 def main():
@@ -130,7 +132,7 @@ def main():
         if n / requests >= 0.05:
             print(f"    {what:50s} {n / requests:.2f}")
     if len(sys.argv) > 3:
-        kinds = body_kinds(sys.argv[3])
+        kinds, functions = body_kinds(sys.argv[3])
         agg = collections.defaultdict(lambda: [0, 0, 0])
         for addr, (e, m, a, _h, _t) in sites.items():
             k = agg[kinds.get(addr, "libraries")]
@@ -141,6 +143,20 @@ def main():
         for k, (e, m, a) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
             if m / requests >= 0.01:
                 print(f"  {k:32s} {e / requests:9.1f} {m / requests:8.2f} {a / requests:8.2f} {(m - a) / requests:8.2f}")
+        # Per function of the clone (each body cluster, the runtime's functions; libraries as one):
+        # which thread's code runs the branches, and its minority outcomes (the executions in the
+        # rarer direction, what a per-branch bias predictor would miss).
+        by_fn = collections.defaultdict(lambda: [0, 0, 0, 0])
+        for addr, (e, m, a, _h, t) in sites.items():
+            row = by_fn[functions.get(addr, "libraries")]
+            row[0] += e
+            row[1] += m
+            row[2] += a
+            row[3] += min(t, e - t)
+        print(f"  {'clone function':32s} {'branches':>9s} {'mispred':>8s} {'aliased':>8s} {'minority':>8s}   (per request)")
+        for f, (e, m, a, q) in sorted(by_fn.items(), key=lambda kv: -kv[1][1]):
+            if m / requests >= 0.05 or e / requests >= 10:
+                print(f"  {f:32s} {e / requests:9.1f} {m / requests:8.2f} {a / requests:8.2f} {q / requests:8.2f}")
 
 
 main()
