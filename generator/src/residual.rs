@@ -355,8 +355,9 @@ fn ordered_bins(o: &[f64], wo: f64, s: &[f64], ws: f64) -> Option<(Vec<f64>, boo
         } else {
             (c_o - c_s).clamp(kept, total)
         };
-        v.push((reach - kept).max(0.0));
-        kept = kept.max(reach);
+        // `reach` is never below `kept`: the clamp above, and the total on the last bin.
+        v.push(reach - kept);
+        kept = reach;
     }
     normalise(v.iter_mut()).then_some((v, was_clamped))
 }

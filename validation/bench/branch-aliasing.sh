@@ -5,7 +5,8 @@
 # counted; the original's keys stored first), and prints per request the mispredictions by file, the aliased ones
 # (another branch wrote the counter last) by victim and aggressor file, and the clone's by branch kind
 # (body loop back-edges, rep-string iterations, never/pattern/data-dependent branches, ring exits, the
-# runtime) and by function (each body cluster, the runtime's functions). Single-process targets only (the replay reads one process's stream): memcached, pix-*.
+# runtime) and by function (each body cluster, the runtime's functions). Single-process targets only
+# (the replay reads one process's stream): memcached, pix-*.
 # Usage: validation/bench/branch-aliasing.sh [TARGET [CLONE_DIR]]   (default memcached, clones/TARGET)
 # Writes out/bench/branch-aliasing/TARGET/{original,clone}.tsv (per branch site; OUT=DIR elsewhere).
 set -euo pipefail

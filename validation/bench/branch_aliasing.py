@@ -133,26 +133,25 @@ def main():
             print(f"    {what:50s} {n / requests:.2f}")
     if len(sys.argv) > 3:
         kinds, functions = body_kinds(sys.argv[3])
+        # Per function of the clone (each body cluster, the runtime's functions; libraries as one):
+        # which thread's code runs the branches, and its minority outcomes (the executions in the
+        # rarer direction, what a per-branch bias predictor would miss).
         agg = collections.defaultdict(lambda: [0, 0, 0])
-        for addr, (e, m, a, _h, _t) in sites.items():
+        by_fn = collections.defaultdict(lambda: [0, 0, 0, 0])
+        for addr, (e, m, a, _h, t) in sites.items():
             k = agg[kinds.get(addr, "libraries")]
             k[0] += e
             k[1] += m
             k[2] += a
-        print(f"  {'clone branch kind':32s} {'branches':>9s} {'mispred':>8s} {'aliased':>8s} {'own':>8s}   (per request)")
-        for k, (e, m, a) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
-            if m / requests >= 0.01:
-                print(f"  {k:32s} {e / requests:9.1f} {m / requests:8.2f} {a / requests:8.2f} {(m - a) / requests:8.2f}")
-        # Per function of the clone (each body cluster, the runtime's functions; libraries as one):
-        # which thread's code runs the branches, and its minority outcomes (the executions in the
-        # rarer direction, what a per-branch bias predictor would miss).
-        by_fn = collections.defaultdict(lambda: [0, 0, 0, 0])
-        for addr, (e, m, a, _h, t) in sites.items():
             row = by_fn[functions.get(addr, "libraries")]
             row[0] += e
             row[1] += m
             row[2] += a
             row[3] += min(t, e - t)
+        print(f"  {'clone branch kind':32s} {'branches':>9s} {'mispred':>8s} {'aliased':>8s} {'own':>8s}   (per request)")
+        for k, (e, m, a) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+            if m / requests >= 0.01:
+                print(f"  {k:32s} {e / requests:9.1f} {m / requests:8.2f} {a / requests:8.2f} {(m - a) / requests:8.2f}")
         print(f"  {'clone function':32s} {'branches':>9s} {'mispred':>8s} {'aliased':>8s} {'minority':>8s}   (per request)")
         for f, (e, m, a, q) in sorted(by_fn.items(), key=lambda kv: -kv[1][1]):
             if m / requests >= 0.05 or e / requests >= 10:
