@@ -2,6 +2,7 @@
 //! configured from the thread, network and syscall sections; a synthetic assembly body from the body
 //! section). Deterministic: the same inputs give byte-identical files. See docs/generator.md.
 
+pub mod branch_orient;
 pub mod confidentiality;
 pub mod connections;
 pub mod counter_field;

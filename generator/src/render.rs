@@ -547,6 +547,15 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
         st.data_dependent_branches_per_call,
         st.static_conditional_branches
     );
+    let (agreed, restored, free) = st.oriented_branches;
+    if free > 0 {
+        let _ = writeln!(
+            out,
+            "- Of its {free} \"never\" branches (either direction keeps their bins), {agreed} turned \
+             to the majority direction of the other branches on their predictor counters and \
+             {restored} turned back to keep the bin's majority-taken share."
+        );
+    }
     let (ind_target, ind_body, ind_entries) = st.indirect_jumps_per_call;
     if ind_target > 0.0 || ind_body > 0.0 {
         let _ = writeln!(

@@ -49,6 +49,7 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Context, Result};
 
+use crate::branch_orient;
 use crate::counter_field::{self, FieldCompare};
 use crate::deficit::{comonotone_coupling, Deficit};
 use crate::isa::{
@@ -67,9 +68,12 @@ const MAX_DISPATCHES_PER_CHUNK: usize = 4;
 /// cachegrind's conditional predictor indexes its counters by the last 7 outcomes, so a repeat 6
 /// branches after its source still sees the source's outcome in that history.
 const REPEAT_REACH: usize = 6;
-/// The block-counter bit a "never" branch tests (`Composer::never_branch`); block counters start
-/// with it and its neighbours clear (the init function).
+/// The block-counter bit a not-taken "never" branch tests (`Composer::never_branch`); block counters
+/// start with it and bit 29 clear (the init function).
 const NEVER_BIT: u32 = 30;
+/// The block-counter bit a taken "never" branch tests: counters start with it set, and it stays set
+/// while bit 30 stays clear.
+const ALWAYS_BIT: u32 = NEVER_BIT + 1;
 /// GPRs free for the dependency synthesis (everything not reserved).
 const GPR_POOL: [Reg; 8] = [RAX, RCX, RDX, RBP, RSI, RDI, R8, R9];
 /// GPRs that may hold a window offset: none of them is an implicit operand of any template, so a
@@ -154,6 +158,9 @@ pub struct Stats {
     /// The composition kept, of `synthesize`'s fitting rounds, and how many of its blocks still do
     /// not occupy their planned lines (`BlockFit::correction`).
     pub fit: (usize, usize),
+    /// "Never" branches turned to agree with the branches on their predictor counters, and turned
+    /// back to keep the never bin's majority-taken share (`branch_orient`), of how many.
+    pub oriented_branches: (usize, usize, usize),
 }
 
 /// One data region of a body and its accesses per call (private copy per thread, shared copy per
@@ -2070,18 +2077,26 @@ impl Composer<'_> {
 
     /// A data-dependent branch of taken-rate bin `t` (not "never"): `cmp` of a random dword of the
     /// body's pseudo-random word (which the chunk advances once per execution, `Item::RngStep`)
-    /// with a threshold c, taken when below in the minority: rate c / 2^32, with c at the bin's
-    /// geometric middle, 2^−(t + 1.5). Its transition rate is a coin toss's, 2q(1 − q), the middle
+    /// with a threshold, its minority direction at rate q = c / 2^32, with c at the bin's geometric
+    /// middle, 2^−(t + 1.5). Its transition rate is a coin toss's, 2q(1 − q), the middle
     /// of the bin below. (A `test` of t + 1 random bits gave 2^−(t + 1), the bin's upper edge: profiled
     /// back over a window, half of such branches read a rate above it and landed a bin higher.)
     fn data_dependent_branch(&mut self, w: f64, t: usize) -> Item {
         let threshold = random_threshold(t);
         let q = f64::from(threshold) / 2f64.powi(32);
         self.record_bins(t, Branches::bin(2.0 * q * (1.0 - q)), w);
-        // `jb` (the `jz` flag) is taken in the minority.
-        let jz = match self.majority_taken(t, w) {
-            Some(majority_taken) => !majority_taken,
+        // Always `jae`, taken at or above the threshold: c for a majority-taken branch, 2^32 − c
+        // for a minority-taken one. Cachegrind reads a jump to the next instruction by its
+        // condition's positive form inverted (`never_branch`), which for `jae` is the jump's own
+        // direction; a `jb` taken in the minority it read as taken in the majority.
+        let majority_taken = match self.majority_taken(t, w) {
+            Some(majority_taken) => majority_taken,
             None => self.draws.branches.below(2) == 0,
+        };
+        let threshold = if majority_taken {
+            threshold
+        } else {
+            threshold.wrapping_neg()
         };
         // Bytes 3 and 4 of the word: their dwords hold bits 24–62 of the multiplicative generator,
         // whose low bits have short periods.
@@ -2093,7 +2108,7 @@ impl Composer<'_> {
         self.static_cond += 1;
         Item::Pattern {
             mask: threshold,
-            jz,
+            jz: false,
             source: BranchSource::Random { byte },
         }
     }
@@ -2222,17 +2237,23 @@ impl Composer<'_> {
     /// keeps one direction. (Several mask bits spread up to bit 30 do not do this: the counter's bits
     /// above about 2^18 stay 0 in a run, and the remaining low bits make the branch flip every few
     /// hundred executions, bins 5–7 instead of 10.)
+    ///
+    /// The direction is the bit's, not the jump's: a `jnz` on bit 31 (always set) is always taken,
+    /// on bit 30 (always clear) never. Cachegrind reads a conditional jump to the next instruction,
+    /// as pattern branches are, by its condition's positive form inverted (VEX writes it as a side
+    /// exit on `jz` whether it is a `jz` or a `jnz`), so with `jz` for taken it saw every "never"
+    /// branch not taken; `jnz` is taken exactly where that reading says, so profiler, hardware and
+    /// cachegrind agree (`branch_orient` turns them by the bit).
     fn never_branch(&mut self, w: f64) -> Item {
         self.record_bins(BINS - 1, BINS - 1, w);
-        // Bit 30 stays clear, ZF stays set: `jz` is always taken.
-        let jz = match self.majority_taken(BINS - 1, w) {
+        let taken = match self.majority_taken(BINS - 1, w) {
             Some(majority_taken) => majority_taken,
             None => self.draws.branches.below(2) == 0,
         };
         self.count_counter_test(w);
         Item::Pattern {
-            mask: 1 << NEVER_BIT,
-            jz,
+            mask: never_mask(taken),
+            jz: false,
             source: BranchSource::Counter,
         }
     }
@@ -2552,6 +2573,9 @@ struct Renderer<'a> {
     /// Every indirect jump's trampoline (`Renderer::via_trampoline`): its label and executions
     /// per call.
     trampolines: Vec<(String, f64)>,
+    /// Every conditional branch of the chunks: its label and site, whose offset holds the bytes from
+    /// the branch to the label until the body is laid out (`orient_branches`).
+    branches: Vec<(String, branch_orient::Site)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -2570,6 +2594,20 @@ impl Renderer<'_> {
     fn label(&mut self, s: &str) {
         self.out.push_str(s);
         self.out.push_str(":\n");
+    }
+
+    /// Labels a conditional branch and records its site (`branch_orient`): the branch starts `back`
+    /// bytes before the label (0: the branch is written next).
+    fn branch_site(&mut self, taken: f64, free: bool, back: u64) {
+        let label = format!(".L{}_j{}", self.name, self.branches.len());
+        self.label(&label);
+        let site = branch_orient::Site {
+            offset: back,
+            runs: self.w,
+            taken,
+            free,
+        };
+        self.branches.push((label, site));
     }
 
     /// Records one instruction's register uses at the current position (realised distances feed the
@@ -3264,6 +3302,11 @@ impl Renderer<'_> {
                         (BranchSource::Counter, false) => "jnz",
                     };
                     self.fixed(&format!("{j} 1f\n1:"), &[], &[], 2);
+                    // Labelled after the jump, whose two bytes then start 2 bytes before the label,
+                    // so that the test and its jump stay on adjacent lines.
+                    let free = *source == BranchSource::Counter
+                        && (*mask == never_mask(true) || *mask == never_mask(false));
+                    self.branch_site(predicted_taken_share(*mask, *source), free, 2);
                     // A side exit: the register state is observable here, every load is live.
                     self.deps.carriers = [0; NREGS];
                 }
@@ -3308,6 +3351,7 @@ impl Renderer<'_> {
                         self.fixed("inc rbx", &[RBX], &[RBX], 3);
                     }
                     self.fixed("dec r13", &[R13], &[R13], 3);
+                    self.branch_site(labels.loop_taken, false, 0);
                     match &labels.back {
                         Some(first) => self.fixed(&format!("jnz {first}"), &[], &[], 2),
                         None => self.fixed(&format!("jz {}", labels.done), &[], &[], 6),
@@ -3324,11 +3368,90 @@ impl Renderer<'_> {
     }
 }
 
+/// A "never" branch's mask: the bit that is always set when `taken` (with `jnz`), else always clear.
+fn never_mask(taken: bool) -> u32 {
+    1 << if taken { ALWAYS_BIT } else { NEVER_BIT }
+}
+
+/// A pattern branch's taken share as cachegrind's predictor sees it, `jz` or not: its condition's
+/// positive form (ZF, CF) inverted (`never_branch`). ZF is set with probability 2^−k for k counter
+/// bits that turn over within a run (bits from 2^18 up keep their start values), CF is the
+/// threshold's share of the range.
+fn predicted_taken_share(mask: u32, source: BranchSource) -> f64 {
+    let positive = match source {
+        BranchSource::Counter if mask == never_mask(true) => 0.0,
+        BranchSource::Counter => 0.5f64.powi((mask & ((1 << 18) - 1)).count_ones() as i32),
+        BranchSource::Field { below, .. } => f64::from(below) / (f64::from(mask) + 1.0),
+        BranchSource::Random { .. } => f64::from(mask) / 2f64.powi(32),
+    };
+    1.0 - positive
+}
+
+/// Places the body's conditional branches (`Renderer::branches`) with `assembled` and turns the
+/// free ones as `branch_orient::orient` chooses: a free branch tests bit 30 or bit 31 with the same
+/// `test ebx, imm32`, so the layout stands.
+fn orient_branches(
+    text: &mut String,
+    branches: &mut [(String, branch_orient::Site)],
+    assembled: &crate::encoding::Layout,
+) -> Result<branch_orient::Orientation> {
+    for (label, site) in branches.iter_mut() {
+        let at = assembled
+            .labels
+            .get(label.as_str())
+            .ok_or_else(|| anyhow::anyhow!("internal error: branch {label} was not laid out"))?
+            .offset;
+        site.offset = at.checked_sub(site.offset).ok_or_else(|| {
+            anyhow::anyhow!("internal error: branch {label} starts before its section")
+        })?;
+    }
+    let sites: Vec<branch_orient::Site> = branches.iter().map(|b| b.1).collect();
+    let orientation = branch_orient::orient(&sites);
+    let turned: std::collections::HashSet<&str> = branches
+        .iter()
+        .zip(&orientation.taken)
+        .filter(|((_, s), &t)| s.free && (s.taken > 0.5) != t)
+        .map(|((l, _), _)| l.as_str())
+        .collect();
+    if turned.is_empty() {
+        return Ok(orientation);
+    }
+    let (taken, not_taken) = (
+        format!("    test ebx, {}\n", never_mask(true)),
+        format!("    test ebx, {}\n", never_mask(false)),
+    );
+    // A free branch's label follows `test ebx, MASK`, `jnz 1f` and `1:`.
+    let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for i in 0..lines.len() {
+        let is_turned = lines[i]
+            .strip_suffix(":\n")
+            .is_some_and(|label| turned.contains(label));
+        if !is_turned {
+            continue;
+        }
+        let test = i
+            .checked_sub(3)
+            .map(|t| (t, lines[t]))
+            .filter(|(_, l)| *l == taken || *l == not_taken);
+        let Some((t, line)) = test else {
+            bail!(
+                "internal error: no never test before free branch {}",
+                lines[i].trim()
+            );
+        };
+        lines[t] = if line == taken { &not_taken } else { &taken };
+    }
+    *text = lines.concat();
+    Ok(orientation)
+}
+
 struct ChunkLabels {
     me: String,
     /// Set on the last chunk of a ring: loop back here while the count lasts.
     back: Option<String>,
     done: String,
+    /// The share of its loop branch's executions that are taken (`loop_taken_share`).
+    loop_taken: f64,
 }
 
 /// Synthesises one cluster's body. `name` must be a C identifier fragment.
@@ -3705,6 +3828,7 @@ fn synthesize_trimmed(
         static_instrs: 0,
         len_acc: (0.0, 0.0),
         trampolines: Vec::new(),
+        branches: Vec::new(),
     };
 
     // ---- body function
@@ -3861,6 +3985,7 @@ fn synthesize_trimmed(
                 me: lbl(&format!("c{j}")),
                 back: (j as u64 == ring - 1).then(|| lbl("c0")),
                 done: done.clone(),
+                loop_taken: loop_taken_share(j as u64, b.x, ring, aligned),
             };
             r.chunk(c, &labels)?;
             dynamic += c.instrs as f64 * w_chunk;
@@ -3947,15 +4072,17 @@ fn synthesize_trimmed(
         hdr_lo + HDR_RP
     );
     // Block i's counter starts at i · 0x9E3779B97F4A7C15 (spread-out pattern phases) with its ring
-    // bits cleared, so its windows start aligned (`aligned_runs`), and bits 29–31 cleared, so that
-    // bit 30, which the "never" branches test (`never_branch`), stays clear for at least 2^29 chunk
-    // executions. (With them left as they came, four of a ws_data clone's five blocks started with
-    // bit 30 set, and their `jz` patterns, meant to be always taken, never were: the round trip
-    // measured 25 % of its branch executions taken more often than not against 99.8 %.)
+    // bits cleared, so its windows start aligned (`aligned_runs`), bits 29 and 30 cleared and bit 31
+    // set, so that bit 30 stays clear and bit 31 set, as the "never" branches test them
+    // (`never_branch`), for at least 2^29 chunk executions. (With them left as they came, four of a
+    // ws_data clone's five blocks started with bit 30 set, and their `jz` patterns, meant to be
+    // always taken, never were: the round trip measured 25 % of its branch executions taken more
+    // often than not against 99.8 %.)
     for (i, b) in blocks.iter().enumerate() {
         let phase = (i as u64).wrapping_mul(PHASE_MULTIPLIER)
             & !(b.ring().max(1) - 1)
-            & !(0b111 << (NEVER_BIT - 1));
+            & !(0b11 << (NEVER_BIT - 1))
+            | 1 << ALWAYS_BIT;
         let slot = counter_lo + 8 * i as u64;
         let _ = write!(
             r.out,
@@ -3992,6 +4119,14 @@ fn synthesize_trimmed(
          \x20   .size {init_symbol}, .-{init_symbol}\n",
         lines - 1
     );
+
+    // ---- the free branches' directions, on the laid-out text
+    let assembled = crate::encoding::layout(&r.out)
+        .with_context(|| format!("laying out the body of cluster {name}"))?;
+    let orientation = orient_branches(&mut r.out, &mut r.branches, &assembled)?;
+    if let Some(m) = comp.majority.last_mut() {
+        m[1] = (m[1] + orientation.taken_runs.1 - orientation.taken_runs.0).max(0.0);
+    }
 
     // ---- statistics
     let mut mix_stats = BTreeMap::new();
@@ -4097,11 +4232,14 @@ fn synthesize_trimmed(
         waw: (r.deps.waw.targets(), r.deps.waw.realised()),
         chase_region_bytes: chase_size,
         fit: (1, 0),
+        oriented_branches: (
+            orientation.agreed,
+            orientation.restored,
+            r.branches.iter().filter(|b| b.1.free).count(),
+        ),
     };
     let _ = (layout.class_top, layout.hdr_lo);
     let warm = warm_regions(plan);
-    let assembled = crate::encoding::layout(&r.out)
-        .with_context(|| format!("laying out the body of cluster {name}"))?;
     let mut fits = Vec::with_capacity(blocks.len());
     for (bi, b) in blocks.iter().enumerate() {
         let (first, done) = (format!(".L{name}_b{bi}_c0"), format!(".L{name}_b{bi}_done"));

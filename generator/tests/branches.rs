@@ -74,20 +74,39 @@ fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool, bool)> {
 #[test]
 fn pattern_branches_take_the_recorded_majority_direction() {
     // `test` sets ZF when every mask bit is clear: rarely for a pattern mask (`jz` is the minority,
-    // so `jnz` is taken more often than not), always for the "never" mask, bit 30 of the counter (`jz`
-    // always taken). A random dword is below a data-dependent branch's threshold in the minority
-    // (`jb`).
+    // so `jnz` is taken more often than not). A "never" branch is a `jnz` on bit 31 of the counter
+    // (always set: taken) or bit 30 (always clear: not taken); the generator may turn it to agree
+    // with the branches on its predictor counter (`oriented_branches`). A data-dependent branch is a
+    // `jae`: taken in the majority with a threshold below 2^31.
     const NEVER: u64 = 1 << 30;
+    const ALWAYS: u64 = 1 << 31;
     for all_taken in [true, false] {
         let mut body = nginx_body();
         body.branches.majority_taken = Some(vec![f64::from(u8::from(all_taken)); 11]);
         let asm = synth(&body);
         let p = patterns(&asm);
         assert!(p.len() > 100, "{} pattern branches", p.len());
+        let mut turned = 0;
         for (mask, jz, random) in p {
-            let taken = if mask == NEVER && !random { jz } else { !jz };
+            let taken = match mask {
+                NEVER | ALWAYS if !random => {
+                    assert!(!jz, "a never branch with jz");
+                    turned += usize::from((mask == ALWAYS) != all_taken);
+                    continue;
+                }
+                _ if random => {
+                    assert!(!jz, "a data-dependent branch with jb");
+                    mask < 1 << 31
+                }
+                _ => !jz,
+            };
             assert_eq!(taken, all_taken, "mask {mask:#x}, jz {jz}");
         }
+        let (agreed, restored, _) = asm.stats.oriented_branches;
+        assert!(
+            turned <= agreed + restored,
+            "{turned} never branches against the profile, {agreed} + {restored} turned"
+        );
     }
     // As recorded (36 % of nginx's executions are majority-taken), within 5 points.
     let body = nginx_body();
@@ -629,4 +648,49 @@ fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms
     for asm in [&half, &repeated] {
         assert_branch_histograms_near(asm, &independent, 0.02, "with independent branches");
     }
+}
+
+/// Two "never" branches on one predictor counter (the same low address bits,
+/// `branch_orient::ADDRESS_BITS`) of opposite directions mispredict each other; the generator turns
+/// them to agree (docs/generator.md, "Never branches on the predictor's counters"). Only a branch
+/// turned back for the majority-taken share may leave a counter with both directions.
+#[test]
+fn never_branches_on_one_predictor_counter_agree_except_where_turned_back() {
+    let body = common::committed_body("memcached", "c1");
+    let asm = common::synth_seeded(&body, &Knobs::default(), 1);
+    let laid = ditto_generator::encoding::layout(&asm.text).expect("lays out");
+    let lines: Vec<&str> = asm.text.lines().map(str::trim).collect();
+    let bits = 1u64 << ditto_generator::branch_orient::ADDRESS_BITS;
+    // residue -> (not taken, taken) never branches
+    let mut residues: std::collections::BTreeMap<u64, (usize, usize)> = Default::default();
+    // `test ebx, MASK`, `jnz 1f`, `1:`, then the site's label, 2 bytes after the jump.
+    for w in lines.windows(4) {
+        let taken = match w[0] {
+            "test ebx, 1073741824" => false,
+            "test ebx, 2147483648" => true,
+            _ => continue,
+        };
+        let label = w[3]
+            .strip_suffix(':')
+            .expect("a site label after a never test");
+        let at = laid.labels.get(label).expect("laid out").offset - 2;
+        let e = residues.entry(at % bits).or_default();
+        if taken {
+            e.1 += 1;
+        } else {
+            e.0 += 1;
+        }
+    }
+    let (agreed, restored, free) = asm.stats.oriented_branches;
+    let never: usize = residues.values().map(|(a, b)| a + b).sum();
+    assert_eq!(never, free);
+    assert!(
+        agreed > 0 && residues.values().any(|(a, b)| a + b > 1),
+        "nothing to orient: {agreed} turned, {residues:?}"
+    );
+    let mixed = residues.values().filter(|(a, b)| *a > 0 && *b > 0).count();
+    assert!(
+        mixed <= restored,
+        "{mixed} counters hold never branches of both directions, {restored} turned back"
+    );
 }

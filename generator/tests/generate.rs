@@ -303,10 +303,11 @@ fn a_skeleton_body_is_subtracted_from_the_workers_targets_and_kept_in_the_clone(
 }
 
 /// A profile whose branches all keep one direction ("never" bin) gets pattern branches that cannot
-/// flip within a run: their only mask bit is bit 30 of the chunk counter. (Masks with low bits, as
-/// the other bins use, flipped every few hundred executions: bins 5–7 in the round trip.)
+/// flip within a run: their only mask bit is bit 30 (always clear: not taken) or bit 31 (always set:
+/// taken) of the chunk counter, with `jnz`. (Masks with low bits, as the other bins use, flipped
+/// every few hundred executions: bins 5–7 in the round trip.)
 #[test]
-fn never_branches_test_only_bit_30_and_every_block_counter_starts_with_it_clear() {
+fn never_branches_test_only_bit_30_or_31_and_every_block_counter_starts_with_30_clear_31_set() {
     let path = common::fixture_path("kv.json");
     let mut p = ditto_profile::Profile::load(&path).expect("fixture");
     let body = p.body.as_mut().expect("fixture has a body");
@@ -324,18 +325,30 @@ fn never_branches_test_only_bit_30_and_every_block_counter_starts_with_it_clear(
         .filter_map(|l| l.trim().strip_prefix("test ebx, "))
         .collect();
     assert!(!masks.is_empty(), "no pattern branches in:\n{asm}");
+    let never = |m: &&str| *m == "1073741824" || *m == "2147483648";
     assert!(
-        masks.iter().all(|m| *m == "1073741824"),
-        "masks other than bit 30: {:?}",
+        masks.iter().all(never),
+        "masks other than bit 30 or 31: {:?}",
         masks
             .iter()
-            .filter(|m| **m != "1073741824")
+            .filter(|m| !never(m))
             .take(5)
             .collect::<Vec<_>>()
     );
+    assert!(
+        masks.contains(&"1073741824") && masks.contains(&"2147483648"),
+        "one direction only: {masks:?}"
+    );
+    let lines: Vec<&str> = asm.lines().map(str::trim).collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with("test ebx, ") {
+            // Always `jnz`: the direction is the bit's.
+            assert_eq!(lines.get(i + 1), Some(&"jnz 1f"), "after '{l}' at line {i}");
+        }
+    }
     // Each init function writes the block counters' starting values, then the pseudo-random
-    // word's seed (the last `movabs` before the zero word). A counter starting with bit 30 set
-    // would turn every "never" branch of its block the other way.
+    // word's seed (the last `movabs` before the zero word). A counter starting with bit 30 set or
+    // bit 31 clear would turn every "never" branch of its block the other way.
     let mut counters = Vec::new();
     for init in asm.split("_init_").skip(1) {
         let values: Vec<u64> = init
@@ -348,8 +361,8 @@ fn never_branches_test_only_bit_30_and_every_block_counter_starts_with_it_clear(
     }
     assert!(counters.len() > 1, "no block counters found in:\n{asm}");
     assert!(
-        counters.iter().all(|c| c & (0b111 << 29) == 0),
-        "counters starting with bits 29-31 set: {:x?}",
+        counters.iter().all(|c| c & (0b111 << 29) == 1 << 31),
+        "counters not starting with bits 29-30 clear and 31 set: {:x?}",
         counters
     );
 }

@@ -75,8 +75,8 @@ def body_kinds(binary):
             kinds[addr] = "body loop back-edge"
         elif re.match(r"j\w+ \.L\w+_done$", s):
             kinds[addr] = "body ring exit"
-        elif re.match(r"j\w+ 1f$", s) and prev.startswith("test ebx, 1073741824"):
-            kinds[addr] = "body never (bit 30)"
+        elif re.match(r"j\w+ 1f$", s) and re.match(r"test ebx, (1073741824|2147483648)$", prev):
+            kinds[addr] = "body never (bit 30 or 31)"
         elif re.match(r"j\w+ 1f$", s) and re.match(r"test (ebx|bl), ", prev):
             kinds[addr] = "body counter pattern"
         elif re.match(r"j\w+ 1f$", s):

@@ -64,15 +64,17 @@ ditto_body_c0:
     mov rax, r8
     mov r8, qword ptr [r15 + 384]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j21:
     movsxd rax, dword ptr [r15 + 384]
     mov edx, 54
     movsxd rdx, dword ptr [r15 + 448]
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j22:
     mov rdx, qword ptr [r15 + 320]
     and rbp, 1984
     add qword ptr [r15 + rbp + 2880], rbp
@@ -80,42 +82,49 @@ ditto_body_c0:
     test ebx, 104448
     jnz 1f
 1:
+.Lc0_j23:
     mov edi, ecx
     mov rcx, rdi
     mov dword ptr [r14 + 576], ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j24:
     movzx ecx, byte ptr [r15 + 640]
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov r9d, ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j25:
     mov r9, r9
     mov byte ptr [r14 + 640], r9b
     mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j26:
     movsxd r9, dword ptr [r15 + rbp + 2944]
     mov rbp, r9
     mov dword ptr [r15 + 320], 115
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j27:
     mov dword ptr [r14 + 256], ebp
     mov dword ptr [r15 + 640], 40
     mov byte ptr [r15 + 512], cl
     test bl, 32
     jnz 1f
 1:
+.Lc0_j28:
     movzx r8d, dil
     nop
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j29:
     jz .Lc0_b10_done
 .Lc0_b10_c1:
     mov rax, qword ptr [r15 + 2128152]
@@ -139,47 +148,56 @@ ditto_body_c0:
     movzx edi, byte ptr [r15 + 256]
     mov r9d, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j30:
     and rbp, 8128
     inc dword ptr [r15 + rbp + 4928]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j31:
     mov rbp, r10
     movzx edx, bpl
     mov edx, 17
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j32:
     and rbp, 448
     mov qword ptr [r15 + rbp + 1856], rbp
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc0_j33:
     mov r8, qword ptr [r15 + 448]
     mov byte ptr [r14 + 512], r8b
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j34:
     mov dword ptr [r15 + 320], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j35:
     mov dword ptr [r15 + 192], 246
     mov eax, 179
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j36:
     mov qword ptr [r14 + 384], rax
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc0_j37:
     mov ebp, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j38:
     jz .Lc0_b10_done
 .Lc0_b10_c2:
     mov rax, qword ptr [r15 + 2128152]
@@ -200,38 +218,45 @@ ditto_body_c0:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j39:
     mov edi, dword ptr [r15 + 384]
     and r8, 8128
     movsxd r9, dword ptr [r15 + r8 + 4928]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j40:
     movsxd r9, dword ptr [r15 + 448]
     mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j41:
     movsxd rax, dword ptr [r15 + 384]
     mov byte ptr [r14 + 320], al
     test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j42:
+    mov rcx, rax
+    mov byte ptr [r15 + 192], cl
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc0_j43:
     movsxd rdx, dword ptr [r15 + r8 + 4992]
     inc dword ptr [r15 + 256]
-    cmp dword ptr [r15 + 2128155], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 2128155], 0xa57d8666
+    jae 1f
 1:
+.Lc0_j44:
     movsxd rdx, dword ptr [r14 + 448]
     mov rbp, r10
     mov byte ptr [r14 + 512], bpl
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j45:
     mov r9d, ebp
     and rbp, 448
     movsxd r9, dword ptr [r14 + rbp + 1344]
@@ -239,6 +264,7 @@ ditto_body_c0:
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j46:
     jz .Lc0_b10_done
 .Lc0_b10_c3:
     mov rax, qword ptr [r15 + 2128152]
@@ -256,50 +282,59 @@ ditto_body_c0:
     movzx ecx, byte ptr [r15 + 512]
     movzx esi, cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j47:
     mov rbp, rcx
     mov rcx, rbp
     mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j48:
     mov dword ptr [r15 + 320], 88
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc0_j49:
     and rbp, 448
     mov dword ptr [r14 + rbp + 1344], 205
     pshufd xmm15, xmm10, 152
     cmp dword ptr [r15 + 2128156], 0x5a82799a
     jae 1f
 1:
+.Lc0_j50:
     mov eax, 121
     mov eax, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 2128155], 0x5a82799a
     jae 1f
 1:
+.Lc0_j51:
     mov byte ptr [r15 + 768], al
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j52:
     movzx ecx, al
     pmovmskb eax, xmm10
     mov r9, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j53:
     mov byte ptr [r15 + 384], r9b
     and r9, 2097088
     movzx esi, byte ptr [r15 + r9 + 22144]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc0_j54:
     movzx esi, byte ptr [r14 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j55:
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
 // block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
@@ -320,38 +355,44 @@ ditto_body_c0:
     cmp dword ptr [r15 + 2128155], 0x5a82799a
     jae 1f
 1:
+.Lc0_j0:
     lea rbp, [r10 + r10*1]
     and r8, 448
     movzx ecx, byte ptr [r15 + r8 + 1856]
     mov r8, r8
     and rbp, 448
     add qword ptr [r15 + rbp + 896], rax
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc0_j1:
     mov dword ptr [r15 + 384], eax
     mov eax, r8d
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc0_j2:
     movsxd rcx, dword ptr [r15 + 576]
     mov dword ptr [r15 + 512], 109
     mov esi, dword ptr [r15 + rbp + 832]
     test bl, 8
     jnz 1f
 1:
+.Lc0_j3:
     mov dword ptr [r15 + 448], esi
     mov rsi, r8
     movzx r8d, byte ptr [r15 + 256]
     test bl, 8
     jnz 1f
 1:
+.Lc0_j4:
     mov qword ptr [r15 + 640], r8
     mov rax, rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j5:
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -362,6 +403,7 @@ ditto_body_c0:
     paddq xmm14, xmmword ptr [r15 + 192]
     movsxd rax, dword ptr [r15 + 256]
     dec r13
+.Lc0_j14:
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 479 chunk executions per call
@@ -384,13 +426,15 @@ ditto_body_c0:
     mov rbp, r10
     and rbp, 8128
     mov r9, qword ptr [r15 + rbp + 4928]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc0_j15:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j16:
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
 // block 11: 64 bytes, 1 chunk(s), 863 chunk executions per call
@@ -408,6 +452,7 @@ ditto_body_c0:
     add r11, 64
     add r10, r11
     dec r13
+.Lc0_j56:
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
 // block 3: 64 bytes, 1 chunk(s), 970 chunk executions per call
@@ -420,13 +465,15 @@ ditto_body_c0:
 .Lc0_b3_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc0_j10:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rax, r8
     inc rbx
     dec r13
+.Lc0_j11:
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 1086 chunk executions per call
@@ -441,13 +488,15 @@ ditto_body_c0:
     movzx esi, byte ptr [r15 + 192]
     movzx edi, sil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc0_j12:
     movzx ebp, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, rbp
     inc rbx
     dec r13
+.Lc0_j13:
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 8: 64 bytes, 1 chunk(s), 1107 chunk executions per call
@@ -461,6 +510,7 @@ ditto_body_c0:
     mov qword ptr [r14 + 384], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     dec r13
+.Lc0_j18:
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
 // block 7: 64 bytes, 1 chunk(s), 1852 chunk executions per call
@@ -475,6 +525,7 @@ ditto_body_c0:
     add r11, 64
     add r10, r11
     dec r13
+.Lc0_j17:
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
 // block 9: 64 bytes, 1 chunk(s), 1684 chunk executions per call
@@ -488,9 +539,10 @@ ditto_body_c0:
     movzx r8d, byte ptr [r14 + 704]
     mov r9, r10
     mov edi, r9d
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc0_j19:
     and r9, 448
     mov rdi, qword ptr [r15 + r9 + 832]
     mov dword ptr [r15 + 448], edi
@@ -498,6 +550,7 @@ ditto_body_c0:
     add r10, r11
     inc rbx
     dec r13
+.Lc0_j20:
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
 // block 1: 64 bytes, 1 chunk(s), 2898 chunk executions per call
@@ -517,6 +570,7 @@ ditto_body_c0:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j6:
     popcnt rbp, r8
     jmp 1f
 1:
@@ -524,6 +578,7 @@ ditto_body_c0:
     mov dword ptr [r15 + 0], 162
     inc rbx
     dec r13
+.Lc0_j7:
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 2230 chunk executions per call
@@ -548,9 +603,11 @@ ditto_body_c0:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc0_j8:
     movzx ebp, bpl
     inc rbx
     dec r13
+.Lc0_j9:
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
     mov qword ptr [r15 + 2128128], r11
@@ -577,29 +634,29 @@ ditto_body_init_c0:
     imul rax, rcx
     and rax, -64
     mov qword ptr [r8 + 2128128], rax
-    movabs rax, 0x0
+    movabs rax, 0x80000000
     mov qword ptr [r8 + 2128168], rax
-    movabs rax, 0x9e3779b91f4a7c15
+    movabs rax, 0x9e3779b99f4a7c15
     mov qword ptr [r8 + 2128176], rax
-    movabs rax, 0x3c6ef3721e94f82a
+    movabs rax, 0x3c6ef3729e94f82a
     mov qword ptr [r8 + 2128184], rax
-    movabs rax, 0xdaa66d2c1ddf743f
+    movabs rax, 0xdaa66d2c9ddf743f
     mov qword ptr [r8 + 2128192], rax
-    movabs rax, 0x78dde6e51d29f054
+    movabs rax, 0x78dde6e59d29f054
     mov qword ptr [r8 + 2128200], rax
-    movabs rax, 0x1715609f1c746c69
+    movabs rax, 0x1715609f9c746c69
     mov qword ptr [r8 + 2128208], rax
-    movabs rax, 0xb54cda581bbee87e
+    movabs rax, 0xb54cda589bbee87e
     mov qword ptr [r8 + 2128216], rax
-    movabs rax, 0x538454121b096493
+    movabs rax, 0x538454129b096493
     mov qword ptr [r8 + 2128224], rax
-    movabs rax, 0xf1bbcdcb1a53e0a8
+    movabs rax, 0xf1bbcdcb9a53e0a8
     mov qword ptr [r8 + 2128232], rax
-    movabs rax, 0x8ff34785199e5cbd
+    movabs rax, 0x8ff34785999e5cbd
     mov qword ptr [r8 + 2128240], rax
-    movabs rax, 0x2e2ac13e18e8d8d0
+    movabs rax, 0x2e2ac13e98e8d8d0
     mov qword ptr [r8 + 2128248], rax
-    movabs rax, 0xcc623af8183354e7
+    movabs rax, 0xcc623af8983354e7
     mov qword ptr [r8 + 2128256], rax
     movabs rax, 0x4a1ec05027315c93
     mov qword ptr [r8 + 2128152], rax
@@ -840,6 +897,7 @@ ditto_body_c1:
     movzx ecx, byte ptr [r15 + 640]
     inc rbx
     dec r13
+.Lc1_j220:
     jz .Lc1_b9_done
 .Lc1_b9_c1:
     lea rcx, [rip + .Lc1_d1847_s]
@@ -889,6 +947,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j221:
     jz .Lc1_b9_done
 .Lc1_b9_c2:
     lea rcx, [rip + .Lc1_d1879_s]
@@ -937,6 +996,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j222:
     jz .Lc1_b9_done
 .Lc1_b9_c3:
     lea rcx, [rip + .Lc1_d1910_s]
@@ -985,6 +1045,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j223:
     jz .Lc1_b9_done
 .Lc1_b9_c4:
     lea rbp, [r10 + r10*1]
@@ -1013,6 +1074,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j224:
     jz .Lc1_b9_done
 .Lc1_b9_c5:
     lea rcx, [rip + .Lc1_d1968_s]
@@ -1045,6 +1107,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j225:
     jz .Lc1_b9_done
 .Lc1_b9_c6:
     lea rcx, [rip + .Lc1_d1995_s]
@@ -1077,6 +1140,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j226:
     jz .Lc1_b9_done
 .Lc1_b9_c7:
     mov dword ptr [r15 + 448], edi
@@ -1106,6 +1170,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j227:
     jz .Lc1_b9_done
 .Lc1_b9_c8:
     lea rcx, [rip + .Lc1_d2050_s]
@@ -1135,6 +1200,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j228:
     jz .Lc1_b9_done
 .Lc1_b9_c9:
     mov r9, r10
@@ -1160,6 +1226,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j229:
     jz .Lc1_b9_done
 .Lc1_b9_c10:
     lea rcx, [rip + .Lc1_d2098_s]
@@ -1193,6 +1260,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j230:
     jz .Lc1_b9_done
 .Lc1_b9_c11:
     lea rbp, [r10 + r10*1]
@@ -1220,6 +1288,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j231:
     jz .Lc1_b9_done
 .Lc1_b9_c12:
     lea rcx, [rip + .Lc1_d2152_s]
@@ -1252,6 +1321,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j232:
     jz .Lc1_b9_done
 .Lc1_b9_c13:
     movzx eax, cl
@@ -1276,6 +1346,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j233:
     jz .Lc1_b9_done
 .Lc1_b9_c14:
     lea rcx, [rip + .Lc1_d2202_s]
@@ -1306,6 +1377,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j234:
     jz .Lc1_b9_done
 .Lc1_b9_c15:
     lea rcx, [rip + .Lc1_d2227_s]
@@ -1337,6 +1409,7 @@ ditto_body_c1:
     mov rax, r8
     inc rbx
     dec r13
+.Lc1_j235:
     jz .Lc1_b9_done
 .Lc1_b9_c16:
     lea r8, [rcx + rdi*2 + 85]
@@ -1365,6 +1438,7 @@ ditto_body_c1:
     mov rbp, rcx
     inc rbx
     dec r13
+.Lc1_j236:
     jz .Lc1_b9_done
 .Lc1_b9_c17:
     lea rcx, [rip + .Lc1_d2280_s]
@@ -1392,6 +1466,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j237:
     jz .Lc1_b9_done
 .Lc1_b9_c18:
     shl rbp, 1
@@ -1421,6 +1496,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j238:
     jz .Lc1_b9_done
 .Lc1_b9_c19:
     lea rcx, [rip + .Lc1_d2330_s]
@@ -1451,6 +1527,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j239:
     jz .Lc1_b9_done
 .Lc1_b9_c20:
     lea r9, [r10 + r10*1]
@@ -1474,6 +1551,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j240:
     jz .Lc1_b9_done
 .Lc1_b9_c21:
     lea rcx, [rip + .Lc1_d2377_s]
@@ -1506,6 +1584,7 @@ ditto_body_c1:
     mov r9d, 167
     inc rbx
     dec r13
+.Lc1_j241:
     jz .Lc1_b9_done
 .Lc1_b9_c22:
     movzx ebp, dil
@@ -1535,6 +1614,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j242:
     jz .Lc1_b9_done
 .Lc1_b9_c23:
     lea rcx, [rip + .Lc1_d2432_s]
@@ -1571,6 +1651,7 @@ ditto_body_c1:
     mov edx, ecx
     inc rbx
     dec r13
+.Lc1_j243:
     jz .Lc1_b9_done
 .Lc1_b9_c24:
     lea rcx, [rip + .Lc1_d2463_s]
@@ -1602,6 +1683,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j244:
     jz .Lc1_b9_done
 .Lc1_b9_c25:
     mov rcx, qword ptr [r15 + 192]
@@ -1627,6 +1709,7 @@ ditto_body_c1:
     cmp rbp, rbp
     inc rbx
     dec r13
+.Lc1_j245:
     jz .Lc1_b9_done
 .Lc1_b9_c26:
     lea rcx, [rip + .Lc1_d2513_s]
@@ -1659,6 +1742,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j246:
     jz .Lc1_b9_done
 .Lc1_b9_c27:
     mov rbp, r10
@@ -1684,6 +1768,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j247:
     jz .Lc1_b9_done
 .Lc1_b9_c28:
     lea rcx, [rip + .Lc1_d2564_s]
@@ -1713,6 +1798,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j248:
     jz .Lc1_b9_done
 .Lc1_b9_c29:
     imul rbp, qword ptr [r15 + 768]
@@ -1742,6 +1828,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j249:
     jz .Lc1_b9_done
 .Lc1_b9_c30:
     lea rcx, [rip + .Lc1_d2616_s]
@@ -1774,6 +1861,7 @@ ditto_body_c1:
     mov r8d, eax
     inc rbx
     dec r13
+.Lc1_j250:
     jz .Lc1_b9_done
 .Lc1_b9_c31:
     add rcx, 13
@@ -1798,6 +1886,7 @@ ditto_body_c1:
     inc r8d
     inc rbx
     dec r13
+.Lc1_j251:
     jz .Lc1_b9_done
 .Lc1_b9_c32:
     lea rcx, [rip + .Lc1_d2666_s]
@@ -1828,6 +1917,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j252:
     jz .Lc1_b9_done
 .Lc1_b9_c33:
     lea rcx, [rip + .Lc1_d2691_s]
@@ -1859,6 +1949,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j253:
     jz .Lc1_b9_done
 .Lc1_b9_c34:
     movzx eax, bpl
@@ -1883,6 +1974,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j254:
     jz .Lc1_b9_done
 .Lc1_b9_c35:
     lea rcx, [rip + .Lc1_d2740_s]
@@ -1913,6 +2005,7 @@ ditto_body_c1:
     movsxd rdx, dword ptr [r15 + 64]
     inc rbx
     dec r13
+.Lc1_j255:
     jz .Lc1_b9_done
 .Lc1_b9_c36:
     lea rbp, [r10 + r10*1]
@@ -1940,6 +2033,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j256:
     jz .Lc1_b9_done
 .Lc1_b9_c37:
     lea rcx, [rip + .Lc1_d2791_s]
@@ -1972,6 +2066,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j257:
     jz .Lc1_b9_done
 .Lc1_b9_c38:
     movzx ebp, dl
@@ -1996,6 +2091,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j258:
     jz .Lc1_b9_done
 .Lc1_b9_c39:
     lea rcx, [rip + .Lc1_d2841_s]
@@ -2025,6 +2121,7 @@ ditto_body_c1:
     movsxd rcx, dword ptr [r15 + 448]
     inc rbx
     dec r13
+.Lc1_j259:
     jz .Lc1_b9_done
 .Lc1_b9_c40:
     mov r8, r10
@@ -2052,6 +2149,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j260:
     jz .Lc1_b9_done
 .Lc1_b9_c41:
     lea rcx, [rip + .Lc1_d2891_s]
@@ -2082,6 +2180,7 @@ ditto_body_c1:
     movzx edi, byte ptr [r15 + 1024]
     inc rbx
     dec r13
+.Lc1_j261:
     jz .Lc1_b9_done
 .Lc1_b9_c42:
     lea rcx, [rip + .Lc1_d2916_s]
@@ -2112,6 +2211,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j262:
     jz .Lc1_b9_done
 .Lc1_b9_c43:
     movsxd rdi, dword ptr [r15 + 192]
@@ -2137,6 +2237,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j263:
     jz .Lc1_b9_done
 .Lc1_b9_c44:
     lea rcx, [rip + .Lc1_d2965_s]
@@ -2167,6 +2268,7 @@ ditto_body_c1:
     mov qword ptr [r14 + 320], rax
     inc rbx
     dec r13
+.Lc1_j264:
     jz .Lc1_b9_done
 .Lc1_b9_c45:
     mov dword ptr [r15 + 384], 138
@@ -2190,6 +2292,7 @@ ditto_body_c1:
     mov dword ptr [r14 + 256], 34
     inc rbx
     dec r13
+.Lc1_j265:
     jz .Lc1_b9_done
 .Lc1_b9_c46:
     lea rcx, [rip + .Lc1_d3012_s]
@@ -2221,6 +2324,7 @@ ditto_body_c1:
     lea rcx, [rbp + rbp*2 + 84]
     inc rbx
     dec r13
+.Lc1_j266:
     jz .Lc1_b9_done
 .Lc1_b9_c47:
     add rbp, qword ptr [r14 + 1408]
@@ -2247,6 +2351,7 @@ ditto_body_c1:
     mov eax, dword ptr [r15 + 448]
     inc rbx
     dec r13
+.Lc1_j267:
     jz .Lc1_b9_done
 .Lc1_b9_c48:
     lea rcx, [rip + .Lc1_d3063_s]
@@ -2279,6 +2384,7 @@ ditto_body_c1:
     mov r8, qword ptr [r14 + 256]
     inc rbx
     dec r13
+.Lc1_j268:
     jz .Lc1_b9_done
 .Lc1_b9_c49:
     vpaddd ymm1, ymm8, ymmword ptr [r15 + 1088]
@@ -2306,6 +2412,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j269:
     jz .Lc1_b9_done
 .Lc1_b9_c50:
     lea rcx, [rip + .Lc1_d3116_s]
@@ -2340,6 +2447,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j270:
     jz .Lc1_b9_done
 .Lc1_b9_c51:
     lea rcx, [rip + .Lc1_d3145_s]
@@ -2370,6 +2478,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j271:
     jz .Lc1_b9_done
 .Lc1_b9_c52:
     shr ecx, 3
@@ -2399,6 +2508,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j272:
     jz .Lc1_b9_done
 .Lc1_b9_c53:
     lea rcx, [rip + .Lc1_d3198_s]
@@ -2426,6 +2536,7 @@ ditto_body_c1:
     mov dword ptr [r15 + 128], r9d
     inc rbx
     dec r13
+.Lc1_j273:
     jz .Lc1_b9_done
 .Lc1_b9_c54:
     sub rdi, rcx
@@ -2448,6 +2559,7 @@ ditto_body_c1:
     inc dword ptr [r14 + 576]
     inc rbx
     dec r13
+.Lc1_j274:
     jz .Lc1_b9_done
 .Lc1_b9_c55:
     lea rcx, [rip + .Lc1_d3241_s]
@@ -2476,6 +2588,7 @@ ditto_body_c1:
     and eax, dword ptr [r15 + 704]
     inc rbx
     dec r13
+.Lc1_j275:
     jz .Lc1_b9_done
 .Lc1_b9_c56:
     mov byte ptr [r15 + 512], sil
@@ -2502,6 +2615,7 @@ ditto_body_c1:
     mov dword ptr [r15 + 256], 16
     inc rbx
     dec r13
+.Lc1_j276:
     jz .Lc1_b9_done
 .Lc1_b9_c57:
     lea rcx, [rip + .Lc1_d3289_s]
@@ -2533,6 +2647,7 @@ ditto_body_c1:
     imul rdx, qword ptr [r15 + 512]
     inc rbx
     dec r13
+.Lc1_j277:
     jz .Lc1_b9_done
 .Lc1_b9_c58:
     mov dword ptr [r14 + 128], 233
@@ -2558,6 +2673,7 @@ ditto_body_c1:
     inc eax
     inc rbx
     dec r13
+.Lc1_j278:
     jz .Lc1_b9_done
 .Lc1_b9_c59:
     lea rcx, [rip + .Lc1_d3339_s]
@@ -2589,6 +2705,7 @@ ditto_body_c1:
     mov r9d, 38
     inc rbx
     dec r13
+.Lc1_j279:
     jz .Lc1_b9_done
 .Lc1_b9_c60:
     lea rcx, [rip + .Lc1_d3365_s]
@@ -2621,6 +2738,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j280:
     jz .Lc1_b9_done
 .Lc1_b9_c61:
     mov ebp, 164
@@ -2645,6 +2763,7 @@ ditto_body_c1:
     mov rcx, r9
     inc rbx
     dec r13
+.Lc1_j281:
     jz .Lc1_b9_done
 .Lc1_b9_c62:
     lea rcx, [rip + .Lc1_d3415_s]
@@ -2678,6 +2797,7 @@ ditto_body_c1:
     mov eax, 90
     inc rbx
     dec r13
+.Lc1_j282:
     jz .Lc1_b9_done
 .Lc1_b9_c63:
     mov edi, ecx
@@ -2711,6 +2831,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j283:
     jnz .Lc1_b9_c0
 .Lc1_b9_done:
 // block 1: 4096 bytes, 16 chunk(s), 8 chunk executions per call
@@ -2779,8 +2900,9 @@ ditto_body_c1:
     movsxd rax, dword ptr [r15 + 448]
     mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j15:
     mov ecx, dword ptr [r15 + 64]
     mov r8d, edi
     mov r8d, eax
@@ -2791,6 +2913,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j16:
     sub rax, rdi
     mov rdx, r8
     lock add qword ptr [r15 + 512], r8
@@ -2800,6 +2923,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j17:
     mov ecx, edx
     mov eax, dword ptr [r14 + 704]
     movzx edx, byte ptr [r15 + 960]
@@ -2810,6 +2934,7 @@ ditto_body_c1:
     test ebx, 188416
     jz 1f
 1:
+.Lc1_j18:
     mov edi, edx
     cmp rdi, rdi
     or ecx, eax
@@ -2818,6 +2943,7 @@ ditto_body_c1:
     add rcx, 75
     inc rbx
     dec r13
+.Lc1_j19:
     jz .Lc1_b1_done
 .Lc1_b1_c1:
     mov rax, qword ptr [r15 + 10780952]
@@ -2838,9 +2964,10 @@ ditto_body_c1:
     movzx r8d, byte ptr [r14 + 192]
     mov rax, r8
     add rcx, 86
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j20:
     mov ecx, ecx
     mov qword ptr [r15 + 576], rcx
     mov rbp, rcx
@@ -2851,14 +2978,16 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j21:
     mov byte ptr [r15 + 512], r8b
     mov rax, qword ptr [r15 + 256]
     or ecx, eax
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov dword ptr [r15 + 256], eax
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j22:
     mov rbp, r10
     and r8, rbp
     lock xadd qword ptr [r15 + 192], r8
@@ -2866,9 +2995,10 @@ ditto_body_c1:
     imul rcx, qword ptr [r15 + rbp + 1472]
     lock or dword ptr [r15 + 256], 75
     mov ebp, 125
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j23:
     movsxd rax, dword ptr [r14 + 128]
     movzx esi, al
     mov r8, qword ptr [r14 + 64]
@@ -2878,6 +3008,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j24:
     jz .Lc1_b1_done
 .Lc1_b1_c2:
     lea rcx, [rip + .Lc1_d185_s]
@@ -2896,17 +3027,19 @@ ditto_body_c1:
     sub r8, rcx
     mov rax, qword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j25:
     mov r8d, dword ptr [r14 + 512]
     xor r8d, esi
     shl r8, 30
     cmp r8, r8
     cmp rax, rax
     inc dword ptr [r15 + 320]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j26:
     movsxd rax, dword ptr [r15 + 448]
     add rsi, 64
     mov byte ptr [r15 + 384], sil
@@ -2914,8 +3047,9 @@ ditto_body_c1:
     imul r8, qword ptr [r15 + 1152]
     inc r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j27:
     mov r8, rsi
     mov ecx, dword ptr [r15 + 384]
     mov rsi, qword ptr [r15 + 128]
@@ -2925,6 +3059,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j28:
     xor esi, ecx
     mov dword ptr [r15 + 384], esi
     test eax, edi
@@ -2934,6 +3069,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j29:
     mov eax, dword ptr [r14 + 704]
     mov dword ptr [r15 + 64], eax
     mov r8, rax
@@ -2941,6 +3077,7 @@ ditto_body_c1:
     vmovdqu ymm6, ymmword ptr [r15 + 192]
     inc rbx
     dec r13
+.Lc1_j30:
     jz .Lc1_b1_done
 .Lc1_b1_c3:
     lea rcx, [rip + .Lc1_d238_s]
@@ -2959,8 +3096,9 @@ ditto_body_c1:
     xor r8d, ecx
     or qword ptr [r14 + 64], 35
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j31:
     movzx r8d, byte ptr [r15 + 256]
     mov esi, dword ptr [r15 + 1088]
     mov edi, dword ptr [r14 + 896]
@@ -2968,17 +3106,19 @@ ditto_body_c1:
     mov dword ptr [r15 + 1216], 164
     movzx edi, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j32:
     mov qword ptr [r15 + 128], rsi
     mov dword ptr [r15 + 640], 13
     mov rsi, rdi
     mov esi, 241
     mov rsi, qword ptr [r14 + 256]
     mov ecx, dword ptr [r15 + 576]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j33:
     mov r8d, 173
     mov qword ptr [r15 + 640], r8
     mov edx, 75
@@ -2989,6 +3129,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j34:
     and rbp, 8388544
     mov byte ptr [r15 + rbp + 2383488], bpl
     or edx, r8d
@@ -3000,6 +3141,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j35:
     jz .Lc1_b1_done
 .Lc1_b1_c4:
     lea rcx, [rip + .Lc1_d288_s]
@@ -3018,9 +3160,10 @@ ditto_body_c1:
     mov qword ptr [r15 + 960], rdx
     mov rcx, rdx
     vpermq ymm2, ymm11, 203
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j36:
     mov edx, 47
     and rdx, rdx
     movzx ebp, dl
@@ -3030,6 +3173,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j37:
     mov r9, r10
     mov dword ptr [r15 + 384], r9d
     lea r8, [rcx + rcx*2 + 73]
@@ -3041,9 +3185,10 @@ ditto_body_c1:
     mov r9d, r8d
     and r8, 4032
     mov ebp, dword ptr [r15 + r8 + 3520]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j38:
     lock or dword ptr [r15 + 320], 26
     mov r8d, 216
     mov dword ptr [r15 + 512], 92
@@ -3051,8 +3196,9 @@ ditto_body_c1:
     mov r9, qword ptr [r14 + 128]
     mov rdx, qword ptr [r15 + 448]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j39:
     mov edx, r8d
     mov rdx, rdx
     mov r8d, edx
@@ -3063,6 +3209,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j40:
     jz .Lc1_b1_done
 .Lc1_b1_c5:
     mov rax, qword ptr [r15 + 10780952]
@@ -3082,17 +3229,19 @@ ditto_body_c1:
     mov eax, 235
     movzx eax, al
     mov rcx, qword ptr [r15 + 576]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j41:
     test eax, ecx
     mov r9, rax
     mov r9, qword ptr [r15 + 768]
     mov qword ptr [r14 + 256], r9
     movzx ecx, cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j42:
     mov ecx, dword ptr [r15 + 320]
     mov r8, rcx
     mov r8, r8
@@ -3100,6 +3249,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j43:
     shr r9d, 25
     mov dword ptr [r14 + 704], 221
     xchg qword ptr [r15 + 256], r8
@@ -3108,6 +3258,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j44:
     mov rbp, r10
     add r9, 95
     imul r9, qword ptr [r15 + 64]
@@ -3115,9 +3266,10 @@ ditto_body_c1:
     mov qword ptr [r15 + rbp + 1472], rbp
     movzx ecx, byte ptr [r15 + 448]
     add r8, rcx
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j45:
     mov ecx, r9d
     mov ecx, ecx
     inc r9d
@@ -3126,6 +3278,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j46:
     jz .Lc1_b1_done
 .Lc1_b1_c6:
     mov rax, qword ptr [r15 + 10780952]
@@ -3148,8 +3301,9 @@ ditto_body_c1:
     movzx ecx, byte ptr [r15 + 704]
     shl rax, 9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j47:
     mov qword ptr [r15 + 256], r9
     movzx eax, r9b
     xor eax, ecx
@@ -3159,24 +3313,27 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j48:
     movzx r9d, byte ptr [r15 + 512]
     movzx ecx, r9b
     imul rcx, qword ptr [r15 + 512]
     mov r9d, 88
     mov r9d, r9d
     mov eax, 249
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j49:
     movzx r9d, cl
     mov qword ptr [r14 + 128], r9
     mov ecx, ecx
     mov r9d, 248
     vpaddd ymm11, ymm6, ymmword ptr [r15 + 384]
     mov r9d, eax
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j50:
     cmp rcx, rcx
     movsxd rax, dword ptr [r14 + 192]
     mov ecx, 146
@@ -3185,6 +3342,7 @@ ditto_body_c1:
     neg rdi
     inc rbx
     dec r13
+.Lc1_j51:
     jz .Lc1_b1_done
 .Lc1_b1_c7:
     mov rax, qword ptr [r15 + 10780952]
@@ -3207,6 +3365,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j52:
     mov r9d, 189
     lea rdi, [r15 + 10772736]
     lea rsi, [r15 + 10776832]
@@ -3215,9 +3374,10 @@ ditto_body_c1:
     mov rsi, qword ptr [r15 + 192]
     sub rax, rsi
     movzx ecx, al
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j53:
     movzx r9d, sil
     mov r9, r10
     mov rsi, qword ptr [r15 + 576]
@@ -3225,9 +3385,10 @@ ditto_body_c1:
     mov edi, dword ptr [r14 + 448]
     and r9, 960
     movzx ecx, byte ptr [r15 + r9 + 1472]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j54:
     mov r9, r10
     shr eax, 17
     and r9, 2097088
@@ -3235,9 +3396,10 @@ ditto_body_c1:
     mov edi, dword ptr [r14 + 128]
     mov qword ptr [r15 + 256], rdi
     add rsi, rdi
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j55:
     or ecx, eax
     or ecx, ecx
     mov rcx, rcx
@@ -3247,6 +3409,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j56:
     jz .Lc1_b1_done
 .Lc1_b1_c8:
     mov rax, qword ptr [r15 + 10780952]
@@ -3276,9 +3439,10 @@ ditto_body_c1:
     or ecx, ecx
     mov byte ptr [r14 + 256], cl
     mov esi, 207
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j57:
     mov ecx, 80
     movsxd rax, dword ptr [r14 + 640]
     movzx edx, byte ptr [r15 + 128]
@@ -3287,6 +3451,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j58:
     mov esi, dword ptr [r14 + 64]
     mov r8, rsi
     mov ecx, r8d
@@ -3295,6 +3460,7 @@ ditto_body_c1:
     test ebx, 7936
     jz 1f
 1:
+.Lc1_j59:
     mov ebp, 178
     mov dword ptr [r15 + 1344], 227
     movzx edx, cl
@@ -3303,6 +3469,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j60:
     mov eax, 213
     mov esi, 115
     xor dword ptr [r15 + 512], esi
@@ -3310,6 +3477,7 @@ ditto_body_c1:
     lock xadd qword ptr [r15 + 192], rbp
     inc rbx
     dec r13
+.Lc1_j61:
     jz .Lc1_b1_done
 .Lc1_b1_c9:
     mov rax, qword ptr [r15 + 10780952]
@@ -3330,9 +3498,10 @@ ditto_body_c1:
     mov eax, dword ptr [r14 + 128]
     movsxd rsi, dword ptr [r15 + 704]
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j62:
     inc esi
     cmp rsi, rsi
     and rbp, 960
@@ -3343,23 +3512,26 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j63:
     and rbp, 8128
     imul rax, qword ptr [r15 + rbp + 7616]
     mov rbp, qword ptr [r14 + 64]
     movzx ecx, byte ptr [r14 + 64]
     movsxd rsi, dword ptr [r15 + 576]
     mov r9d, 128
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j64:
     inc r9d
     mov r9d, 8
     movsxd r9, dword ptr [r15 + 1088]
     mov dword ptr [r15 + 320], 230
     mov ecx, esi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j65:
     mov byte ptr [r15 + 320], r9b
     mov byte ptr [r15 + 384], r9b
     lock or dword ptr [r15 + 128], 97
@@ -3369,6 +3541,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j66:
     jz .Lc1_b1_done
 .Lc1_b1_c10:
     mov rax, qword ptr [r15 + 10780952]
@@ -3392,38 +3565,43 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j67:
     shl rcx, 15
     cmp rcx, rcx
     mov qword ptr [r15 + 256], rax
     vmovdqu ymm11, ymmword ptr [r15 + 448]
     add rcx, rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j68:
     mov eax, dword ptr [r15 + 192]
     movzx ecx, al
     lea rbp, [rcx + rcx*2 + 63]
     shr ebp, 6
     movzx eax, byte ptr [r15 + 960]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j69:
     mov rbp, qword ptr [r14 + 768]
     sub rbp, rcx
     mov ecx, ebp
     movsxd rcx, dword ptr [r14 + 576]
     mov dword ptr [r15 + 1088], ecx
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j70:
     test ebp, ebp
     mov ecx, dword ptr [r14 + 896]
     mov rax, rcx
     movzx ebp, al
     mov qword ptr [r15 + 64], rbp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j71:
     mov dword ptr [r15 + 1152], eax
     or ebp, eax
     add qword ptr [r14 + 704], rbp
@@ -3431,6 +3609,7 @@ ditto_body_c1:
     movzx eax, bpl
     inc rbx
     dec r13
+.Lc1_j72:
     jz .Lc1_b1_done
 .Lc1_b1_c11:
     mov rax, qword ptr [r15 + 10780952]
@@ -3455,6 +3634,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j73:
     mov r8d, dword ptr [r15 + 1088]
     mov ebp, r8d
     or ebp, ebp
@@ -3464,6 +3644,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j74:
     add rax, r8
     shr eax, 28
     mov r8, qword ptr [r15 + 256]
@@ -3473,6 +3654,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j75:
     movzx ecx, r8b
     xor ecx, r8d
     movzx ecx, byte ptr [r15 + 192]
@@ -3482,6 +3664,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j76:
     movsxd rcx, dword ptr [r14 + 512]
     mov rbp, r10
     movzx r8d, byte ptr [r15 + 320]
@@ -3494,6 +3677,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j77:
     jz .Lc1_b1_done
 .Lc1_b1_c12:
     mov rax, qword ptr [r15 + 10780952]
@@ -3515,8 +3699,9 @@ ditto_body_c1:
     mov ebp, 251
     mov ecx, 24
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j78:
     and rax, rcx
     movzx eax, al
     cmp rax, rax
@@ -3525,6 +3710,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j79:
     mov rcx, qword ptr [r15 + 192]
     mov rbp, qword ptr [r14 + 576]
     vpaddd ymm6, ymm11, ymmword ptr [r15 + 128]
@@ -3533,15 +3719,17 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j80:
     movsxd r9, dword ptr [r14 + 192]
     mov ebp, 210
     mov qword ptr [r15 + 384], rbp
     movzx ebp, byte ptr [r15 + 448]
     mov dword ptr [r15 + 1408], ebp
     mov rbp, r10
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j81:
     and rbp, 8128
     movsxd rcx, dword ptr [r14 + rbp + 15808]
     neg rcx
@@ -3552,6 +3740,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j82:
     jz .Lc1_b1_done
 .Lc1_b1_c13:
     mov rax, qword ptr [r15 + 10780952]
@@ -3573,18 +3762,20 @@ ditto_body_c1:
     or r9d, r9d
     or eax, r9d
     movzx edi, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j83:
     mov eax, dword ptr [r15 + 320]
     neg rax
     mov qword ptr [r15 + 64], rax
     mov ebp, 99
     mov rax, qword ptr [r15 + 576]
     movsxd r9, dword ptr [r15 + 320]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j84:
     movzx ecx, byte ptr [r14 + 448]
     movsxd rdi, dword ptr [r15 + 256]
     neg rdi
@@ -3594,6 +3785,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j85:
     cmp rcx, rcx
     movsxd r9, dword ptr [r15 + 128]
     mov dword ptr [r14 + 832], 104
@@ -3601,8 +3793,9 @@ ditto_body_c1:
     mov dword ptr [r15 + 384], r9d
     mov rdi, rdi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j86:
     mov edi, 167
     mov edi, 61
     mov rdx, qword ptr [r15 + 192]
@@ -3611,6 +3804,7 @@ ditto_body_c1:
     xor ebp, edi
     inc rbx
     dec r13
+.Lc1_j87:
     jz .Lc1_b1_done
 .Lc1_b1_c14:
     lea rcx, [rip + .Lc1_d803_s]
@@ -3631,16 +3825,18 @@ ditto_body_c1:
     and rbp, 960
     mov rsi, qword ptr [r15 + rbp + 1472]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j88:
     mov qword ptr [r15 + 128], r9
     sub rcx, rbp
     and rcx, rcx
     mov edx, dword ptr [r15 + 960]
     mov r9d, 196
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j89:
     mov dword ptr [r15 + 192], ecx
     mov esi, ecx
     test esi, esi
@@ -3649,15 +3845,17 @@ ditto_body_c1:
     test ebx, 319488
     jnz 1f
 1:
+.Lc1_j90:
     mov r9d, esi
     vpaddd ymm8, ymm6, ymmword ptr [r15 + 384]
     shl rdx, 2
     movzx esi, dl
     neg rsi
     xor esi, ebp
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j91:
     movzx ebp, byte ptr [r14 + 448]
     mov esi, dword ptr [r15 + 640]
     add rsi, rsi
@@ -3665,9 +3863,10 @@ ditto_body_c1:
     movsxd rcx, dword ptr [r14 + 896]
     and r9, 4032
     xor dword ptr [r14 + r9 + 3520], r9d
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j92:
     imul rdx, qword ptr [r15 + 1088]
     mov r9, rdx
     movzx edx, r9b
@@ -3677,6 +3876,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j93:
     jz .Lc1_b1_done
 .Lc1_b1_c15:
     mov rax, qword ptr [r15 + 10780952]
@@ -3700,33 +3900,37 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j94:
     lea rax, [r9 + r9*2 + 125]
     test eax, eax
     mov r9, rcx
     mov r9, qword ptr [r15 + 64]
     neg r9
     mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j95:
     lea r9, [rcx + r9*2 + 118]
     shr r9d, 9
     mov rcx, r9
     inc ecx
     mov ecx, dword ptr [r15 + 192]
     test ecx, ecx
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j96:
     mov byte ptr [r15 + 448], r9b
     sub r9, rcx
     mov r9d, 224
     movzx r9d, r9b
     mov r9, qword ptr [r15 + 384]
     movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j97:
     mov eax, dword ptr [r14 + 576]
     or eax, eax
     neg rax
@@ -3736,6 +3940,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j98:
     inc r9d
     mov r9d, r9d
     mov byte ptr [r15 + 256], r9b
@@ -3743,6 +3948,7 @@ ditto_body_c1:
     movsxd r9, dword ptr [r14 + 256]
     inc rbx
     dec r13
+.Lc1_j99:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
@@ -3773,8 +3979,9 @@ ditto_body_c1:
     movsxd rsi, dword ptr [r15 + 576]
     imul rsi, qword ptr [r15 + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j118:
     xor ebp, ecx
     mov rsi, qword ptr [r14 + 64]
     mov ecx, ecx
@@ -3786,6 +3993,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j119:
     and r8, 4032
     lock add qword ptr [r15 + r8 + 3520], rcx
     mov esi, 125
@@ -3794,9 +4002,10 @@ ditto_body_c1:
     imul rcx, qword ptr [r15 + 64]
     mov dword ptr [r15 + 128], r8d
     mov qword ptr [r15 + 192], r8
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j120:
     mov byte ptr [r15 + 320], cl
     mov r8, rcx
     mov rsi, qword ptr [r15 + 640]
@@ -3808,6 +4017,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j121:
     jz .Lc1_b3_done
 .Lc1_b3_c1:
     mov rax, qword ptr [r15 + 10780952]
@@ -3830,22 +4040,25 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j122:
     mov ecx, dword ptr [r15 + 960]
     mov esi, dword ptr [r15 + 320]
     mov rbp, qword ptr [r14 + 512]
     mov r8d, dword ptr [r15 + 128]
     movzx eax, r8b
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j123:
     imul rbp, qword ptr [r14 + 448]
     mov qword ptr [r14 + 448], rcx
     mov rcx, qword ptr [r14 + 64]
     lock or dword ptr [r15 + 512], 118
     movzx esi, byte ptr [r15 + 896]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j124:
     mov r8, r10
     add rax, r8
     mov rax, qword ptr [r15 + 1216]
@@ -3856,6 +4069,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j125:
     nop
     mov ecx, 253
     mov esi, dword ptr [r15 + 576]
@@ -3865,6 +4079,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j126:
     jz .Lc1_b3_done
 .Lc1_b3_c2:
     mov rax, qword ptr [r15 + 10780952]
@@ -3886,8 +4101,9 @@ ditto_body_c1:
     mov ecx, eax
     mov ecx, 226
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j127:
     mov dword ptr [r15 + 256], eax
     movsxd r8, dword ptr [r14 + 704]
     mov eax, 32
@@ -3897,6 +4113,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j128:
     mov qword ptr [r14 + 1280], r8
     xor dword ptr [r15 + 448], r8d
     mov r8, rdi
@@ -3906,6 +4123,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j129:
     mov r8, qword ptr [r15 + 64]
     mov qword ptr [r15 + 1344], r8
     mov qword ptr [r15 + 192], r8
@@ -3915,6 +4133,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j130:
     mov rcx, qword ptr [r15 + 768]
     mov r8, qword ptr [r15 + 128]
     mov eax, dword ptr [r15 + 832]
@@ -3923,6 +4142,7 @@ ditto_body_c1:
     mov edx, eax
     inc rbx
     dec r13
+.Lc1_j131:
     jz .Lc1_b3_done
 .Lc1_b3_c3:
     mov rax, qword ptr [r15 + 10780952]
@@ -3945,6 +4165,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j132:
     inc dword ptr [r15 + 128]
     mov dword ptr [r15 + 64], 89
     movsxd r8, dword ptr [r15 + 576]
@@ -3953,14 +4174,16 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j133:
     xor dword ptr [r15 + 768], ecx
     movzx eax, cl
     and rax, r9
     mov ecx, 120
     mov r9, r10
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j134:
     add r8, r9
     mov r8d, r8d
     and r9, 2097088
@@ -3970,6 +4193,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j135:
     add rcx, 21
     add rcx, 110
     mov rcx, qword ptr [r15 + 704]
@@ -3978,6 +4202,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j136:
     mov ecx, ecx
     movzx eax, byte ptr [r14 + 256]
     movzx ecx, byte ptr [r14 + 320]
@@ -3986,6 +4211,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j137:
     jz .Lc1_b3_done
 .Lc1_b3_c4:
     mov rax, qword ptr [r15 + 10780952]
@@ -4009,6 +4235,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j138:
     mov r8d, dword ptr [r15 + 448]
     mov qword ptr [r15 + 512], rax
     mov ecx, 188
@@ -4016,8 +4243,9 @@ ditto_body_c1:
     mov rbp, rax
     mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j139:
     inc r9d
     movzx r9d, cl
     mov dword ptr [r15 + 704], r9d
@@ -4027,6 +4255,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j140:
     vpaddd ymm6, ymm3, ymmword ptr [r14 + 64]
     movzx ebp, byte ptr [r15 + 256]
     mov byte ptr [r14 + 128], r9b
@@ -4036,6 +4265,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j141:
     mov ecx, dword ptr [r15 + 256]
     mov r8d, 159
     movzx r8d, r8b
@@ -4043,6 +4273,7 @@ ditto_body_c1:
     xor r8d, ecx
     inc rbx
     dec r13
+.Lc1_j142:
     jz .Lc1_b3_done
 .Lc1_b3_c5:
     mov rax, qword ptr [r15 + 10780952]
@@ -4066,33 +4297,37 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j143:
     movzx ecx, cl
     mov rcx, qword ptr [r15 + 192]
     or ecx, ecx
     movzx eax, byte ptr [r15 + 768]
     xor dword ptr [r15 + 640], r8d
     or qword ptr [r15 + 192], 38
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j144:
     movsxd r8, dword ptr [r15 + 448]
     mov esi, 202
     mov esi, esi
     mov esi, r8d
     mov rsi, rsi
     movzx eax, byte ptr [r15 + 512]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j145:
     movsxd rsi, dword ptr [r14 + 192]
     mov ecx, dword ptr [r15 + 256]
     mov edx, dword ptr [r14 + 576]
     cmp rax, rax
     mov r8d, dword ptr [r14 + 384]
     mov rax, r8
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j146:
     sub r8, rax
     mov r8d, 208
     movsxd r8, dword ptr [r15 + 64]
@@ -4101,6 +4336,7 @@ ditto_body_c1:
     mov dword ptr [r14 + 1088], 172
     inc rbx
     dec r13
+.Lc1_j147:
     jz .Lc1_b3_done
 .Lc1_b3_c6:
     lea rcx, [rip + .Lc1_d1265_s]
@@ -4120,9 +4356,10 @@ ditto_body_c1:
     mov r8d, 101
     movsxd r8, dword ptr [r15 + 640]
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j148:
     add r8, 93
     movzx r8d, byte ptr [r15 + 320]
     and rbp, 4032
@@ -4130,9 +4367,10 @@ ditto_body_c1:
     mov rcx, qword ptr [r15 + 384]
     mov dword ptr [r15 + 128], 224
     mov qword ptr [r15 + 832], r8
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j149:
     mov r8d, ecx
     movzx r8d, r8b
     mov r8, r10
@@ -4145,6 +4383,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j150:
     and rbp, 2097088
     inc dword ptr [r15 + rbp + 286336]
     mov rdi, qword ptr [r15 + 256]
@@ -4156,6 +4395,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j151:
     jz .Lc1_b3_done
 .Lc1_b3_c7:
     mov rax, qword ptr [r15 + 10780952]
@@ -4184,8 +4424,9 @@ ditto_body_c1:
     mov dword ptr [r14 + 448], 8
     movsxd rax, dword ptr [r14 + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j152:
     movzx ebp, cl
     mov ebp, ebp
     test ebp, ebp
@@ -4193,6 +4434,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j153:
     mov ebp, 179
     mov dword ptr [r14 + 576], eax
     movzx eax, cl
@@ -4200,14 +4442,16 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j154:
     and rax, rbp
     mov eax, 207
     movzx eax, bpl
     lea rbp, [r10 + r10*1]
     add rax, rbp
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j155:
     and rbp, 8388544
     movzx eax, byte ptr [r15 + rbp + 2383552]
     movsxd rsi, dword ptr [r14 + 320]
@@ -4216,6 +4460,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j156:
     mov rsi, rax
     lock add qword ptr [r15 + rbp + 2383488], rax
     mov rbp, qword ptr [r15 + 384]
@@ -4224,6 +4469,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j157:
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
@@ -4251,9 +4497,10 @@ ditto_body_c1:
     mov rdi, rax
     lock or dword ptr [r15 + 1344], 45
     mov eax, dword ptr [r14 + 640]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j187:
     mov edx, 174
     mov r8, r10
     mov byte ptr [r15 + 64], dil
@@ -4262,9 +4509,10 @@ ditto_body_c1:
     mov dword ptr [r15 + r8 + 2496], 85
     and rbp, 4032
     movsxd r8, dword ptr [r15 + rbp + 3520]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j188:
     inc dword ptr [r15 + 384]
     mov edx, dword ptr [r15 + 320]
     mov eax, ebp
@@ -4272,13 +4520,15 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j189:
     movsxd rbp, dword ptr [r14 + 192]
     movzx eax, dl
     mov qword ptr [r15 + 128], r8
     mov edx, 31
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j190:
     mov r8, r10
     mov edi, 164
     mov rdi, qword ptr [r15 + 640]
@@ -4289,6 +4539,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j191:
     jz .Lc1_b6_done
 .Lc1_b6_c1:
     lea rcx, [rip + .Lc1_d1572_s]
@@ -4310,6 +4561,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j192:
     mov eax, dword ptr [r14 + 128]
     and rbp, 960
     mov edi, dword ptr [r15 + rbp + 2496]
@@ -4317,9 +4569,10 @@ ditto_body_c1:
     lock or dword ptr [r15 + 704], 87
     movzx ebp, al
     movsxd rbp, dword ptr [r15 + 832]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j193:
     mov rax, rdi
     mov eax, eax
     mov rdi, qword ptr [r15 + 704]
@@ -4329,15 +4582,17 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j194:
     mov ebp, edi
     mov byte ptr [r15 + 192], bpl
     mov edi, 114
     add qword ptr [r14 + 192], rdi
     movzx ebp, dil
     mov rbp, rdi
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j195:
     mov rcx, qword ptr [r14 + 384]
     mov dword ptr [r15 + 256], ecx
     movzx eax, byte ptr [r14 + 768]
@@ -4347,6 +4602,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j196:
     jz .Lc1_b6_done
 .Lc1_b6_c2:
     mov rax, qword ptr [r15 + 10780952]
@@ -4367,9 +4623,10 @@ ditto_body_c1:
     mov eax, dword ptr [r14 + 640]
     vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 128]
     movzx esi, byte ptr [r15 + 128]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j197:
     mov rbp, qword ptr [r15 + 64]
     mov edx, eax
     vmovdqu ymm6, ymmword ptr [r14 + 192]
@@ -4379,14 +4636,16 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j198:
     mov edx, dword ptr [r15 + 64]
     movzx ebp, al
     movzx ebp, bpl
     mov ebp, 79
     mov rbp, rax
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j199:
     mov eax, dword ptr [r15 + 768]
     movsxd rcx, dword ptr [r15 + 1152]
     vmovdqu ymm6, ymmword ptr [r15 + 256]
@@ -4394,8 +4653,9 @@ ditto_body_c1:
     mov rsi, rbp
     mov esi, edx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j200:
     mov dword ptr [r15 + 704], 18
     mov edx, 121
     mov ecx, dword ptr [r15 + 768]
@@ -4403,6 +4663,7 @@ ditto_body_c1:
     xor dword ptr [r14 + 64], eax
     inc rbx
     dec r13
+.Lc1_j201:
     jz .Lc1_b6_done
 .Lc1_b6_c3:
     mov rax, qword ptr [r15 + 10780952]
@@ -4434,28 +4695,32 @@ ditto_body_c1:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j202:
     lock or dword ptr [r15 + 384], 116
     lock xadd qword ptr [r15 + 192], rcx
     mov qword ptr [r15 + 704], rcx
     mov rdx, rax
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j203:
     vpaddd ymm11, ymm2, ymmword ptr [r14 + 384]
     mov dword ptr [r14 + 256], ecx
     mov r8d, 36
     mov r8d, r8d
     add qword ptr [r14 + 1088], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j204:
     movzx r8d, byte ptr [r15 + 64]
     mov rdx, r8
     mov byte ptr [r14 + 192], cl
     mov r8d, 221
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j205:
     movzx ecx, r8b
     inc dword ptr [r15 + 128]
     lea rdi, [r15 + 10772736]
@@ -4464,6 +4729,7 @@ ditto_body_c1:
     movzx ecx, byte ptr [r15 + 320]
     inc rbx
     dec r13
+.Lc1_j206:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
@@ -4492,6 +4758,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j177:
     vmovdqu ymm8, ymmword ptr [r15 + 640]
     movzx ecx, byte ptr [r15 + 576]
     mov r9, qword ptr [r15 + 576]
@@ -4501,24 +4768,27 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j178:
     mov edi, ecx
     mov dword ptr [r14 + 128], ecx
     imul rcx, qword ptr [r15 + 256]
     add qword ptr [r15 + 192], rdx
     mov edx, dword ptr [r15 + 1216]
     mov rbp, rdi
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j179:
     mov rdi, qword ptr [r15 + 192]
     mov r9d, 177
     mov r9, rbp
     mov r9d, 83
     mov qword ptr [r15 + 256], rdi
     inc dword ptr [r14 + 320]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j180:
     or qword ptr [r15 + 64], 71
     mov edx, ebp
     mov dword ptr [r15 + 448], 43
@@ -4527,6 +4797,7 @@ ditto_body_c1:
     vpaddd ymm8, ymm8, ymmword ptr [r15 + 320]
     inc rbx
     dec r13
+.Lc1_j181:
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     lea rcx, [rip + .Lc1_d1470_s]
@@ -4546,9 +4817,10 @@ ditto_body_c1:
     movsxd rdi, dword ptr [r14 + 64]
     mov byte ptr [r15 + rbp + 1472], bpl
     mov dword ptr [r15 + 192], 1
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j182:
     mov rbp, rdx
     mov r9, qword ptr [r14 + 512]
     inc dword ptr [r15 + 576]
@@ -4556,26 +4828,29 @@ ditto_body_c1:
     mov edi, 160
     mov edi, edi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j183:
     movzx edi, bpl
     mov dword ptr [r15 + 256], 157
     mov ebp, 149
     mov ebp, dword ptr [r15 + 1024]
     mov qword ptr [r14 + 256], rdi
     mov r9, rdx
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j184:
     mov edx, dword ptr [r15 + 1088]
     mov r9d, dword ptr [r15 + 192]
     movzx ecx, r9b
     movsxd rcx, dword ptr [r15 + 384]
     mov ebp, dword ptr [r15 + 768]
     mov rdi, rdx
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j185:
     mov dword ptr [r14 + 128], ebp
     mov edx, 10
     add qword ptr [r15 + 640], rdx
@@ -4585,6 +4860,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j186:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 2: 256 bytes, 1 chunk(s), 2 chunk executions per call
@@ -4602,59 +4878,77 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
-1:
+.Lc1_j100:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j101:
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
+1:
+.Lc1_j102:
+    test ebx, 1073741824
+    jnz 1f
+1:
+.Lc1_j103:
     movsxd rcx, dword ptr [r14 + 192]
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j104:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j105:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j106:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+.Lc1_j107:
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j108:
     mov rcx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+.Lc1_j109:
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
-    test ebx, 1073741824
+.Lc1_j110:
+    test ebx, 2147483648
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j111:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j112:
     mov ecx, 251
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+.Lc1_j113:
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j114:
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+.Lc1_j115:
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j116:
     inc rbx
     dec r13
+.Lc1_j117:
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 7: 256 bytes, 2 chunk(s), 1 chunk executions per call
@@ -4683,6 +4977,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j207:
     mov r8, r10
     add qword ptr [r14 + 256], rax
     and r8, 2097088
@@ -4693,6 +4988,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j208:
     mov byte ptr [r14 + 320], cl
     mov eax, eax
     mov rax, qword ptr [r14 + 1088]
@@ -4701,6 +4997,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j209:
     jz .Lc1_b7_done
 .Lc1_b7_c1:
     lea rcx, [rip + .Lc1_d1751_s]
@@ -4721,8 +5018,9 @@ ditto_body_c1:
     mov dword ptr [r14 + 192], 88
     mov byte ptr [r14 + 64], cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j210:
     mov rcx, r9
     mov rcx, rcx
     mov ecx, eax
@@ -4732,6 +5030,7 @@ ditto_body_c1:
     movzx ecx, byte ptr [r15 + 128]
     inc rbx
     dec r13
+.Lc1_j211:
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
@@ -4758,59 +5057,78 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+.Lc1_j158:
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j159:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+.Lc1_j160:
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j161:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j162:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j163:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j164:
     test ebx, 372
     jz 1f
 1:
+.Lc1_j165:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j166:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j167:
+    test ebx, 2147483648
+    jnz 1f
 1:
-    cmp dword ptr [r15 + 10780955], 0x5a8279a
-    jb 1f
+.Lc1_j168:
+    cmp dword ptr [r15 + 10780955], 0xfa57d866
+    jae 1f
 1:
+.Lc1_j169:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j170:
     cmp dword ptr [r15 + 10780956], 0xb504f33
     jae 1f
 1:
+.Lc1_j171:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j172:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j173:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc1_j174:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j175:
     inc rbx
     dec r13
+.Lc1_j176:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 8: 128 bytes, 1 chunk(s), 18 chunk executions per call
@@ -4825,34 +5143,42 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 10780952], rax
     mov r9, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j212:
     mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j213:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j214:
     jmp 1f
 1:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j215:
     vmovdqu ymmword ptr [r15 + 0], ymm11
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j216:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j217:
     shr eax, 31
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j218:
     inc rbx
     dec r13
+.Lc1_j219:
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -4879,47 +5205,62 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j0:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j1:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j2:
+    cmp dword ptr [r15 + 10780956], 0xfa57d866
+    jae 1f
+1:
+.Lc1_j3:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j4:
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp dword ptr [r15 + 10780956], 0x5a8279a
-    jb 1f
+.Lc1_j5:
+    test ebx, 2147483648
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc1_j6:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc1_j7:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_j8:
     cmp dword ptr [r15 + 10780955], 0xb504f33
     jae 1f
 1:
+.Lc1_j9:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j10:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j11:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j12:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j13:
     inc rbx
     dec r13
+.Lc1_j14:
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
     mov qword ptr [r15 + 10780928], r11
@@ -4947,25 +5288,25 @@ ditto_body_init_c1:
     imul rax, rcx
     and rax, -64
     mov qword ptr [r8 + 10780928], rax
-    movabs rax, 0x0
+    movabs rax, 0x80000000
     mov qword ptr [r8 + 10780968], rax
-    movabs rax, 0x9e3779b91f4a7c10
+    movabs rax, 0x9e3779b99f4a7c10
     mov qword ptr [r8 + 10780976], rax
-    movabs rax, 0x3c6ef3721e94f82a
+    movabs rax, 0x3c6ef3729e94f82a
     mov qword ptr [r8 + 10780984], rax
-    movabs rax, 0xdaa66d2c1ddf7438
+    movabs rax, 0xdaa66d2c9ddf7438
     mov qword ptr [r8 + 10780992], rax
-    movabs rax, 0x78dde6e51d29f054
+    movabs rax, 0x78dde6e59d29f054
     mov qword ptr [r8 + 10781000], rax
-    movabs rax, 0x1715609f1c746c68
+    movabs rax, 0x1715609f9c746c68
     mov qword ptr [r8 + 10781008], rax
-    movabs rax, 0xb54cda581bbee87c
+    movabs rax, 0xb54cda589bbee87c
     mov qword ptr [r8 + 10781016], rax
-    movabs rax, 0x538454121b096492
+    movabs rax, 0x538454129b096492
     mov qword ptr [r8 + 10781024], rax
-    movabs rax, 0xf1bbcdcb1a53e0a8
+    movabs rax, 0xf1bbcdcb9a53e0a8
     mov qword ptr [r8 + 10781032], rax
-    movabs rax, 0x8ff34785199e5c80
+    movabs rax, 0x8ff34785999e5c80
     mov qword ptr [r8 + 10781040], rax
     movabs rax, 0x72febb414013e873
     mov qword ptr [r8 + 10780952], rax
@@ -5119,23 +5460,30 @@ ditto_body_c2:
     test bl, 192
     jz 1f
 1:
+.Lc2_j8:
     test ebx, 864
     jnz 1f
 1:
+.Lc2_j9:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc2_j10:
     test bl, 192
     jz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc2_j11:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j12:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc2_j13:
     inc rbx
     dec r13
+.Lc2_j14:
     jz .Lc2_b3_done
 .Lc2_b3_c1:
     lea rcx, [rip + .Lc2_d146_s]
@@ -5176,25 +5524,32 @@ ditto_body_c2:
     .popsection
     movsxd rcx, dword ptr [r15 + 384]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc2_j15:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc2_j16:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc2_j17:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc2_j18:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc2_j19:
+    test ebx, 2147483648
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc2_j20:
     inc rbx
     dec r13
+.Lc2_j21:
     jz .Lc2_b3_done
 .Lc2_b3_c2:
     mov rax, qword ptr [r15 + 4309080]
@@ -5210,26 +5565,31 @@ ditto_body_c2:
     ret
     .popsection
     pmovmskb ecx, xmm11
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j22:
     mov r9, r10
     movdqu xmmword ptr [r15 + 192], xmm5
     test bl, 192
     jz 1f
 1:
-    cmp dword ptr [r15 + 4309084], 0x2d413ccd
-    jb 1f
+.Lc2_j23:
+    cmp dword ptr [r15 + 4309084], 0xd2bec333
+    jae 1f
 1:
+.Lc2_j24:
     and r9, 8128
     mov qword ptr [r15 + r9 + 2368], r9
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j25:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j26:
     jz .Lc2_b3_done
 .Lc2_b3_c3:
     lea rcx, [rip + .Lc2_d208_s]
@@ -5247,17 +5607,20 @@ ditto_body_c2:
     test ebx, 1824
     jnz 1f
 1:
+.Lc2_j27:
     mov esi, dword ptr [r15 + 960]
     mov rdx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j28:
     por xmm4, xmm4
     mov rcx, rsi
     mov rbp, r10
     test bl, 192
     jz 1f
 1:
+.Lc2_j29:
     mov edx, edx
     and rbp, 960
     mov rdx, qword ptr [r15 + rbp + 1344]
@@ -5265,6 +5628,7 @@ ditto_body_c2:
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j30:
     jz .Lc2_b3_done
 .Lc2_b3_c4:
     lea rcx, [rip + .Lc2_d235_s]
@@ -5279,28 +5643,33 @@ ditto_body_c2:
     mov dword ptr [r15 + 192], 119
     mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc2_j31:
     pcmpeqb xmm9, xmm10
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j32:
     mov r8d, dword ptr [r15 + 512]
     mov rdi, qword ptr [r15 + 1024]
     test ebx, 1632
     jnz 1f
 1:
+.Lc2_j33:
     mov r8, r10
     movq xmm2, r8
     test ebx, 576
     jz 1f
 1:
+.Lc2_j34:
     and r8, 8128
     mov rdi, qword ptr [r15 + r8 + 2368]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j35:
     jz .Lc2_b3_done
 .Lc2_b3_c5:
     lea rcx, [rip + .Lc2_d262_s]
@@ -5319,24 +5688,29 @@ ditto_body_c2:
     test ebx, 2752
     jnz 1f
 1:
+.Lc2_j36:
     pcmpeqb xmm14, xmmword ptr [r15 + 768]
     test bl, 192
     jz 1f
 1:
+.Lc2_j37:
     movzx ecx, dil
     movzx edi, al
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j38:
     movsxd r9, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j39:
     mov ecx, dword ptr [r15 + r8 + 2368]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j40:
     jz .Lc2_b3_done
 .Lc2_b3_c6:
     mov r9, r10
@@ -5344,21 +5718,24 @@ ditto_body_c2:
     mov rdi, qword ptr [r15 + r9 + 2368]
     imul rdi, rdi
     paddd xmm1, xmm6
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j41:
     pcmpeqb xmm1, xmm11
     movsxd rcx, dword ptr [r15 + 192]
     paddd xmm1, xmm1
     test ebx, 320
     jz 1f
 1:
+.Lc2_j42:
     mov dword ptr [r15 + 1088], ecx
     imul ecx, ecx, 14
     paddd xmm1, xmm1
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j43:
     paddq xmm1, xmmword ptr [r15 + 704]
     mov rdi, qword ptr [r15 + 832]
     paddq xmm1, xmmword ptr [r15 + 768]
@@ -5366,6 +5743,7 @@ ditto_body_c2:
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j44:
     jz .Lc2_b3_done
 .Lc2_b3_c7:
     lea rcx, [rip + .Lc2_d314_s]
@@ -5382,27 +5760,32 @@ ditto_body_c2:
     test ebx, 1440
     jnz 1f
 1:
+.Lc2_j45:
     mov esi, 38
     mov rbp, r10
     movzx esi, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j46:
     and rbp, 16320
     movzx ecx, byte ptr [r15 + rbp + 10560]
     test ebx, 320
     jnz 1f
 1:
+.Lc2_j47:
     imul rsi, rsi
     movdqu xmm6, xmmword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j48:
     movzx ecx, bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j49:
     jz .Lc2_b3_done
 .Lc2_b3_c8:
     mov rax, qword ptr [r15 + 4309080]
@@ -5423,20 +5806,24 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j50:
     mov r9d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j51:
     and r8, 8128
     mov ecx, dword ptr [r15 + r8 + 26944]
     cmp dword ptr [r15 + 4309083], 0x2d413ccd
     jae 1f
 1:
+.Lc2_j52:
     imul r9, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j53:
     jz .Lc2_b3_done
 .Lc2_b3_c9:
     lea rcx, [rip + .Lc2_d368_s]
@@ -5453,27 +5840,33 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j54:
     mov r9, qword ptr [r15 + 320]
     test ebx, 576
     jnz 1f
 1:
+.Lc2_j55:
     movzx edx, cl
     mov ecx, 135
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j56:
     movdqu xmm15, xmmword ptr [r15 + 704]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j57:
     mov edx, 43
     mov edx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j58:
     imul rdx, qword ptr [r15 + 832]
     inc rbx
     dec r13
+.Lc2_j59:
     jz .Lc2_b3_done
 .Lc2_b3_c10:
     mov rbp, rdx
@@ -5482,23 +5875,27 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j60:
     and rbp, 8128
     mov rdi, qword ptr [r15 + rbp + 2368]
     mov ebp, edx
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j61:
     movzx edx, bpl
     pshufd xmm13, xmm2, 5
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j62:
     pxor xmm13, xmm14
     mov eax, dword ptr [r15 + 512]
     mov r8, r10
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j63:
     and r8, 960
     mov rdx, qword ptr [r15 + r8 + 1344]
     paddd xmm13, xmm13
@@ -5506,6 +5903,7 @@ ditto_body_c2:
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j64:
     jz .Lc2_b3_done
 .Lc2_b3_c11:
     lea rcx, [rip + .Lc2_d422_s]
@@ -5522,23 +5920,27 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j65:
     movzx esi, byte ptr [r15 + 384]
     mov dword ptr [r15 + 576], r8d
     mov r8, r10
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j66:
     and r8, 8128
     mov qword ptr [r15 + r8 + 2368], rsi
     movzx r8d, byte ptr [r15 + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j67:
     imul r8, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j68:
     jz .Lc2_b3_done
 .Lc2_b3_c12:
     mov rax, qword ptr [r15 + 4309080]
@@ -5558,20 +5960,24 @@ ditto_body_c2:
     test ebx, 864
     jnz 1f
 1:
+.Lc2_j69:
     and r8, 16320
     mov eax, dword ptr [r15 + r8 + 10560]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j70:
     pmovmskb ecx, xmm9
-    cmp dword ptr [r15 + 4309083], 0x16a09e6
-    jb 1f
+    cmp dword ptr [r15 + 4309083], 0xfe95f61a
+    jae 1f
 1:
+.Lc2_j71:
     movsxd rax, dword ptr [r15 + r8 + 10624]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j72:
     jz .Lc2_b3_done
 .Lc2_b3_c13:
     mov rax, qword ptr [r15 + 4309080]
@@ -5587,24 +5993,29 @@ ditto_body_c2:
     ret
     .popsection
     mov qword ptr [r15 + 192], rax
-    cmp dword ptr [r15 + 4309083], 0x16a09e6
-    jb 1f
+    cmp dword ptr [r15 + 4309083], 0xfe95f61a
+    jae 1f
 1:
+.Lc2_j73:
     mov edi, ecx
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j74:
     movsxd rcx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j75:
     movsd qword ptr [r15 + 640], xmm9
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j76:
     mov ecx, dword ptr [r15 + 320]
     inc rbx
     dec r13
+.Lc2_j77:
     jz .Lc2_b3_done
 .Lc2_b3_c14:
     mov edi, 239
@@ -5613,11 +6024,13 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j78:
     movzx r9d, dil
     mov ecx, 11
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j79:
     movzx edi, byte ptr [r15 + 704]
     mov r9, r10
     pcmpeqb xmm1, xmm6
@@ -5625,6 +6038,7 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j80:
     and r9, 16320
     movsxd rdi, dword ptr [r15 + r9 + 10560]
     and rbp, 8128
@@ -5633,6 +6047,7 @@ ditto_body_c2:
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j81:
     jz .Lc2_b3_done
 .Lc2_b3_c15:
     lea rcx, [rip + .Lc2_d520_s]
@@ -5651,26 +6066,31 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j82:
     pxor xmm6, xmm15
     mov edx, 58
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j83:
     mov rcx, rbp
     mov dword ptr [r15 + rbp + 1408], 99
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 170
-    movzx ecx, byte ptr [r15 + 512]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc2_j84:
+    mov edx, 170
+    movzx ecx, byte ptr [r15 + 512]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc2_j85:
     paddd xmm3, xmm0
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j86:
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
 // block 1: 128 bytes, 1 chunk(s), 3 chunk executions per call
@@ -5689,28 +6109,33 @@ ditto_body_c2:
     test bl, 78
     jnz 1f
 1:
+.Lc2_j1:
     movsxd rbp, dword ptr [r15 + 320]
     movsxd rsi, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j2:
     pcmpeqb xmm14, xmm9
     mov ebp, ebp
     pcmpeqb xmm14, xmm10
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j3:
     pxor xmm14, xmm13
     nop
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j4:
     movsxd rsi, dword ptr [r15 + 256]
     movsxd rdi, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j5:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -5723,6 +6148,7 @@ ditto_body_c2:
     imul rsi, qword ptr [r15 + 192]
     mov r8, qword ptr [r15 + 448]
     dec r13
+.Lc2_j0:
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 5: 64 bytes, 1 chunk(s), 36 chunk executions per call
@@ -5741,8 +6167,10 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j89:
     inc rbx
     dec r13
+.Lc2_j90:
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
 // block 4: 64 bytes, 1 chunk(s), 63 chunk executions per call
@@ -5758,10 +6186,12 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j87:
     mov ebp, dword ptr [r15 + 576]
     mov dword ptr [r14 + 448], 175
     inc rbx
     dec r13
+.Lc2_j88:
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
 // block 9: 64 bytes, 1 chunk(s), 106 chunk executions per call
@@ -5780,6 +6210,7 @@ ditto_body_c2:
     .popsection
     mov dword ptr [r14 + 320], ecx
     dec r13
+.Lc2_j96:
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
 // block 10: 64 bytes, 1 chunk(s), 197 chunk executions per call
@@ -5796,6 +6227,7 @@ ditto_body_c2:
     mov byte ptr [r15 + 64], bpl
     mov rbp, qword ptr [r14 + 0]
     dec r13
+.Lc2_j97:
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
 // block 7: 64 bytes, 1 chunk(s), 126 chunk executions per call
@@ -5812,10 +6244,12 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j92:
     inc ecx
     xor dword ptr [r15 + 192], ecx
     inc rbx
     dec r13
+.Lc2_j93:
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 47 chunk executions per call
@@ -5831,13 +6265,15 @@ ditto_body_c2:
     or r9d, 1
     xor edx, edx
     div r9d
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j94:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r14 + 384], 81
     inc rbx
     dec r13
+.Lc2_j95:
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
 // block 6: 64 bytes, 1 chunk(s), 11 chunk executions per call
@@ -5851,6 +6287,7 @@ ditto_body_c2:
     imul r9d, ebp, 70
     mov r9d, r9d
     dec r13
+.Lc2_j91:
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
 // block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -5865,15 +6302,17 @@ ditto_body_c2:
     mov rdi, rcx
     and rbp, 8128
     movsxd rcx, dword ptr [r15 + rbp + 2368]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc2_j6:
     mov r9, rdi
     movq qword ptr [r15 + 512], xmm1
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc2_j7:
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
     mov qword ptr [r15 + 4309056], r11
@@ -5900,27 +6339,27 @@ ditto_body_init_c2:
     imul rax, rcx
     and rax, -64
     mov qword ptr [r8 + 4309056], rax
-    movabs rax, 0x0
+    movabs rax, 0x80000000
     mov qword ptr [r8 + 4309096], rax
-    movabs rax, 0x9e3779b91f4a7c15
+    movabs rax, 0x9e3779b99f4a7c15
     mov qword ptr [r8 + 4309104], rax
-    movabs rax, 0x3c6ef3721e94f82a
+    movabs rax, 0x3c6ef3729e94f82a
     mov qword ptr [r8 + 4309112], rax
-    movabs rax, 0xdaa66d2c1ddf7430
+    movabs rax, 0xdaa66d2c9ddf7430
     mov qword ptr [r8 + 4309120], rax
-    movabs rax, 0x78dde6e51d29f054
+    movabs rax, 0x78dde6e59d29f054
     mov qword ptr [r8 + 4309128], rax
-    movabs rax, 0x1715609f1c746c69
+    movabs rax, 0x1715609f9c746c69
     mov qword ptr [r8 + 4309136], rax
-    movabs rax, 0xb54cda581bbee87e
+    movabs rax, 0xb54cda589bbee87e
     mov qword ptr [r8 + 4309144], rax
-    movabs rax, 0x538454121b096493
+    movabs rax, 0x538454129b096493
     mov qword ptr [r8 + 4309152], rax
-    movabs rax, 0xf1bbcdcb1a53e0a8
+    movabs rax, 0xf1bbcdcb9a53e0a8
     mov qword ptr [r8 + 4309160], rax
-    movabs rax, 0x8ff34785199e5cbd
+    movabs rax, 0x8ff34785999e5cbd
     mov qword ptr [r8 + 4309168], rax
-    movabs rax, 0x2e2ac13e18e8d8d2
+    movabs rax, 0x2e2ac13e98e8d8d2
     mov qword ptr [r8 + 4309176], rax
     movabs rax, 0x4fca4a4c4a621b1f
     mov qword ptr [r8 + 4309080], rax

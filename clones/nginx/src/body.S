@@ -654,6 +654,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j1:
     jz .Lc1_b1_done
 .Lc1_b1_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -755,6 +756,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j2:
     jz .Lc1_b1_done
 .Lc1_b1_c2:
     lea rbp, [r11*8]
@@ -807,6 +809,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j3:
     jz .Lc1_b1_done
 .Lc1_b1_c3:
     lea rcx, [rip + .Lc1_d229_s]
@@ -874,6 +877,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j4:
     jz .Lc1_b1_done
 .Lc1_b1_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -937,6 +941,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j5:
     jz .Lc1_b1_done
 .Lc1_b1_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -1018,6 +1023,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j6:
     jz .Lc1_b1_done
 .Lc1_b1_c6:
     lea rcx, [rip + .Lc1_d394_s]
@@ -1077,6 +1083,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j7:
     jz .Lc1_b1_done
 .Lc1_b1_c7:
     jmp 1f
@@ -1142,6 +1149,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j8:
     jz .Lc1_b1_done
 .Lc1_b1_c8:
     mov rax, qword ptr [r15 + 67117720]
@@ -1202,6 +1210,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j9:
     jz .Lc1_b1_done
 .Lc1_b1_c9:
     lea rcx, [rip + .Lc1_d544_s]
@@ -1266,6 +1275,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j10:
     jz .Lc1_b1_done
 .Lc1_b1_c10:
     lea rcx, [rip + .Lc1_d597_s]
@@ -1336,6 +1346,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j11:
     jz .Lc1_b1_done
 .Lc1_b1_c11:
     mov rax, qword ptr [r15 + 67117720]
@@ -1396,6 +1407,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j12:
     jz .Lc1_b1_done
 .Lc1_b1_c12:
     mov rbp, rsi
@@ -1455,6 +1467,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j13:
     jz .Lc1_b1_done
 .Lc1_b1_c13:
     mov rax, qword ptr [r15 + 67117720]
@@ -1531,6 +1544,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j14:
     jz .Lc1_b1_done
 .Lc1_b1_c14:
     lea rcx, [rip + .Lc1_d806_s]
@@ -1595,6 +1609,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j15:
     jz .Lc1_b1_done
 .Lc1_b1_c15:
     lea rcx, [rip + .Lc1_d857_s]
@@ -1663,6 +1678,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j16:
     jz .Lc1_b1_done
 .Lc1_b1_c16:
     mov rax, qword ptr [r15 + 67117720]
@@ -1729,6 +1745,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j17:
     jz .Lc1_b1_done
 .Lc1_b1_c17:
     lea rcx, [rip + .Lc1_d960_s]
@@ -1798,6 +1815,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j18:
     jz .Lc1_b1_done
 .Lc1_b1_c18:
     jmp 1f
@@ -1859,6 +1877,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j19:
     jz .Lc1_b1_done
 .Lc1_b1_c19:
     lea rcx, [rip + .Lc1_d1066_s]
@@ -1929,6 +1948,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j20:
     jz .Lc1_b1_done
 .Lc1_b1_c20:
     lea rcx, [rip + .Lc1_d1120_s]
@@ -1997,6 +2017,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j21:
     jz .Lc1_b1_done
 .Lc1_b1_c21:
     mov rax, qword ptr [r15 + 67117720]
@@ -2056,6 +2077,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j22:
     jz .Lc1_b1_done
 .Lc1_b1_c22:
     lea rcx, [rip + .Lc1_d1224_s]
@@ -2126,6 +2148,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j23:
     jz .Lc1_b1_done
 .Lc1_b1_c23:
     mov qword ptr [r15 + 768], r9
@@ -2190,6 +2213,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j24:
     jz .Lc1_b1_done
 .Lc1_b1_c24:
     mov rax, qword ptr [r15 + 67117720]
@@ -2255,6 +2279,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j25:
     jz .Lc1_b1_done
 .Lc1_b1_c25:
     lea rcx, [rip + .Lc1_d1384_s]
@@ -2323,6 +2348,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j26:
     jz .Lc1_b1_done
 .Lc1_b1_c26:
     lea rcx, [rip + .Lc1_d1437_s]
@@ -2387,6 +2413,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j27:
     jz .Lc1_b1_done
 .Lc1_b1_c27:
     lea rcx, [rip + .Lc1_d1488_s]
@@ -2449,6 +2476,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j28:
     jz .Lc1_b1_done
 .Lc1_b1_c28:
     mov qword ptr [r15 + 768], rdx
@@ -2509,6 +2537,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j29:
     jz .Lc1_b1_done
 .Lc1_b1_c29:
     lea rcx, [rip + .Lc1_d1587_s]
@@ -2586,6 +2615,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j30:
     jz .Lc1_b1_done
 .Lc1_b1_c30:
     lea rcx, [rip + .Lc1_d1647_s]
@@ -2656,6 +2686,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j31:
     jz .Lc1_b1_done
 .Lc1_b1_c31:
     lea rcx, [rip + .Lc1_d1701_s]
@@ -2731,6 +2762,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j32:
     jz .Lc1_b1_done
 .Lc1_b1_c32:
     mov rax, qword ptr [r15 + 67117720]
@@ -2802,6 +2834,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j33:
     jz .Lc1_b1_done
 .Lc1_b1_c33:
     lea rcx, [rip + .Lc1_d1814_s]
@@ -2864,6 +2897,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j34:
     jz .Lc1_b1_done
 .Lc1_b1_c34:
     mov ecx, 118
@@ -2927,6 +2961,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j35:
     jz .Lc1_b1_done
 .Lc1_b1_c35:
     mov rax, qword ptr [r15 + 67117720]
@@ -2994,6 +3029,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j36:
     jz .Lc1_b1_done
 .Lc1_b1_c36:
     lea rcx, [rip + .Lc1_d1968_s]
@@ -3053,6 +3089,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j37:
     jz .Lc1_b1_done
 .Lc1_b1_c37:
     mov rax, qword ptr [r15 + 67117720]
@@ -3118,6 +3155,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j38:
     jz .Lc1_b1_done
 .Lc1_b1_c38:
     lea rcx, [rip + .Lc1_d2069_s]
@@ -3190,6 +3228,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j39:
     jz .Lc1_b1_done
 .Lc1_b1_c39:
     mov rbp, r11
@@ -3252,6 +3291,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j40:
     jz .Lc1_b1_done
 .Lc1_b1_c40:
     lea rcx, [rip + .Lc1_d2175_s]
@@ -3318,6 +3358,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j41:
     jz .Lc1_b1_done
 .Lc1_b1_c41:
     lea rcx, [rip + .Lc1_d2226_s]
@@ -3382,6 +3423,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j42:
     jz .Lc1_b1_done
 .Lc1_b1_c42:
     lea rcx, [rip + .Lc1_d2278_s]
@@ -3447,6 +3489,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j43:
     jz .Lc1_b1_done
 .Lc1_b1_c43:
     lea rcx, [rip + .Lc1_d2329_s]
@@ -3512,6 +3555,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j44:
     jz .Lc1_b1_done
 .Lc1_b1_c44:
     jmp 1f
@@ -3569,6 +3613,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j45:
     jz .Lc1_b1_done
 .Lc1_b1_c45:
     mov rax, qword ptr [r15 + 67117720]
@@ -3626,6 +3671,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j46:
     jz .Lc1_b1_done
 .Lc1_b1_c46:
     mov rax, qword ptr [r15 + 67117720]
@@ -3699,6 +3745,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j47:
     jz .Lc1_b1_done
 .Lc1_b1_c47:
     lea rcx, [rip + .Lc1_d2531_s]
@@ -3762,6 +3809,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j48:
     jz .Lc1_b1_done
 .Lc1_b1_c48:
     mov rax, qword ptr [r15 + 67117720]
@@ -3822,6 +3870,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j49:
     jz .Lc1_b1_done
 .Lc1_b1_c49:
     lea rcx, [rip + .Lc1_d2629_s]
@@ -3893,6 +3942,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j50:
     jz .Lc1_b1_done
 .Lc1_b1_c50:
     mov r8, r11
@@ -3945,6 +3995,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j51:
     jz .Lc1_b1_done
 .Lc1_b1_c51:
     lea rcx, [rip + .Lc1_d2730_s]
@@ -4016,6 +4067,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j52:
     jz .Lc1_b1_done
 .Lc1_b1_c52:
     mov rax, qword ptr [r15 + 67117720]
@@ -4080,6 +4132,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j53:
     jz .Lc1_b1_done
 .Lc1_b1_c53:
     lea rcx, [rip + .Lc1_d2839_s]
@@ -4138,6 +4191,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j54:
     jz .Lc1_b1_done
 .Lc1_b1_c54:
     lea rcx, [rip + .Lc1_d2888_s]
@@ -4199,6 +4253,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j55:
     jz .Lc1_b1_done
 .Lc1_b1_c55:
     mov rbp, r11
@@ -4265,6 +4320,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j56:
     jz .Lc1_b1_done
 .Lc1_b1_c56:
     mov rax, qword ptr [r15 + 67117720]
@@ -4331,6 +4387,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j57:
     jz .Lc1_b1_done
 .Lc1_b1_c57:
     lea rcx, [rip + .Lc1_d3045_s]
@@ -4411,6 +4468,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j58:
     jz .Lc1_b1_done
 .Lc1_b1_c58:
     lea rcx, [rip + .Lc1_d3104_s]
@@ -4478,6 +4536,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j59:
     jz .Lc1_b1_done
 .Lc1_b1_c59:
     lea rcx, [rip + .Lc1_d3156_s]
@@ -4542,6 +4601,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j60:
     jz .Lc1_b1_done
 .Lc1_b1_c60:
     mov rcx, qword ptr [r15 + 704]
@@ -4603,6 +4663,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j61:
     jz .Lc1_b1_done
 .Lc1_b1_c61:
     lea rcx, [rip + .Lc1_d3258_s]
@@ -4670,6 +4731,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j62:
     jz .Lc1_b1_done
 .Lc1_b1_c62:
     lea rcx, [rip + .Lc1_d3311_s]
@@ -4741,6 +4803,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j63:
     jz .Lc1_b1_done
 .Lc1_b1_c63:
     mov rax, qword ptr [r15 + 67117720]
@@ -4825,6 +4888,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j64:
     jz .Lc1_b1_done
 .Lc1_b1_c64:
     mov rax, qword ptr [r15 + 67117720]
@@ -4892,6 +4956,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j65:
     jz .Lc1_b1_done
 .Lc1_b1_c65:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -4959,6 +5024,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j66:
     jz .Lc1_b1_done
 .Lc1_b1_c66:
     mov rax, qword ptr [r15 + 67117720]
@@ -5019,6 +5085,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j67:
     jz .Lc1_b1_done
 .Lc1_b1_c67:
     lea rcx, [rip + .Lc1_d3585_s]
@@ -5092,6 +5159,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j68:
     jz .Lc1_b1_done
 .Lc1_b1_c68:
     lea rcx, [rip + .Lc1_d3641_s]
@@ -5159,6 +5227,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j69:
     jz .Lc1_b1_done
 .Lc1_b1_c69:
     lea rcx, [rip + .Lc1_d3694_s]
@@ -5229,6 +5298,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j70:
     jz .Lc1_b1_done
 .Lc1_b1_c70:
     mov rax, qword ptr [r15 + 67117720]
@@ -5289,6 +5359,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j71:
     jz .Lc1_b1_done
 .Lc1_b1_c71:
     mov r8d, dword ptr [r15 + 256]
@@ -5360,6 +5431,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j72:
     jz .Lc1_b1_done
 .Lc1_b1_c72:
     lea rcx, [rip + .Lc1_d3857_s]
@@ -5424,6 +5496,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j73:
     jz .Lc1_b1_done
 .Lc1_b1_c73:
     lea rcx, [rip + .Lc1_d3910_s]
@@ -5507,6 +5580,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j74:
     jz .Lc1_b1_done
 .Lc1_b1_c74:
     lea rcx, [rip + .Lc1_d3971_s]
@@ -5570,6 +5644,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j75:
     jz .Lc1_b1_done
 .Lc1_b1_c75:
     mov rax, qword ptr [r15 + 67117720]
@@ -5639,6 +5714,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j76:
     jz .Lc1_b1_done
 .Lc1_b1_c76:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -5700,6 +5776,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j77:
     jz .Lc1_b1_done
 .Lc1_b1_c77:
     lea rcx, [rip + .Lc1_d4131_s]
@@ -5771,6 +5848,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j78:
     jz .Lc1_b1_done
 .Lc1_b1_c78:
     lea rcx, [rip + .Lc1_d4186_s]
@@ -5841,6 +5919,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j79:
     jz .Lc1_b1_done
 .Lc1_b1_c79:
     mov rax, qword ptr [r15 + 67117720]
@@ -5920,6 +5999,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j80:
     jz .Lc1_b1_done
 .Lc1_b1_c80:
     lea rcx, [rip + .Lc1_d4300_s]
@@ -5989,6 +6069,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j81:
     jz .Lc1_b1_done
 .Lc1_b1_c81:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -6054,6 +6135,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j82:
     jz .Lc1_b1_done
 .Lc1_b1_c82:
     lea rcx, [rip + .Lc1_d4406_s]
@@ -6128,6 +6210,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j83:
     jz .Lc1_b1_done
 .Lc1_b1_c83:
     mov rax, qword ptr [r15 + 67117720]
@@ -6208,6 +6291,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j84:
     jz .Lc1_b1_done
 .Lc1_b1_c84:
     lea rcx, [rip + .Lc1_d4523_s]
@@ -6277,6 +6361,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j85:
     jz .Lc1_b1_done
 .Lc1_b1_c85:
     mov rax, qword ptr [r15 + 67117720]
@@ -6340,6 +6425,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j86:
     jz .Lc1_b1_done
 .Lc1_b1_c86:
     lea rcx, [rip + .Lc1_d4628_s]
@@ -6394,6 +6480,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j87:
     jz .Lc1_b1_done
 .Lc1_b1_c87:
     mov rbp, r11
@@ -6463,6 +6550,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j88:
     jz .Lc1_b1_done
 .Lc1_b1_c88:
     lea rcx, [rip + .Lc1_d4729_s]
@@ -6535,6 +6623,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j89:
     jz .Lc1_b1_done
 .Lc1_b1_c89:
     mov rax, qword ptr [r15 + 67117720]
@@ -6604,6 +6693,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j90:
     jz .Lc1_b1_done
 .Lc1_b1_c90:
     lea rcx, [rip + .Lc1_d4840_s]
@@ -6671,6 +6761,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j91:
     jz .Lc1_b1_done
 .Lc1_b1_c91:
     mov rax, qword ptr [r15 + 67117720]
@@ -6767,6 +6858,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j92:
     jz .Lc1_b1_done
 .Lc1_b1_c92:
     jmp 1f
@@ -6822,6 +6914,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j93:
     jz .Lc1_b1_done
 .Lc1_b1_c93:
     lea rcx, [rip + .Lc1_d5011_s]
@@ -6891,6 +6984,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j94:
     jz .Lc1_b1_done
 .Lc1_b1_c94:
     lea rcx, [rip + .Lc1_d5064_s]
@@ -6975,6 +7069,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j95:
     jz .Lc1_b1_done
 .Lc1_b1_c95:
     mov rax, qword ptr [r15 + 67117720]
@@ -7050,6 +7145,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j96:
     jz .Lc1_b1_done
 .Lc1_b1_c96:
     lea rcx, [rip + .Lc1_d5180_s]
@@ -7134,6 +7230,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j97:
     jz .Lc1_b1_done
 .Lc1_b1_c97:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -7194,6 +7291,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j98:
     jz .Lc1_b1_done
 .Lc1_b1_c98:
     mov rax, qword ptr [r15 + 67117720]
@@ -7273,6 +7371,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j99:
     jz .Lc1_b1_done
 .Lc1_b1_c99:
     lea rcx, [rip + .Lc1_d5349_s]
@@ -7344,6 +7443,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j100:
     jz .Lc1_b1_done
 .Lc1_b1_c100:
     lea rcx, [rip + .Lc1_d5404_s]
@@ -7420,6 +7520,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j101:
     jz .Lc1_b1_done
 .Lc1_b1_c101:
     lea rcx, [rip + .Lc1_d5460_s]
@@ -7483,6 +7584,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j102:
     jz .Lc1_b1_done
 .Lc1_b1_c102:
     mov rax, qword ptr [r15 + 67117720]
@@ -7554,6 +7656,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j103:
     jz .Lc1_b1_done
 .Lc1_b1_c103:
     movzx r8d, dl
@@ -7622,6 +7725,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j104:
     jz .Lc1_b1_done
 .Lc1_b1_c104:
     lea rcx, [rip + .Lc1_d5617_s]
@@ -7697,6 +7801,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j105:
     jz .Lc1_b1_done
 .Lc1_b1_c105:
     mov rax, qword ptr [r15 + 67117720]
@@ -7787,6 +7892,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j106:
     jz .Lc1_b1_done
 .Lc1_b1_c106:
     lea rcx, [rip + .Lc1_d5740_s]
@@ -7845,6 +7951,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j107:
     jz .Lc1_b1_done
 .Lc1_b1_c107:
     mov rax, qword ptr [r15 + 67117720]
@@ -7913,6 +8020,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j108:
     jz .Lc1_b1_done
 .Lc1_b1_c108:
     mov dword ptr [r15 + 0], eax
@@ -7991,6 +8099,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j109:
     jz .Lc1_b1_done
 .Lc1_b1_c109:
     lea rcx, [rip + .Lc1_d5905_s]
@@ -8046,6 +8155,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j110:
     jz .Lc1_b1_done
 .Lc1_b1_c110:
     lea rcx, [rip + .Lc1_d5952_s]
@@ -8111,6 +8221,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j111:
     jz .Lc1_b1_done
 .Lc1_b1_c111:
     mov rax, qword ptr [r15 + 67117720]
@@ -8210,6 +8321,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j112:
     jz .Lc1_b1_done
 .Lc1_b1_c112:
     lea rcx, [rip + .Lc1_d6075_s]
@@ -8279,6 +8391,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j113:
     jz .Lc1_b1_done
 .Lc1_b1_c113:
     mov eax, 69
@@ -8346,6 +8459,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j114:
     jz .Lc1_b1_done
 .Lc1_b1_c114:
     lea rcx, [rip + .Lc1_d6184_s]
@@ -8414,6 +8528,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j115:
     jz .Lc1_b1_done
 .Lc1_b1_c115:
     mov rax, qword ptr [r15 + 67117720]
@@ -8479,6 +8594,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j116:
     jz .Lc1_b1_done
 .Lc1_b1_c116:
     lea rcx, [rip + .Lc1_d6289_s]
@@ -8538,6 +8654,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j117:
     jz .Lc1_b1_done
 .Lc1_b1_c117:
     mov rax, qword ptr [r15 + 67117720]
@@ -8602,6 +8719,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j118:
     jz .Lc1_b1_done
 .Lc1_b1_c118:
     mov r8, r11
@@ -8671,6 +8789,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j119:
     jz .Lc1_b1_done
 .Lc1_b1_c119:
     lea rcx, [rip + .Lc1_d6445_s]
@@ -8753,6 +8872,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j120:
     jz .Lc1_b1_done
 .Lc1_b1_c120:
     lea rcx, [rip + .Lc1_d6504_s]
@@ -8821,6 +8941,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j121:
     jz .Lc1_b1_done
 .Lc1_b1_c121:
     mov rax, qword ptr [r15 + 67117720]
@@ -8883,6 +9004,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j122:
     jz .Lc1_b1_done
 .Lc1_b1_c122:
     lea rcx, [rip + .Lc1_d6609_s]
@@ -8949,6 +9071,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j123:
     jz .Lc1_b1_done
 .Lc1_b1_c123:
     lea rcx, [rip + .Lc1_d6660_s]
@@ -9015,6 +9138,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j124:
     jz .Lc1_b1_done
 .Lc1_b1_c124:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -9071,6 +9195,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j125:
     jz .Lc1_b1_done
 .Lc1_b1_c125:
     mov rax, qword ptr [r15 + 67117720]
@@ -9160,6 +9285,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j126:
     jz .Lc1_b1_done
 .Lc1_b1_c126:
     lea rcx, [rip + .Lc1_d6825_s]
@@ -9231,6 +9357,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j127:
     jz .Lc1_b1_done
 .Lc1_b1_c127:
     mov rax, qword ptr [r15 + 67117720]
@@ -9297,6 +9424,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j128:
     jz .Lc1_b1_done
 .Lc1_b1_c128:
     lea rcx, [rip + .Lc1_d6932_s]
@@ -9362,6 +9490,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j129:
     jz .Lc1_b1_done
 .Lc1_b1_c129:
     and r9d, dword ptr [r15 + 256]
@@ -9434,6 +9563,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j130:
     jz .Lc1_b1_done
 .Lc1_b1_c130:
     lea rcx, [rip + .Lc1_d7039_s]
@@ -9498,6 +9628,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j131:
     jz .Lc1_b1_done
 .Lc1_b1_c131:
     mov rax, qword ptr [r15 + 67117720]
@@ -9562,6 +9693,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j132:
     jz .Lc1_b1_done
 .Lc1_b1_c132:
     lea rcx, [rip + .Lc1_d7144_s]
@@ -9635,6 +9767,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j133:
     jz .Lc1_b1_done
 .Lc1_b1_c133:
     mov rax, qword ptr [r15 + 67117720]
@@ -9714,6 +9847,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j134:
     jz .Lc1_b1_done
 .Lc1_b1_c134:
     mov rbp, r11
@@ -9784,6 +9918,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j135:
     jz .Lc1_b1_done
 .Lc1_b1_c135:
     lea rcx, [rip + .Lc1_d7314_s]
@@ -9848,6 +9983,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j136:
     jz .Lc1_b1_done
 .Lc1_b1_c136:
     lea rcx, [rip + .Lc1_d7366_s]
@@ -9915,6 +10051,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j137:
     jz .Lc1_b1_done
 .Lc1_b1_c137:
     mov rax, qword ptr [r15 + 67117720]
@@ -9981,6 +10118,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j138:
     jz .Lc1_b1_done
 .Lc1_b1_c138:
     lea rcx, [rip + .Lc1_d7472_s]
@@ -10050,6 +10188,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j139:
     jz .Lc1_b1_done
 .Lc1_b1_c139:
     lea rcx, [rip + .Lc1_d7526_s]
@@ -10122,6 +10261,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j140:
     jz .Lc1_b1_done
 .Lc1_b1_c140:
     mov r8d, r9d
@@ -10184,6 +10324,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j141:
     jz .Lc1_b1_done
 .Lc1_b1_c141:
     mov rax, qword ptr [r15 + 67117720]
@@ -10255,6 +10396,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j142:
     jz .Lc1_b1_done
 .Lc1_b1_c142:
     lea rcx, [rip + .Lc1_d7690_s]
@@ -10325,6 +10467,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j143:
     jz .Lc1_b1_done
 .Lc1_b1_c143:
     lea rcx, [rip + .Lc1_d7744_s]
@@ -10387,6 +10530,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j144:
     jz .Lc1_b1_done
 .Lc1_b1_c144:
     mov rax, qword ptr [r15 + 67117720]
@@ -10459,6 +10603,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j145:
     jz .Lc1_b1_done
 .Lc1_b1_c145:
     movzx esi, byte ptr [r15 + 256]
@@ -10516,6 +10661,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j146:
     jz .Lc1_b1_done
 .Lc1_b1_c146:
     lea rcx, [rip + .Lc1_d7899_s]
@@ -10579,6 +10725,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j147:
     jz .Lc1_b1_done
 .Lc1_b1_c147:
     mov rax, qword ptr [r15 + 67117720]
@@ -10678,6 +10825,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j148:
     jz .Lc1_b1_done
 .Lc1_b1_c148:
     lea rcx, [rip + .Lc1_d8017_s]
@@ -10743,6 +10891,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j149:
     jz .Lc1_b1_done
 .Lc1_b1_c149:
     lea rcx, [rip + .Lc1_d8069_s]
@@ -10800,6 +10949,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j150:
     jz .Lc1_b1_done
 .Lc1_b1_c150:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -10859,6 +11009,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j151:
     jz .Lc1_b1_done
 .Lc1_b1_c151:
     mov rax, qword ptr [r15 + 67117720]
@@ -10939,6 +11090,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j152:
     jz .Lc1_b1_done
 .Lc1_b1_c152:
     lea rcx, [rip + .Lc1_d8226_s]
@@ -10998,6 +11150,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j153:
     jz .Lc1_b1_done
 .Lc1_b1_c153:
     mov rax, qword ptr [r15 + 67117720]
@@ -11074,6 +11227,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j154:
     jz .Lc1_b1_done
 .Lc1_b1_c154:
     mov rax, qword ptr [r15 + 67117720]
@@ -11145,6 +11299,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j155:
     jz .Lc1_b1_done
 .Lc1_b1_c155:
     mov qword ptr [r15 + 0], rbp
@@ -11204,6 +11359,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j156:
     jz .Lc1_b1_done
 .Lc1_b1_c156:
     lea rcx, [rip + .Lc1_d8438_s]
@@ -11274,6 +11430,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j157:
     jz .Lc1_b1_done
 .Lc1_b1_c157:
     lea rcx, [rip + .Lc1_d8492_s]
@@ -11337,6 +11494,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j158:
     jz .Lc1_b1_done
 .Lc1_b1_c158:
     lea rcx, [rip + .Lc1_d8544_s]
@@ -11404,6 +11562,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j159:
     jz .Lc1_b1_done
 .Lc1_b1_c159:
     mov rax, qword ptr [r15 + 67117720]
@@ -11464,6 +11623,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j160:
     jz .Lc1_b1_done
 .Lc1_b1_c160:
     lea rcx, [rip + .Lc1_d8646_s]
@@ -11532,6 +11692,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j161:
     jz .Lc1_b1_done
 .Lc1_b1_c161:
     lea rbp, [r11 + r11*1]
@@ -11591,6 +11752,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j162:
     jz .Lc1_b1_done
 .Lc1_b1_c162:
     lea rcx, [rip + .Lc1_d8749_s]
@@ -11653,6 +11815,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j163:
     jz .Lc1_b1_done
 .Lc1_b1_c163:
     mov rax, qword ptr [r15 + 67117720]
@@ -11712,6 +11875,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j164:
     jz .Lc1_b1_done
 .Lc1_b1_c164:
     lea rcx, [rip + .Lc1_d8849_s]
@@ -11776,6 +11940,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j165:
     jz .Lc1_b1_done
 .Lc1_b1_c165:
     lea rcx, [rip + .Lc1_d8900_s]
@@ -11846,6 +12011,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j166:
     jz .Lc1_b1_done
 .Lc1_b1_c166:
     mov dword ptr [r15 + 192], r9d
@@ -11904,6 +12070,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j167:
     jz .Lc1_b1_done
 .Lc1_b1_c167:
     mov rax, qword ptr [r15 + 67117720]
@@ -11998,6 +12165,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j168:
     jz .Lc1_b1_done
 .Lc1_b1_c168:
     lea rcx, [rip + .Lc1_d9070_s]
@@ -12066,6 +12234,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j169:
     jz .Lc1_b1_done
 .Lc1_b1_c169:
     mov rax, qword ptr [r15 + 67117720]
@@ -12133,6 +12302,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j170:
     jz .Lc1_b1_done
 .Lc1_b1_c170:
     lea rcx, [rip + .Lc1_d9178_s]
@@ -12203,6 +12373,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j171:
     jz .Lc1_b1_done
 .Lc1_b1_c171:
     mov rbp, rdx
@@ -12273,6 +12444,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j172:
     jz .Lc1_b1_done
 .Lc1_b1_c172:
     lea rcx, [rip + .Lc1_d9287_s]
@@ -12341,6 +12513,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j173:
     jz .Lc1_b1_done
 .Lc1_b1_c173:
     mov rax, qword ptr [r15 + 67117720]
@@ -12408,6 +12581,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j174:
     jz .Lc1_b1_done
 .Lc1_b1_c174:
     lea rcx, [rip + .Lc1_d9392_s]
@@ -12495,6 +12669,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j175:
     jz .Lc1_b1_done
 .Lc1_b1_c175:
     lea rcx, [rip + .Lc1_d9454_s]
@@ -12566,6 +12741,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j176:
     jz .Lc1_b1_done
 .Lc1_b1_c176:
     mov rax, qword ptr [r15 + 67117720]
@@ -12649,6 +12825,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j177:
     jz .Lc1_b1_done
 .Lc1_b1_c177:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -12707,6 +12884,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j178:
     jz .Lc1_b1_done
 .Lc1_b1_c178:
     mov rax, qword ptr [r15 + 67117720]
@@ -12778,6 +12956,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j179:
     jz .Lc1_b1_done
 .Lc1_b1_c179:
     lea rcx, [rip + .Lc1_d9676_s]
@@ -12853,6 +13032,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j180:
     jz .Lc1_b1_done
 .Lc1_b1_c180:
     lea rcx, [rip + .Lc1_d9734_s]
@@ -12924,6 +13104,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j181:
     jz .Lc1_b1_done
 .Lc1_b1_c181:
     lea rcx, [rip + .Lc1_d9790_s]
@@ -13001,6 +13182,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j182:
     jz .Lc1_b1_done
 .Lc1_b1_c182:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -13054,6 +13236,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j183:
     jz .Lc1_b1_done
 .Lc1_b1_c183:
     mov rax, qword ptr [r15 + 67117720]
@@ -13122,6 +13305,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j184:
     jz .Lc1_b1_done
 .Lc1_b1_c184:
     lea rcx, [rip + .Lc1_d9947_s]
@@ -13183,6 +13367,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j185:
     jz .Lc1_b1_done
 .Lc1_b1_c185:
     lea rcx, [rip + .Lc1_d9997_s]
@@ -13259,6 +13444,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j186:
     jz .Lc1_b1_done
 .Lc1_b1_c186:
     mov rax, qword ptr [r15 + 67117720]
@@ -13356,6 +13542,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j187:
     jz .Lc1_b1_done
 .Lc1_b1_c187:
     vpor xmm15, xmm15, xmm10
@@ -13420,6 +13607,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j188:
     jz .Lc1_b1_done
 .Lc1_b1_c188:
     mov rax, qword ptr [r15 + 67117720]
@@ -13486,6 +13674,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j189:
     jz .Lc1_b1_done
 .Lc1_b1_c189:
     lea rcx, [rip + .Lc1_d10226_s]
@@ -13560,6 +13749,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j190:
     jz .Lc1_b1_done
 .Lc1_b1_c190:
     lea rcx, [rip + .Lc1_d10282_s]
@@ -13630,6 +13820,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j191:
     jz .Lc1_b1_done
 .Lc1_b1_c191:
     lea rcx, [rip + .Lc1_d10336_s]
@@ -13706,6 +13897,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j192:
     jz .Lc1_b1_done
 .Lc1_b1_c192:
     mov rax, qword ptr [r15 + 67117720]
@@ -13775,6 +13967,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j193:
     jz .Lc1_b1_done
 .Lc1_b1_c193:
     jmp 1f
@@ -13835,6 +14028,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j194:
     jz .Lc1_b1_done
 .Lc1_b1_c194:
     lea rcx, [rip + .Lc1_d10498_s]
@@ -13895,6 +14089,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j195:
     jz .Lc1_b1_done
 .Lc1_b1_c195:
     lea rcx, [rip + .Lc1_d10548_s]
@@ -13964,6 +14159,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j196:
     jz .Lc1_b1_done
 .Lc1_b1_c196:
     mov rax, qword ptr [r15 + 67117720]
@@ -14040,6 +14236,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j197:
     jz .Lc1_b1_done
 .Lc1_b1_c197:
     lea rcx, [rip + .Lc1_d10663_s]
@@ -14114,6 +14311,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j198:
     jz .Lc1_b1_done
 .Lc1_b1_c198:
     mov r9, qword ptr [r15 + 576]
@@ -14168,6 +14366,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j199:
     jz .Lc1_b1_done
 .Lc1_b1_c199:
     mov rax, qword ptr [r15 + 67117720]
@@ -14252,6 +14451,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j200:
     jz .Lc1_b1_done
 .Lc1_b1_c200:
     lea rcx, [rip + .Lc1_d10831_s]
@@ -14329,6 +14529,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j201:
     jz .Lc1_b1_done
 .Lc1_b1_c201:
     mov rax, qword ptr [r15 + 67117720]
@@ -14397,6 +14598,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j202:
     jz .Lc1_b1_done
 .Lc1_b1_c202:
     lea rcx, [rip + .Lc1_d10943_s]
@@ -14468,6 +14670,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j203:
     jz .Lc1_b1_done
 .Lc1_b1_c203:
     movsxd rbp, dword ptr [r15 + 64]
@@ -14526,6 +14729,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j204:
     jz .Lc1_b1_done
 .Lc1_b1_c204:
     lea rcx, [rip + .Lc1_d11047_s]
@@ -14597,6 +14801,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j205:
     jz .Lc1_b1_done
 .Lc1_b1_c205:
     mov rax, qword ptr [r15 + 67117720]
@@ -14695,6 +14900,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j206:
     jz .Lc1_b1_done
 .Lc1_b1_c206:
     lea rcx, [rip + .Lc1_d11171_s]
@@ -14760,6 +14966,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j207:
     jz .Lc1_b1_done
 .Lc1_b1_c207:
     lea rcx, [rip + .Lc1_d11222_s]
@@ -14819,6 +15026,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j208:
     jz .Lc1_b1_done
 .Lc1_b1_c208:
     mov r8, r11
@@ -14888,6 +15096,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j209:
     jz .Lc1_b1_done
 .Lc1_b1_c209:
     mov rax, qword ptr [r15 + 67117720]
@@ -14965,6 +15174,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j210:
     jz .Lc1_b1_done
 .Lc1_b1_c210:
     lea rcx, [rip + .Lc1_d11385_s]
@@ -15033,6 +15243,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j211:
     jz .Lc1_b1_done
 .Lc1_b1_c211:
     mov rax, qword ptr [r15 + 67117720]
@@ -15097,6 +15308,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j212:
     jz .Lc1_b1_done
 .Lc1_b1_c212:
     lea rcx, [rip + .Lc1_d11491_s]
@@ -15162,6 +15374,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j213:
     jz .Lc1_b1_done
 .Lc1_b1_c213:
     lea rcx, [rip + .Lc1_d11543_s]
@@ -15224,6 +15437,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j214:
     jz .Lc1_b1_done
 .Lc1_b1_c214:
     mov r8, r11
@@ -15282,6 +15496,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j215:
     jz .Lc1_b1_done
 .Lc1_b1_c215:
     mov rax, qword ptr [r15 + 67117720]
@@ -15357,6 +15572,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j216:
     jz .Lc1_b1_done
 .Lc1_b1_c216:
     lea rcx, [rip + .Lc1_d11700_s]
@@ -15438,6 +15654,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j217:
     jz .Lc1_b1_done
 .Lc1_b1_c217:
     lea rcx, [rip + .Lc1_d11763_s]
@@ -15510,6 +15727,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j218:
     jz .Lc1_b1_done
 .Lc1_b1_c218:
     mov rax, qword ptr [r15 + 67117720]
@@ -15605,6 +15823,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j219:
     jz .Lc1_b1_done
 .Lc1_b1_c219:
     jmp 1f
@@ -15671,6 +15890,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j220:
     jz .Lc1_b1_done
 .Lc1_b1_c220:
     lea rcx, [rip + .Lc1_d11937_s]
@@ -15749,6 +15969,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j221:
     jz .Lc1_b1_done
 .Lc1_b1_c221:
     mov rax, qword ptr [r15 + 67117720]
@@ -15824,6 +16045,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j222:
     jz .Lc1_b1_done
 .Lc1_b1_c222:
     lea rcx, [rip + .Lc1_d12052_s]
@@ -15890,6 +16112,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j223:
     jz .Lc1_b1_done
 .Lc1_b1_c223:
     lea rcx, [rip + .Lc1_d12105_s]
@@ -15959,6 +16182,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j224:
     jz .Lc1_b1_done
 .Lc1_b1_c224:
     mov qword ptr [r15 + 0], rdi
@@ -16017,6 +16241,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j225:
     jz .Lc1_b1_done
 .Lc1_b1_c225:
     mov rax, qword ptr [r15 + 67117720]
@@ -16084,6 +16309,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j226:
     jz .Lc1_b1_done
 .Lc1_b1_c226:
     lea rcx, [rip + .Lc1_d12266_s]
@@ -16152,6 +16378,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j227:
     jz .Lc1_b1_done
 .Lc1_b1_c227:
     lea rcx, [rip + .Lc1_d12321_s]
@@ -16217,6 +16444,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j228:
     jz .Lc1_b1_done
 .Lc1_b1_c228:
     mov rax, qword ptr [r15 + 67117720]
@@ -16291,6 +16519,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j229:
     jz .Lc1_b1_done
 .Lc1_b1_c229:
     lea rcx, [rip + .Lc1_d12430_s]
@@ -16368,6 +16597,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j230:
     jz .Lc1_b1_done
 .Lc1_b1_c230:
     jmp 1f
@@ -16439,6 +16669,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j231:
     jz .Lc1_b1_done
 .Lc1_b1_c231:
     mov rax, qword ptr [r15 + 67117720]
@@ -16515,6 +16746,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j232:
     jz .Lc1_b1_done
 .Lc1_b1_c232:
     lea rcx, [rip + .Lc1_d12599_s]
@@ -16579,6 +16811,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j233:
     jz .Lc1_b1_done
 .Lc1_b1_c233:
     lea rcx, [rip + .Lc1_d12650_s]
@@ -16652,6 +16885,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j234:
     jz .Lc1_b1_done
 .Lc1_b1_c234:
     mov rax, qword ptr [r15 + 67117720]
@@ -16726,6 +16960,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j235:
     jz .Lc1_b1_done
 .Lc1_b1_c235:
     mov ebp, ebp
@@ -16793,6 +17028,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j236:
     jz .Lc1_b1_done
 .Lc1_b1_c236:
     lea rcx, [rip + .Lc1_d12816_s]
@@ -16874,6 +17110,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j237:
     jz .Lc1_b1_done
 .Lc1_b1_c237:
     lea rcx, [rip + .Lc1_d12876_s]
@@ -16939,6 +17176,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j238:
     jz .Lc1_b1_done
 .Lc1_b1_c238:
     mov rax, qword ptr [r15 + 67117720]
@@ -17024,6 +17262,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j239:
     jz .Lc1_b1_done
 .Lc1_b1_c239:
     mov rax, qword ptr [r15 + 67117720]
@@ -17085,6 +17324,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j240:
     jz .Lc1_b1_done
 .Lc1_b1_c240:
     jmp 1f
@@ -17148,6 +17388,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j241:
     jz .Lc1_b1_done
 .Lc1_b1_c241:
     lea rcx, [rip + .Lc1_d13094_s]
@@ -17217,6 +17458,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j242:
     jz .Lc1_b1_done
 .Lc1_b1_c242:
     lea rcx, [rip + .Lc1_d13149_s]
@@ -17282,6 +17524,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j243:
     jz .Lc1_b1_done
 .Lc1_b1_c243:
     lea rcx, [rip + .Lc1_d13200_s]
@@ -17351,6 +17594,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j244:
     jz .Lc1_b1_done
 .Lc1_b1_c244:
     mov rax, qword ptr [r15 + 67117720]
@@ -17414,6 +17658,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j245:
     jz .Lc1_b1_done
 .Lc1_b1_c245:
     lea rcx, [rip + .Lc1_d13306_s]
@@ -17484,6 +17729,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j246:
     jz .Lc1_b1_done
 .Lc1_b1_c246:
     mov rbp, r11
@@ -17552,6 +17798,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j247:
     jz .Lc1_b1_done
 .Lc1_b1_c247:
     lea rcx, [rip + .Lc1_d13415_s]
@@ -17627,6 +17874,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j248:
     jz .Lc1_b1_done
 .Lc1_b1_c248:
     mov rax, qword ptr [r15 + 67117720]
@@ -17712,6 +17960,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j249:
     jz .Lc1_b1_done
 .Lc1_b1_c249:
     lea rcx, [rip + .Lc1_d13534_s]
@@ -17785,6 +18034,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j250:
     jz .Lc1_b1_done
 .Lc1_b1_c250:
     mov rax, qword ptr [r15 + 67117720]
@@ -17871,6 +18121,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j251:
     jz .Lc1_b1_done
 .Lc1_b1_c251:
     mov rcx, qword ptr [r15 + 256]
@@ -17935,6 +18186,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j252:
     jz .Lc1_b1_done
 .Lc1_b1_c252:
     lea rcx, [rip + .Lc1_d13703_s]
@@ -17995,6 +18247,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j253:
     jz .Lc1_b1_done
 .Lc1_b1_c253:
     lea rcx, [rip + .Lc1_d13752_s]
@@ -18067,6 +18320,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j254:
     jz .Lc1_b1_done
 .Lc1_b1_c254:
     mov rax, qword ptr [r15 + 67117720]
@@ -18133,6 +18387,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j255:
     jz .Lc1_b1_done
 .Lc1_b1_c255:
     lea rcx, [rip + .Lc1_d13861_s]
@@ -18193,6 +18448,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j256:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 10: 16384 bytes, 64 chunk(s), 64 chunk executions per call
@@ -18225,6 +18481,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j417:
     mov dword ptr [r15 + 384], r9d
     mov rcx, rcx
     lea rbp, [r10 + r10*2]
@@ -18247,6 +18504,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j418:
     jz .Lc1_b10_done
 .Lc1_b10_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -18283,9 +18541,10 @@ ditto_body_c1:
     mov r9d, dword ptr [r15 + r8 + 3392]
     movzx esi, byte ptr [r15 + 64]
     mov dword ptr [r15 + 512], 239
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j419:
     mov r8, qword ptr [r15 + 192]
     mov ecx, 205
     mov byte ptr [r15 + 320], al
@@ -18304,6 +18563,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j420:
     jz .Lc1_b10_done
 .Lc1_b10_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -18337,6 +18597,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j421:
     movzx esi, byte ptr [r15 + 64]
     and rbp, 1984
     mov rcx, qword ptr [r15 + rbp + 1344]
@@ -18356,6 +18617,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j422:
     jz .Lc1_b10_done
 .Lc1_b10_c3:
     mov rax, qword ptr [r15 + 67117720]
@@ -18389,6 +18651,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j423:
     movsxd rdi, dword ptr [r15 + 704]
     and r8, 4032
     movzx ecx, byte ptr [r15 + r8 + 3392]
@@ -18409,6 +18672,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j424:
     jz .Lc1_b10_done
 .Lc1_b10_c4:
     lea rcx, [rip + .Lc1_d15931_s]
@@ -18443,6 +18707,7 @@ ditto_body_c1:
     test ebx, 2688
     jz 1f
 1:
+.Lc1_j425:
     mov esi, ecx
     and r8, 448
     movsxd rbp, dword ptr [r15 + r8 + 896]
@@ -18463,6 +18728,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j426:
     jz .Lc1_b10_done
 .Lc1_b10_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -18483,9 +18749,10 @@ ditto_body_c1:
     mov rbp, rdx
     movsxd rbp, dword ptr [r15 + 512]
     mov rax, rdx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j427:
     mov edx, dword ptr [r15 + 128]
     mov byte ptr [r15 + 64], bpl
     mov rbp, r10
@@ -18511,6 +18778,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j428:
     jz .Lc1_b10_done
 .Lc1_b10_c6:
     lea rcx, [rip + .Lc1_d16025_s]
@@ -18541,8 +18809,9 @@ ditto_body_c1:
     mov r9d, edi
     mov qword ptr [r15 + 192], rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j429:
     mov rcx, qword ptr [r15 + 512]
     mov dword ptr [r15 + 64], 68
     mov dword ptr [r15 + 64], 24
@@ -18562,6 +18831,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j430:
     jz .Lc1_b10_done
 .Lc1_b10_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -18601,8 +18871,9 @@ ditto_body_c1:
     mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j431:
     mov r12, qword ptr [r15 + r12 + 56]
     vmovq qword ptr [r15 + 0], xmm4
     mov dword ptr [r15 + 320], 29
@@ -18619,6 +18890,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j432:
     jz .Lc1_b10_done
 .Lc1_b10_c8:
     mov rax, qword ptr [r15 + 67117720]
@@ -18649,9 +18921,10 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov rdx, rsi
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j433:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 4032
     mov byte ptr [r15 + rbp + 3456], r8b
@@ -18670,6 +18943,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j434:
     jz .Lc1_b10_done
 .Lc1_b10_c9:
     lea rcx, [rip + .Lc1_d16165_s]
@@ -18698,9 +18972,10 @@ ditto_body_c1:
     mov rcx, rcx
     mov ebp, esi
     mov ebp, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j435:
     movzx esi, byte ptr [r15 + 128]
     mov r9, r10
     mov rcx, rcx
@@ -18724,6 +18999,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j436:
     jz .Lc1_b10_done
 .Lc1_b10_c10:
     mov dword ptr [r15 + 64], eax
@@ -18746,8 +19022,9 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j437:
     movzx edi, byte ptr [r15 + 256]
     mov byte ptr [r15 + 704], al
     and rbp, 448
@@ -18773,6 +19050,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j438:
     jz .Lc1_b10_done
 .Lc1_b10_c11:
     lea rcx, [rip + .Lc1_d16260_s]
@@ -18802,8 +19080,9 @@ ditto_body_c1:
     mov rdi, qword ptr [r15 + 128]
     mov r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j439:
     mov rcx, rcx
     mov r8, r11
     mov qword ptr [r15 + 192], rdi
@@ -18825,6 +19104,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j440:
     jz .Lc1_b10_done
 .Lc1_b10_c12:
     lea rcx, [rip + .Lc1_d16306_s]
@@ -18854,8 +19134,9 @@ ditto_body_c1:
     mov rdi, rdi
     movsxd rdi, dword ptr [r15 + 640]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j441:
     and rbp, 8128
     mov byte ptr [r15 + rbp + 7488], dil
     lea r8, [r11 + r11*1]
@@ -18880,6 +19161,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j442:
     jz .Lc1_b10_done
 .Lc1_b10_c13:
     mov rax, qword ptr [r15 + 67117720]
@@ -18916,8 +19198,9 @@ ditto_body_c1:
     mov byte ptr [r15 + 448], bpl
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j443:
     movsxd rcx, dword ptr [r15 + 192]
     movsxd rbp, dword ptr [r15 + 128]
     and r8, 1984
@@ -18937,6 +19220,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j444:
     jz .Lc1_b10_done
 .Lc1_b10_c14:
     lea rcx, [rip + .Lc1_d16405_s]
@@ -18968,6 +19252,7 @@ ditto_body_c1:
     test ebx, 384
     jnz 1f
 1:
+.Lc1_j445:
     mov ebp, dword ptr [r15 + 192]
     vpcmpeqb xmm1, xmm1, xmm13
     movsxd r8, dword ptr [r15 + 320]
@@ -18990,6 +19275,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j446:
     jz .Lc1_b10_done
 .Lc1_b10_c15:
     mov rbp, r11
@@ -19014,6 +19300,7 @@ ditto_body_c1:
     test ebx, 384
     jnz 1f
 1:
+.Lc1_j447:
     mov byte ptr [r15 + 128], sil
     movsxd r8, dword ptr [r15 + 64]
     mov r9, rbp
@@ -19037,6 +19324,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j448:
     jz .Lc1_b10_done
 .Lc1_b10_c16:
     mov rax, qword ptr [r15 + 67117720]
@@ -19068,9 +19356,10 @@ ditto_body_c1:
     and eax, dword ptr [r15 + 64]
     mov rcx, rcx
     mov dword ptr [r15 + 768], 35
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j449:
     mov r8, r11
     mov dword ptr [r15 + 192], 56
     movzx eax, byte ptr [r15 + 320]
@@ -19092,6 +19381,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j450:
     jz .Lc1_b10_done
 .Lc1_b10_c17:
     lea rcx, [rip + .Lc1_d16545_s]
@@ -19120,8 +19410,9 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j451:
     and edx, dword ptr [r15 + 128]
     mov dword ptr [r15 + 640], 136
     mov dword ptr [r15 + 448], 92
@@ -19139,6 +19430,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j452:
     jz .Lc1_b10_done
 .Lc1_b10_c18:
     mov rax, qword ptr [r15 + 67117720]
@@ -19181,6 +19473,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j453:
     mov rdx, qword ptr [r15 + 448]
     mov eax, 16
     vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 64]
@@ -19197,6 +19490,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j454:
     jz .Lc1_b10_done
 .Lc1_b10_c19:
     mov rax, qword ptr [r15 + 67117720]
@@ -19217,9 +19511,10 @@ ditto_body_c1:
     mov r8, r11
     mov eax, dword ptr [r15 + 320]
     mov dword ptr [r15 + 576], r8d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j455:
     and r8, 448
     mov byte ptr [r15 + r8 + 832], al
     mov rbp, r11
@@ -19242,6 +19537,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j456:
     jz .Lc1_b10_done
 .Lc1_b10_c20:
     mov rax, qword ptr [r15 + 67117720]
@@ -19291,6 +19587,7 @@ ditto_body_c1:
     test ebx, 479232
     jz 1f
 1:
+.Lc1_j457:
     mov r8, r11
     mov qword ptr [r15 + 512], rcx
     and r8, 4032
@@ -19307,6 +19604,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j458:
     jz .Lc1_b10_done
 .Lc1_b10_c21:
     lea rcx, [rip + .Lc1_d16732_s]
@@ -19336,9 +19634,10 @@ ditto_body_c1:
     movsxd rbp, dword ptr [r15 + 512]
     mov r9, r8
     movzx r9d, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j459:
     mov r9d, 136
     movsxd r9, dword ptr [r15 + 320]
     mov dword ptr [r15 + 512], r8d
@@ -19363,6 +19662,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j460:
     jz .Lc1_b10_done
 .Lc1_b10_c22:
     lea rcx, [rip + .Lc1_d16782_s]
@@ -19395,8 +19695,9 @@ ditto_body_c1:
     and r8, 4032
     mov ebp, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j461:
     movsxd r8, dword ptr [r15 + 640]
     mov edx, dword ptr [r15 + 64]
     mov dword ptr [r15 + 64], ebp
@@ -19420,6 +19721,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j462:
     jz .Lc1_b10_done
 .Lc1_b10_c23:
     mov rax, qword ptr [r15 + 67117720]
@@ -19457,6 +19759,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j463:
     mov rcx, rdx
     movsxd rcx, dword ptr [r15 + 64]
     mov dword ptr [r15 + 192], 197
@@ -19478,6 +19781,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j464:
     jz .Lc1_b10_done
 .Lc1_b10_c24:
     lock add qword ptr [r15 + 0], rdx
@@ -19501,9 +19805,10 @@ ditto_body_c1:
     mov ebp, 108
     mov rbp, r11
     mov eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j465:
     and rbp, 1984
     mov qword ptr [r15 + rbp + 1344], rcx
     mov rdx, rax
@@ -19529,6 +19834,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j466:
     jz .Lc1_b10_done
 .Lc1_b10_c25:
     mov rax, qword ptr [r15 + 67117720]
@@ -19563,6 +19869,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j467:
     mov ecx, ecx
     mov qword ptr [r15 + 384], rax
     mov dword ptr [r15 + 384], r9d
@@ -19582,6 +19889,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j468:
     jz .Lc1_b10_done
 .Lc1_b10_c26:
     mov rax, qword ptr [r15 + 67117720]
@@ -19614,9 +19922,10 @@ ditto_body_c1:
     mov byte ptr [r15 + 64], cl
     mov rsi, rcx
     mov esi, ebp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j469:
     mov rbp, r11
     movsxd rcx, dword ptr [r15 + 64]
     mov byte ptr [r15 + 512], al
@@ -19637,6 +19946,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j470:
     jz .Lc1_b10_done
 .Lc1_b10_c27:
     mov rax, qword ptr [r15 + 67117720]
@@ -19669,6 +19979,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j471:
     jmp 1f
 1:
     mov rcx, r8
@@ -19688,6 +19999,7 @@ ditto_body_c1:
     test ebx, 1152
     jnz 1f
 1:
+.Lc1_j472:
     mov rcx, rcx
     mov r8d, dword ptr [r15 + 512]
     jmp 1f
@@ -19708,6 +20020,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j473:
     jz .Lc1_b10_done
 .Lc1_b10_c28:
     mov rax, qword ptr [r15 + 67117720]
@@ -19756,6 +20069,7 @@ ditto_body_c1:
     test ebx, 640
     jnz 1f
 1:
+.Lc1_j474:
     and rbp, 8128
     movsxd rax, dword ptr [r15 + rbp + 7488]
     jmp 1f
@@ -19781,6 +20095,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j475:
     jz .Lc1_b10_done
 .Lc1_b10_c29:
     mov rax, qword ptr [r15 + 67117720]
@@ -19804,9 +20119,10 @@ ditto_body_c1:
     and rbp, 4032
     vmovdqu xmm4, xmmword ptr [r15 + rbp + 3392]
     movzx edx, dl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j476:
     jmp 1f
 1:
     lea rdi, [r15 + 67109504]
@@ -19834,6 +20150,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j477:
     jz .Lc1_b10_done
 .Lc1_b10_c30:
     lea rcx, [rip + .Lc1_d17183_s]
@@ -19867,9 +20184,10 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j478:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -19895,6 +20213,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j479:
     jz .Lc1_b10_done
 .Lc1_b10_c31:
     mov rax, qword ptr [r15 + 67117720]
@@ -19925,9 +20244,10 @@ ditto_body_c1:
 1:
     mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j480:
     mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
@@ -19954,6 +20274,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j481:
     jz .Lc1_b10_done
 .Lc1_b10_c32:
     lea rcx, [rip + .Lc1_d17281_s]
@@ -19981,8 +20302,9 @@ ditto_body_c1:
     mov rdx, qword ptr [r15 + rbp + 3392]
     mov dword ptr [r15 + 128], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j482:
     mov ecx, ebp
     jmp 1f
 1:
@@ -20003,6 +20325,7 @@ ditto_body_c1:
     test ebx, 59392
     jnz 1f
 1:
+.Lc1_j483:
     mov ebp, 238
     jmp 1f
 1:
@@ -20020,6 +20343,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j484:
     jz .Lc1_b10_done
 .Lc1_b10_c33:
     mov rax, qword ptr [r15 + 67117720]
@@ -20062,8 +20386,9 @@ ditto_body_c1:
     movzx edi, bpl
     movsxd rdi, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j485:
     and r8, 8128
     mov qword ptr [r15 + r8 + 7488], rcx
     mov r9, r11
@@ -20087,6 +20412,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j486:
     jz .Lc1_b10_done
 .Lc1_b10_c34:
     movzx r8d, al
@@ -20114,9 +20440,10 @@ ditto_body_c1:
     mov rbp, rax
     mov rbp, r11
     mov r9, r11
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j487:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 8128
     movzx eax, byte ptr [r15 + rbp + 7488]
@@ -20144,6 +20471,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j488:
     jz .Lc1_b10_done
 .Lc1_b10_c35:
     lea rcx, [rip + .Lc1_d17437_s]
@@ -20180,9 +20508,10 @@ ditto_body_c1:
 1:
     mov byte ptr [r15 + 576], r9b
     mov byte ptr [r15 + 64], cl
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j489:
     mov dword ptr [r15 + 192], r9d
     mov dword ptr [r15 + 448], ecx
     mov byte ptr [r15 + 384], r9b
@@ -20216,6 +20545,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j490:
     jz .Lc1_b10_done
 .Lc1_b10_c36:
     lea rcx, [rip + .Lc1_d17492_s]
@@ -20240,8 +20570,9 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j491:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx edx, byte ptr [r15 + 192]
     mov r8, r11
@@ -20261,6 +20592,7 @@ ditto_body_c1:
     test ebx, 1152
     jnz 1f
 1:
+.Lc1_j492:
     movzx ecx, cl
     jmp 1f
 1:
@@ -20279,6 +20611,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j493:
     jz .Lc1_b10_done
 .Lc1_b10_c37:
     mov rax, qword ptr [r15 + 67117720]
@@ -20318,6 +20651,7 @@ ditto_body_c1:
     test ebx, 2688
     jz 1f
 1:
+.Lc1_j494:
     mov r9d, 92
     jmp 1f
 1:
@@ -20335,6 +20669,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j495:
     jz .Lc1_b10_done
 .Lc1_b10_c38:
     mov rax, qword ptr [r15 + 67117720]
@@ -20372,6 +20707,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j496:
     mov dword ptr [r15 + 384], ecx
     movzx eax, byte ptr [r15 + 256]
     mov r8, r11
@@ -20398,6 +20734,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j497:
     jz .Lc1_b10_done
 .Lc1_b10_c39:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -20427,6 +20764,7 @@ ditto_body_c1:
     test ebx, 896
     jz 1f
 1:
+.Lc1_j498:
     mov byte ptr [r15 + 128], cl
     lea rbp, [r11 + r11*1]
     vpshufd xmm4, xmm1, 69
@@ -20456,6 +20794,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j499:
     jz .Lc1_b10_done
 .Lc1_b10_c40:
     mov rax, qword ptr [r15 + 67117720]
@@ -20502,9 +20841,10 @@ ditto_body_c1:
     mov qword ptr [r15 + 0], rdx
     mov edx, 160
     mov edx, r9d
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j500:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 51
     mov rbp, r11
@@ -20525,6 +20865,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j501:
     jz .Lc1_b10_done
 .Lc1_b10_c41:
     lea rcx, [rip + .Lc1_d17745_s]
@@ -20564,8 +20905,9 @@ ditto_body_c1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j502:
     and rbp, 8128
     movsxd rcx, dword ptr [r15 + rbp + 7488]
     movsxd rsi, dword ptr [r15 + 256]
@@ -20593,6 +20935,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j503:
     jz .Lc1_b10_done
 .Lc1_b10_c42:
     mov rax, qword ptr [r15 + 67117720]
@@ -20630,6 +20973,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j504:
     mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
@@ -20642,9 +20986,10 @@ ditto_body_c1:
     mov ecx, dword ptr [r15 + 320]
     movzx esi, r8b
     mov esi, 173
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j505:
     mov r8d, dword ptr [r15 + 64]
     movsxd rax, dword ptr [r15 + 768]
     mov qword ptr [r15 + 512], rcx
@@ -20658,6 +21003,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j506:
     jz .Lc1_b10_done
 .Lc1_b10_c43:
     lea rcx, [rip + .Lc1_d17851_s]
@@ -20693,8 +21039,9 @@ ditto_body_c1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j507:
     mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
@@ -20725,6 +21072,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j508:
     jz .Lc1_b10_done
 .Lc1_b10_c44:
     vmovdqu ymmword ptr [r15 + 0], ymm4
@@ -20761,8 +21109,9 @@ ditto_body_c1:
     mov rcx, qword ptr [r15 + r8 + 3392]
     mov qword ptr [r15 + 448], rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j509:
     mov r9, r11
     jmp 1f
 1:
@@ -20802,6 +21151,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j510:
     jz .Lc1_b10_done
 .Lc1_b10_c45:
     mov rax, qword ptr [r15 + 67117720]
@@ -20834,9 +21184,10 @@ ditto_body_c1:
     movzx r9d, byte ptr [r15 + 512]
     mov qword ptr [r15 + 0], rbp
     mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j511:
     mov r12, qword ptr [r15 + r12 + 56]
     vmovdqu xmm11, xmmword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 576]
@@ -20847,9 +21198,10 @@ ditto_body_c1:
     mov dword ptr [r15 + 256], 212
     and ecx, dword ptr [r15 + 448]
     mov r9d, edx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j512:
     mov r8d, dword ptr [r15 + 384]
     jmp 1f
 1:
@@ -20866,6 +21218,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j513:
     jz .Lc1_b10_done
 .Lc1_b10_c46:
     mov rax, qword ptr [r15 + 67117720]
@@ -20933,9 +21286,10 @@ ditto_body_c1:
     jmp 1f
 1:
     mov ecx, dword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xd2bec333
+    jae 1f
 1:
+.Lc1_j514:
     mov qword ptr [r15 + 512], rbp
     movzx ecx, dil
     movzx ecx, byte ptr [r15 + 448]
@@ -20960,6 +21314,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j515:
     jz .Lc1_b10_done
 .Lc1_b10_c47:
     mov rax, qword ptr [r15 + 67117720]
@@ -21000,6 +21355,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j516:
     mov qword ptr [r15 + 128], rax
     mov ecx, ecx
     movzx r9d, byte ptr [r15 + 384]
@@ -21027,6 +21383,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j517:
     jz .Lc1_b10_done
 .Lc1_b10_c48:
     mov rax, qword ptr [r15 + 67117720]
@@ -21055,6 +21412,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j518:
     jmp 1f
 1:
     mov qword ptr [r15 + 512], r9
@@ -21076,6 +21434,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j519:
     jz .Lc1_b10_done
 .Lc1_b10_c49:
     lea rcx, [rip + .Lc1_d18177_s]
@@ -21106,6 +21465,7 @@ ditto_body_c1:
     test ebx, 30720
     jz 1f
 1:
+.Lc1_j520:
     jmp 1f
 1:
     movzx r8d, r8b
@@ -21125,9 +21485,10 @@ ditto_body_c1:
     or qword ptr [r15 + r9 + 3392], 37
     mov r8d, dword ptr [r15 + 64]
     movsxd rsi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j521:
     mov r8, qword ptr [r15 + 256]
     add r8, qword ptr [r15 + 320]
     jmp 1f
@@ -21149,6 +21510,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j522:
     jz .Lc1_b10_done
 .Lc1_b10_c50:
     lea rcx, [rip + .Lc1_d18235_s]
@@ -21187,6 +21549,7 @@ ditto_body_c1:
     test ebx, 1408
     jz 1f
 1:
+.Lc1_j523:
     vpaddd xmm11, xmm11, xmm11
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
@@ -21214,6 +21577,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j524:
     jz .Lc1_b10_done
 .Lc1_b10_c51:
     mov rax, qword ptr [r15 + 67117720]
@@ -21251,9 +21615,10 @@ ditto_body_c1:
     mov r8, rdi
     vmovdqu ymmword ptr [r15 + 128], ymm5
     mov rbp, r11
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j525:
     jmp 1f
 1:
     mov rdi, rbp
@@ -21279,6 +21644,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j526:
     jz .Lc1_b10_done
 .Lc1_b10_c52:
     mov rax, qword ptr [r15 + 67117720]
@@ -21312,9 +21678,10 @@ ditto_body_c1:
     mov eax, dword ptr [r15 + 768]
     mov r8, r8
     mov r8d, 223
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j527:
     jmp 1f
 1:
     mov r8, r8
@@ -21330,8 +21697,9 @@ ditto_body_c1:
     and r8, 8128
     mov ecx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j528:
     mov eax, eax
     jmp 1f
 1:
@@ -21348,6 +21716,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j529:
     jz .Lc1_b10_done
 .Lc1_b10_c53:
     jmp 1f
@@ -21398,6 +21767,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j530:
     jz .Lc1_b10_done
 .Lc1_b10_c54:
     mov rax, qword ptr [r15 + 67117720]
@@ -21427,8 +21797,9 @@ ditto_body_c1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j531:
     movzx ecx, al
     jmp 1f
 1:
@@ -21442,9 +21813,10 @@ ditto_body_c1:
     jmp 1f
 1:
     movzx ebp, al
-    cmp dword ptr [r15 + 67117723], 0x2d413ccd
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xd2bec333
+    jae 1f
 1:
+.Lc1_j532:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
     jmp 1f
@@ -21464,6 +21836,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j533:
     jz .Lc1_b10_done
 .Lc1_b10_c55:
     lea rcx, [rip + .Lc1_d18491_s]
@@ -21504,6 +21877,7 @@ ditto_body_c1:
     test ebx, 640
     jnz 1f
 1:
+.Lc1_j534:
     jmp 1f
 1:
     mov ecx, dword ptr [r15 + 64]
@@ -21534,6 +21908,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j535:
     jz .Lc1_b10_done
 .Lc1_b10_c56:
     mov rax, qword ptr [r15 + 67117720]
@@ -21576,8 +21951,9 @@ ditto_body_c1:
     movsxd rdx, dword ptr [r15 + 128]
     mov r8d, ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j536:
     vpcmpeqb xmm4, xmm4, xmm11
     mov r8, r11
     jmp 1f
@@ -21604,6 +21980,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j537:
     jz .Lc1_b10_done
 .Lc1_b10_c57:
     mov rax, qword ptr [r15 + 67117720]
@@ -21635,6 +22012,7 @@ ditto_body_c1:
     test ebx, 384
     jnz 1f
 1:
+.Lc1_j538:
     jmp 1f
 1:
     mov qword ptr [r15 + 128], r8
@@ -21653,9 +22031,10 @@ ditto_body_c1:
     and r8, 4032
     movsxd rax, dword ptr [r15 + r8 + 3392]
     add rax, qword ptr [r15 + 768]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j539:
     jmp 1f
 1:
     jmp 1f
@@ -21675,6 +22054,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j540:
     jz .Lc1_b10_done
 .Lc1_b10_c58:
     movzx r8d, byte ptr [r15 + 64]
@@ -21701,8 +22081,9 @@ ditto_body_c1:
     and ecx, dword ptr [r15 + 384]
     vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j541:
     mov dword ptr [r15 + 576], 188
     jmp 1f
 1:
@@ -21735,6 +22116,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j542:
     jz .Lc1_b10_done
 .Lc1_b10_c59:
     lea rcx, [rip + .Lc1_d18703_s]
@@ -21773,6 +22155,7 @@ ditto_body_c1:
     test ebx, 384
     jz 1f
 1:
+.Lc1_j543:
     and ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
@@ -21806,6 +22189,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j544:
     jz .Lc1_b10_done
 .Lc1_b10_c60:
     mov rax, qword ptr [r15 + 67117720]
@@ -21866,6 +22250,7 @@ ditto_body_c1:
     test ebx, 896
     jz 1f
 1:
+.Lc1_j545:
     movsxd r8, dword ptr [r15 + 256]
     movsxd rax, dword ptr [r15 + 768]
     movsxd rbp, dword ptr [r15 + 128]
@@ -21882,8 +22267,9 @@ ditto_body_c1:
     movzx ecx, byte ptr [r15 + 192]
     mov r9, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j546:
     movzx ecx, r8b
     and r9, 448
     mov rbp, qword ptr [r15 + r9 + 832]
@@ -21903,6 +22289,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j547:
     jz .Lc1_b10_done
 .Lc1_b10_c61:
     lea rcx, [rip + .Lc1_d18829_s]
@@ -21939,8 +22326,9 @@ ditto_body_c1:
     mov byte ptr [r15 + 128], bpl
     mov rbp, qword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j548:
     mov qword ptr [r15 + 512], rbp
     mov dword ptr [r15 + 640], esi
     jmp 1f
@@ -21969,6 +22357,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j549:
     jz .Lc1_b10_done
 .Lc1_b10_c62:
     mov rax, qword ptr [r15 + 67117720]
@@ -22006,8 +22395,9 @@ ditto_body_c1:
     mov rbp, r11
     mov dword ptr [r15 + 192], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j550:
     and rbp, 1984
     movzx r8d, byte ptr [r15 + rbp + 1344]
     mov r9, r11
@@ -22030,6 +22420,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j551:
     jz .Lc1_b10_done
 .Lc1_b10_c63:
     mov eax, 7
@@ -22060,8 +22451,9 @@ ditto_body_c1:
     mov rdx, qword ptr [r15 + 448]
     movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j552:
     jmp 1f
 1:
     mov byte ptr [r15 + 128], dl
@@ -22093,6 +22485,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j553:
     jnz .Lc1_b10_c0
 .Lc1_b10_done:
 // block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
@@ -22125,6 +22518,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j338:
     movsxd rcx, dword ptr [r15 + 128]
     mov edi, dword ptr [r15 + 64]
     mov rbp, qword ptr [r15 + 384]
@@ -22147,6 +22541,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j339:
     jz .Lc1_b6_done
 .Lc1_b6_c1:
     mov qword ptr [r15 + 64], r9
@@ -22172,8 +22567,9 @@ ditto_body_c1:
     and rbp, 4032
     mov edx, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j340:
     movsxd r8, dword ptr [r15 + 256]
     movzx ebp, bpl
     mov byte ptr [r15 + 640], r8b
@@ -22193,6 +22589,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j341:
     jz .Lc1_b6_done
 .Lc1_b6_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -22232,6 +22629,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j342:
     mov dword ptr [r15 + 512], ebp
     lea r8, [r10 + r10*1]
     movzx ecx, byte ptr [r15 + 448]
@@ -22251,6 +22649,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j343:
     jz .Lc1_b6_done
 .Lc1_b6_c3:
     mov dword ptr [r15 + 768], ebp
@@ -22274,9 +22673,10 @@ ditto_body_c1:
     movzx r9d, byte ptr [r15 + 320]
     mov r9d, dword ptr [r15 + 384]
     mov r9d, 254
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j344:
     movzx r9d, byte ptr [r15 + 320]
     mov esi, r8d
     movzx esi, byte ptr [r15 + 320]
@@ -22296,6 +22696,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j345:
     jz .Lc1_b6_done
 .Lc1_b6_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -22344,8 +22745,9 @@ ditto_body_c1:
     mov rdi, qword ptr [r15 + 576]
     mov r8, qword ptr [r15 + r9 + 896]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j346:
     mov dword ptr [r15 + 128], ebp
     mov ecx, 245
     mov ecx, ebp
@@ -22365,6 +22767,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j347:
     jz .Lc1_b6_done
 .Lc1_b6_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -22397,6 +22800,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j348:
     movsxd rcx, dword ptr [r15 + 320]
     mov dword ptr [r15 + 64], esi
     movzx r9d, byte ptr [r15 + 384]
@@ -22417,6 +22821,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j349:
     jz .Lc1_b6_done
 .Lc1_b6_c6:
     mov rax, qword ptr [r15 + 67117720]
@@ -22456,6 +22861,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j350:
     mov dword ptr [r15 + 640], eax
     mov r8d, dword ptr [r15 + 704]
     vmovdqu ymmword ptr [r15 + 192], ymm3
@@ -22472,6 +22878,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j351:
     jz .Lc1_b6_done
 .Lc1_b6_c7:
     lea r9, [r10 + r10*2]
@@ -22515,6 +22922,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j352:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 2048 bytes, 8 chunk(s), 4 chunk executions per call
@@ -22631,6 +23039,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j353:
     jz .Lc1_b7_done
 .Lc1_b7_c1:
     movsxd rdi, dword ptr [r15 + 768]
@@ -22692,6 +23101,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j354:
     jz .Lc1_b7_done
 .Lc1_b7_c2:
     lea rcx, [rip + .Lc1_d15169_s]
@@ -22752,6 +23162,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j355:
     jz .Lc1_b7_done
 .Lc1_b7_c3:
     lea rcx, [rip + .Lc1_d15217_s]
@@ -22832,6 +23243,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j356:
     jz .Lc1_b7_done
 .Lc1_b7_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -22898,6 +23310,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j357:
     jz .Lc1_b7_done
 .Lc1_b7_c5:
     lea rcx, [rip + .Lc1_d15329_s]
@@ -22966,6 +23379,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j358:
     jz .Lc1_b7_done
 .Lc1_b7_c6:
     mov dword ptr [r15 + 704], 153
@@ -23021,6 +23435,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j359:
     jz .Lc1_b7_done
 .Lc1_b7_c7:
     lea rcx, [rip + .Lc1_d15430_s]
@@ -23081,6 +23496,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j360:
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 4: 2048 bytes, 8 chunk(s), 8 chunk executions per call
@@ -23127,6 +23543,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j318:
     mov r8d, dword ptr [r15 + 256]
     mov ebp, dword ptr [r15 + 128]
     vmovdqu ymmword ptr [r15 + 192], ymm10
@@ -23143,6 +23560,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j319:
     jz .Lc1_b4_done
 .Lc1_b4_c1:
     lea rcx, [rip + .Lc1_d14131_s]
@@ -23173,8 +23591,9 @@ ditto_body_c1:
     vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 512]
     movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j320:
     mov rbp, qword ptr [r15 + 256]
     mov rdx, qword ptr [r15 + 448]
     movzx ecx, sil
@@ -23195,6 +23614,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j321:
     jz .Lc1_b4_done
 .Lc1_b4_c2:
     lea rcx, [rip + .Lc1_d14177_s]
@@ -23225,8 +23645,9 @@ ditto_body_c1:
     movzx ecx, byte ptr [r15 + 256]
     mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j322:
     mov qword ptr [r15 + 256], rax
     mov edi, dword ptr [r15 + 192]
     mov r8, qword ptr [r15 + 384]
@@ -23245,6 +23666,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j323:
     jz .Lc1_b4_done
 .Lc1_b4_c3:
     lea rcx, [rip + .Lc1_d14221_s]
@@ -23272,9 +23694,10 @@ ditto_body_c1:
     mov dword ptr [r15 + 320], 93
     movsxd r9, dword ptr [r15 + 320]
     mov dword ptr [r15 + 256], esi
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j324:
     mov r8, rsi
     movzx r8d, byte ptr [r15 + 256]
     mov rax, qword ptr [r15 + 384]
@@ -23296,6 +23719,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j325:
     jz .Lc1_b4_done
 .Lc1_b4_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -23324,6 +23748,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j326:
     mov rcx, qword ptr [r15 + 512]
     mov r8, rdx
     mov r8d, esi
@@ -23343,6 +23768,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j327:
     jz .Lc1_b4_done
 .Lc1_b4_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -23389,6 +23815,7 @@ ditto_body_c1:
     cmp dword ptr [r15 + 67117723], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j328:
     mov dword ptr [r15 + 320], 210
     mov rbp, r10
     mov rax, rsi
@@ -23408,6 +23835,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j329:
     jz .Lc1_b4_done
 .Lc1_b4_c6:
     lea rcx, [rip + .Lc1_d14363_s]
@@ -23439,8 +23867,9 @@ ditto_body_c1:
     movzx eax, byte ptr [r15 + 320]
     mov esi, 158
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j330:
     mov r9d, dword ptr [r15 + 448]
     mov byte ptr [r15 + 640], sil
     movzx ecx, byte ptr [r15 + 256]
@@ -23461,6 +23890,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j331:
     jz .Lc1_b4_done
 .Lc1_b4_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -23494,9 +23924,10 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + rbp + 7552]
     movzx edi, byte ptr [r15 + 256]
     mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j332:
     and r8, 4032
     vmovdqu xmm13, xmmword ptr [r15 + r8 + 3392]
     mov eax, ebp
@@ -23515,6 +23946,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j333:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
@@ -23539,61 +23971,74 @@ ditto_body_c1:
     .popsection
     movzx eax, byte ptr [r15 + 384]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j361:
     mov rbp, r10
     mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j362:
     and rbp, 4032
     vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j363:
     and r9, 1984
     mov rbp, qword ptr [r15 + r9 + 1344]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j364:
     movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j365:
     mov r9d, ebp
     test ebx, 114304
     jz 1f
 1:
+.Lc1_j366:
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
-1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j367:
+    mov dword ptr [r15 + 320], ecx
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j368:
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j369:
     mov rcx, r9
     test bl, 24
     jnz 1f
 1:
+.Lc1_j370:
     mov byte ptr [r15 + 384], r9b
     test bl, 72
     jz 1f
 1:
+.Lc1_j371:
     movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j372:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j373:
     jz .Lc1_b8_done
 .Lc1_b8_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -23604,55 +24049,67 @@ ditto_body_c1:
     movzx ebp, byte ptr [r15 + r9 + 7488]
     mov qword ptr [r15 + 384], rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j374:
     movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j375:
     mov eax, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j376:
     mov ebp, eax
     cmp dword ptr [r15 + 67117724], 0x2d413ccd
     jae 1f
 1:
+.Lc1_j377:
     movsxd r9, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j378:
     movsxd rax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j379:
     mov rbp, r10
     mov rax, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j380:
     and rbp, 4032
     movsxd r9, dword ptr [r15 + rbp + 3392]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j381:
     movsxd rbp, dword ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j382:
     mov dword ptr [r15 + 192], r9d
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j383:
     mov dword ptr [r15 + 320], 71
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j384:
     mov r9, qword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j385:
     jz .Lc1_b8_done
 .Lc1_b8_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -23704,56 +24161,69 @@ ditto_body_c1:
     mov eax, dword ptr [r15 + rbp + 1344]
     mov r9, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j386:
     and r9, 448
     mov dword ptr [r15 + r9 + 832], 6
     test bl, 88
     jnz 1f
 1:
+.Lc1_j387:
     vmovdqu ymmword ptr [r15 + 64], ymm13
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j388:
     mov r9d, 125
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j389:
     mov ebp, ebp
     test bl, 40
     jz 1f
 1:
+.Lc1_j390:
     mov byte ptr [r15 + 320], r9b
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j391:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j392:
     mov byte ptr [r15 + 384], r9b
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j393:
     mov qword ptr [r15 + 128], r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j394:
     vpcmpeqb xmm13, xmm13, xmm10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j395:
     movzx r9d, byte ptr [r15 + 192]
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j396:
     mov dword ptr [r15 + 256], 72
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j397:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j398:
     jz .Lc1_b8_done
 .Lc1_b8_c3:
     mov rax, qword ptr [r15 + 67117720]
@@ -23770,57 +24240,69 @@ ditto_body_c1:
     .popsection
     mov eax, eax
     mov r9, r10
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j399:
     and r9, 16320
     movzx ecx, byte ptr [r15 + r9 + 15680]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j400:
     mov dword ptr [r15 + 704], eax
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j401:
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc1_j402:
     mov eax, 22
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j403:
     test ebx, 864
     jz 1f
 1:
+.Lc1_j404:
     movzx r9d, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j405:
     mov r8, r10
     mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j406:
     and r8, 4032
     xor dword ptr [r15 + r8 + 3392], r9d
     test bl, 24
     jz 1f
 1:
+.Lc1_j407:
     mov r9, r10
     mov eax, r8d
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j408:
     and r9, 8128
     mov byte ptr [r15 + r9 + 7488], r8b
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j409:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j410:
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
 // block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
@@ -23895,6 +24377,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j334:
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -23960,6 +24443,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j335:
     jz .Lc1_b5_done
 .Lc1_b5_c2:
     lea rcx, [rip + .Lc1_d14565_s]
@@ -24025,6 +24509,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j336:
     jz .Lc1_b5_done
 .Lc1_b5_c3:
     mov dword ptr [r15 + 0], edi
@@ -24087,6 +24572,7 @@ ditto_body_c1:
     add r11, 64
     inc rbx
     dec r13
+.Lc1_j337:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 3: 512 bytes, 2 chunk(s), 16 chunk executions per call
@@ -24111,141 +24597,182 @@ ditto_body_c1:
     .popsection
     mov qword ptr [r15 + 128], rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j277:
     test bl, 12
     jnz 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+.Lc1_j278:
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j279:
+    test ebx, 2147483648
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc1_j280:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j281:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j282:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j283:
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0x2d413ccd
-    jb 1f
+.Lc1_j284:
+    test ebx, 1073741824
+    jnz 1f
 1:
+.Lc1_j285:
+    cmp dword ptr [r15 + 67117724], 0xd2bec333
+    jae 1f
+1:
+.Lc1_j286:
     mov eax, dword ptr [r15 + 512]
     test ebx, 62432
     jz 1f
 1:
-    test ebx, 1073741824
+.Lc1_j287:
+    test ebx, 2147483648
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
+.Lc1_j288:
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j289:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j290:
     cmp dword ptr [r15 + 67117723], 0x5a82799a
     jae 1f
 1:
+.Lc1_j291:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j292:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
+.Lc1_j293:
+    cmp dword ptr [r15 + 67117723], 0xe95f619a
+    jae 1f
+1:
+.Lc1_j294:
+    test ebx, 2147483648
     jnz 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x16a09e66
-    jb 1f
+.Lc1_j295:
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
+.Lc1_j296:
     inc rbx
     dec r13
+.Lc1_j297:
     jz .Lc1_b3_done
 .Lc1_b3_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r8d, 108
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
+.Lc1_j298:
+    test ebx, 2147483648
     jnz 1f
 1:
-    test ebx, 1073741824
+.Lc1_j299:
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j300:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j301:
     movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j302:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j303:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j304:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j305:
     mov eax, dword ptr [r15 + 128]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j306:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j307:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_j308:
     mov r8, r10
     test bl, 12
     jnz 1f
 1:
+.Lc1_j309:
     and r8, 1984
     mov rax, qword ptr [r15 + r8 + 1344]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0xb504f33
-    jb 1f
+.Lc1_j310:
+    cmp dword ptr [r15 + 67117724], 0xf4afb0cd
+    jae 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+.Lc1_j311:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j312:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j313:
     mov byte ptr [r15 + 640], al
     test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
     jnz 1f
 1:
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+.Lc1_j314:
+    test ebx, 2147483648
+    jnz 1f
 1:
+.Lc1_j315:
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j316:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j317:
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 2: 256 bytes, 1 chunk(s), 30 chunk executions per call
@@ -24260,74 +24787,94 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     movzx eax, cl
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j257:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+.Lc1_j258:
     mov r9d, 52
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+.Lc1_j259:
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
+    jae 1f
 1:
+.Lc1_j260:
     movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j261:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j262:
     movsxd rsi, dword ptr [r15 + 448]
     test ebx, 1920
     jnz 1f
 1:
+.Lc1_j263:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j264:
     xor esi, edx
     test ebx, 24056
     jnz 1f
 1:
+.Lc1_j265:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j266:
     movsxd rsi, dword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j267:
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j268:
     mov dword ptr [r15 + 0], 119
     cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j269:
     test ebx, 32320
     jz 1f
 1:
+.Lc1_j270:
     movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 2147483648
+    jnz 1f
+1:
+.Lc1_j271:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_j272:
     mov dword ptr [r15 + 192], 58
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j273:
     test bl, 10
     jz 1f
 1:
+.Lc1_j274:
     imul rsi, qword ptr [r15 + 576]
     test bl, 42
     jz 1f
 1:
+.Lc1_j275:
     inc rbx
     dec r13
+.Lc1_j276:
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 9: 128 bytes, 1 chunk(s), 16 chunk executions per call
@@ -24361,22 +24908,28 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j411:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j412:
     test bl, 50
     jz 1f
 1:
+.Lc1_j413:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc1_j414:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j415:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j416:
     jnz .Lc1_b9_c0
 .Lc1_b9_done:
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -24394,6 +24947,7 @@ ditto_body_c1:
     add r11, 64
     add r10, r11
     dec r13
+.Lc1_j0:
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
     mov qword ptr [r15 + 67117696], r11
@@ -24421,27 +24975,27 @@ ditto_body_init_c1:
     imul rax, rcx
     and rax, -64
     mov qword ptr [r8 + 67117696], rax
-    movabs rax, 0x0
+    movabs rax, 0x80000000
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0x9e3779b91f4a7c00
+    movabs rax, 0x9e3779b99f4a7c00
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0x3c6ef3721e94f82a
+    movabs rax, 0x3c6ef3729e94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0xdaa66d2c1ddf743e
+    movabs rax, 0xdaa66d2c9ddf743e
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0x78dde6e51d29f050
+    movabs rax, 0x78dde6e59d29f050
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0x1715609f1c746c68
+    movabs rax, 0x1715609f9c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xb54cda581bbee878
+    movabs rax, 0xb54cda589bbee878
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0x538454121b096490
+    movabs rax, 0x538454129b096490
     mov qword ptr [r8 + 67117792], rax
-    movabs rax, 0xf1bbcdcb1a53e0a8
+    movabs rax, 0xf1bbcdcb9a53e0a8
     mov qword ptr [r8 + 67117800], rax
-    movabs rax, 0x8ff34785199e5cbd
+    movabs rax, 0x8ff34785999e5cbd
     mov qword ptr [r8 + 67117808], rax
-    movabs rax, 0x2e2ac13e18e8d8c0
+    movabs rax, 0x2e2ac13e98e8d8c0
     mov qword ptr [r8 + 67117816], rax
     movabs rax, 0x60f329c938f73f69
     mov qword ptr [r8 + 67117720], rax

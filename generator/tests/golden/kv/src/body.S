@@ -93,39 +93,46 @@ ditto_body_c1:
     movzx edx, byte ptr [r15 + 704]
     sete al
     mov rdi, rdx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j87:
     popcnt rdx, rdx
     mov r8d, dword ptr [r15 + 640]
     test ebx, 4064
     jz 1f
 1:
+.Lc1_j88:
     mov edi, 85
     mov byte ptr [r15 + 0], dl
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j89:
     movsxd r9, dword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j90:
     movsxd r8, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
     test bl, 64
     jz 1f
 1:
+.Lc1_j91:
     mov edi, r9d
     bswap r8
     test bl, 64
     jnz 1f
 1:
+.Lc1_j92:
     movsxd r9, dword ptr [r15 + 0]
     movzx ecx, dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j93:
     mov rbp, r10
     mov rsi, qword ptr [r15 + 0]
     and rbp, 33554368
@@ -134,6 +141,7 @@ ditto_body_c1:
     test ebx, 56288
     jnz 1f
 1:
+.Lc1_j94:
     mov esi, 39
     and r8, 8128
     mov r9, r10
@@ -141,6 +149,7 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j95:
     and r9, 4032
     mov esi, dword ptr [r15 + r9 + 3008]
     mov qword ptr [r14 + 0], r9
@@ -148,6 +157,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j96:
     jz .Lc1_b3_done
 .Lc1_b3_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -163,33 +173,39 @@ ditto_body_c1:
     test bl, 192
     jnz 1f
 1:
+.Lc1_j97:
     movzx esi, cl
     mov byte ptr [r15 + 0], r8b
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j98:
     mov dword ptr [r15 + 0], r8d
     mov rsi, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j99:
     movzx ebp, byte ptr [r15 + 0]
     mov r9, qword ptr [r15 + 896]
     mov esi, dword ptr [r14 + 448]
     test ebx, 15072
     jnz 1f
 1:
+.Lc1_j100:
     movsxd rax, dword ptr [r15 + 384]
     movsxd rbp, dword ptr [r15 + 768]
     test ebx, 576
     jz 1f
 1:
+.Lc1_j101:
     mov edx, dword ptr [r15 + 192]
     movzx esi, byte ptr [r15 + 192]
     lea r9, [r10 + r10*2]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j102:
     and r9, 33554368
     mov byte ptr [r15 + r9 + 33554432], sil
     or qword ptr [r15 + 256], 9
@@ -197,17 +213,20 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j103:
     mov edi, 90
     mov byte ptr [r15 + r9 + 33554560], r9b
     test bl, 192
     jnz 1f
 1:
+.Lc1_j104:
     mov ebp, 1
     mov qword ptr [r15 + r9 + 33554496], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j105:
     jz .Lc1_b3_done
 .Lc1_b3_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -219,12 +238,14 @@ ditto_body_c1:
     test ebx, 23520
     jz 1f
 1:
+.Lc1_j106:
     movsxd rbp, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j107:
     mov rbp, r10
     mov edi, dword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
@@ -233,23 +254,27 @@ ditto_body_c1:
     test ebx, 704
     jz 1f
 1:
+.Lc1_j108:
     mov ecx, dword ptr [r15 + 576]
     mov rdi, rbp
     test ebx, 5952
     jnz 1f
 1:
+.Lc1_j109:
     mov r8d, dword ptr [r15 + 512]
     mov esi, dword ptr [r15 + 704]
     movzx ecx, byte ptr [r14 + 0]
     test ebx, 1216
     jz 1f
 1:
+.Lc1_j110:
     movzx edi, byte ptr [r15 + 576]
     movsxd r8, dword ptr [r15 + 256]
     movzx ecx, byte ptr [r15 + 576]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j111:
     mov rbp, r10
     mov byte ptr [r15 + 256], dil
     and rbp, 448
@@ -258,12 +283,14 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j112:
     movsxd rcx, dword ptr [r14 + 640]
     mov dword ptr [r15 + 192], 33
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j113:
     jz .Lc1_b3_done
 .Lc1_b3_c3:
     mov rax, qword ptr [r15 + 67117720]
@@ -279,58 +306,69 @@ ditto_body_c1:
     test ebx, 7904
     jnz 1f
 1:
+.Lc1_j114:
     movsxd r9, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
     test bl, 64
     jz 1f
 1:
+.Lc1_j115:
     bswap r8
     mov qword ptr [r15 + 0], r9
     mov rdi, r8
     test ebx, 13792
     jnz 1f
 1:
+.Lc1_j116:
     movzx r9d, byte ptr [r15 + 0]
     bt r8, r8
     test ebx, 576
     jz 1f
 1:
+.Lc1_j117:
     inc dword ptr [r15 + 256]
     movzx eax, byte ptr [r14 + 192]
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j118:
     movzx edi, r9b
     mov r9d, eax
     mov rcx, rdi
     test bl, 192
     jnz 1f
 1:
+.Lc1_j119:
     mov rdx, qword ptr [r15 + 576]
     add qword ptr [r15 + 832], r9
     test ebx, 320
     jz 1f
 1:
+.Lc1_j120:
     sete r9b
     mov rdx, rdx
     test bl, 192
     jz 1f
 1:
+.Lc1_j121:
     mov rsi, qword ptr [r14 + 0]
     inc dword ptr [r15 + 448]
     movzx ecx, byte ptr [r15 + 640]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j122:
     bt rdx, rsi
     movzx edx, byte ptr [r15 + 192]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j123:
     vpaddd ymm8, ymm8, ymmword ptr [r15 + 768]
     mov rax, rcx
     inc rbx
     dec r13
+.Lc1_j124:
     jz .Lc1_b3_done
 .Lc1_b3_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -342,35 +380,41 @@ ditto_body_c1:
     test ebx, 576
     jnz 1f
 1:
+.Lc1_j125:
     xor dword ptr [r15 + 0], eax
     mov ebp, eax
     movzx eax, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j126:
     bt r9, r9
     mov ebp, ebp
     movsxd r9, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j127:
     movzx ecx, byte ptr [r15 + 0]
     mov edx, ebp
     mov dword ptr [r15 + 0], 227
     test bl, 192
     jnz 1f
 1:
+.Lc1_j128:
     mov ebp, 213
     movsxd rdx, dword ptr [r15 + 0]
     test ebx, 3520
     jnz 1f
 1:
+.Lc1_j129:
     mov r8, rbp
     movsxd rcx, dword ptr [r15 + 704]
     mov ebp, 164
     test bl, 64
     jz 1f
 1:
+.Lc1_j130:
     mov byte ptr [r15 + 256], r8b
     mov qword ptr [r15 + 192], rcx
     mov r8d, dword ptr [r14 + 0]
@@ -378,6 +422,7 @@ ditto_body_c1:
     test bl, 128
     jz 1f
 1:
+.Lc1_j131:
     mov rbp, r10
     and r9, 448
     mov edi, dword ptr [r15 + r9 + 960]
@@ -387,12 +432,14 @@ ditto_body_c1:
     test ebx, 576
     jnz 1f
 1:
+.Lc1_j132:
     movzx edi, dil
     mov dword ptr [r15 + 512], 113
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j133:
     jz .Lc1_b3_done
 .Lc1_b3_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -419,45 +466,53 @@ ditto_body_c1:
     test ebx, 704
     jz 1f
 1:
+.Lc1_j134:
     mov edx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 123
     test ebx, 704
     jz 1f
 1:
+.Lc1_j135:
     mov byte ptr [r15 + 0], r9b
     mov rsi, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j136:
     vpaddq xmm8, xmm8, xmmword ptr [r15 + 704]
     mov rbp, r10
     movsxd rsi, dword ptr [r14 + 0]
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j137:
     movsxd rdx, dword ptr [r14 + 0]
     and rbp, 448
     movzx esi, byte ptr [r15 + rbp + 1472]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j138:
     mov ecx, 223
     mov rbp, r10
     vmulsd xmm8, xmm8, xmm8
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j139:
     mov esi, 91
     and rbp, 4032
     vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3008]
     test ebx, 832
     jnz 1f
 1:
+.Lc1_j140:
     movzx esi, sil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j141:
     jz .Lc1_b3_done
 .Lc1_b3_c6:
     lea rcx, [rip + .Lc1_d878_j]
@@ -470,22 +525,26 @@ ditto_body_c1:
     test bl, 192
     jnz 1f
 1:
+.Lc1_j142:
     mov r8d, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], dl
     test ebx, 63968
     jnz 1f
 1:
+.Lc1_j143:
     mov edi, ecx
     movzx r8d, byte ptr [r15 + 0]
     test ebx, 128864
     jz 1f
 1:
+.Lc1_j144:
     mov rbp, r10
     mov rdi, qword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 256]
     test ebx, 576
     jz 1f
 1:
+.Lc1_j145:
     and rbp, 8128
     movzx eax, byte ptr [r15 + rbp + 7104]
     mov byte ptr [r15 + 704], bpl
@@ -494,23 +553,27 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j146:
     mov dword ptr [r15 + 192], 63
     and r8, 448
     movsxd r9, dword ptr [r15 + r8 + 960]
     test ebx, 3488
     jnz 1f
 1:
+.Lc1_j147:
     movzx eax, byte ptr [r14 + 512]
     vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
     test bl, 192
     jnz 1f
 1:
+.Lc1_j148:
     mov r9, r10
     movzx edi, al
     add qword ptr [r15 + 640], r9
     test ebx, 320
     jz 1f
 1:
+.Lc1_j149:
     and r9, 4032
     inc dword ptr [r15 + r9 + 3008]
     mov rdi, qword ptr [r15 + 896]
@@ -518,6 +581,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j150:
     jz .Lc1_b3_done
 .Lc1_b3_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -529,18 +593,21 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j151:
     mov dword ptr [r15 + 0], 113
     mov esi, edi
     mov dword ptr [r15 + 0], r8d
     test ebx, 64480
     jnz 1f
 1:
+.Lc1_j152:
     mov r9, qword ptr [r15 + 0]
     mov esi, esi
     movzx eax, byte ptr [r15 + 0]
     test ebx, 14048
     jnz 1f
 1:
+.Lc1_j153:
     mov r9, r9
     mov r8, r10
     inc dword ptr [r15 + 0]
@@ -548,18 +615,21 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j154:
     and r8, 448
     movsxd rdx, dword ptr [r15 + r8 + 960]
     mov byte ptr [r15 + 448], r8b
     test ebx, 1984
     jz 1f
 1:
+.Lc1_j155:
     movsxd rcx, dword ptr [r14 + 0]
     movsxd rdx, dword ptr [r14 + 0]
     mov rax, qword ptr [r15 + 832]
     test ebx, 576
     jnz 1f
 1:
+.Lc1_j156:
     vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 256]
     crc32 rcx, rdx
     mov rbp, qword ptr [r15 + 576]
@@ -567,19 +637,22 @@ ditto_body_c1:
     test ebx, 14240
     jz 1f
 1:
+.Lc1_j157:
     mov qword ptr [r15 + 192], rcx
     and r9, 960
     mov rcx, qword ptr [r15 + r9 + 1984]
     movzx ebp, byte ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j158:
     mov byte ptr [r15 + 448], r9b
     mov eax, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j159:
     jz .Lc1_b3_done
 .Lc1_b3_c8:
     mov rax, qword ptr [r15 + 67117720]
@@ -595,6 +668,7 @@ ditto_body_c1:
     test ebx, 1344
     jnz 1f
 1:
+.Lc1_j160:
     movzx ebp, byte ptr [r15 + 192]
     and r9, 33554368
     mov r8, r10
@@ -602,43 +676,51 @@ ditto_body_c1:
     test bl, 192
     jnz 1f
 1:
+.Lc1_j161:
     mov edi, 48
     and r8, 4032
     mov rbp, qword ptr [r15 + r8 + 3008]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j162:
     movsxd rdi, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j163:
     mov dword ptr [r15 + 0], 185
     mov esi, 77
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j164:
     movsxd rbp, dword ptr [r15 + 0]
     mov edi, ecx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j165:
     bt rsi, rsi
     mov rbp, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j166:
     mov edi, dword ptr [r15 + 256]
     movzx r9d, byte ptr [r15 + 640]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j167:
     mov rdx, qword ptr [r15 + 896]
     mov qword ptr [r14 + 0], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j168:
     jz .Lc1_b3_done
 .Lc1_b3_c9:
     mov rax, qword ptr [r15 + 67117720]
@@ -647,42 +729,49 @@ ditto_body_c1:
     mov rbp, qword ptr [r14 + 0]
     bswap rdi
     mov rdx, rbp
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j169:
     mov dword ptr [r15 + 0], 44
     mov r9d, 5
     test ebx, 8096
     jz 1f
 1:
+.Lc1_j170:
     mov dword ptr [r15 + 0], edx
     mov rdx, rdx
     movsxd r9, dword ptr [r15 + 0]
     test ebx, 130464
     jnz 1f
 1:
+.Lc1_j171:
     mov ebp, 205
     mov rdi, qword ptr [r15 + 0]
     test ebx, 1600
     jnz 1f
 1:
+.Lc1_j172:
     mov eax, dword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
     test ebx, 3520
     jz 1f
 1:
+.Lc1_j173:
     mov edi, edi
     movzx ebp, byte ptr [r15 + 0]
     mov r9d, 213
     test ebx, 320
     jnz 1f
 1:
+.Lc1_j174:
     mov rax, qword ptr [r15 + 576]
     mov rbp, r10
     mov r9d, 135
     test ebx, 448
     jnz 1f
 1:
+.Lc1_j175:
     movsxd r8, dword ptr [r15 + 192]
     lea r9, [r10 + r10*1]
     and rbp, 448
@@ -690,21 +779,24 @@ ditto_body_c1:
     and r9, 448
     movzx ecx, byte ptr [r15 + r9 + 1472]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j176:
     or r8d, 1
     xor edx, edx
     div r8d
     movsxd rsi, dword ptr [r15 + r9 + 1536]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j177:
     mov ecx, dword ptr [r15 + 640]
     crc32 eax, al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j178:
     jz .Lc1_b3_done
 .Lc1_b3_c10:
     mov rax, qword ptr [r15 + 67117720]
@@ -719,11 +811,13 @@ ditto_body_c1:
     test ebx, 47072
     jnz 1f
 1:
+.Lc1_j179:
     movzx r9d, byte ptr [r15 + 704]
     cmovne rcx, rsi
     test bl, 192
     jnz 1f
 1:
+.Lc1_j180:
     mov r8, r10
     mov esi, r9d
     and r8, 448
@@ -731,34 +825,40 @@ ditto_body_c1:
     test ebx, 6976
     jz 1f
 1:
+.Lc1_j181:
     mov edx, 83
     mov qword ptr [r15 + 448], rsi
     mov rbp, r10
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j182:
     and rbp, 448
     movsxd rax, dword ptr [r15 + rbp + 960]
     movzx edx, byte ptr [r14 + 512]
     test ebx, 7360
     jz 1f
 1:
+.Lc1_j183:
     btc dword ptr [r15 + 0], 5
     mov ecx, ebp
     test ebx, 60896
     jz 1f
 1:
+.Lc1_j184:
     mov edi, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+.Lc1_j185:
     mov rdx, qword ptr [r15 + 448]
     movsxd rdi, dword ptr [r15 + 256]
     mov r8, r10
     test ebx, 3776
     jnz 1f
 1:
+.Lc1_j186:
     and r8, 960
     mov rcx, qword ptr [r15 + r8 + 1984]
     mov eax, r8d
@@ -766,6 +866,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j187:
     jz .Lc1_b3_done
 .Lc1_b3_c11:
     mov rax, qword ptr [r15 + 67117720]
@@ -775,24 +876,28 @@ ditto_body_c1:
     mov edx, dword ptr [r15 + 0]
     vmovdqu xmm10, xmmword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j188:
     movsxd rcx, dword ptr [r15 + 0]
     movzx edx, dil
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j189:
     mov r8d, ecx
     mov edi, dword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
     test ebx, 15072
     jnz 1f
 1:
+.Lc1_j190:
     mov edx, 184
     mov byte ptr [r15 + 0], dil
     test ebx, 704
     jz 1f
 1:
+.Lc1_j191:
     mov r8, r10
     mov edx, dword ptr [r15 + 768]
     lea rbp, [r10 + r10*1]
@@ -800,28 +905,32 @@ ditto_body_c1:
     lock xadd qword ptr [r15 + r8 + 7104], rdi
     and rbp, 33554368
     mov byte ptr [r15 + rbp + 33554432], dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j192:
     mov esi, 190
     mov r9, r10
     mov edx, 252
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j193:
     and r9, 448
     movsxd rsi, dword ptr [r15 + r9 + 960]
     mov edx, 32
     movsxd rcx, dword ptr [r15 + 512]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j194:
     mov qword ptr [r14 + rbp + 33554496], r9
     mov ebp, 208
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j195:
     jz .Lc1_b3_done
 .Lc1_b3_c12:
     mov rax, qword ptr [r15 + 67117720]
@@ -837,22 +946,26 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j196:
     mov ebp, esi
     vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     test ebx, 320
     jz 1f
 1:
+.Lc1_j197:
     mov qword ptr [r15 + 0], rdi
     movsxd rdx, dword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
     test ebx, 1344
     jz 1f
 1:
+.Lc1_j198:
     mov rbp, rdi
     mov edx, dword ptr [r14 + 704]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j199:
     movzx ecx, dil
     mov rbp, r10
     mov rdi, qword ptr [r14 + 0]
@@ -862,29 +975,34 @@ ditto_body_c1:
     test ebx, 576
     jz 1f
 1:
+.Lc1_j200:
     mov byte ptr [r15 + 448], bpl
     and r8, 33554368
     mov byte ptr [r15 + r8 + 33554560], dl
     test ebx, 576
     jnz 1f
 1:
+.Lc1_j201:
     movsxd rcx, dword ptr [r15 + 576]
     mov dword ptr [r15 + r8 + 33554496], r8d
     mov edi, dword ptr [r15 + 576]
     test bl, 192
     jnz 1f
 1:
+.Lc1_j202:
     mov ebp, dword ptr [r15 + 192]
     mov byte ptr [r15 + r8 + 33554432], cl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j203:
     vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 640]
     popcnt rcx, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j204:
     jz .Lc1_b3_done
 .Lc1_b3_c13:
     mov rax, qword ptr [r15 + 67117720]
@@ -898,52 +1016,61 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j205:
     xor dword ptr [r15 + 448], edi
     movzx ebp, dl
     mov edi, 143
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j206:
     movzx edx, cl
     mov ecx, 127
     test ebx, 6112
     jz 1f
 1:
+.Lc1_j207:
     movzx esi, byte ptr [r15 + 832]
     mov byte ptr [r15 + 0], dil
     mov edi, 54
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j208:
     movsxd rbp, dword ptr [r15 + 0]
     vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rbp
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j209:
     movsxd rsi, dword ptr [r15 + 0]
     mov edx, 176
     test ebx, 48608
     jz 1f
 1:
+.Lc1_j210:
     mov r9d, dword ptr [r15 + 0]
     mov byte ptr [r15 + 512], sil
     lock xadd qword ptr [r15 + 768], rdx
     test bl, 64
     jnz 1f
 1:
+.Lc1_j211:
     movzx edi, byte ptr [r14 + 640]
     movzx ecx, r9b
     mov byte ptr [r15 + 512], dil
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j212:
     mov dword ptr [r14 + 448], edi
     movsxd rbp, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j213:
     jz .Lc1_b3_done
 .Lc1_b3_c14:
     mov rax, qword ptr [r15 + 67117720]
@@ -967,43 +1094,51 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j214:
     movzx r9d, byte ptr [r15 + 0]
     mov r8d, r8d
     test bl, 192
     jnz 1f
 1:
+.Lc1_j215:
     lea rbp, [r10 + r10*1]
     movzx edi, byte ptr [r15 + 0]
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j216:
     and rbp, 448
     mov qword ptr [r15 + rbp + 1024], r8
     movzx r8d, byte ptr [r15 + 768]
     test ebx, 1344
     jz 1f
 1:
+.Lc1_j217:
     mov r9, qword ptr [r15 + 576]
     mov qword ptr [r15 + 640], rbp
     mov r8, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j218:
     movsxd rdi, dword ptr [r15 + 256]
     test ebx, 5952
     jz 1f
 1:
+.Lc1_j219:
     and r8, 8128
     movzx r9d, byte ptr [r15 + r8 + 7104]
     mov dword ptr [r15 + rbp + 960], 111
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j220:
     mov rbp, qword ptr [r14 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j221:
     jz .Lc1_b3_done
 .Lc1_b3_c15:
     lea r9, [r10 + r10*1]
@@ -1014,28 +1149,33 @@ ditto_body_c1:
     test ebx, 6976
     jnz 1f
 1:
+.Lc1_j222:
     mov edx, 32
     mov rdi, qword ptr [r15 + 896]
     test ebx, 61152
     jz 1f
 1:
+.Lc1_j223:
     mov esi, 24
     mov r8, rdx
     mov qword ptr [r15 + 704], rsi
     test ebx, 20448
     jz 1f
 1:
+.Lc1_j224:
     mov edi, 168
     cmovne rsi, r8
     test ebx, 5568
     jz 1f
 1:
+.Lc1_j225:
     mov ebp, dword ptr [r15 + 832]
     mov edi, esi
     mov r8, r10
     test ebx, 12192
     jz 1f
 1:
+.Lc1_j226:
     movzx eax, bpl
     mov qword ptr [r15 + r9 + 3072], r8
     and r8, 960
@@ -1043,22 +1183,26 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j227:
     mov ecx, 207
     mov edi, dword ptr [r15 + 256]
     test ebx, 32480
     jz 1f
 1:
+.Lc1_j228:
     movzx eax, dil
     mov rdx, qword ptr [r15 + 0]
     xor dword ptr [r15 + 0], eax
     test ebx, 14240
     jnz 1f
 1:
+.Lc1_j229:
     vmovdqu xmm8, xmmword ptr [r15 + 0]
     xor dword ptr [r15 + 832], edx
     test ebx, 320
     jnz 1f
 1:
+.Lc1_j230:
     mov r9, r10
     mov ecx, dword ptr [r14 + 0]
     and r9, 33554368
@@ -1067,6 +1211,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j231:
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
@@ -1143,47 +1288,56 @@ ditto_body_c1:
     test ebx, 64320
     jz 1f
 1:
+.Lc1_j365:
     mov dword ptr [r15 + 0], ecx
     movsxd rsi, dword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
+.Lc1_j366:
     movzx edi, byte ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
     test ebx, 32416
     jnz 1f
 1:
+.Lc1_j367:
     movzx r8d, sil
     mov edi, dword ptr [r15 + 0]
     test ebx, 320
     jnz 1f
 1:
+.Lc1_j368:
     mov edx, r9d
     test ebx, 320
     jz 1f
 1:
+.Lc1_j369:
     mov byte ptr [r15 + 0], r8b
     movzx edi, byte ptr [r15 + 0]
     test bl, 192
     jnz 1f
 1:
+.Lc1_j370:
     mov edx, dword ptr [r15 + 0]
     mov rcx, qword ptr [r14 + 0]
     mov r9, r10
     test bl, 64
     jz 1f
 1:
+.Lc1_j371:
     and r9, 33554368
     mov dword ptr [r15 + r9 + 33554432], 150
     mov edi, dword ptr [r15 + 768]
     test ebx, 14816
     jz 1f
 1:
+.Lc1_j372:
     mov rdx, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j373:
     jz .Lc1_b8_done
 .Lc1_b8_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -1195,29 +1349,34 @@ ditto_body_c1:
     test ebx, 28384
     jz 1f
 1:
+.Lc1_j374:
     mov rbp, rax
     mov dword ptr [r15 + 0], eax
     mov rdi, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j375:
     mov dword ptr [r15 + 0], edi
     movzx edx, byte ptr [r15 + 0]
     test ebx, 28576
     jnz 1f
 1:
+.Lc1_j376:
     mov r9d, edi
     movzx eax, byte ptr [r15 + 0]
     mov dword ptr [r15 + 0], r9d
     test bl, 64
     jz 1f
 1:
+.Lc1_j377:
     mov rdx, rax
     movsxd rbp, dword ptr [r14 + 256]
     mov r9, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j378:
     and r9, 4032
     mov edx, dword ptr [r14 + r9 + 3008]
     mov rbp, r10
@@ -1227,12 +1386,14 @@ ditto_body_c1:
     test bl, 192
     jnz 1f
 1:
+.Lc1_j379:
     mov r9, r10
     bswap rbp
     mov rdx, qword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j380:
     and r9, 448
     vmovdqu xmm8, xmmword ptr [r15 + r9 + 1472]
     mov edx, 198
@@ -1240,12 +1401,14 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j381:
     mov edi, dword ptr [r15 + 704]
     mov edx, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j382:
     jz .Lc1_b8_done
 .Lc1_b8_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -1265,49 +1428,58 @@ ditto_body_c1:
     test ebx, 24288
     jnz 1f
 1:
+.Lc1_j383:
     movzx edx, byte ptr [r15 + 448]
     movzx r8d, byte ptr [r15 + 0]
     test ebx, 320
     jz 1f
 1:
+.Lc1_j384:
     mov rax, qword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j385:
     mov ecx, dword ptr [r15 + 0]
     mov rax, r8
     test ebx, 57024
     jnz 1f
 1:
+.Lc1_j386:
     xchg rdx, rdx
     vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
     mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j387:
     mov byte ptr [r15 + 0], bpl
     and rbp, 448
     movsxd rcx, dword ptr [r15 + rbp + 960]
     test ebx, 576
     jnz 1f
 1:
+.Lc1_j388:
     mov qword ptr [r15 + 704], rcx
     mov r9d, dword ptr [r14 + 0]
     test bl, 192
     jnz 1f
 1:
+.Lc1_j389:
     mov r8d, dword ptr [r15 + 576]
     mov rdx, rcx
     test bl, 192
     jnz 1f
 1:
+.Lc1_j390:
     movzx esi, r8b
     mov ebp, dword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j391:
     jz .Lc1_b8_done
 .Lc1_b8_c3:
     mov rax, qword ptr [r15 + 67117720]
@@ -1319,12 +1491,14 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j392:
     movsxd rsi, dword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
     test ebx, 1344
     jnz 1f
 1:
+.Lc1_j393:
     lea rbp, [r10 + r10*1]
     movzx esi, sil
     mov dword ptr [r15 + 0], 218
@@ -1333,42 +1507,49 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j394:
     mov r8, qword ptr [r15 + 448]
     mov rax, qword ptr [r15 + 640]
     vucomisd xmm8, xmm8
     test ebx, 704
     jz 1f
 1:
+.Lc1_j395:
     movzx r8d, byte ptr [r15 + rbp + 1024]
     movzx esi, al
     mov dword ptr [r15 + 256], 221
     test ebx, 16288
     jz 1f
 1:
+.Lc1_j396:
     mov dword ptr [r14 + 0], esi
     mov rcx, rsi
     mov edi, dword ptr [r14 + 0]
     test bl, 64
     jz 1f
 1:
+.Lc1_j397:
     mov rax, qword ptr [r15 + 192]
     mov r8d, dword ptr [r15 + 576]
     movzx ebp, byte ptr [r15 + 512]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j398:
     mov rdi, rbp
     mov qword ptr [r15 + 192], rax
     add qword ptr [r15 + 192], rdi
     test ebx, 12000
     jnz 1f
 1:
+.Lc1_j399:
     movsxd rcx, dword ptr [r15 + 256]
     movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j400:
     jz .Lc1_b8_done
 .Lc1_b8_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -1385,53 +1566,63 @@ ditto_body_c1:
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j401:
     mov rbp, qword ptr [r15 + 0]
     test ebx, 45024
     jnz 1f
 1:
+.Lc1_j402:
     movzx edi, bpl
     mov rcx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j403:
     mov rax, qword ptr [r15 + 0]
     test ebx, 7136
     jnz 1f
 1:
+.Lc1_j404:
     movsxd rcx, dword ptr [r14 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j405:
     mov rbp, r10
     mov rax, rcx
     mov dword ptr [r14 + 0], ebp
     test ebx, 448
     jz 1f
 1:
+.Lc1_j406:
     and rbp, 33554368
     mov byte ptr [r15 + rbp + 33554432], al
     mov r8, r10
     test bl, 64
     jnz 1f
 1:
+.Lc1_j407:
     and r8, 448
     movsxd rcx, dword ptr [r15 + r8 + 960]
     mov edi, r8d
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j408:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 983
     rep movsb
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j409:
     mov rbp, qword ptr [r15 + r9 + 1536]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j410:
     jz .Lc1_b8_done
 .Lc1_b8_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -1443,24 +1634,28 @@ ditto_body_c1:
     test ebx, 128928
     jz 1f
 1:
+.Lc1_j411:
     mov rdi, r8
     mov dword ptr [r15 + 0], 4
     vmovdqu xmm10, xmmword ptr [r15 + 0]
     test ebx, 1216
     jnz 1f
 1:
+.Lc1_j412:
     mov rcx, qword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
     movzx edx, cl
     test bl, 64
     jnz 1f
 1:
+.Lc1_j413:
     vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
     mov edi, edx
     mov dword ptr [r15 + 256], esi
     test ebx, 63456
     jnz 1f
 1:
+.Lc1_j414:
     mov byte ptr [r15 + 256], dil
     mov r9, qword ptr [r15 + 192]
     xchg rdi, rdi
@@ -1468,6 +1663,7 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j415:
     and r8, 33554368
     mov byte ptr [r15 + r8 + 33554432], dil
     movzx eax, byte ptr [r15 + 768]
@@ -1475,24 +1671,28 @@ ditto_body_c1:
     test ebx, 704
     jz 1f
 1:
+.Lc1_j416:
     movsxd rcx, dword ptr [r15 + 512]
     mov rdx, qword ptr [r15 + 640]
     movzx esi, cl
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j417:
     mov byte ptr [r15 + r8 + 33554560], dl
     mov rdi, rsi
     mov rdx, qword ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j418:
     movzx eax, byte ptr [r15 + 704]
     mov dword ptr [r15 + r8 + 33554496], 5
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j419:
     jz .Lc1_b8_done
 .Lc1_b8_c6:
     lea rcx, [rip + .Lc1_d2508_j]
@@ -1507,39 +1707,46 @@ ditto_body_c1:
     test ebx, 32544
     jz 1f
 1:
+.Lc1_j420:
     movsxd rsi, dword ptr [r15 + 768]
     vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
     test ebx, 1216
     jnz 1f
 1:
+.Lc1_j421:
     mov qword ptr [r15 + 0], rsi
     mov rcx, rsi
     mov dword ptr [r15 + 0], 51
     test ebx, 12192
     jz 1f
 1:
+.Lc1_j422:
     mov rbp, qword ptr [r15 + 0]
     movzx r8d, cl
     test ebx, 320
     jz 1f
 1:
+.Lc1_j423:
     movzx edx, r8b
     movzx esi, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+.Lc1_j424:
     mov dword ptr [r15 + 0], 73
     mov edx, 238
     mov ecx, esi
     test ebx, 48864
     jnz 1f
 1:
+.Lc1_j425:
     movzx r8d, cl
     mov rbp, r10
     movsxd rcx, dword ptr [r15 + 0]
     test ebx, 448
     jnz 1f
 1:
+.Lc1_j426:
     movzx r9d, byte ptr [r15 + 0]
     and rbp, 448
     movsxd rdx, dword ptr [r15 + rbp + 1472]
@@ -1547,12 +1754,14 @@ ditto_body_c1:
     test ebx, 56288
     jnz 1f
 1:
+.Lc1_j427:
     bt rsi, rsi
     mov r8d, esi
     mov r9, r10
     test ebx, 13792
     jnz 1f
 1:
+.Lc1_j428:
     movzx ecx, byte ptr [r15 + 448]
     and r9, 448
     vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + r9 + 960]
@@ -1560,6 +1769,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j429:
     jz .Lc1_b8_done
 .Lc1_b8_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -1572,6 +1782,7 @@ ditto_body_c1:
     test ebx, 1888
     jnz 1f
 1:
+.Lc1_j430:
     mov r8d, ebp
     and r9, 8128
     movsxd rbp, dword ptr [r15 + r9 + 7104]
@@ -1579,31 +1790,36 @@ ditto_body_c1:
     test ebx, 6592
     jnz 1f
 1:
+.Lc1_j431:
     bswap r8
     mov rdi, qword ptr [r15 + 512]
     mov qword ptr [r15 + 704], r8
     test ebx, 1344
     jz 1f
 1:
+.Lc1_j432:
     movzx esi, dil
     movzx eax, dil
     mov rbp, qword ptr [r15 + 704]
     lea r9, [r10 + r10*1]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j433:
     and r9, 33554368
     mov dword ptr [r15 + r9 + 33554432], esi
     mov r8d, dword ptr [r15 + 0]
     test ebx, 15072
     jnz 1f
 1:
+.Lc1_j434:
     mov byte ptr [r15 + 0], r8b
     mov rbp, qword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
     test bl, 192
     jnz 1f
 1:
+.Lc1_j435:
     lea rbp, [r10 + r10*1]
     mov dword ptr [r15 + 0], r8d
     movzx edi, byte ptr [r15 + 0]
@@ -1612,18 +1828,21 @@ ditto_body_c1:
     test ebx, 15264
     jnz 1f
 1:
+.Lc1_j436:
     mov edi, dword ptr [r15 + 768]
     mov rax, qword ptr [r14 + rbp + 960]
     mov rsi, rdi
     test bl, 64
     jz 1f
 1:
+.Lc1_j437:
     sete dil
     mov qword ptr [r15 + r9 + 33554496], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j438:
     jz .Lc1_b8_done
 .Lc1_b8_c8:
     mov rax, qword ptr [r15 + 67117720]
@@ -1637,57 +1856,67 @@ ditto_body_c1:
     mov qword ptr [r15 + 0], rcx
     movzx ebp, byte ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j439:
     mov edi, 193
     mov esi, 185
     test ebx, 576
     jz 1f
 1:
+.Lc1_j440:
     mov dword ptr [r15 + 0], 218
     vmaxsd xmm10, xmm10, xmm10
     test ebx, 1984
     jz 1f
 1:
+.Lc1_j441:
     movzx ebp, sil
     mov dword ptr [r15 + 0], 237
     test bl, 64
     jnz 1f
 1:
+.Lc1_j442:
     mov dword ptr [r15 + 0], 1
     mov edx, ebp
     test ebx, 448
     jz 1f
 1:
+.Lc1_j443:
     mov eax, 31
     xor dword ptr [r14 + 448], edx
     xor dword ptr [r15 + 320], eax
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j444:
     sete al
     mov ecx, dword ptr [r15 + 384]
     test ebx, 704
     jnz 1f
 1:
+.Lc1_j445:
     mov r9, rcx
     mov rbp, r10
     mov ecx, 25
     test bl, 64
     jz 1f
 1:
+.Lc1_j446:
     and rbp, 4032
     movzx r8d, byte ptr [r15 + rbp + 3008]
     mov esi, 201
     test ebx, 7488
     jz 1f
 1:
+.Lc1_j447:
     movsxd rdx, dword ptr [r15 + 256]
     movsxd rcx, dword ptr [r14 + 576]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j448:
     jz .Lc1_b8_done
 .Lc1_b8_c9:
     mov rax, qword ptr [r15 + 67117720]
@@ -1712,21 +1941,25 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j449:
     mov dword ptr [r15 + 0], esi
     vmovdqu ymm8, ymmword ptr [r15 + 0]
     test ebx, 127968
     jnz 1f
 1:
+.Lc1_j450:
     mov ebp, esi
     movzx ecx, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+.Lc1_j451:
     mov rdi, rcx
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 1216
     jnz 1f
 1:
+.Lc1_j452:
     mov rbp, r10
     movsxd rsi, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 832]
@@ -1735,27 +1968,32 @@ ditto_body_c1:
     test ebx, 704
     jz 1f
 1:
+.Lc1_j453:
     mov ecx, 85
     mov rdi, rsi
     test ebx, 3744
     jnz 1f
 1:
+.Lc1_j454:
     mov rax, qword ptr [r15 + 192]
     movzx ecx, byte ptr [r15 + 512]
     test ebx, 24416
     jnz 1f
 1:
+.Lc1_j455:
     popcnt rbp, rdi
     vpaddq xmm10, xmm10, xmmword ptr [r14 + 448]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j456:
     mov ecx, ebp
     mov r9d, 81
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j457:
     jz .Lc1_b8_done
 .Lc1_b8_c10:
     mov rax, qword ptr [r15 + 67117720]
@@ -1769,33 +2007,39 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j458:
     movsxd rbp, dword ptr [r15 + 768]
     vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
     test ebx, 1760
     jz 1f
 1:
+.Lc1_j459:
     mov rdi, qword ptr [r15 + 0]
     movzx r9d, bpl
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 448
     jz 1f
 1:
+.Lc1_j460:
     mov rdi, rax
     movsxd r9, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j461:
     mov rcx, qword ptr [r15 + 0]
     mov ebp, r9d
     mov dword ptr [r15 + 0], ecx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j462:
     mov eax, r9d
     mov dword ptr [r15 + 0], ecx
     test ebx, 24480
     jnz 1f
 1:
+.Lc1_j463:
     movsxd rbp, dword ptr [r15 + 0]
     mov r9, r10
     crc32 rax, rbp
@@ -1803,13 +2047,15 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j464:
     and r9, 960
     mov ecx, dword ptr [r15 + r9 + 1984]
     movzx esi, r9b
     mov rbp, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j465:
     mov qword ptr [r15 + 640], rbp
     and rbp, 448
     mov dword ptr [r15 + rbp + 1472], 96
@@ -1817,6 +2063,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j466:
     jz .Lc1_b8_done
 .Lc1_b8_c11:
     mov rax, qword ptr [r15 + 67117720]
@@ -1831,16 +2078,19 @@ ditto_body_c1:
     test ebx, 1216
     jz 1f
 1:
+.Lc1_j467:
     inc dword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+.Lc1_j468:
     mov edx, dword ptr [r15 + 0]
     vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     test ebx, 3296
     jnz 1f
 1:
+.Lc1_j469:
     mov qword ptr [r15 + 0], rdx
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
@@ -1849,32 +2099,38 @@ ditto_body_c1:
     test ebx, 27616
     jz 1f
 1:
+.Lc1_j470:
     movsxd r8, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j471:
     not qword ptr [r15 + 448]
     mov byte ptr [r14 + 640], r8b
     test ebx, 704
     jz 1f
 1:
+.Lc1_j472:
     movzx ecx, r8b
     movzx esi, byte ptr [r15 + 640]
     test bl, 64
     jz 1f
 1:
+.Lc1_j473:
     mov rdx, rsi
     movzx edi, byte ptr [r15 + 896]
     test ebx, 11232
     jz 1f
 1:
+.Lc1_j474:
     movsxd rcx, dword ptr [r14 + 0]
     mov r8, r10
     mov dword ptr [r15 + 576], ecx
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j475:
     and r8, 448
     vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 960]
     mov dword ptr [r15 + 576], 52
@@ -1882,6 +2138,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j476:
     jz .Lc1_b8_done
 .Lc1_b8_c12:
     mov rax, qword ptr [r15 + 67117720]
@@ -1895,24 +2152,28 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
+.Lc1_j477:
     mov dword ptr [r15 + 0], r8d
     mov dword ptr [r15 + 0], esi
     popcnt r8, r8
     test ebx, 320
     jnz 1f
 1:
+.Lc1_j478:
     mov rcx, qword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
     movzx ebp, cl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j479:
     mov byte ptr [r15 + 384], bpl
     mov r8d, 68
     mov ebp, dword ptr [r15 + 512]
     test ebx, 3008
     jnz 1f
 1:
+.Lc1_j480:
     mov r9, r10
     mov rax, qword ptr [r14 + 0]
     mov ecx, r9d
@@ -1921,18 +2182,21 @@ ditto_body_c1:
     test bl, 128
     jnz 1f
 1:
+.Lc1_j481:
     movsxd r8, dword ptr [r15 + 576]
     mov ebp, dword ptr [r15 + 832]
     crc32 r9d, r8b
     test ebx, 1344
     jnz 1f
 1:
+.Lc1_j482:
     movzx ecx, byte ptr [r15 + 384]
     mov rsi, qword ptr [r15 + 384]
     mov rbp, qword ptr [r15 + 256]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j483:
     movzx ecx, sil
     movzx r8d, byte ptr [r15 + 320]
     movsxd rsi, dword ptr [r15 + 320]
@@ -1940,6 +2204,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j484:
     jz .Lc1_b8_done
 .Lc1_b8_c13:
     mov rax, qword ptr [r15 + 67117720]
@@ -1955,44 +2220,52 @@ ditto_body_c1:
     test bl, 64
     jnz 1f
 1:
+.Lc1_j485:
     mov r9d, 216
     mov r8, qword ptr [r15 + 0]
     test ebx, 114592
     jnz 1f
 1:
+.Lc1_j486:
     mov esi, 168
     movsxd rcx, dword ptr [r15 + 0]
     test ebx, 7648
     jnz 1f
 1:
+.Lc1_j487:
     mov rax, qword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j488:
     mov dword ptr [r14 + 704], edx
     mov r8, r10
     movzx edx, byte ptr [r15 + 896]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j489:
     and r8, 448
     mov ecx, dword ptr [r15 + r8 + 960]
     mov qword ptr [r14 + 0], r8
     test bl, 64
     jnz 1f
 1:
+.Lc1_j490:
     movsxd rax, dword ptr [r15 + 704]
     mov edx, dword ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j491:
     movsxd rcx, dword ptr [r15 + 512]
     mov r9, r10
     mov r8d, 49
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j492:
     movzx eax, byte ptr [r15 + 448]
     and r9, 448
     movsxd rdx, dword ptr [r15 + r9 + 1472]
@@ -2000,6 +2273,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j493:
     jz .Lc1_b8_done
 .Lc1_b8_c14:
     mov rax, qword ptr [r15 + 67117720]
@@ -2012,12 +2286,14 @@ ditto_body_c1:
     test ebx, 130848
     jz 1f
 1:
+.Lc1_j494:
     mov r8, rdi
     mov edx, 6
     mov r9, r10
     test bl, 64
     jnz 1f
 1:
+.Lc1_j495:
     and r9, 33554368
     mov byte ptr [r15 + r9 + 33554432], r8b
     lea rdi, [r15 + 67109504]
@@ -2027,44 +2303,52 @@ ditto_body_c1:
     test ebx, 3520
     jz 1f
 1:
+.Lc1_j496:
     mov rax, qword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
+.Lc1_j497:
     mov qword ptr [r15 + 0], rdx
     xor dword ptr [r15 + 832], ecx
     test bl, 64
     jz 1f
 1:
+.Lc1_j498:
     movzx esi, al
     vmulsd xmm10, xmm10, xmm8
     test bl, 128
     jz 1f
 1:
+.Lc1_j499:
     mov r9d, dword ptr [r15 + rbp + 1088]
     mov byte ptr [r14 + 0], sil
     mov r8, r10
     test ebx, 1888
     jz 1f
 1:
+.Lc1_j500:
     and r8, 4032
     movsxd rdi, dword ptr [r14 + r8 + 3008]
     movzx r9d, r8b
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j501:
     mov ecx, r9d
     mov edx, r9d
     test ebx, 3904
     jz 1f
 1:
+.Lc1_j502:
     mov eax, dword ptr [r15 + rbp + 960]
     mov rdi, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j503:
     jz .Lc1_b8_done
 .Lc1_b8_c15:
     mov rax, qword ptr [r15 + 67117720]
@@ -2088,42 +2372,50 @@ ditto_body_c1:
     test ebx, 576
     jz 1f
 1:
+.Lc1_j504:
     movzx ebp, r9b
     bt r8, r8
     test bl, 64
     jz 1f
 1:
+.Lc1_j505:
     movzx ecx, bpl
     mov dword ptr [r15 + 0], 51
     test ebx, 3008
     jnz 1f
 1:
+.Lc1_j506:
     mov rax, rcx
     mov dword ptr [r15 + 0], 237
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j507:
     mov dword ptr [r15 + 0], 29
     movsxd r9, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+.Lc1_j508:
     movzx ebp, byte ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
     test ebx, 6592
     jnz 1f
 1:
+.Lc1_j509:
     mov r8, qword ptr [r15 + 512]
     mov byte ptr [r14 + 0], r9b
     test ebx, 63968
     jz 1f
 1:
+.Lc1_j510:
     mov ebp, dword ptr [r15 + 896]
     mov dword ptr [r15 + 640], 34
     mov r8, r10
     test ebx, 120800
     jnz 1f
 1:
+.Lc1_j511:
     sete bpl
     and r8, 448
     mov rsi, qword ptr [r15 + r8 + 1472]
@@ -2131,6 +2423,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j512:
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
 // block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
@@ -2161,49 +2454,58 @@ ditto_body_c1:
     and r9, 960
     mov edx, dword ptr [r14 + r9 + 1984]
     mov qword ptr [r15 + 448], r9
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j271:
     mov byte ptr [r15 + 256], dl
     mov rdi, qword ptr [r15 + 0]
     test bl, 96
     jz 1f
 1:
+.Lc1_j272:
     mov eax, 35
     test bl, 32
     jz 1f
 1:
+.Lc1_j273:
     mov ecx, dword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
     test ebx, 40944
     jz 1f
 1:
+.Lc1_j274:
     add qword ptr [r15 + 0], rcx
     movzx edi, r9b
     test ebx, 416
     jnz 1f
 1:
+.Lc1_j275:
     or qword ptr [r15 + 0], 79
     test ebx, 672
     jz 1f
 1:
+.Lc1_j276:
     mov r8d, 130
     movsxd rdx, dword ptr [r15 + 0]
     test ebx, 3952
     jnz 1f
 1:
+.Lc1_j277:
     movzx eax, byte ptr [r15 + 704]
     mov r8, r10
     cmovne rdx, rax
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j278:
     and r8, 448
     movsxd rcx, dword ptr [r14 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j279:
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -2215,42 +2517,49 @@ ditto_body_c1:
     test ebx, 65232
     jz 1f
 1:
+.Lc1_j280:
     mov edx, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rdi
     mov r8d, dword ptr [r15 + 0]
     test ebx, 496
     jz 1f
 1:
+.Lc1_j281:
     mov ebp, dword ptr [r15 + 0]
     movzx esi, r8b
     mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j282:
     mov qword ptr [r15 + 0], rsi
     movzx eax, cl
     not qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
+.Lc1_j283:
     movsxd rbp, dword ptr [r15 + 320]
     movzx edi, al
     mov byte ptr [r15 + 768], bpl
     test bl, 160
     jnz 1f
 1:
+.Lc1_j284:
     mov rdx, rdi
     add qword ptr [r15 + 640], rdi
     movsxd r8, dword ptr [r15 + 512]
     test bl, 32
     jnz 1f
 1:
+.Lc1_j285:
     mov rax, r8
     mov rcx, qword ptr [r15 + 896]
     mov r8d, dword ptr [r14 + 448]
     test bl, 96
     jz 1f
 1:
+.Lc1_j286:
     mov rbp, r10
     vcvtsi2sd xmm10, xmm10, r8d
     and rbp, 33554368
@@ -2260,6 +2569,7 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
+.Lc1_j287:
     movsxd rdi, dword ptr [r15 + 704]
     and r9, 448
     mov rcx, qword ptr [r15 + r9 + 960]
@@ -2267,6 +2577,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j288:
     jz .Lc1_b5_done
 .Lc1_b5_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -2293,42 +2604,50 @@ ditto_body_c1:
     test ebx, 288
     jnz 1f
 1:
+.Lc1_j289:
     mov qword ptr [r15 + 640], r9
     mov eax, dword ptr [r15 + 0]
     test ebx, 8080
     jz 1f
 1:
+.Lc1_j290:
     mov rcx, rax
     mov ebp, dword ptr [r15 + 0]
     test ebx, 26608
     jnz 1f
 1:
+.Lc1_j291:
     mov rsi, qword ptr [r15 + 0]
     mov edi, ebp
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j292:
     movzx r9d, dil
     mov rcx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j293:
     mov r8, qword ptr [r15 + 0]
     movzx esi, cl
     test ebx, 29680
     jnz 1f
 1:
+.Lc1_j294:
     mov rax, qword ptr [r14 + 0]
     mov dword ptr [r15 + 576], esi
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j295:
     mov edx, dword ptr [r15 + 512]
     mov r8, r10
     mov ebp, edx
     test bl, 64
     jz 1f
 1:
+.Lc1_j296:
     mov r9, r8
     and r8, 33554368
     mov byte ptr [r15 + r8 + 33554432], r9b
@@ -2336,6 +2655,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j297:
     jz .Lc1_b5_done
 .Lc1_b5_c3:
     mov rax, qword ptr [r15 + 67117720]
@@ -2364,45 +2684,54 @@ ditto_body_c1:
     test bl, 32
     jnz 1f
 1:
+.Lc1_j298:
     movsxd r8, dword ptr [r15 + 0]
     mov rbp, r10
     mov edx, dword ptr [r15 + 320]
     test ebx, 4080
     jnz 1f
 1:
+.Lc1_j299:
     and rbp, 8128
     movzx r9d, byte ptr [r15 + rbp + 7104]
     test bl, 96
     jz 1f
 1:
+.Lc1_j300:
     mov r8, qword ptr [r15 + 192]
     mov esi, 77
     test bl, 224
     jz 1f
 1:
+.Lc1_j301:
     mov edx, 242
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j302:
     mov r9d, 221
     mov ecx, edx
     test ebx, 3872
     jnz 1f
 1:
+.Lc1_j303:
     movzx ebp, dl
     test ebx, 3424
     jz 1f
 1:
+.Lc1_j304:
     mov edi, ebp
     mov esi, r9d
     test ebx, 8080
     jnz 1f
 1:
+.Lc1_j305:
     mov qword ptr [r14 + 768], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j306:
     jz .Lc1_b5_done
 .Lc1_b5_c4:
     mov rax, qword ptr [r15 + 67117720]
@@ -2416,50 +2745,59 @@ ditto_body_c1:
     test ebx, 65136
     jz 1f
 1:
+.Lc1_j307:
     mov esi, edx
     mov r9d, edi
     test ebx, 31696
     jz 1f
 1:
+.Lc1_j308:
     vsubsd xmm10, xmm10, xmm14
     vmovdqu ymm11, ymmword ptr [r15 + 0]
     vmovdqu xmm8, xmmword ptr [r15 + 0]
     test bl, 96
     jnz 1f
 1:
+.Lc1_j309:
     mov dword ptr [r15 + 0], 176
     mov esi, esi
     test bl, 160
     jnz 1f
 1:
+.Lc1_j310:
     movsxd r9, dword ptr [r15 + 0]
     mov rax, rsi
     mov edi, 204
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j311:
     mov qword ptr [r14 + 0], rsi
     mov esi, dword ptr [r15 + rbp + 1024]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j312:
     mov rdx, rax
     mov eax, 47
     mov qword ptr [r15 + 384], rdx
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j313:
     mov rdi, qword ptr [r15 + 896]
     sete dl
     test bl, 32
     jnz 1f
 1:
+.Lc1_j314:
     mov r8d, edi
     mov rax, qword ptr [r15 + 448]
     movsxd rdi, dword ptr [r15 + 832]
     test bl, 32
     jnz 1f
 1:
+.Lc1_j315:
     mov r8, r10
     mov rsi, rax
     and r8, 448
@@ -2468,6 +2806,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j316:
     jz .Lc1_b5_done
 .Lc1_b5_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -2483,33 +2822,39 @@ ditto_body_c1:
     test bl, 96
     jz 1f
 1:
+.Lc1_j317:
     movsxd rax, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
     test ebx, 61168
     jnz 1f
 1:
+.Lc1_j318:
     cmovne rdx, rax
     crc32 eax, dil
     test ebx, 8176
     jnz 1f
 1:
+.Lc1_j319:
     mov ebp, eax
     movzx r8d, al
     movsxd rsi, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
+.Lc1_j320:
     mov edx, dword ptr [r15 + 0]
     mov ecx, r8d
     test ebx, 800
     jz 1f
 1:
+.Lc1_j321:
     movzx ebp, byte ptr [r15 + 0]
     mov r9, r10
     mov eax, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
+.Lc1_j322:
     mov dword ptr [r15 + 0], eax
     and r9, 33554368
     mov qword ptr [r14 + r9 + 33554432], rax
@@ -2517,24 +2862,28 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
+.Lc1_j323:
     mov rsi, rdx
     mov rbp, r10
     vpaddq xmm10, xmm10, xmmword ptr [r15 + 704]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j324:
     movsxd rsi, dword ptr [r15 + 448]
     and rbp, 448
     mov r8d, dword ptr [r15 + rbp + 960]
     test ebx, 672
     jnz 1f
 1:
+.Lc1_j325:
     mov edx, ebp
     mov dword ptr [r15 + 768], r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j326:
     jz .Lc1_b5_done
 .Lc1_b5_c6:
     mov rax, qword ptr [r15 + 67117720]
@@ -2546,17 +2895,20 @@ ditto_body_c1:
     test bl, 160
     jnz 1f
 1:
+.Lc1_j327:
     movzx ebp, byte ptr [r15 + 0]
     movzx r9d, r8b
     vmovdqu xmm8, xmmword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j328:
     mov rax, r9
     mov rdx, qword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j329:
     inc dword ptr [r15 + 0]
     mov r8, r10
     movsxd rbp, dword ptr [r14 + 0]
@@ -2564,18 +2916,21 @@ ditto_body_c1:
     test bl, 96
     jnz 1f
 1:
+.Lc1_j330:
     and r8, 448
     vpaddd ymm3, ymm8, ymmword ptr [r15 + r8 + 1472]
     cmovne rsi, r8
     mov edi, r8d
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j331:
     movzx ebp, byte ptr [r15 + 256]
     mov edx, dword ptr [r15 + 512]
     test ebx, 672
     jnz 1f
 1:
+.Lc1_j332:
     mov eax, edx
     mov r9, r10
     movzx ecx, byte ptr [r15 + 576]
@@ -2585,6 +2940,7 @@ ditto_body_c1:
     test bl, 32
     jnz 1f
 1:
+.Lc1_j333:
     and rbp, 4032
     mov r8, qword ptr [r14 + rbp + 3008]
     vmovdqu xmm11, xmmword ptr [r15 + 704]
@@ -2592,6 +2948,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j334:
     jz .Lc1_b5_done
 .Lc1_b5_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -2615,20 +2972,24 @@ ditto_body_c1:
     test ebx, 3872
     jnz 1f
 1:
+.Lc1_j335:
     mov edi, dword ptr [r15 + 896]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
-1:
-    movzx ecx, dil
-    mov r8d, 5
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
     jae 1f
 1:
+.Lc1_j336:
+    movzx ecx, dil
+    mov r8d, 5
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
+    jae 1f
+1:
+.Lc1_j337:
     mov rbp, r10
     movzx eax, r8b
     test bl, 32
     jnz 1f
 1:
+.Lc1_j338:
     and rbp, 960
     vmovdqu ymm8, ymmword ptr [r15 + rbp + 1984]
     mov rdi, rbp
@@ -2636,25 +2997,30 @@ ditto_body_c1:
     test ebx, 30192
     jz 1f
 1:
+.Lc1_j339:
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 16048
     jnz 1f
 1:
+.Lc1_j340:
     and r8, 8128
     mov ecx, dword ptr [r14 + r8 + 7104]
     mov ebp, dword ptr [r15 + 192]
     test bl, 160
     jz 1f
 1:
+.Lc1_j341:
     movzx edi, cl
     test ebx, 16112
     jnz 1f
 1:
+.Lc1_j342:
     movsxd rsi, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j343:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
@@ -2674,6 +3040,7 @@ ditto_body_c1:
     test ebx, 288
     jnz 1f
 1:
+.Lc1_j0:
     mov rsi, qword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
@@ -2682,43 +3049,50 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
+.Lc1_j1:
     mov r8d, ecx
     movzx edi, byte ptr [r15 + 0]
     mov edx, 197
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j2:
     mov qword ptr [r15 + 0], rdx
     mov byte ptr [r15 + 0], dl
     test ebx, 672
     jz 1f
 1:
+.Lc1_j3:
     movsxd r9, dword ptr [r15 + 0]
     sete r8b
     bt r9, r9
     test bl, 32
     jnz 1f
 1:
+.Lc1_j4:
     mov rdx, qword ptr [r15 + 0]
     vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
     test ebx, 1888
     jnz 1f
 1:
+.Lc1_j5:
     mov qword ptr [r15 + 0], r8
     mov rbp, qword ptr [r15 + 576]
     movzx eax, byte ptr [r15 + 448]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j6:
     movsxd r8, dword ptr [r15 + 640]
     mov r9, r10
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 987
     rep movsb
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j7:
     movzx ebp, byte ptr [r14 + 0]
     and r9, 33554368
     mov dword ptr [r15 + r9 + 33554432], ebp
@@ -2726,6 +3100,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j8:
     jz .Lc1_b0_done
 .Lc1_b0_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -2744,46 +3119,54 @@ ditto_body_c1:
     test bl, 160
     jz 1f
 1:
+.Lc1_j9:
     mov eax, dword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
     test bl, 160
     jz 1f
 1:
+.Lc1_j10:
     bt rax, rdx
     mov r8, r10
     mov rcx, qword ptr [r15 + 576]
     movzx edi, byte ptr [r15 + 768]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j11:
     and r8, 448
     or qword ptr [r15 + r8 + 960], 100
     mov ebp, dword ptr [r15 + 704]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j12:
     mov rdx, rbp
     movzx r9d, cl
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j13:
     mov rax, qword ptr [r15 + 512]
     mov qword ptr [r14 + 640], r9
     mov qword ptr [r15 + 704], rax
     test ebx, 2528
     jnz 1f
 1:
+.Lc1_j14:
     mov rcx, qword ptr [r15 + 320]
     movzx ebp, byte ptr [r15 + 768]
     test ebx, 16176
     jz 1f
 1:
+.Lc1_j15:
     vpaddq xmm10, xmm10, xmmword ptr [r14 + 640]
     mov esi, 127
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j16:
     jz .Lc1_b0_done
 .Lc1_b0_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -2796,45 +3179,53 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
+.Lc1_j17:
     mov r8d, r8d
     and r9, 960
     mov rdi, qword ptr [r15 + r9 + 1984]
     test bl, 32
     jz 1f
 1:
+.Lc1_j18:
     mov rax, qword ptr [r14 + 384]
     vmovdqu xmm15, xmmword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
+.Lc1_j19:
     xchg r8, r8
     mov rsi, rax
     test bl, 96
     jnz 1f
 1:
+.Lc1_j20:
     mov dword ptr [r15 + 0], 32
     mov r9d, dword ptr [r15 + 0]
     test ebx, 2912
     jz 1f
 1:
+.Lc1_j21:
     mov r8, qword ptr [r15 + 0]
     sete sil
     mov edi, r8d
     test bl, 160
     jnz 1f
 1:
+.Lc1_j22:
     mov rbp, r10
     or qword ptr [r15 + 0], 58
     and rbp, 448
     movzx edx, byte ptr [r15 + rbp + 960]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j23:
     bswap r8
     mov rdi, rdx
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j24:
     mov r9, r10
     movsxd rsi, dword ptr [r15 + 768]
     and r9, 33554368
@@ -2842,12 +3233,14 @@ ditto_body_c1:
     test ebx, 13808
     jnz 1f
 1:
+.Lc1_j25:
     movsxd rcx, dword ptr [r15 + 704]
     mov rbp, qword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j26:
     jz .Lc1_b0_done
 .Lc1_b0_c3:
     mov rax, qword ptr [r15 + 67117720]
@@ -2863,46 +3256,54 @@ ditto_body_c1:
     test bl, 160
     jnz 1f
 1:
+.Lc1_j27:
     vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     mov dword ptr [r15 + 0], edx
     test ebx, 608
     jz 1f
 1:
+.Lc1_j28:
     popcnt rdi, rdx
     mov esi, dword ptr [r15 + 0]
     test ebx, 12240
     jz 1f
 1:
+.Lc1_j29:
     lea r9, [r10 + r10*1]
     movsxd rcx, dword ptr [r15 + 0]
     and r9, 448
     movsxd rdx, dword ptr [r15 + r9 + 1024]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j30:
     mov edi, r9d
     movzx ecx, byte ptr [r15 + 448]
     bt rdi, rdi
     test bl, 32
     jnz 1f
 1:
+.Lc1_j31:
     mov rdx, qword ptr [r14 + 320]
     movzx esi, byte ptr [r15 + r9 + 960]
     mov r9, r10
     test ebx, 12208
     jz 1f
 1:
+.Lc1_j32:
     and r9, 33554368
     mov byte ptr [r14 + r9 + 33554432], dl
     mov edi, dword ptr [r15 + 576]
     test ebx, 4016
     jnz 1f
 1:
+.Lc1_j33:
     mov esi, 41
     movzx r9d, byte ptr [r15 + 704]
     test bl, 96
     jz 1f
 1:
+.Lc1_j34:
     or edi, 1
     xor edx, edx
     div edi
@@ -2911,6 +3312,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j35:
     jz .Lc1_b0_done
 .Lc1_b0_c4:
     lea rcx, [rip + .Lc1_d244_j]
@@ -2923,38 +3325,45 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
+.Lc1_j36:
     movsxd rdx, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
     test ebx, 800
     jnz 1f
 1:
+.Lc1_j37:
     movsxd rdi, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
+.Lc1_j38:
     mov rsi, qword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
     or qword ptr [r15 + 0], 27
     test ebx, 288
     jnz 1f
 1:
+.Lc1_j39:
     movzx r9d, byte ptr [r15 + 704]
     mov r8d, 61
     test bl, 96
     jz 1f
 1:
+.Lc1_j40:
     xchg rax, rax
     movzx edx, r8b
     test ebx, 31696
     jnz 1f
 1:
+.Lc1_j41:
     movzx ecx, dl
     lea rbp, [r10 + r10*1]
     movsxd rdi, dword ptr [r15 + 768]
     test bl, 96
     jnz 1f
 1:
+.Lc1_j42:
     and rbp, 448
     mov qword ptr [r15 + rbp + 1472], rdi
     mov r8d, 250
@@ -2963,23 +3372,27 @@ ditto_body_c1:
     test bl, 96
     jz 1f
 1:
+.Lc1_j43:
     and r9, 960
     mov rdx, qword ptr [r15 + r9 + 1984]
     movzx eax, byte ptr [r14 + 640]
     test ebx, 352
     jz 1f
 1:
+.Lc1_j44:
     movsxd rdi, dword ptr [r15 + 576]
     movsxd rcx, dword ptr [r15 + rbp + 1536]
     test ebx, 28592
     jnz 1f
 1:
+.Lc1_j45:
     mov edx, dword ptr [r14 + 192]
     vmulsd xmm11, xmm11, xmm8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j46:
     jz .Lc1_b0_done
 .Lc1_b0_c5:
     mov rax, qword ptr [r15 + 67117720]
@@ -2991,36 +3404,42 @@ ditto_body_c1:
     test ebx, 2032
     jnz 1f
 1:
+.Lc1_j47:
     mov esi, dword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], esi
     test bl, 224
     jz 1f
 1:
+.Lc1_j48:
     movzx eax, dil
     movzx ebp, byte ptr [r15 + 0]
     vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
+.Lc1_j49:
     movsxd rax, dword ptr [r15 + 0]
     vsubsd xmm11, xmm11, xmm11
     mov esi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j50:
     mov ecx, dword ptr [r15 + 0]
     mov edi, 202
     mov edx, dword ptr [r15 + 0]
     test ebx, 352
     jz 1f
 1:
+.Lc1_j51:
     mov ebp, dword ptr [r15 + 0]
     mov rdi, rdi
     mov dword ptr [r15 + 0], ebp
     test ebx, 49008
     jz 1f
 1:
+.Lc1_j52:
     add qword ptr [r15 + 0], rdi
     lea r8, [r10 + r10*2]
     mov rax, qword ptr [r15 + 768]
@@ -3029,18 +3448,21 @@ ditto_body_c1:
     test ebx, 31984
     jz 1f
 1:
+.Lc1_j53:
     movzx edi, byte ptr [r14 + 384]
     movsxd rcx, dword ptr [r15 + 320]
     mov rbp, rdi
     test ebx, 800
     jz 1f
 1:
+.Lc1_j54:
     mov r9d, dword ptr [r15 + r8 + 3072]
     mov esi, 173
     movsxd rdx, dword ptr [r14 + 0]
     test ebx, 288
     jnz 1f
 1:
+.Lc1_j55:
     movsxd rdi, dword ptr [r15 + 448]
     mov qword ptr [r15 + r8 + 3008], rsi
     movsxd rbp, dword ptr [r15 + 832]
@@ -3048,6 +3470,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j56:
     jz .Lc1_b0_done
 .Lc1_b0_c6:
     mov rax, qword ptr [r15 + 67117720]
@@ -3066,51 +3489,60 @@ ditto_body_c1:
     test ebx, 608
     jnz 1f
 1:
+.Lc1_j57:
     and rbp, 960
     movsxd rcx, dword ptr [r15 + rbp + 1984]
     movzx r8d, bpl
     test bl, 224
     jnz 1f
 1:
+.Lc1_j58:
     mov eax, 175
     mov esi, r8d
     movzx edx, byte ptr [r15 + 512]
     test ebx, 3296
     jz 1f
 1:
+.Lc1_j59:
     movsxd rcx, dword ptr [r15 + 640]
     movzx ebp, byte ptr [r15 + 0]
     test bl, 96
     jnz 1f
 1:
+.Lc1_j60:
     mov rdi, qword ptr [r15 + 0]
     mov rcx, rbp
     movzx r9d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j61:
     mov dword ptr [r15 + 0], 249
     movzx r8d, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
+.Lc1_j62:
     mov esi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
     add qword ptr [r15 + 768], rsi
     test ebx, 8080
     jnz 1f
 1:
+.Lc1_j63:
     mov edx, dword ptr [r15 + 896]
     mov rax, qword ptr [r15 + 192]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j64:
     mov esi, dword ptr [r15 + 704]
     mov byte ptr [r14 + 256], al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j65:
     jz .Lc1_b0_done
 .Lc1_b0_c7:
     mov rax, qword ptr [r15 + 67117720]
@@ -3124,33 +3556,39 @@ ditto_body_c1:
     test ebx, 672
     jz 1f
 1:
+.Lc1_j66:
     movzx edx, byte ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j67:
     add qword ptr [r15 + 0], rbp
     mov rdx, qword ptr [r15 + 576]
     mov ebp, 99
     test bl, 32
     jz 1f
 1:
+.Lc1_j68:
     mov eax, edx
     cmovne rdx, rdx
     test bl, 160
     jnz 1f
 1:
+.Lc1_j69:
     movsxd r8, dword ptr [r15 + 832]
     mov qword ptr [r14 + 0], rdx
     mov rbp, r8
     test ebx, 15600
     jz 1f
 1:
+.Lc1_j70:
     mov dword ptr [r15 + r9 + 1024], r8d
     or qword ptr [r15 + 448], 1
     test bl, 32
     jnz 1f
 1:
+.Lc1_j71:
     mov rbp, r10
     movsxd rdx, dword ptr [r15 + 448]
     movzx r9d, bpl
@@ -3159,12 +3597,14 @@ ditto_body_c1:
     test ebx, 3744
     jz 1f
 1:
+.Lc1_j72:
     mov dword ptr [r15 + 512], r9d
     mov r8, r10
     mov edi, 84
     test bl, 224
     jnz 1f
 1:
+.Lc1_j73:
     mov rcx, qword ptr [r15 + 512]
     and r8, 448
     mov ebp, dword ptr [r15 + r8 + 1472]
@@ -3172,6 +3612,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j74:
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
@@ -3191,42 +3632,49 @@ ditto_body_c1:
     test bl, 16
     jz 1f
 1:
+.Lc1_j232:
     movzx ecx, byte ptr [r15 + 0]
     mov dword ptr [r15 + 0], 254
     mov r9, rcx
     test bl, 48
     jnz 1f
 1:
+.Lc1_j233:
     movzx edx, byte ptr [r15 + 0]
     cmovne rcx, r9
     movzx r9d, dl
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j234:
     movzx edi, byte ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
+.Lc1_j235:
     movsxd rcx, dword ptr [r15 + 0]
     vpaddd ymm10, ymm2, ymmword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
+.Lc1_j236:
     mov dword ptr [r15 + 0], 236
     add qword ptr [r15 + 576], rsi
     mov ebp, ecx
     test ebx, 976
     jnz 1f
 1:
+.Lc1_j237:
     movzx edi, bpl
     mov rax, qword ptr [r15 + 896]
     mov dword ptr [r15 + 768], edi
     mov r8, r10
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j238:
     and r8, 8128
     mov edx, dword ptr [r15 + r8 + 7104]
     mov r9, r10
@@ -3236,12 +3684,14 @@ ditto_body_c1:
     test ebx, 1840
     jnz 1f
 1:
+.Lc1_j239:
     mov dword ptr [r14 + 640], ebp
     mov rsi, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j240:
     jz .Lc1_b4_done
 .Lc1_b4_c1:
     mov rax, qword ptr [r15 + 67117720]
@@ -3265,31 +3715,37 @@ ditto_body_c1:
     test bl, 16
     jz 1f
 1:
+.Lc1_j241:
     movsxd r9, dword ptr [r15 + 0]
     vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j242:
     mov ebp, dword ptr [r15 + 0]
     test ebx, 3512
     jnz 1f
 1:
+.Lc1_j243:
     movzx esi, bpl
     movzx ecx, byte ptr [r15 + 0]
     mov rbp, r10
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j244:
     mov r9, qword ptr [r15 + 0]
     test ebx, 936
     jnz 1f
 1:
+.Lc1_j245:
     and rbp, 448
     mov esi, dword ptr [r15 + rbp + 960]
     mov qword ptr [r15 + 192], rbp
     test ebx, 1392
     jnz 1f
 1:
+.Lc1_j246:
     movsxd rax, dword ptr [r15 + 640]
     or esi, 1
     xor edx, edx
@@ -3297,20 +3753,24 @@ ditto_body_c1:
     test ebx, 400
     jnz 1f
 1:
+.Lc1_j247:
     movsxd r9, dword ptr [r14 + 0]
-    cmp dword ptr [r15 + 67117724], 0x5a82799a
+    cmp dword ptr [r15 + 67117724], 0xa57d8666
     jae 1f
 1:
+.Lc1_j248:
     mov edi, r9d
     movsxd rcx, dword ptr [r15 + 256]
     test bl, 176
     jnz 1f
 1:
+.Lc1_j249:
     movsxd rsi, dword ptr [r14 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j250:
     jz .Lc1_b4_done
 .Lc1_b4_c2:
     mov rax, qword ptr [r15 + 67117720]
@@ -3326,17 +3786,20 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
+.Lc1_j251:
     mov edi, r8d
     bswap r8
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j252:
     movsxd r9, dword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
     test ebx, 400
     jz 1f
 1:
+.Lc1_j253:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 985
@@ -3345,38 +3808,45 @@ ditto_body_c1:
     test ebx, 1872
     jz 1f
 1:
+.Lc1_j254:
     mov dword ptr [r15 + 0], 178
     movsxd rax, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rsi
     test bl, 16
     jnz 1f
 1:
+.Lc1_j255:
     movzx r8d, byte ptr [r15 + 0]
     mov r9d, 96
     test ebx, 14840
     jz 1f
 1:
+.Lc1_j256:
     mov edi, dword ptr [r15 + 0]
     movzx eax, r9b
     movzx ecx, byte ptr [r15 + 704]
     cmp dword ptr [r15 + 67117723], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j257:
     movsxd rbp, dword ptr [r15 + 768]
     mov r8, rcx
     test bl, 80
     jnz 1f
 1:
+.Lc1_j258:
     mov edi, 191
     mov rbp, qword ptr [r15 + 320]
     movzx esi, byte ptr [r15 + 448]
-    cmp dword ptr [r15 + 67117723], 0x5a82799a
+    cmp dword ptr [r15 + 67117723], 0xa57d8666
     jae 1f
 1:
+.Lc1_j259:
     inc dword ptr [r15 + 576]
     movsxd rdx, dword ptr [r14 + 0]
     inc rbx
     dec r13
+.Lc1_j260:
     jz .Lc1_b4_done
 .Lc1_b4_c3:
     mov dword ptr [r15 + 0], 189
@@ -3385,22 +3855,26 @@ ditto_body_c1:
     test ebx, 1264
     jnz 1f
 1:
+.Lc1_j261:
     mov qword ptr [r15 + 0], rax
     mov rbp, qword ptr [r15 + 0]
     test ebx, 744
     jnz 1f
 1:
+.Lc1_j262:
     mov dword ptr [r15 + 0], ebp
     mov edi, dword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
     test bl, 208
     jz 1f
 1:
+.Lc1_j263:
     mov rcx, qword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rbp
     test bl, 48
     jnz 1f
 1:
+.Lc1_j264:
     mov r8, r10
     mov edi, ebp
     and r8, 8128
@@ -3411,22 +3885,26 @@ ditto_body_c1:
     test bl, 16
     jnz 1f
 1:
+.Lc1_j265:
     mov ecx, ebp
     vmovdqu ymm10, ymmword ptr [r14 + 512]
     test bl, 16
     jnz 1f
 1:
+.Lc1_j266:
     movzx r8d, byte ptr [r15 + 640]
     movsxd rdi, dword ptr [r15 + 832]
     vcvtsi2sd xmm10, xmm10, r8d
     test ebx, 1712
     jnz 1f
 1:
+.Lc1_j267:
     mov ebp, edi
     xor dword ptr [r15 + 384], r8d
     test bl, 48
     jz 1f
 1:
+.Lc1_j268:
     mov eax, 110
     movzx ecx, bpl
     mov esi, dword ptr [r15 + 576]
@@ -3434,6 +3912,7 @@ ditto_body_c1:
     test ebx, 752
     jz 1f
 1:
+.Lc1_j269:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 983
@@ -3444,6 +3923,7 @@ ditto_body_c1:
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j270:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
@@ -3477,15 +3957,18 @@ ditto_body_c1:
     test bl, 8
     jz 1f
 1:
+.Lc1_j344:
     movzx edi, sil
     mov edx, dword ptr [r15 + 704]
     test ebx, 2012
     jz 1f
 1:
+.Lc1_j345:
     movzx ecx, byte ptr [r15 + 896]
     test ebx, 3516
     jnz 1f
 1:
+.Lc1_j346:
     mov r9, r10
     add qword ptr [r15 + 320], rdi
     and r9, 8128
@@ -3493,29 +3976,35 @@ ditto_body_c1:
     test ebx, 472
     jz 1f
 1:
+.Lc1_j347:
     mov edx, 161
     test ebx, 5624
     jz 1f
 1:
+.Lc1_j348:
     mov eax, edx
     mov rsi, qword ptr [r15 + 256]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j349:
     mov byte ptr [r15 + 640], sil
     test bl, 8
     jnz 1f
 1:
+.Lc1_j350:
     mov r9d, dword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 320]
     test bl, 8
     jnz 1f
 1:
+.Lc1_j351:
     vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j352:
     jz .Lc1_b6_done
 .Lc1_b6_c1:
     lea rcx, [rip + .Lc1_d2105_j]
@@ -3528,12 +4017,14 @@ ditto_body_c1:
     test ebx, 12252
     jz 1f
 1:
+.Lc1_j353:
     mov rax, rcx
     mov r9, r10
     movzx ecx, byte ptr [r14 + 576]
     test bl, 24
     jz 1f
 1:
+.Lc1_j354:
     and r9, 448
     mov esi, dword ptr [r15 + r9 + 1472]
     mov rbp, qword ptr [r15 + 640]
@@ -3541,23 +4032,27 @@ ditto_body_c1:
     test bl, 8
     jnz 1f
 1:
+.Lc1_j355:
     mov byte ptr [r15 + 0], r9b
     movzx eax, byte ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
+.Lc1_j356:
     mov ecx, 106
     mov ebp, eax
     mov eax, dword ptr [r15 + 576]
     test ebx, 1516
     jnz 1f
 1:
+.Lc1_j357:
     bt rcx, rcx
     mov qword ptr [r15 + 448], rax
     mov r9, r10
     test ebx, 968
     jz 1f
 1:
+.Lc1_j358:
     mov rdi, qword ptr [r15 + 192]
     and r9, 960
     movsxd rsi, dword ptr [r15 + r9 + 1984]
@@ -3566,18 +4061,21 @@ ditto_body_c1:
     test bl, 8
     jnz 1f
 1:
+.Lc1_j359:
     and rbp, 448
     mov rcx, qword ptr [r15 + rbp + 960]
     mov eax, dword ptr [r15 + 256]
     test ebx, 6132
     jz 1f
 1:
+.Lc1_j360:
     mov rdx, qword ptr [r15 + rbp + 1024]
     movsxd rcx, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j361:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
@@ -3602,21 +4100,25 @@ ditto_body_c1:
     test ebx, 1516
     jz 1f
 1:
+.Lc1_j78:
     movsxd rax, dword ptr [r15 + 576]
     mov r9, r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+.Lc1_j79:
     movsxd rdi, dword ptr [r15 + 512]
     mov esi, 120
     test bl, 84
     jnz 1f
 1:
+.Lc1_j80:
     mov dword ptr [r15 + 448], 156
     mov byte ptr [r14 + 768], dil
     test bl, 24
     jz 1f
 1:
+.Lc1_j81:
     mov r8d, 112
     movsxd rdi, dword ptr [r15 + 832]
     movzx eax, r8b
@@ -3624,28 +4126,33 @@ ditto_body_c1:
     test bl, 4
     jz 1f
 1:
+.Lc1_j82:
     and rbp, 448
     xchg qword ptr [r15 + rbp + 960], rsi
     mov dword ptr [r15 + 448], 148
-    test ebx, 1073741824
+    test ebx, 2147483648
     jnz 1f
 1:
+.Lc1_j83:
     mov eax, ebp
     vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 704]
     test bl, 28
     jnz 1f
 1:
+.Lc1_j84:
     or qword ptr [r15 + 320], 117
     mov rdi, qword ptr [r15 + 384]
     test bl, 20
     jz 1f
 1:
+.Lc1_j85:
     popcnt rdx, rdi
     cmovne rax, rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
+.Lc1_j86:
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 1: 128 bytes, 1 chunk(s), 121 chunk executions per call
@@ -3669,13 +4176,15 @@ ditto_body_c1:
     cmp edi, 11
     jb 1f
 1:
+.Lc1_j75:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx r8d, byte ptr [r15 + 0]
     mov byte ptr [r15 + 0], dil
     movsxd rsi, dword ptr [r15 + 192]
     cmp dword ptr [r15 + 67117724], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc1_j76:
     jmp 1f
 1:
     movsxd rdx, dword ptr [r15 + 64]
@@ -3683,6 +4192,7 @@ ditto_body_c1:
     mov edi, edx
     inc rbx
     dec r13
+.Lc1_j77:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
@@ -3699,17 +4209,20 @@ ditto_body_c1:
     test bl, 4
     jz 1f
 1:
+.Lc1_j362:
     mov byte ptr [r15 + 0], al
     movsxd r8, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 576]
     test bl, 188
     jz 1f
 1:
+.Lc1_j363:
     movsxd rbp, dword ptr [r15 + 640]
     crc32 r8, r8
     or qword ptr [r15 + 512], 118
     inc rbx
     dec r13
+.Lc1_j364:
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
     mov qword ptr [r15 + 67117696], r11
@@ -3737,23 +4250,23 @@ ditto_body_init_c1:
     imul rax, rcx
     and rax, -64
     mov qword ptr [r8 + 67117696], rax
-    movabs rax, 0x0
+    movabs rax, 0x80000000
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0x9e3779b91f4a7c15
+    movabs rax, 0x9e3779b99f4a7c15
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0x3c6ef3721e94f82a
+    movabs rax, 0x3c6ef3729e94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0xdaa66d2c1ddf7430
+    movabs rax, 0xdaa66d2c9ddf7430
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0x78dde6e51d29f054
+    movabs rax, 0x78dde6e59d29f054
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0x1715609f1c746c68
+    movabs rax, 0x1715609f9c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xb54cda581bbee87e
+    movabs rax, 0xb54cda589bbee87e
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0x538454121b096493
+    movabs rax, 0x538454129b096493
     mov qword ptr [r8 + 67117792], rax
-    movabs rax, 0xf1bbcdcb1a53e0a0
+    movabs rax, 0xf1bbcdcb9a53e0a0
     mov qword ptr [r8 + 67117800], rax
     movabs rax, 0xf9cc25064338e795
     mov qword ptr [r8 + 67117720], rax
@@ -3822,13 +4335,15 @@ ditto_body_c2:
     mov qword ptr [r15 + 0], rax
     mov rax, qword ptr [r14 + 0]
     cmp dword ptr [r15 + 9436], 0x5a82799a
-    jb 1f
+    jae 1f
 1:
+.Lc2_j3:
     inc dword ptr [r15 + 64]
     xor ebp, eax
     mov rcx, rax
     inc rbx
     dec r13
+.Lc2_j4:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 14 chunk executions per call
@@ -3844,15 +4359,18 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
+.Lc2_j5:
     movzx edx, dil
     lea ecx, [rbx + rbx*2]
     and ecx, 511
     cmp ecx, 11
     jb 1f
 1:
+.Lc2_j6:
     mov eax, dword ptr [r14 + 0]
     inc rbx
     dec r13
+.Lc2_j7:
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
@@ -3870,6 +4388,7 @@ ditto_body_c2:
     cmp ebp, 12
     jb 1f
 1:
+.Lc2_j0:
     movsxd rcx, dword ptr [r14 + 192]
     mov esi, ebp
     lea edx, [rbx + rbx*4]
@@ -3877,9 +4396,11 @@ ditto_body_c2:
     cmp edx, 22
     jb 1f
 1:
+.Lc2_j1:
     .byte 0x66, 0x90
     inc rbx
     dec r13
+.Lc2_j2:
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
     mov qword ptr [r15 + 9408], r11
@@ -3907,11 +4428,11 @@ ditto_body_init_c2:
     imul rax, rcx
     and rax, -64
     mov qword ptr [r8 + 9408], rax
-    movabs rax, 0x0
+    movabs rax, 0x80000000
     mov qword ptr [r8 + 9448], rax
-    movabs rax, 0x9e3779b91f4a7c15
+    movabs rax, 0x9e3779b99f4a7c15
     mov qword ptr [r8 + 9456], rax
-    movabs rax, 0x3c6ef3721e94f82a
+    movabs rax, 0x3c6ef3729e94f82a
     mov qword ptr [r8 + 9464], rax
     movabs rax, 0xb07caedad8314639
     mov qword ptr [r8 + 9432], rax
