@@ -2232,11 +2232,11 @@ impl Composer<'_> {
         (RNG_STEP_INSTRS, RNG_STEP_BYTES)
     }
 
-    /// A branch of the "never" bin (minority rate below 2^−11): its only mask bit is bit 30 of the
-    /// counter, which flips once per 2^30 executions of the chunk, so within any profiled run the branch
-    /// keeps one direction. (Several mask bits spread up to bit 30 do not do this: the counter's bits
-    /// above about 2^18 stay 0 in a run, and the remaining low bits make the branch flip every few
-    /// hundred executions, bins 5–7 instead of 10.)
+    /// A branch of the "never" bin (minority rate below 2^−11): its only mask bit is bit 30 or 31 of
+    /// the counter, which flip once per 2^30 executions of the chunk, so within any profiled run the
+    /// branch keeps one direction. (Several mask bits spread up to bit 30 do not do this: the
+    /// counter's bits above about 2^18 stay 0 in a run, and the remaining low bits make the branch
+    /// flip every few hundred executions, bins 5–7 instead of 10.)
     ///
     /// The direction is the bit's, not the jump's: a `jnz` on bit 31 (always set) is always taken,
     /// on bit 30 (always clear) never. Cachegrind reads a conditional jump to the next instruction,
