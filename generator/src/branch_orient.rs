@@ -1,8 +1,8 @@
 //! The direction of a body's direction-free branches, chosen against the predictor's counter tables.
 //!
-//! A "never" branch tests a counter bit that stays clear for a whole run, so it keeps one direction
-//! whichever jump it is: `jz` always taken, `jnz` never. The composer draws which, so that the never
-//! bin's majority-taken share meets the profile's. Predictors index their counters by the branch
+//! A "never" branch is a `jnz` on a counter bit that keeps its value for a whole run: bit 31 (set,
+//! always taken) or bit 30 (clear, never). The composer draws which, so that the never bin's
+//! majority-taken share meets the profile's. Predictors index their counters by the branch
 //! address's low bits (cachegrind: 7 address bits under 7 bits of global history), and two branches
 //! of opposite majorities on the same low bits, run under the same history, overwrite each other's
 //! counter: both mispredict where neither would alone. In memcached's worker body a never branch run
@@ -33,8 +33,8 @@ pub struct Site {
     /// Executions per call.
     pub runs: f64,
     /// Share of its executions the predictor sees taken (for a free branch: as drawn, 0 or 1).
-    /// Cachegrind sees a conditional jump to the next instruction, as pattern branches are,
-    /// inverted: VEX writes it as a side exit on the opposite condition.
+    /// Cachegrind reads a conditional jump to the next instruction, as pattern branches are, by
+    /// its condition's positive form inverted, `jz` like `jnz` (`synth::never_branch`).
     pub taken: f64,
     /// Whether either direction keeps its bins (a "never" branch).
     pub free: bool,
