@@ -79,11 +79,13 @@ pub fn orient(sites: &[Site]) -> Orientation {
     }
     let mut free: Vec<usize> = (0..sites.len()).filter(|&i| sites[i].free).collect();
     free.sort_by(|&a, &b| sites[b].runs.total_cmp(&sites[a].runs).then(a.cmp(&b)));
-    let drawn: f64 = free
-        .iter()
-        .filter(|&&i| taken[i])
-        .map(|&i| sites[i].runs)
-        .sum();
+    let taken_runs = |taken: &[bool]| -> f64 {
+        free.iter()
+            .filter(|&&i| taken[i])
+            .map(|&i| sites[i].runs)
+            .sum()
+    };
+    let drawn = taken_runs(&taken);
     let mut agreed = 0;
     for &i in &free {
         let r = sites[i].residue();
@@ -98,11 +100,7 @@ pub fn orient(sites: &[Site]) -> Orientation {
     // residue (a pair of opposite branches mispredicts about as often as the less run of them
     // runs), less what it stops opposing, per run it restores. Agreeing turned the free sites
     // wherever that gained; restoring takes back the cheapest of it when no residue is free.
-    let mut now: f64 = free
-        .iter()
-        .filter(|&&i| taken[i])
-        .map(|&i| sites[i].runs)
-        .sum();
+    let mut now = taken_runs(&taken);
     let mut restored = 0;
     loop {
         let owed = drawn - now;

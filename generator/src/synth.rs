@@ -2573,9 +2573,9 @@ struct Renderer<'a> {
     /// Every indirect jump's trampoline (`Renderer::via_trampoline`): its label and executions
     /// per call.
     trampolines: Vec<(String, f64)>,
-    /// Every conditional branch of the chunks: its label and site, whose offset holds the bytes from
-    /// the branch to the label until the body is laid out (`orient_branches`).
-    branches: Vec<(String, branch_orient::Site)>,
+    /// Every conditional branch of the chunks: its label, the bytes from the branch to the label,
+    /// and its site, placed once the body is laid out (`orient_branches`).
+    branches: Vec<(String, u64, branch_orient::Site)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -2602,12 +2602,12 @@ impl Renderer<'_> {
         let label = format!(".L{}_j{}", self.name, self.branches.len());
         self.label(&label);
         let site = branch_orient::Site {
-            offset: back,
+            offset: 0,
             runs: self.w,
             taken,
             free,
         };
-        self.branches.push((label, site));
+        self.branches.push((label, back, site));
     }
 
     /// Records one instruction's register uses at the current position (realised distances feed the
@@ -3392,26 +3392,26 @@ fn predicted_taken_share(mask: u32, source: BranchSource) -> f64 {
 /// `test ebx, imm32`, so the layout stands.
 fn orient_branches(
     text: &mut String,
-    branches: &mut [(String, branch_orient::Site)],
+    branches: &mut [(String, u64, branch_orient::Site)],
     assembled: &crate::encoding::Layout,
 ) -> Result<branch_orient::Orientation> {
-    for (label, site) in branches.iter_mut() {
+    for (label, back, site) in branches.iter_mut() {
         let at = assembled
             .labels
             .get(label.as_str())
             .ok_or_else(|| anyhow::anyhow!("internal error: branch {label} was not laid out"))?
             .offset;
-        site.offset = at.checked_sub(site.offset).ok_or_else(|| {
+        site.offset = at.checked_sub(*back).ok_or_else(|| {
             anyhow::anyhow!("internal error: branch {label} starts before its section")
         })?;
     }
-    let sites: Vec<branch_orient::Site> = branches.iter().map(|b| b.1).collect();
+    let sites: Vec<branch_orient::Site> = branches.iter().map(|b| b.2).collect();
     let orientation = branch_orient::orient(&sites);
     let turned: std::collections::HashSet<&str> = branches
         .iter()
         .zip(&orientation.taken)
-        .filter(|((_, s), &t)| s.free && (s.taken > 0.5) != t)
-        .map(|((l, _), _)| l.as_str())
+        .filter(|((_, _, s), &t)| s.free && (s.taken > 0.5) != t)
+        .map(|((l, _, _), _)| l.as_str())
         .collect();
     if turned.is_empty() {
         return Ok(orientation);
@@ -4235,7 +4235,7 @@ fn synthesize_trimmed(
         oriented_branches: (
             orientation.agreed,
             orientation.restored,
-            r.branches.iter().filter(|b| b.1.free).count(),
+            r.branches.iter().filter(|b| b.2.free).count(),
         ),
     };
     let _ = (layout.class_top, layout.hdr_lo);
