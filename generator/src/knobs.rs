@@ -75,6 +75,13 @@ pub struct DataWorkingSetKnobs {
     /// takes it from those reuses, nearest first, and what they do not hold from the smallest
     /// class, whose accesses hit everywhere.
     pub first_touch_scale: f64,
+    /// Multiplies the share of the largest reuse class past `2 × tail_from_bytes`, after the
+    /// first-touch stream's (`plan::scale_top_class`): the class whose reuses span the whole
+    /// footprint, the last level's misses where a body has no first-touch stream. The difference
+    /// goes to (or comes from) the reuses just past `tail_from_bytes`, as `first_touch_scale`'s does,
+    /// which the second level misses as far as their region's layout makes them (memcached's is a
+    /// 64 KiB region the L2 half holds: docs/generator.md).
+    pub top_share_scale: f64,
     pub shared_fraction_scale: f64,
     pub regular_fraction_scale: f64,
     pub pointer_chase_scale: f64,
@@ -144,6 +151,7 @@ impl Default for DataWorkingSetKnobs {
             far_from_bytes: 1 << 15,
             tail_share_scale: 1.0,
             first_touch_scale: 1.0,
+            top_share_scale: 1.0,
             shared_fraction_scale: 1.0,
             regular_fraction_scale: 1.0,
             pointer_chase_scale: 1.0,
@@ -475,6 +483,16 @@ impl Knobs {
                  gives the difference to the reuses just past tail_from_bytes (second-level misses, \
                  last-level hits), > 1 takes it from those reuses and then from the smallest \
                  class. No effect on a body without such a stream.",
+            ),
+            scale(
+                "data_working_set",
+                "top_share_scale",
+                self.data_working_set.top_share_scale,
+                "Multiplies the share of the largest reuse class past twice tail_from_bytes (the \
+                 reuses that span the footprint), after first_touch_scale: the last level's misses \
+                 follow it. < 1 gives the difference to the reuses just past tail_from_bytes, > 1 \
+                 takes it from them and then from the smallest class. No effect on a body whose \
+                 reuses end within twice tail_from_bytes.",
             ),
             scale(
                 "data_working_set",

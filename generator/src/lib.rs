@@ -361,6 +361,23 @@ pub fn has_background_body(profile: &Profile) -> bool {
 /// `data_working_set.first_touch_scale` acts on: a data curve that ends below 1 within half the
 /// buffer.
 pub fn has_first_touch_stream(profile: &Profile, knobs: &Knobs) -> bool {
+    any_data_class(profile, knobs, |c| c.first_touch)
+}
+
+/// Whether a body of `profile` has reuses past twice `data_working_set.tail_from_bytes` under
+/// `knobs`, what `data_working_set.top_share_scale` acts on (`plan::scale_top_class`).
+pub fn has_top_reuse_class(profile: &Profile, knobs: &Knobs) -> bool {
+    let past = knobs.data_working_set.tail_from_bytes.saturating_mul(2);
+    any_data_class(profile, knobs, |c| !c.first_touch && c.target > past)
+}
+
+/// Whether a body's planned data classes (one call, no skeleton) hold a class with a share that
+/// `which` selects.
+fn any_data_class(
+    profile: &Profile,
+    knobs: &Knobs,
+    which: impl Fn(&plan::DataClass) -> bool,
+) -> bool {
     let Some(body) = profile.body.as_ref() else {
         return false;
     };
@@ -375,9 +392,7 @@ pub fn has_first_touch_stream(profile: &Profile, knobs: &Knobs) -> bool {
             },
             knobs,
         );
-        p.data_classes
-            .iter()
-            .any(|c| c.first_touch && c.share > 0.0)
+        p.data_classes.iter().any(|c| c.share > 0.0 && which(c))
     })
 }
 

@@ -307,6 +307,58 @@ fn the_tail_share_multiplies_the_accesses_past_the_second_level_alone() {
     }
 }
 
+/// The top share moves the share of memcached's largest reuse class (64 MiB) to its reuses within
+/// 2 MiB, and back, while the accesses past 1 MiB (the L2's misses) and every class between keep
+/// their shares.
+#[test]
+fn the_top_share_moves_memcacheds_largest_reuses_to_the_second_levels_misses_and_back() {
+    let base = request_body_stats("memcached", "c1", 1);
+    let share_of = |st: &Stats, size: u64| -> f64 {
+        st.data_classes
+            .iter()
+            .filter(|c| c.0 == size)
+            .map(|c| c.1)
+            .sum()
+    };
+    let past = |st: &Stats| -> f64 {
+        st.data_classes
+            .iter()
+            .filter(|c| c.0 > 1 << 20)
+            .map(|c| c.1)
+            .sum()
+    };
+    let top = share_of(&base, 64 << 20);
+    assert!(top > 0.001, "memcached's body reuses 64 MiB on {top}");
+    for factor in [0.4, 1.5] {
+        let mut knobs = Knobs::default();
+        knobs.data_working_set.top_share_scale = factor;
+        let clone = common::render(&common::example_path("memcached"), "memcached", 1, &knobs);
+        let st = &clone
+            .bodies
+            .iter()
+            .find(|b| b.body_symbol == "ditto_body_c1")
+            .expect("memcached's request body")
+            .stats;
+        let got = share_of(st, 64 << 20);
+        assert!(
+            (got - factor * top).abs() < 1e-9,
+            "×{factor}: {got:.6} of the accesses in the 64 MiB class, expected {:.6}",
+            factor * top
+        );
+        assert!(
+            (past(st) - past(&base)).abs() < 1e-9,
+            "×{factor}: the accesses past 1 MiB moved"
+        );
+        let moved = (share_of(st, 2 << 20) - share_of(&base, 2 << 20)).abs()
+            + (share_of(st, 16 << 20) - share_of(&base, 16 << 20)).abs()
+            + (share_of(st, 32 << 20) - share_of(&base, 32 << 20)).abs();
+        assert!(
+            (moved - (factor - 1.0).abs() * top).abs() < 1e-9,
+            "×{factor}: the difference came from or went elsewhere than the reuses past 1 MiB"
+        );
+    }
+}
+
 /// The first-touch scale acts on the Pix bodies, whose curves end below 1 at 2-4 MiB, and on
 /// nginx's (0.0013 % of its worker's accesses missing at 512 KiB), and has nothing to act on in
 /// memcached's, whose curves reach 1 at 64 MiB, past half the buffer.

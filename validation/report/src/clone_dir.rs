@@ -127,6 +127,14 @@ impl CloneDir {
             .unwrap_or(false)
     }
 
+    /// Whether a body of the clone reuses data past twice the tail's start with `knobs`
+    /// (`ditto_generator::has_top_reuse_class`); `false` when its profile cannot be read.
+    pub fn has_top_reuse_class(&self, knobs: &Knobs) -> bool {
+        ditto_profile::Profile::load(&self.profile_path)
+            .map(|p| ditto_generator::has_top_reuse_class(&p, knobs))
+            .unwrap_or(false)
+    }
+
     /// Where the second-level group's mid starts at an L1d of `l1d_bytes` with `knobs`' tail
     /// (`tune::second_level_mid_from`); `None` without a readable profile or curves.
     pub fn second_level_mid_from(&self, l1d_bytes: u64, knobs: &Knobs) -> Option<u64> {
@@ -141,6 +149,12 @@ impl CloneDir {
     /// L1i of `l1i_bytes` (`tune::code_elasticity`); `None` without a readable profile or curves.
     pub fn code_elasticity(&self, l1i_bytes: u64) -> Option<f64> {
         crate::tune::code_elasticity(&self.profiled_bodies()?, l1i_bytes)
+    }
+
+    /// The L1d miss rate's elasticity in the data-size knob that the profile's bodies predict at an
+    /// L1d of `l1d_bytes` (`tune::data_elasticity`); `None` without a readable profile or curves.
+    pub fn data_elasticity(&self, l1d_bytes: u64) -> Option<f64> {
+        crate::tune::data_elasticity(&self.profiled_bodies()?, l1d_bytes)
     }
 
     /// The profile's per-cluster bodies; `None` without a readable profile or a body section.

@@ -9,8 +9,8 @@
 //! | instruction count | `instructions.per_request_scale` (`instructions.background_scale` following at three times its log step where the clone has a background body, [`Levers`]) | instructions per request |
 //! | instruction working set | `instruction_working_set.size_scale` | L1i miss rate |
 //! | data working set | `data_working_set.size_scale` (pointer-chase and regular scales held) | L1d miss rate |
-//! | second-level data | `data_working_set.tail_share_scale`; where the profile reuses almost nothing past the tail's start, `data_working_set.mid_scale` from twice the L1d ([`MID_LEADS_BELOW`]) | L2 miss rate; with a first-touch stream, the L2's misses that hit the LLC |
-//! | last-level data | `data_working_set.tail_scale`; with a first-touch stream, `data_working_set.first_touch_scale` | LLC miss rate; with a first-touch stream, its odds |
+//! | second-level data | `data_working_set.tail_share_scale`; where the profile reuses almost nothing past the tail's start, `data_working_set.mid_scale` from twice the L1d ([`MID_LEADS_BELOW`]) | L2 miss rate; where the last level moves a share (a first-touch stream or the top reuses), the L2's misses that hit the LLC |
+//! | last-level data | `data_working_set.tail_scale`; with a first-touch stream, `data_working_set.first_touch_scale`; without one but with reuses past twice the tail's start, `data_working_set.top_share_scale` | LLC miss rate; with either share, its odds |
 //! | branches | `branches.data_dependent_scale`, `branches.transition_rate_scale` following it up to ×1 (taken scale held); under perf `branches.indirect_change_scale` follows too | conditional branch mispredictions (sim); all branch mispredictions (perf) |
 //! | indirect branches | `branches.indirect_change_scale` (sim only: perf's generic events count all branches together) | indirect branch mispredictions |
 //! | dependencies | `dependencies.distance_scale` | IPC (perf only) |
@@ -149,6 +149,7 @@ pub enum Knob {
     DataTail,
     DataTailShare,
     DataFirstTouch,
+    DataTopShare,
     PointerChase,
     RegularFraction,
     TakenRate,
@@ -171,6 +172,7 @@ impl Knob {
             Knob::DataTail => "data_working_set.tail_scale",
             Knob::DataTailShare => "data_working_set.tail_share_scale",
             Knob::DataFirstTouch => "data_working_set.first_touch_scale",
+            Knob::DataTopShare => "data_working_set.top_share_scale",
             Knob::PointerChase => "data_working_set.pointer_chase_scale",
             Knob::RegularFraction => "data_working_set.regular_fraction_scale",
             Knob::TakenRate => "branches.taken_rate_scale",
@@ -193,6 +195,7 @@ impl Knob {
             Knob::DataTail => k.data_working_set.tail_scale,
             Knob::DataTailShare => k.data_working_set.tail_share_scale,
             Knob::DataFirstTouch => k.data_working_set.first_touch_scale,
+            Knob::DataTopShare => k.data_working_set.top_share_scale,
             Knob::PointerChase => k.data_working_set.pointer_chase_scale,
             Knob::RegularFraction => k.data_working_set.regular_fraction_scale,
             Knob::TakenRate => k.branches.taken_rate_scale,
@@ -215,6 +218,7 @@ impl Knob {
             Knob::DataTail => &mut k.data_working_set.tail_scale,
             Knob::DataTailShare => &mut k.data_working_set.tail_share_scale,
             Knob::DataFirstTouch => &mut k.data_working_set.first_touch_scale,
+            Knob::DataTopShare => &mut k.data_working_set.top_share_scale,
             Knob::PointerChase => &mut k.data_working_set.pointer_chase_scale,
             Knob::RegularFraction => &mut k.data_working_set.regular_fraction_scale,
             Knob::TakenRate => &mut k.branches.taken_rate_scale,
@@ -285,6 +289,7 @@ const DATA_KNOBS: &[Knob] = &[
     Knob::DataTail,
     Knob::DataTailShare,
     Knob::DataFirstTouch,
+    Knob::DataTopShare,
     Knob::PointerChase,
     Knob::RegularFraction,
 ];
@@ -318,6 +323,7 @@ const NOT_INSTRUCTION_FETCHES: &[Knob] = &[
     Knob::DataTail,
     Knob::DataTailShare,
     Knob::DataFirstTouch,
+    Knob::DataTopShare,
     Knob::PointerChase,
     Knob::RegularFraction,
     Knob::DataDependent,
@@ -342,6 +348,7 @@ const BRANCH_SHARE_AND_TAIL_ABOVE_L1D: &[Knob] = &[
     Knob::DataTail,
     Knob::DataTailShare,
     Knob::DataFirstTouch,
+    Knob::DataTopShare,
 ];
 
 /// The mid, for the first level: it starts at `mid_from_bytes`, the L1d's size. Stretching (×1 and
@@ -363,6 +370,7 @@ const NOT_CONDITIONAL_BRANCHES: &[Knob] = &[
     Knob::DataTail,
     Knob::DataTailShare,
     Knob::DataFirstTouch,
+    Knob::DataTopShare,
     Knob::PointerChase,
     Knob::RegularFraction,
     Knob::IndirectChange,
@@ -374,6 +382,7 @@ const NOT_INDIRECT_BRANCHES: &[Knob] = &[
     Knob::DataTail,
     Knob::DataTailShare,
     Knob::DataFirstTouch,
+    Knob::DataTopShare,
     Knob::PointerChase,
     Knob::RegularFraction,
     Knob::DataDependent,
@@ -466,6 +475,8 @@ pub const GROUPS: &[Group] = &[
         // its fixed offsets' (9.3) and the timer body's small regions' (15.0), none of which the
         // share scales, so it took the request body's far misses, the L2's, with it
         // (validation/bench/miss-attribution.sh; docs/validation.md, "the far share").
+        // 1 is the fallback: where the backend knows the L1d's size, the profile's curves give the
+        // clone's own (`data_elasticity`, `Levers`).
         elasticity: 1.0,
         followers: &[],
         held: &[
@@ -730,8 +741,18 @@ pub trait TuneBackend {
     fn code_elasticity(&self) -> Option<f64> {
         None
     }
+    /// The data working set's elasticity the clone's profile predicts ([`data_elasticity`]), `None`
+    /// where it cannot tell.
+    fn data_elasticity(&self) -> Option<f64> {
+        None
+    }
     /// Whether a body of the clone has a first-touch stream with `knobs` ([`Levers::first_touch`]).
     fn has_first_touch_stream(&self, _knobs: &Knobs) -> bool {
+        false
+    }
+    /// Whether a body of the clone reuses data past twice the tail's start with `knobs`
+    /// ([`Levers::top_class`]).
+    fn has_top_reuse_class(&self, _knobs: &Knobs) -> bool {
         false
     }
     /// Where the second-level group's mid starts ([`second_level_mid_from`]), `None` where the tail
@@ -1095,13 +1116,15 @@ fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
 /// Knobs no group moves that still move the counters, which a clone's knobs file (an earlier
 /// tuning's, or a user's) may hold away from ×1: an iteration measured with one of them elsewhere is
 /// no evidence for another group, as with a group's lead. The mid led the second-level group until
-/// the tail share replaced it. The first-touch scale leads the last-level group only where the clone
-/// has a first-touch stream (`Levers::first_touch`), so it is listed here for every clone.
+/// the tail share replaced it. The first-touch and top shares lead the last-level group only where
+/// the clone has a first-touch stream or, without one, reuses past twice the tail's start
+/// (`Levers::first_touch`, `Levers::top_class`), so they are listed here for every clone.
 /// The instruction far share leads the instruction working set's group only where the profile's
 /// curves are flat or steep around the L1i (`lead_of`), so it is listed here too.
 const UNTUNED_KNOBS: &[Knob] = &[
     Knob::DataMid,
     Knob::DataFirstTouch,
+    Knob::DataTopShare,
     Knob::InstructionFarShare,
 ];
 
@@ -1250,10 +1273,17 @@ pub struct Levers {
     /// The instruction working set's elasticity as the profile predicts it ([`code_elasticity`]),
     /// assumed before a secant exists instead of the group's fixed one.
     pub code_elasticity: Option<f64>,
+    /// The data working set's elasticity as the profile predicts it ([`data_elasticity`]), assumed
+    /// before a secant exists instead of the group's fixed one.
+    pub data_elasticity: Option<f64>,
     /// A body of the clone streams through data it touches once (`plan::add_cold_class`): the
     /// last-level group moves `data_working_set.first_touch_scale` instead of the tail's stretch
     /// ([`FIRST_TOUCH_LEADS_THE_LAST_LEVEL`]).
     pub first_touch: bool,
+    /// Without a first-touch stream, a body of the clone reuses data past twice the tail's start
+    /// (`ditto_generator::has_top_reuse_class`): the last-level group moves
+    /// `data_working_set.top_share_scale` instead of the tail's stretch ([`TOP_SHARE_LEADS_THE_LAST_LEVEL`]).
+    pub top_class: bool,
     /// Where the second level's reuses lie below the tail's start (`second_level_mid_from`): the
     /// second-level group moves `data_working_set.mid_scale` from this size instead of the tail
     /// share ([`MID_LEADS_BELOW`]).
@@ -1325,6 +1355,18 @@ pub fn second_level_mid_from(
 /// the parts asked for ×1.04 and ×1.27; five iterations ended with the LLC 14–24 % under.
 const FIRST_TOUCH_LEADS_THE_LAST_LEVEL: Knob = Knob::DataFirstTouch;
 
+/// The last-level group of a clone without a first-touch stream whose bodies reuse data past twice
+/// the tail's start: the share of the largest reuses (`plan::scale_top_class`), split from the L2's
+/// misses as the stream's share is (the same drivers). The tail's stretch, which led it before, is
+/// a cliff at the LLC's size: memcached's clone read an LLC miss rate of 0.30–0.38 of its L2 misses
+/// at tail ×0.437 and 0.0002 at ×0.22–0.245 (original 0.18), iteration after iteration, while 2.9
+/// of its 3.9 LLC misses a request came from its largest class's regions
+/// (`validation/bench/miss-attribution.sh`). Their share moves those misses without a cliff (about
+/// 0.5 in the odds), and the L2 loses some with them: the reuses just past 1 MiB that take the share
+/// are a 64 KiB region in memcached's clone, which the L2 half holds (docs/validation.md, "the top
+/// share as the LLC's lever").
+const TOP_SHARE_LEADS_THE_LAST_LEVEL: Knob = Knob::DataTopShare;
+
 /// What the stream's share (driving the odds of the LLC's misses) is not moved by: the branch share
 /// and the tail share, which scales the LLC's misses and hits alike.
 const BRANCH_SHARE_AND_TAIL_SHARE: &[Knob] = &[
@@ -1361,9 +1403,9 @@ const FAR_SHARE_ABOVE_ELASTICITY: f64 = 3.0;
 /// d ln L1i / d ln share ≈ 1.8 from ×1 to ×2 and 1.1 from ×2 to ×3 (the sweep above).
 const FAR_SHARE_STEEP_ELASTICITY: f64 = 1.8;
 
-/// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
-/// at 0.1 (and at most [`MAX_STEP`]); a steep one no smaller than at 10.
-const CODE_ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
+/// Range of [`code_elasticity`] and [`data_elasticity`]: a curve flat across the cache's size still
+/// takes steps no larger than at 0.1 (and at most [`MAX_STEP`]); a steep one no smaller than at 10.
+const ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
 
 /// The L1i miss rate's elasticity in the code-size knob that the profile's instruction hit curves
 /// predict: the clone's body stretches each curve along the size axis (H′(s) = H(s / scale)), so
@@ -1377,7 +1419,33 @@ const CODE_ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
 /// the count moved in between), so at 3 it stepped ×0.93, ×0.94, ×0.93 from 24 % over and ended
 /// 13 % over; its measured response was about 0.4 (0.0464 → 0.0424 for ×1 → ×0.81).
 pub fn code_elasticity(bodies: &[ditto_profile::ClusterBody], l1i_bytes: u64) -> Option<f64> {
-    let (half, double) = (l1i_bytes / 2, l1i_bytes.checked_mul(2)?);
+    curve_elasticity(bodies, l1i_bytes, |b| &b.instruction_working_set)
+}
+
+/// The L1d miss rate's elasticity in the data-size knob that the profile's data hit curves predict
+/// at an L1d of `l1d_bytes`, as [`code_elasticity`] reads the instruction curves (the bodies weighted
+/// by their instructions per request, which stand for their accesses).
+///
+/// Why: nginx's worker misses 4.0 % of its accesses at 16 KiB, 0.46 % at 32 KiB and 0.0016 % at
+/// 64 KiB (5.6). At the group's assumed 1 its first step from 51 % under was ×2.08, and its L1d went
+/// from 0.0023 to 0.0182, 288 % over the original's 0.0047 (×1.08 read 0.0051); the next two
+/// iterations came back down a cliff they had not needed to climb. The group takes it only where
+/// it is steeper than its own 1 (`lead_of`): a smaller step risks an iteration, a larger one an
+/// overshoot, and the clone's response is not the curve's alone. memcached's profile predicts 0.54;
+/// at it the first step was ×1.366 from 15.5 % under and landed 14.5 % over (a response of 0.97),
+/// where at 1 its clone had read 0.57 (×1 → ×1.134) in another tuning. Pix's predict 0.8.
+pub fn data_elasticity(bodies: &[ditto_profile::ClusterBody], l1d_bytes: u64) -> Option<f64> {
+    curve_elasticity(bodies, l1d_bytes, |b| &b.data_working_set)
+}
+
+/// Minus the log–log slope of the hit curves `curve` picks, over the chord from half to twice
+/// `cache_bytes`, the bodies weighted by their instructions per request ([`code_elasticity`]).
+fn curve_elasticity(
+    bodies: &[ditto_profile::ClusterBody],
+    cache_bytes: u64,
+    curve: impl Fn(&ditto_profile::ClusterBody) -> &ditto_profile::HitCurve,
+) -> Option<f64> {
+    let (half, double) = (cache_bytes / 2, cache_bytes.checked_mul(2)?);
     let (mut below, mut above, mut weight) = (0.0, 0.0, 0.0);
     for body in bodies {
         let instructions = body.instructions_per_request;
@@ -1385,7 +1453,7 @@ pub fn code_elasticity(bodies: &[ditto_profile::ClusterBody], l1i_bytes: u64) ->
             continue;
         }
         let miss_at = |size: u64| {
-            body.instruction_working_set
+            curve(body)
                 .points
                 .iter()
                 .find(|p| p.size == size)
@@ -1398,10 +1466,11 @@ pub fn code_elasticity(bodies: &[ditto_profile::ClusterBody], l1i_bytes: u64) ->
     if weight <= 0.0 || below <= 0.0 {
         return None;
     }
-    // Past the L1i a curve can reach 0 misses: a floor of one miss in a million keeps the chord finite.
+    // Past the cache a curve can reach 0 misses: a floor of one miss in a million keeps the chord
+    // finite.
     let floor = 1e-6 * weight;
     let e = (below.max(floor) / above.max(floor)).ln() / 4f64.ln();
-    Some(e.clamp(CODE_ELASTICITY_RANGE.0, CODE_ELASTICITY_RANGE.1))
+    Some(e.clamp(ELASTICITY_RANGE.0, ELASTICITY_RANGE.1))
 }
 
 /// The background knob's share of the instruction count's log step (see [`Levers`]).
@@ -1424,9 +1493,13 @@ const ALL_BODIES_ELASTICITY: f64 = 1.5;
 /// without the two kinds of branch apart (`kinds_apart`), the branch group drives the total and the
 /// indirect change rate follows it instead of running as a group of its own.
 fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
-    if g.knob == Knob::DataTail && levers.first_touch {
+    if g.knob == Knob::DataTail && (levers.first_touch || levers.top_class) {
         return Some(Group {
-            knob: FIRST_TOUCH_LEADS_THE_LAST_LEVEL,
+            knob: if levers.first_touch {
+                FIRST_TOUCH_LEADS_THE_LAST_LEVEL
+            } else {
+                TOP_SHARE_LEADS_THE_LAST_LEVEL
+            },
             driver: LLC_MISS_ODDS,
             cliff: false,
             // The mid, where it leads the second level, moves the L2's misses that hit the LLC and
@@ -1437,7 +1510,7 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
         });
     }
     if g.knob == Knob::DataTailShare {
-        let driver = if levers.first_touch {
+        let driver = if levers.first_touch || levers.top_class {
             L2_MISSES_HITTING_THE_LLC
         } else {
             g.driver
@@ -1465,6 +1538,12 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
             }
             _ => {}
         }
+    }
+    if let (Knob::DataWorkingSet, Some(e)) = (g.knob, levers.data_elasticity) {
+        return Some(Group {
+            elasticity: e.max(g.elasticity),
+            ..*g
+        });
     }
     if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
         let far_share_elasticity = if e < FAR_SHARE_BELOW_ELASTICITY {
@@ -1950,7 +2029,9 @@ pub fn tune(
     let levers = Levers {
         background_body: backend.has_background_body(),
         code_elasticity: backend.code_elasticity(),
+        data_elasticity: backend.data_elasticity(),
         first_touch: backend.has_first_touch_stream(&initial),
+        top_class: backend.has_top_reuse_class(&initial),
         second_level_mid_from: backend.second_level_mid_from(&initial),
     };
     let base_seed = backend.seed();
@@ -3040,6 +3121,49 @@ mod tests {
     }
 
     #[test]
+    fn the_profiles_data_curves_predict_a_cliff_at_the_l1d_for_nginx_and_a_slope_for_the_others() {
+        let e = |name: &str| data_elasticity(&committed_bodies(name), 32 * 1024).expect(name);
+        // nginx's worker misses 4.0 % at 16 KiB and 0.0016 % at 64 KiB.
+        assert!(e("nginx") > 5.0, "nginx: {}", e("nginx"));
+        // memcached's worker 5.0 % and 1.9 %; the Pix request bodies 4.7 % and 1.5 %.
+        for name in ["memcached", "pix-baseline", "pix-optimized"] {
+            assert!((0.5..1.0).contains(&e(name)), "{name}: {}", e(name));
+        }
+    }
+
+    #[test]
+    fn the_data_group_steps_by_the_profiles_elasticity_where_steeper_than_its_own() {
+        // nginx's first iteration: L1d 0.0023 against 0.0047.
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.0047),
+            ..CounterFigures::default()
+        };
+        let first = iteration_with(1, (Knob::DataWorkingSet, 1.0), ("l1d_miss_rate", 0.0023));
+        let step = |data_elasticity| {
+            let (k, _) = adjust_with(
+                std::slice::from_ref(&first),
+                &original,
+                &["l1d_miss_rate".to_string()],
+                &Tolerances::uniform(0.05),
+                Levers {
+                    data_elasticity,
+                    ..Levers::default()
+                },
+            );
+            k.data_working_set.size_scale
+        };
+        // The group's fixed 1 asks the whole ratio; a steep profile's 7.6 its 7.6th root.
+        assert!((step(None) - 0.0047 / 0.0023).abs() < 1e-9);
+        let steep = step(Some(7.6));
+        assert!(
+            (steep - (0.0047f64 / 0.0023).powf(1.0 / 7.6)).abs() < 1e-9,
+            "{steep}"
+        );
+        // A shallower profile's (memcached's 0.54) does not take a larger step than the group's 1.
+        assert!((step(Some(0.54)) - 0.0047 / 0.0023).abs() < 1e-9);
+    }
+
+    #[test]
     fn code_elasticity_needs_both_sizes_and_some_misses() {
         // One body of `instructions` per request with these (size, hit rate) points.
         let body = |instructions: f64, points: &[(u64, f64)]| {
@@ -3224,6 +3348,72 @@ mod tests {
         let (k, _) = adjust(std::slice::from_ref(&it), &original, &tuned, &tol);
         assert_eq!(k.data_working_set.first_touch_scale, 1.0);
         assert!((k.data_working_set.tail_scale - 0.421 / 0.267).abs() < 1e-9);
+    }
+
+    #[test]
+    fn with_reuses_past_twice_the_tail_and_no_stream_the_llc_moves_the_top_share_and_not_the_tail()
+    {
+        // memcached's tuned clone: LLC 0.3205 of the L2's misses against 0.181, the L2 within.
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.0274),
+            l2_miss_rate: Some(0.226),
+            llc_miss_rate: Some(0.181),
+            ..CounterFigures::default()
+        };
+        let mut it = iteration_with(1, (Knob::DataTopShare, 1.0), ("llc_miss_rate", 0.3205));
+        it.figures.l1d_miss_rate = Some(0.0274);
+        it.figures.l2_miss_rate = Some(0.226);
+        let tuned = default_tuned_metrics(false, true);
+        let tol = Tolerances::uniform(0.05);
+        let levers = Levers {
+            top_class: true,
+            ..Levers::default()
+        };
+        let (k, adj) = adjust_with(std::slice::from_ref(&it), &original, &tuned, &tol, levers);
+        assert_eq!(k.data_working_set.tail_scale, 1.0);
+        assert_eq!(k.data_working_set.first_touch_scale, 1.0);
+        // The odds of the LLC's misses, at the assumed elasticity 1, no cliff probing.
+        let want = (0.181 / 0.819) / (0.3205 / 0.6795);
+        let got = k.data_working_set.top_share_scale;
+        assert!((got - want).abs() < 1e-9, "{got} against {want}");
+        assert!(adj
+            .iter()
+            .any(|a| a.knob == "data_working_set.top_share_scale" && a.group == "last-level data"));
+        // The second level drives the L2's misses the LLC holds, as with a stream.
+        assert!(adj
+            .iter()
+            .any(|a| a.group == "second-level data" && a.driver == L2_MISSES_HITTING_THE_LLC));
+        // A stream leads where there is one.
+        let both = Levers {
+            first_touch: true,
+            top_class: true,
+            ..Levers::default()
+        };
+        let (k, _) = adjust_with(std::slice::from_ref(&it), &original, &tuned, &tol, both);
+        assert_eq!(k.data_working_set.top_share_scale, 1.0);
+        assert!(k.data_working_set.first_touch_scale < 1.0);
+    }
+
+    #[test]
+    fn of_the_committed_profiles_only_memcached_has_reuses_past_twice_the_tail_and_no_stream() {
+        let knobs = Knobs::default();
+        let lever = |name: &str| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../profiles")
+                .join(format!("{name}.json"));
+            let profile = ditto_profile::Profile::load(&path).expect("a committed profile");
+            (
+                ditto_generator::has_first_touch_stream(&profile, &knobs),
+                ditto_generator::has_top_reuse_class(&profile, &knobs),
+            )
+        };
+        // memcached's worker reuses up to 64 MiB and touches nothing once; nginx's curve ends
+        // below 1 at 512 KiB (its misses there stream); the Pix bodies stream.
+        assert_eq!(lever("memcached"), (false, true));
+        assert_eq!(lever("nginx"), (true, false));
+        for name in ["pix-baseline", "pix-optimized"] {
+            assert!(lever(name).0, "{name}");
+        }
     }
 
     #[test]

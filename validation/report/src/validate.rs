@@ -415,6 +415,10 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         self.clone.has_first_touch_stream(knobs)
     }
 
+    fn has_top_reuse_class(&self, knobs: &ditto_generator::Knobs) -> bool {
+        self.clone.has_top_reuse_class(knobs)
+    }
+
     fn second_level_mid_from(&self, knobs: &ditto_generator::Knobs) -> Option<u64> {
         // The perf backend tunes no L2 miss rate.
         let CounterBackend::Sim(platform) = &self.backend else {
@@ -429,6 +433,14 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
             return None;
         };
         self.clone.code_elasticity(platform.l1i.size)
+    }
+
+    fn data_elasticity(&self) -> Option<f64> {
+        // The perf backend does not say the L1d's size.
+        let CounterBackend::Sim(platform) = &self.backend else {
+            return None;
+        };
+        self.clone.data_elasticity(platform.l1d.size)
     }
 
     fn measure_original(
