@@ -17,7 +17,12 @@ const REQUEST_BODIES: [(&str, &str); 4] = [
 
 /// The statistics of cluster `cluster`'s body in the clone rendered from `profiles/NAME.json`.
 fn request_body_stats(name: &str, cluster: &str, seed: u64) -> Stats {
-    let clone = common::render(&common::example_path(name), name, seed, &Knobs::default());
+    request_body_stats_with(name, cluster, seed, &Knobs::default())
+}
+
+/// [`request_body_stats`] of the clone generated with `knobs`.
+fn request_body_stats_with(name: &str, cluster: &str, seed: u64, knobs: &Knobs) -> Stats {
+    let clone = common::render(&common::example_path(name), name, seed, knobs);
     let symbol = format!("ditto_body_{cluster}");
     clone
         .bodies
@@ -280,13 +285,7 @@ fn the_tail_share_multiplies_the_accesses_past_the_second_level_alone() {
     for factor in [0.5, 1.6, 3.0] {
         let mut knobs = Knobs::default();
         knobs.data_working_set.tail_share_scale = factor;
-        let clone = common::render(&common::example_path("memcached"), "memcached", 1, &knobs);
-        let st = &clone
-            .bodies
-            .iter()
-            .find(|b| b.body_symbol == "ditto_body_c1")
-            .expect("memcached's request body")
-            .stats;
+        let st = &request_body_stats_with("memcached", "c1", 1, &knobs);
         let scaled: Vec<f64> = past(st, 1 << 20);
         let total: f64 = scaled.iter().sum();
         assert!(
@@ -332,13 +331,7 @@ fn the_top_share_moves_memcacheds_largest_reuses_to_the_second_levels_misses_and
     for factor in [0.4, 1.5] {
         let mut knobs = Knobs::default();
         knobs.data_working_set.top_share_scale = factor;
-        let clone = common::render(&common::example_path("memcached"), "memcached", 1, &knobs);
-        let st = &clone
-            .bodies
-            .iter()
-            .find(|b| b.body_symbol == "ditto_body_c1")
-            .expect("memcached's request body")
-            .stats;
+        let st = &request_body_stats_with("memcached", "c1", 1, &knobs);
         let got = share_of(st, 64 << 20);
         assert!(
             (got - factor * top).abs() < 1e-9,
