@@ -114,25 +114,19 @@ impl CloneDir {
     /// Whether the clone runs a background body (`ditto_generator::has_background_body`); `false`
     /// when its profile cannot be read (generation will say why).
     pub fn has_background_body(&self) -> bool {
-        ditto_profile::Profile::load(&self.profile_path)
-            .map(|p| ditto_generator::has_background_body(&p))
-            .unwrap_or(false)
+        self.profile_says(ditto_generator::has_background_body)
     }
 
     /// Whether a body of the clone has a first-touch stream with `knobs`
     /// (`ditto_generator::has_first_touch_stream`); `false` when its profile cannot be read.
     pub fn has_first_touch_stream(&self, knobs: &Knobs) -> bool {
-        ditto_profile::Profile::load(&self.profile_path)
-            .map(|p| ditto_generator::has_first_touch_stream(&p, knobs))
-            .unwrap_or(false)
+        self.profile_says(|p| ditto_generator::has_first_touch_stream(p, knobs))
     }
 
     /// Whether a body of the clone reuses data past twice the tail's start with `knobs`
     /// (`ditto_generator::has_top_reuse_class`); `false` when its profile cannot be read.
     pub fn has_top_reuse_class(&self, knobs: &Knobs) -> bool {
-        ditto_profile::Profile::load(&self.profile_path)
-            .map(|p| ditto_generator::has_top_reuse_class(&p, knobs))
-            .unwrap_or(false)
+        self.profile_says(|p| ditto_generator::has_top_reuse_class(p, knobs))
     }
 
     /// Where the second-level group's mid starts at an L1d of `l1d_bytes` with `knobs`' tail
@@ -155,6 +149,13 @@ impl CloneDir {
     /// L1d of `l1d_bytes` (`tune::data_elasticity`); `None` without a readable profile or curves.
     pub fn data_elasticity(&self, l1d_bytes: u64) -> Option<f64> {
         crate::tune::data_elasticity(&self.profiled_bodies()?, l1d_bytes)
+    }
+
+    /// What `test` says of the clone's profile; `false` when the profile cannot be read.
+    fn profile_says(&self, test: impl FnOnce(&ditto_profile::Profile) -> bool) -> bool {
+        ditto_profile::Profile::load(&self.profile_path)
+            .map(|p| test(&p))
+            .unwrap_or(false)
     }
 
     /// The profile's per-cluster bodies; `None` without a readable profile or a body section.

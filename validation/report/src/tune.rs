@@ -1290,6 +1290,20 @@ pub struct Levers {
     pub second_level_mid_from: Option<u64>,
 }
 
+impl Levers {
+    /// The share that leads the last-level group instead of the tail's stretch: the first-touch
+    /// stream's where a body has one, else the top reuse class's where one has that, else none.
+    fn last_level_share(self) -> Option<Knob> {
+        if self.first_touch {
+            Some(FIRST_TOUCH_LEADS_THE_LAST_LEVEL)
+        } else if self.top_class {
+            Some(TOP_SHARE_LEADS_THE_LAST_LEVEL)
+        } else {
+            None
+        }
+    }
+}
+
 /// Below this share of the L1d's misses reused past the tail's start (`tail_from_bytes`), the
 /// second-level group moves the mid (`mid_scale` from twice the L1d's size) instead of the tail
 /// share. The tail share multiplies the accesses past the tail's start; where a profile has almost
@@ -1493,13 +1507,9 @@ const ALL_BODIES_ELASTICITY: f64 = 1.5;
 /// without the two kinds of branch apart (`kinds_apart`), the branch group drives the total and the
 /// indirect change rate follows it instead of running as a group of its own.
 fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
-    if g.knob == Knob::DataTail && (levers.first_touch || levers.top_class) {
+    if let (Knob::DataTail, Some(knob)) = (g.knob, levers.last_level_share()) {
         return Some(Group {
-            knob: if levers.first_touch {
-                FIRST_TOUCH_LEADS_THE_LAST_LEVEL
-            } else {
-                TOP_SHARE_LEADS_THE_LAST_LEVEL
-            },
+            knob,
             driver: LLC_MISS_ODDS,
             cliff: false,
             // The mid, where it leads the second level, moves the L2's misses that hit the LLC and
@@ -1510,7 +1520,7 @@ fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
         });
     }
     if g.knob == Knob::DataTailShare {
-        let driver = if levers.first_touch || levers.top_class {
+        let driver = if levers.last_level_share().is_some() {
             L2_MISSES_HITTING_THE_LLC
         } else {
             g.driver
