@@ -3,8 +3,9 @@
 # two rates (as `ditto tune` does, so that the difference is per request), once with the platform's
 # L2 as cachegrind's last level and once with its LLC, and attributes every access to the line of
 # src/body.S that made it (miss_attribution.py: per region of the body, its fixed offsets, the rest
-# of the body, and the skeleton). Writes out/bench/miss-attribution/NAME-{l2,llc}-{lo,hi}.out and
-# prints the two tables.
+# of the body, and the skeleton); from the first pair also every instruction fetch
+# (code_attribution.py: L1i misses per block, stub section and skeleton function, and per set).
+# Writes out/bench/miss-attribution/NAME-{l2,llc}-{lo,hi}.out and prints the three tables.
 # Usage: validation/bench/miss-attribution.sh CLONE_DIR
 #   env: RATE=2000 (the faster run; the slower one offers a third), DURATION=15, PLATFORM=epyc-host,
 #        PORT=22170
@@ -68,4 +69,11 @@ for level in l2 llc; do
   echo "== $name, last level = the platform's $level ($ll), $lo and $hi requests"
   python3 validation/bench/miss_attribution.py "$out/$name-$level-lo.out" "$out/$name-$level-hi.out" \
     "$clone/src/body.S" "$(python3 -c "print($hi - $lo)")"
+  if [ "$level" = l2 ]; then
+    # The L1i is the same in both pairs of runs: its misses by code and by set, once.
+    echo "== $name, instruction cache ($l1i)"
+    IFS=, read -r size assoc line <<<"$l1i"
+    python3 validation/bench/code_attribution.py "$out/$name-$level-lo.out" "$out/$name-$level-hi.out" \
+      "$clone/src/body.S" "$clone/clone" "$(python3 -c "print($hi - $lo)")" $((size / assoc / line)) "$assoc"
+  fi
 done
