@@ -531,7 +531,8 @@ fn strace_during_load_at(
     (counts, text, report.achieved_rate)
 }
 
-/// `strace -f -c` attached to running processes, counting their calls until `detach`.
+/// `strace -f` attached to running processes, counting (`-c`) or listing (`-ttt`) their calls
+/// until `detach`.
 struct AttachedStrace {
     child: Child,
     drain: std::thread::JoinHandle<String>,
@@ -542,10 +543,19 @@ struct AttachedStrace {
 impl AttachedStrace {
     /// Returns once strace has stopped every process in `pids`, so every call after it is counted.
     fn attach(pids: &[i32]) -> AttachedStrace {
+        Self::attach_with(pids, "-c")
+    }
+
+    /// `attach`, with each call listed with its time (`-ttt`) instead of counted (`calls_after`).
+    fn attach_timed(pids: &[i32]) -> AttachedStrace {
+        Self::attach_with(pids, "-ttt")
+    }
+
+    fn attach_with(pids: &[i32], mode: &str) -> AttachedStrace {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("strace.txt");
         let mut cmd = Command::new("strace");
-        cmd.args(["-f", "-c", "-o"]).arg(&out);
+        cmd.args(["-f", mode, "-o"]).arg(&out);
         for pid in pids {
             cmd.args(["-p", &pid.to_string()]);
         }
@@ -583,7 +593,13 @@ impl AttachedStrace {
     }
 
     /// Detaches (the processes keep running) and returns the calls counted and strace's summary.
-    fn detach(mut self) -> (BTreeMap<String, u64>, String) {
+    fn detach(self) -> (BTreeMap<String, u64>, String) {
+        let text = self.finish();
+        (parse_strace_summary(&text), text)
+    }
+
+    /// Detaches and returns strace's output.
+    fn finish(mut self) -> String {
         // SIGINT makes strace detach and write its summary.
         // SAFETY: signals our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
@@ -595,14 +611,71 @@ impl AttachedStrace {
             status.success() || status.signal() == Some(libc::SIGINT),
             "strace failed ({status}):\n{strace_err}\n{text}"
         );
-        (parse_strace_summary(&text), text)
+        text
     }
 }
 
+/// From `strace -f -ttt` output ("PID SECONDS.MICROS call(...) = ..."): every call that started
+/// at least `settle` after the first one listed, by name, and the seconds from there to the last
+/// one listed. A call strace split in two (`<unfinished ...>`, then `<... call resumed>`) counts
+/// once, at its start.
+fn calls_after(text: &str, settle: Duration) -> (BTreeMap<String, u64>, f64) {
+    let calls: Vec<(f64, &str)> = text
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let _pid = fields.next()?;
+            let at: f64 = fields.next()?.parse().ok()?;
+            let name = fields.next()?.split_once('(')?.0;
+            (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .then_some((at, name))
+        })
+        .collect();
+    let (Some(first), Some(last)) = (calls.first(), calls.last()) else {
+        return (BTreeMap::new(), 0.0);
+    };
+    let from = first.0 + settle.as_secs_f64();
+    let mut counts = BTreeMap::new();
+    for &(_, name) in calls.iter().filter(|(at, _)| *at >= from) {
+        *counts.entry(name.to_string()).or_insert(0) += 1;
+    }
+    (counts, (last.0 - from).max(0.0))
+}
+
+#[test]
+fn calls_after_counts_each_call_once_from_the_settle_on() {
+    let text = "\
+101 1000.000000 sendmsg(5, {}, 0) = 10
+102 1000.500000 mprotect(0x7f, 4096, PROT_READ) = 0
+101 1001.000000 sendmsg(5, {}, 0) = 10
+102 1001.200000 clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, {}, NULL <unfinished ...>
+101 1001.250000 mprotect(0x7f, 4096, PROT_READ) = 0
+102 1001.300000 <... clock_nanosleep resumed>) = 0
+101 1001.400000 --- SIGINT {si_signo=SIGINT} ---
+101 1002.000000 sendmsg(5, {}, 0) = 10
+";
+    let (counts, seconds) = calls_after(text, Duration::from_millis(1000));
+    assert_eq!(counts.get("sendmsg"), Some(&2));
+    assert_eq!(counts.get("mprotect"), Some(&1));
+    assert_eq!(counts.get("clock_nanosleep"), Some(&1));
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!((seconds - 1.0).abs() < 1e-9, "{seconds}");
+}
+
 /// Calls counted in the middle of a steady load: strace attaches after the load has run `lead` at
-/// its rate and detaches `traced` later, a `lead` before the load ends, so a clone's rate estimate
-/// holds the load's rate for the whole trace. Returns the counts, strace's summary, the seconds
-/// traced and the load's report.
+/// its rate, and calls are counted from a second after it attached (`STRACE_SETTLE`) for `traced`,
+/// then it detaches a `lead` before the load ends, so a clone's rate estimate holds the load's rate
+/// for the whole count. Returns the counts, a summary of them, the seconds counted and the load's
+/// report.
+///
+/// Why not from the attach: strace stops every thread to attach, so the served rate can dip and
+/// then catch up, and a clone's rate estimate (windows of 0.25 s) follows both. Its extras and
+/// timer are on a line in the rate, clamped, and convex in the share of overlapping requests, so a
+/// dip and a burst need not cancel. One CI run of the two-loads test counted 0.166 mprotect a
+/// request and 85 timer wakes a second at 1,000 req/s (the config's 0.1 and 50) while its sends
+/// over the trace were within 10 % of the rate; the attach is the one disturbance at the trace's
+/// start, so the count starts after it. That failure was not reproduced on demand (four runs each
+/// with and without the settle, beside two busy loops, all read 0.099–0.101 and 50).
 fn strace_in_steady_load(
     pid: i32,
     addr: SocketAddr,
@@ -616,14 +689,17 @@ fn strace_in_steady_load(
     cfg.connections = connections;
     cfg.arrival = Arrival::Fixed;
     cfg.warmup = Duration::ZERO;
-    cfg.duration = lead + traced + lead;
+    cfg.duration = lead + STRACE_SETTLE + traced + lead;
     let load = std::thread::spawn(move || run(&cfg, &mut |_| {}));
     std::thread::sleep(lead);
-    let strace = AttachedStrace::attach(&[pid]);
-    let started = Instant::now();
-    std::thread::sleep(traced);
-    let seconds = started.elapsed().as_secs_f64();
-    let (counts, text) = strace.detach();
+    let strace = AttachedStrace::attach_timed(&[pid]);
+    std::thread::sleep(STRACE_SETTLE + traced);
+    let (counts, seconds) = calls_after(&strace.finish(), STRACE_SETTLE);
+    let text = counts
+        .iter()
+        .map(|(name, n)| format!("{n:>8} {name}"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let report = load
         .join()
         .expect("load thread")
@@ -631,6 +707,9 @@ fn strace_in_steady_load(
     assert_all_ok(&report, "load around strace");
     (counts, text, seconds, report)
 }
+
+/// How long after strace attaches `strace_in_steady_load` starts counting.
+const STRACE_SETTLE: Duration = Duration::from_secs(1);
 
 /// Differences between measured and expected per-request counts: each expected syscall within
 /// 2%; `wakeup` (epoll_wait, poll) at most once per request; anything else only per connection
@@ -733,8 +812,8 @@ fn strace_eventfd_writes_are_a_process_total_that_counts_the_accept_hand_overs()
 /// A contended extra (a futex wake) runs its configured 0.5 per request at the profiled rate
 /// (1000 req/s, requests 1 ms in flight) and falls with the share of requests that find another in
 /// flight at a lower one: 0.5 x (1 - e^-0.25) / (1 - e^-1) = 0.175 at 250 req/s. The clone
-/// estimates the rate over windows of 0.25 s, so each trace sits in the middle of a steady load
-/// (attached after a second at the rate): a trace that began with the load counted its first
+/// estimates the rate over windows of 0.25 s, so each count sits in the middle of a steady load
+/// (`strace_in_steady_load`): a trace that began with the load counted its first
 /// windows at the rate before (a CI run read 0.441 at 1000 req/s over 3,000 requests). The config's
 /// per-connection calls (getpeername, getsockname, shutdown) come once per connection, none while
 /// the connections only carry requests.
@@ -810,9 +889,10 @@ fn strace_contended_wakes_follow_the_share_of_overlapping_requests() {
 /// A config measured at two loads (runtime/tests/config_two_loads.c) makes each load's counts at
 /// that load: an mprotect at 0.6 per request at 250 req/s and 0.1 at 1000 (the line in the share of
 /// requests that overlap), a timer waking 200 times a second at 250 req/s and 50 at 1000 (the line
-/// in the rate). strace attaches after the load has run a second at its rate and detaches before
-/// it ends, so the clone's rate estimate (windows of 0.25 s) holds that rate for the whole trace;
-/// the requests traced are the sends it counted.
+/// in the rate). strace attaches after the load has run a second at its rate, counts from a second
+/// after that and detaches before the load ends (`strace_in_steady_load`), so the clone's rate
+/// estimate (windows of 0.25 s) holds that rate for the whole count; the requests counted are the
+/// sends.
 #[test]
 fn strace_a_config_measured_at_two_loads_makes_each_loads_counts() {
     require("strace", "strace");
