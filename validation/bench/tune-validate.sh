@@ -11,7 +11,8 @@
 # times as long (docs/validation.md, "The simulated window"); TUNE_ITERATIONS sets the iteration cap (5;
 # 0 validates without tuning); TUNE_SEED_TRIALS the seed trials after them (`ditto tune --seed-trials`,
 # default 2). FROM_KNOBS=DIR starts each copy from DIR/TARGET/knobs.toml instead of the
-# committed knobs (the copy is regenerated from profiles/TARGET.json with them: a tuning warm-started
+# committed knobs (the copy is regenerated from profiles/TARGET.json with them and the seed their
+# regeneration line names: a tuning warm-started
 # from an earlier one, e.g. FROM_KNOBS=out/bench/tuned after a profile was re-taken); OUT sets the
 # output directory (out/bench/tuned).
 set -euo pipefail
@@ -37,7 +38,10 @@ for t in "${targets[@]}"; do
   if [ -n "$knobs" ]; then
     skeleton=()
     [ -f "profiles/skeletons/$t.json" ] && skeleton=(--skeleton "profiles/skeletons/$t.json")
-    "$ditto" generate "profiles/$t.json" -o "$out/$t" --knobs "$knobs" --seed 1 "${skeleton[@]}" >/dev/null
+    # The seed the knobs were tuned at (a seed trial may have left another than 1), from the
+    # regeneration line `ditto tune` writes at the top of the file.
+    seed=$(sed -n 's/^#.*--seed \([0-9][0-9]*\).*/\1/p' "$knobs" | head -n 1)
+    "$ditto" generate "profiles/$t.json" -o "$out/$t" --knobs "$knobs" --seed "${seed:-1}" "${skeleton[@]}" >/dev/null
     rm -f "$knobs"
   fi
   start=$(date +%s)
