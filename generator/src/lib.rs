@@ -367,8 +367,10 @@ pub fn has_first_touch_stream(profile: &Profile, knobs: &Knobs) -> bool {
 /// Whether a body of `profile` has reuses past twice `data_working_set.tail_from_bytes` under
 /// `knobs`, what `data_working_set.top_share_scale` acts on (`plan::scale_top_class`).
 pub fn has_top_reuse_class(profile: &Profile, knobs: &Knobs) -> bool {
-    let past = knobs.data_working_set.tail_from_bytes.saturating_mul(2);
-    any_data_class(profile, knobs, |c| !c.first_touch && c.target > past)
+    let tail_from = knobs.data_working_set.tail_from_bytes;
+    any_data_class(profile, knobs, |c| {
+        plan::reuses_past_twice_the_tail(c, tail_from)
+    })
 }
 
 /// Whether a body's planned data classes (one call, no skeleton) hold a class with a share that

@@ -461,11 +461,17 @@ pub fn scale_first_touch(classes: &mut [DataClass], scale: f64, tail_from: u64) 
 /// docs/validation.md, "the top share as the LLC's lever").
 pub fn scale_top_class(classes: &mut [DataClass], scale: f64, tail_from: u64) {
     let top = (0..classes.len())
-        .filter(|&i| !classes[i].first_touch && classes[i].target > 2 * tail_from)
+        .filter(|&i| reuses_past_twice_the_tail(&classes[i], tail_from))
         .max_by_key(|&i| classes[i].target);
     if let Some(top) = top {
         scale_class_share(classes, top, scale, tail_from);
     }
+}
+
+/// Whether `class` reuses its data past twice `tail_from`: the classes [`scale_top_class`] takes
+/// the largest of.
+pub fn reuses_past_twice_the_tail(class: &DataClass, tail_from: u64) -> bool {
+    !class.first_touch && class.target > tail_from.saturating_mul(2)
 }
 
 /// Class `at`'s share multiplied by `scale`. Below 1 the difference goes to the reuse class just

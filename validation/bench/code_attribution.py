@@ -22,6 +22,8 @@ import re
 import subprocess
 import sys
 
+from miss_attribution import cachegrind_lines
+
 HOT = 0.05
 CLUSTER = re.compile(r"^// ---- cluster (\w+):")
 BLOCK = re.compile(r"^// block \d+: (\d+) bytes, (\d+) chunk")
@@ -61,20 +63,10 @@ def classify(body_path):
 def per_line(cg_path):
     """(file, line) -> [Ir, I1mr] over one cachegrind file."""
     totals = collections.defaultdict(lambda: [0, 0])
-    index, source = None, ""
-    with open(cg_path) as f:
-        for line in f:
-            if line.startswith("events:"):
-                events = line.split()[1:]
-                index = (events.index("Ir"), events.index("I1mr"))
-            elif line.startswith("fl="):
-                source = line[3:].strip().split("/")[-1]
-            elif line[:1].isdigit() and index is not None:
-                fields = [int(x) for x in line.split()]
-                counts = fields[1:] + [0] * (max(index) + 1)
-                key = (source, fields[0])
-                totals[key][0] += counts[index[0]]
-                totals[key][1] += counts[index[1]]
+    for source, number, counts in cachegrind_lines(cg_path):
+        t = totals[(source.split("/")[-1], number)]
+        t[0] += counts["Ir"]
+        t[1] += counts["I1mr"]
     return totals
 
 
@@ -126,7 +118,7 @@ def main():
     print(f"instructions {total_ir:.1f}, L1i misses {total_miss:.3f} a request "
           f"(miss rate {total_miss / max(total_ir, 1e-9):.5f})")
     print(f"{'owner':44} {'instr/req':>10} {'misses/req':>10}")
-    for owner, (ir, miss) in sorted(by_owner.items(), key=lambda kv: -kv[1][1]):
+    for owner, (ir, miss) in sorted(by_owner.items(), key=lambda kv: (-kv[1][1], kv[0])):
         if abs(miss) >= 0.005 or ir >= 1.0:
             print(f"{owner:44} {ir:10.1f} {miss:10.3f}")
     set_miss, set_hot = [0.0] * sets, [0] * sets

@@ -50,30 +50,37 @@ def classify(body_path):
     return kinds
 
 
-def per_kind(cg_path, kinds):
-    """Sums data references, L1d misses and LL misses per kind over one cachegrind file."""
-    totals = collections.defaultdict(lambda: [0, 0, 0])
-    index, source = None, ""
+def cachegrind_lines(cg_path):
+    """Yields (source file, line, {event: count}) for every cost line of a cachegrind output file;
+    events a line leaves out count 0."""
+    events, source = None, ""
     with open(cg_path) as f:
         for line in f:
             if line.startswith("events:"):
-                index = {e: i for i, e in enumerate(line.split()[1:])}
+                events = line.split()[1:]
             elif line.startswith("fl="):
                 source = line.strip()[3:]
-            elif line[:1].isdigit() and index is not None:
+            elif line[:1].isdigit() and events is not None:
                 fields = line.split()
                 counts = [int(x) for x in fields[1:]]
-                counts += [0] * (len(index) - len(counts))
-                if source.endswith("body.S"):
-                    kind = kinds.get(int(fields[0]), ("body", "other", 0))
-                elif "memset" in source:
-                    continue
-                else:
-                    kind = ("skeleton", "", 0)
-                t = totals[kind]
-                t[0] += counts[index["Dr"]] + counts[index["Dw"]]
-                t[1] += counts[index["D1mr"]] + counts[index["D1mw"]]
-                t[2] += counts[index["DLmr"]] + counts[index["DLmw"]]
+                counts += [0] * (len(events) - len(counts))
+                yield source, int(fields[0]), dict(zip(events, counts))
+
+
+def per_kind(cg_path, kinds):
+    """Sums data references, L1d misses and LL misses per kind over one cachegrind file."""
+    totals = collections.defaultdict(lambda: [0, 0, 0])
+    for source, number, counts in cachegrind_lines(cg_path):
+        if source.endswith("body.S"):
+            kind = kinds.get(number, ("body", "other", 0))
+        elif "memset" in source:
+            continue
+        else:
+            kind = ("skeleton", "", 0)
+        t = totals[kind]
+        t[0] += counts["Dr"] + counts["Dw"]
+        t[1] += counts["D1mr"] + counts["D1mw"]
+        t[2] += counts["DLmr"] + counts["DLmw"]
     return totals
 
 
